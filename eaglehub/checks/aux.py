@@ -1,0 +1,88 @@
+"""Aux hidden-state layer ids: distinct, sorted, in range, count == A == fc width / Ht; convention
+(formats.md §3, vllm.md §7, §11; F10, F11). vLLM's defaults are checked when the drafter has no list."""
+
+from __future__ import annotations
+
+from ..drafter import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
+from ..findings import Finding, finding
+from .context import Context
+
+
+def _hidden_undeclared(ctx: Context) -> list[Finding]:
+    d = ctx.drafter.dims
+    fc = ctx.drafter.tensors.get("fc.weight")
+    if d.Ht_declared or fc is None or len(fc.shape) != 2 or not d.H or fc.shape[1] == d.A * d.H or fc.shape[1] % d.A:
+        return []
+    ht = fc.shape[1] // d.A
+    return [finding("E-HIDDEN-UNDECLARED", "target_hidden_size",
+                    f"fc.weight is {list(fc.shape)}: Ht = {fc.shape[1]}/{d.A} = {ht}, but config has no target_hidden_size (engines then use hidden_size {d.H})",
+                    f'add "target_hidden_size": {ht}')]
+
+
+def _fc_count(ctx: Context) -> list[Finding]:
+    d = ctx.drafter.dims
+    fc = ctx.drafter.tensors.get("fc.weight")
+    if fc is None or len(fc.shape) != 2 or not d.Ht or fc.shape[1] % d.Ht or fc.shape[1] // d.Ht == d.A:
+        return []
+    return [finding("E-AUX-COUNT", "fc.weight", f"fc.weight reads {fc.shape[1] // d.Ht} aux states of width {d.Ht}, the config implies A = {d.A}",
+                    f'set "num_aux_hidden_states": {fc.shape[1] // d.Ht} and list that many aux-layer ids')]
+
+
+def check_ids(ids: list[int], subject: str, n_layers: int | None, expected_count: int | None, ordered: bool = True) -> list[Finding]:
+    """Duplicates, order (if ``ordered``), range ``[0, N]`` and count of one id list as vLLM captures it."""
+    out = []
+    if len(set(ids)) != len(ids):
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        out.append(finding("E-AUX-DUPLICATE", subject, f"aux-layer ids {ids} repeat {dup}: vLLM captures fewer states than fc expects and crashes at the first draft step",
+                           "write distinct, sorted C-in ids at the top level (eagle_aux_hidden_state_layer_ids)"))
+    elif ordered and ids != sorted(ids):
+        out.append(finding("E-AUX-ORDER", subject, f"aux-layer ids {ids} are not ascending; vLLM concatenates in ascending layer order",
+                           f"write {sorted(ids)} (and make sure fc blocks follow that order)"))
+    hi = n_layers
+    bad = [i for i in ids if i < 0 or (hi is not None and i > hi)]
+    if bad:
+        where = f"[0, {hi}] of the {hi}-layer target" if hi is not None else "[0, N]"
+        out.append(finding("E-AUX-RANGE", subject, f"aux-layer id(s) {bad} outside {where}",
+                           "pick ids inside the target's layers, or pair the drafter with the target it was trained on"))
+    elif hi is not None and hi in ids:
+        out.append(finding("W-AUX-LAST", subject, f"id {hi} is the final pre-norm state; Llama/Qwen targets in vLLM capture ids < N",
+                           "check the engine captures it; otherwise use an id below N"))
+    if expected_count is not None and len(ids) != expected_count:
+        out.append(finding("E-AUX-COUNT", subject, f"{len(ids)} aux-layer ids but the drafter reads A = {expected_count} aux states",
+                           "make num_aux_hidden_states, the id list and fc width agree"))
+    return out
+
+
+def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
+    aux = ctx.drafter.aux
+    top = aux.key == AUX_KEY
+    conv, reason = infer_convention(aux.raw, top, n_layers)
+    if top and aux.raw and aux.raw[0] == 1:
+        return [finding("W-AUX-CONVENTION", aux.key, f"top-level ids {aux.raw} start at 1 like a C-out list, but this key is read as C-in (input to layer)",
+                        f"if the trainer used C-out ids (SpecForge, TorchSpec, ModelOpt), write {[i + 1 for i in aux.raw]}")]
+    if conv == C_OUT:
+        return [finding("W-AUX-CONVENTION", aux.key, f"nested ids {aux.raw} look C-out ({reason}); vLLM captures them as C-in, one layer early",
+                        f'write top-level "{AUX_KEY}": {[i + 1 for i in aux.raw]} and "num_aux_hidden_states"')]
+    if conv == UNKNOWN:
+        return [finding("W-AUX-CONVENTION", aux.key, f"cannot tell whether nested ids {aux.raw} are C-in or C-out ({reason})",
+                        f'write the C-in list at the top level ("{AUX_KEY}")')]
+    assert conv == C_IN
+    return []
+
+
+def check(ctx: Context) -> list[Finding]:
+    d, aux = ctx.drafter.dims, ctx.drafter.aux
+    n = ctx.target.layers if ctx.target else None
+    undeclared = _hidden_undeclared(ctx)
+    out = undeclared + ([] if undeclared else _fc_count(ctx))
+    if aux.raw is not None:
+        return out + check_ids(aux.raw, aux.key, n, d.A) + _convention(ctx, n)
+    if n is None:
+        return out + [finding("I-AUX-DEFAULT", AUX_KEY, "no explicit aux-layer ids: vLLM captures the target's default (2, N//2, N-3)",
+                              "pass --target to check the defaults, or write explicit ids")]
+    defaults = default_aux_ids(n)
+    found = check_ids(defaults, f"{AUX_KEY} (vLLM default for N={n})", n, d.A, ordered=False)
+    if not found:
+        found = [finding("I-AUX-DEFAULT", AUX_KEY, f"no explicit aux-layer ids: vLLM captures {defaults} for this {n}-layer target",
+                         f'write "{AUX_KEY}": {defaults} explicitly')]
+    return out + found

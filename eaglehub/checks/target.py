@@ -1,0 +1,54 @@
+"""Drafter ↔ target checks (``--target``): hidden size, vocabulary, dtype, embedding sharing, RoPE
+(vllm.md §6, §14; F9, F14, F18). The aux-id range against the target's layers is in :mod:`.aux`."""
+
+from __future__ import annotations
+
+from ..findings import Finding, finding
+from .context import Context
+
+EMBED = "embed_tokens.weight"
+
+
+def _embedding(ctx: Context) -> list[Finding]:
+    d, t = ctx.drafter, ctx.target
+    if EMBED not in d.names:
+        if d.dims.H == d.dims.Ht and d.dims.H != t.hidden:  # not already required by shapes.py
+            return [finding("E-EMBED-MISSING", EMBED, f"drafter hidden {d.dims.H} != target hidden {t.hidden}: vLLM can only share the target embedding when they match",
+                            "ship embed_tokens.weight [V, H] trained with the drafter")]
+        return []
+    info = d.tensors[EMBED]
+    tidx = t.index()
+    tinfo = tidx.tensors.get(EMBED)
+    if tinfo is None or tinfo.shape != info.shape:
+        return [finding("I-EMBED-TRAINED", EMBED, f"drafter ships its own embed_tokens {list(info.shape)} (target's: {list(tinfo.shape) if tinfo else 'absent'}); vLLM keeps it",
+                        "")]
+    same = tinfo.dtype == info.dtype and bool((d.load(EMBED) == tidx.load(EMBED)).all())
+    if same:
+        return [finding("I-EMBED-SHARED", EMBED, "embed_tokens equals the target's; vLLM shares the target's table", "the tensor can be dropped to save space")]
+    return [finding("I-EMBED-TRAINED", EMBED, "embed_tokens differs from the target's; vLLM keeps the drafter's own table", "")]
+
+
+def _rope(cfg: dict) -> tuple:
+    return (cfg.get("rope_theta", 10000.0), cfg.get("rope_scaling") or None, cfg.get("rope_parameters") or None)
+
+
+def check(ctx: Context) -> list[Finding]:
+    t = ctx.target
+    if t is None:
+        return []
+    d, out = ctx.drafter, []
+    if t.hidden is not None and d.dims.Ht is not None and d.dims.Ht != t.hidden:
+        out.append(finding("E-HIDDEN-MISMATCH", "target_hidden_size", f"drafter expects aux states of width {d.dims.Ht}, target hidden_size is {t.hidden}",
+                           "pair the drafter with the target it was trained on, or fix target_hidden_size"))
+    if t.vocab is not None and d.dims.V is not None and d.dims.V != t.vocab:
+        out.append(finding("E-VOCAB-MISMATCH", "vocab_size", f"drafter vocab_size {d.dims.V} != target vocab_size {t.vocab}",
+                           "vocab_size must be the target's; draft_vocab_size is the pruned size"))
+    if t.dtype and d.dtype and t.dtype != d.dtype:
+        out.append(finding("W-DTYPE-MISMATCH", "torch_dtype", f"drafter is {d.dtype}, target is {t.dtype}; both meet in one op (embeddings, aux states)",
+                           "serve both in one dtype (vLLM casts the drafter to the model dtype)"))
+    if t.hidden is not None:
+        out += _embedding(ctx)
+    if _rope(d.config) != _rope(t.config):
+        out.append(finding("W-ROPE-MISMATCH", "rope_scaling", f"drafter RoPE {_rope(d.config)} differs from the target's {_rope(t.config)} (theta, scaling, parameters)",
+                           "keep RoPE fields as trained; if a converter dropped them, copy them from the training config"))
+    return out

@@ -1,0 +1,97 @@
+"""Tensor-level checks: names, shapes, dtypes (formats.md §1) and freshly-initialised weights (F2)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ..drafter import config_dtype
+from ..findings import Finding, finding
+from ..shapes import expected_tensors
+from .context import Context
+
+INIT_MIN_NUMEL = 4096  # smaller matrices are too noisy for the std test
+INIT_SAMPLE_NUMEL = 1 << 18  # rows loaded for the std test, bounded
+INIT_STD_RTOL = 0.01
+FLOAT_CHECKED = {"float16", "bfloat16", "float32", "float64"}
+
+
+def _fmt(shape) -> str:
+    return "[" + ", ".join("?" if s is None else str(s) for s in shape) + "]"
+
+
+def check_prefix(ctx: Context) -> list[Finding]:
+    """Names stored with a leading ``model.``: vLLM prefixes again and fails (vllm.md §4.2)."""
+    idx = ctx.drafter.index
+    if not idx.stripped_prefix:
+        return []
+    bad = [i.source_name for i in idx.tensors.values() if i.source_name != i.name]
+    return [finding("E-TENSOR-PREFIX", bad[0], f"{len(bad)} tensor name(s) start with 'model.' (e.g. {bad[0]}); vLLM adds its own prefix",
+                    "store un-prefixed names (fc.weight, midlayer.*, ...)")]
+
+
+def check_expected(ctx: Context) -> list[Finding]:
+    """Every expected tensor present with the implied shape; nothing unexpected (formats.md §1, shapes.py)."""
+    tensors, out = ctx.drafter.tensors, []
+    specs = {s.name: s for s in expected_tensors(ctx.drafter)}
+    for name, spec in specs.items():
+        info = tensors.get(name)
+        if info is None:
+            if spec.required:
+                out.append(finding(spec.missing_code, name, f"{name} {_fmt(spec.shape)} is missing",
+                                   "export the tensor from the training checkpoint (vLLM would not report it)"))
+            continue
+        if spec.unused_code:
+            out.append(finding(spec.unused_code, name, f"{name} is present but the config flag that enables it is off, so it is ignored",
+                               "set the flag (fc_norm / norm_before_fc) if the drafter was trained with it, else drop the tensor"))
+        if len(info.shape) != len(spec.shape) or any(e is not None and e != a for e, a in zip(spec.shape, info.shape)):
+            out.append(finding("E-TENSOR-SHAPE", name, f"{name} is {_fmt(info.shape)}, the config implies {_fmt(spec.shape)}",
+                               "fix the config dimensions or re-export the tensor"))
+    for name in tensors:
+        if name not in specs:
+            out.append(finding("E-TENSOR-UNEXPECTED", name, f"{name} is not a tensor of this layout (vLLM raises KeyError on it)",
+                               "rename it to the layout's name (fc, midlayer.*, norm, lm_head, d2t, t2d, fc_norm.{i}) or drop it"))
+    return out
+
+
+def check_dtypes(ctx: Context) -> list[Finding]:
+    """Float weights share one dtype, the config's ``torch_dtype`` if given (F18)."""
+    want = config_dtype(ctx.drafter.config)
+    floats = {n: i.dtype for n, i in ctx.drafter.tensors.items() if i.is_float}
+    counts = Counter(floats.values())
+    if not counts:
+        return []
+    ref = want if want and want != "auto" else counts.most_common(1)[0][0]
+    out = []
+    for dtype, n in counts.items():
+        if dtype != ref:
+            first = next(k for k, v in floats.items() if v == dtype)
+            src = "the config's torch_dtype" if ref == want else "the other weights"
+            out.append(finding("E-TENSOR-DTYPE", first, f"{n} weight(s) are {dtype} (e.g. {first}) but {src} is {ref}",
+                               "cast the weights or fix torch_dtype; leave d2t/t2d dtypes alone"))
+    return out
+
+
+def check_init(ctx: Context) -> list[Finding]:
+    """Warn on weights that look untrained: RMSNorm weights all ones, all-zero tensors, or a matrix whose
+    std equals ``initializer_range`` (what ``strict=False`` loaders save, F2). ``fc_norm.*`` are skipped
+    (the 3.1 upgrade initialises them to ones by design), so is ``embed_tokens`` (copied from the target)."""
+    d = ctx.drafter
+    ir = d.config.get("initializer_range", 0.02)
+    out = []
+    for name, info in d.tensors.items():
+        if info.dtype not in FLOAT_CHECKED or name.startswith("fc_norm.") or name == "embed_tokens.weight" or not info.numel:
+            continue
+        if len(info.shape) == 1 and name.endswith("norm.weight"):
+            t = d.load(name).float()
+            if bool((t == 1).all()):
+                out.append(finding("W-TENSOR-INIT", name, f"{name} is all ones (a freshly initialised RMSNorm)",
+                                   "check that the converter copied the trained weight"))
+        elif len(info.shape) == 2 and info.numel >= INIT_MIN_NUMEL:
+            t = d.load(name, max_rows=max(1, INIT_SAMPLE_NUMEL // info.shape[1])).float()
+            std, mean = float(t.std()), float(t.mean())
+            if std == 0.0:
+                out.append(finding("W-TENSOR-INIT", name, f"{name} is constant ({mean:g})", "check that the converter copied the trained weight"))
+            elif isinstance(ir, (int, float)) and ir > 0 and abs(std - ir) / ir < INIT_STD_RTOL and abs(mean) < 0.1 * ir:
+                out.append(finding("W-TENSOR-INIT", name, f"{name} has std {std:.5f} ≈ initializer_range {ir}: looks randomly initialised",
+                                   "check that the converter copied the trained weight"))
+    return out

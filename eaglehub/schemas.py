@@ -1,0 +1,42 @@
+"""JSON Schema helpers: every ``--json`` output and every drafter config is checked against ``schemas/``."""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from .errors import EaglehubError
+from .paths import schemas_dir
+
+
+@functools.cache
+def load_schema(name: str) -> dict:
+    """``schemas/<name>.schema.json`` as a dict. Raises EaglehubError if missing."""
+    path = schemas_dir() / f"{name}.schema.json"
+    if not path.is_file():
+        raise EaglehubError(f"schema {path} is missing", hint="reinstall eaglehub from a full checkout")
+    return json.loads(path.read_text())
+
+
+@functools.cache
+def _validator(name: str):
+    from jsonschema import Draft202012Validator
+
+    schema = load_schema(name)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def schema_errors(obj, name: str) -> list[tuple[str, str]]:
+    """``[(json path, message)]`` for every violation of schema ``name`` (empty when valid)."""
+    errors = sorted(_validator(name).iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
+    return [(e.json_path.removeprefix("$.") if e.absolute_path else "$", e.message) for e in errors]
+
+
+def validate_json(obj, name: str) -> None:
+    """Raise ``jsonschema.ValidationError`` if ``obj`` violates ``schemas/<name>.schema.json``."""
+    from jsonschema.exceptions import best_match
+
+    err = best_match(_validator(name).iter_errors(obj))
+    if err is not None:
+        raise err
