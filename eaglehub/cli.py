@@ -72,6 +72,57 @@ def target_build(spec: str, overwrite: bool, as_json: bool) -> None:
 
 # --- inspect / validate / convert (eaglehub.inspection, eaglehub.validate, eaglehub.convert) ---
 
+
+@main.command("inspect")
+@click.argument("src")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/inspect-report.schema.json).")
+@handle_errors
+def inspect_cmd(src: str, as_json: bool) -> None:
+    """Describe drafter SRC from tensor headers: layout, dims, flags, aux ids, vocabulary, tensors."""
+    from .inspection import inspect_drafter
+    from .render import print_inspect
+
+    report = inspect_drafter(src)
+    print_json(report) if as_json else print_inspect(report, console)
+
+
+@main.command("validate")
+@click.argument("src")
+@click.option("--target", "target_spec", default=None, help="Target model (directory, cached Hub id or `smollm2`).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/validate-report.schema.json).")
+@handle_errors
+def validate_cmd(src: str, target_spec: str | None, as_json: bool) -> None:
+    """Check drafter SRC (and its pairing with --target). Exit 0 clean, 1 on error findings, 2 on bad input."""
+    from .render import print_findings
+    from .validate import validate
+
+    report = validate(src, target_spec)
+    print_json(report) if as_json else print_findings(report, console)
+    sys.exit(0 if report["ok"] else 1)
+
+
+@main.command("convert")
+@click.argument("src")
+@click.argument("dst")
+@click.option("--to", "to", type=click.Choice(["3.1"]), required=True, help="Target format.")
+@click.option("--norm-output/--no-norm-output", default=True, show_default=True, help="Set norm_output in the 3.1 config.")
+@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/convert-report.schema.json).")
+@handle_errors
+def convert_cmd(src: str, dst: str, to: str, norm_output: bool, overwrite: bool, as_json: bool) -> None:
+    """Upgrade drafter SRC to EAGLE-3.1 into DST (atomic; SRC untouched; other tensors bit-exact)."""
+    from .convert import convert
+    from .render import print_convert
+
+    report = convert(src, dst, to=to, norm_output=norm_output, overwrite=overwrite)
+    if as_json:
+        print_json(report)
+        for w in report["warnings"]:
+            err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    else:
+        print_convert(report, console, err_console)
+
+
 # --- verify (eaglehub.verify) -----------------------------------------------------------------
 
 

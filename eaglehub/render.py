@@ -1,0 +1,68 @@
+"""Human-readable output (rich) for the inspect, validate and convert reports. Never prints secrets."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def print_inspect(report: dict, console: Console) -> None:
+    d, v, a = report["dims"], report["vocab"], report["aux"]
+    flags = ", ".join(f"{k}={'true' if x else 'false'}" for k, x in report["flags"].items())
+    console.print(f"[bold]{report['path']}[/]  layout [bold]{report['layout']}[/] ({report['architecture']}), "
+                  f"EAGLE-{report['eagle_version']}, {report['format']}, {report['dtype']}", highlight=False)
+    console.print(f"dims: H={d['H']} Ht={d['Ht']} A={d['A']} heads={d['nh']}/{d['nkv']} head_dim={d['head_dim']} "
+                  f"I={d['I']} layers={d['layers']}", highlight=False)
+    console.print(f"vocab: Vd={v['Vd']} / V={v['V']} ({'pruned' if v['pruned'] else 'full'}; d2t {'yes' if v['d2t'] else 'no'}, "
+                  f"t2d {'yes' if v['t2d'] else 'no'})", highlight=False)
+    ids = f"{a['raw']} from {a['key']} ({a['convention']}: {a['reason']}); C-in {a['c_in']}" if a["raw"] is not None else a["reason"]
+    console.print(f"aux ids: {ids}", highlight=False)
+    console.print(f"flags: {flags}", highlight=False)
+    if report["stripped_prefix"]:
+        console.print(f"names stored with prefix {report['stripped_prefix']!r} (shown without it)", highlight=False)
+    table = Table(show_edge=False)
+    for col, just in (("tensor", "left"), ("shape", "left"), ("dtype", "left"), ("size", "right")):
+        table.add_column(col, justify=just)
+    for t in report["tensors"]:
+        table.add_row(t["name"], str(t["shape"]), t["dtype"], _size(t["bytes"]))
+    console.print(table)
+    console.print(f"{report['parameters']:,} parameters, {_size(report['bytes'])}", highlight=False)
+
+
+def print_findings(report: dict, console: Console) -> None:
+    console.print(f"[bold]{report['drafter']}[/]  layout [bold]{report['layout']}[/]"
+                  + (f"  target {report['target']}" if report["target"] else ""), highlight=False)
+    if report["findings"]:
+        table = Table(show_edge=False, show_lines=False)
+        for col in ("severity", "code", "subject", "message", "hint"):
+            table.add_column(col, overflow="fold")
+        for f in report["findings"]:
+            style = SEVERITY_STYLE[f["severity"]]
+            table.add_row(f"[{style}]{f['severity']}[/]", f["code"], f["subject"], f["message"], f["hint"])
+        console.print(table)
+    c = report["counts"]
+    verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
+    console.print(f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info", highlight=False)
+
+
+def print_convert(report: dict, console: Console, err_console: Console) -> None:
+    console.print(f"converted {report['source']} → {report['destination']} (EAGLE-{report['to']}, layout {report['layout']})", highlight=False)
+    for t in report["added_tensors"]:
+        console.print(f"  + {t['name']} {t['shape']} {t['dtype']} (ones)", highlight=False)
+    for c in report["config_changes"]:
+        console.print(f"  config {c['key']}: {c['old']} → {c['new']}", highlight=False)
+    n = len(report["copied_tensors"])
+    console.print(f"  {n} tensors copied bit-exact (sha256 checked), {len(report['copied_files'])} other file(s) copied, "
+                  f"{_size(report['bytes_written'])} written", highlight=False)
+    for w in report["warnings"]:
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
