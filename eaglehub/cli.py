@@ -24,9 +24,9 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except EaglehubError as exc:
-            err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False)
+            err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
             if exc.hint:
-                err_console.print(f"[dim]hint: {exc.hint}[/]", highlight=False)
+                err_console.print(f"[dim]hint: {exc.hint}[/]", highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
 
     return wrapper
@@ -118,7 +118,7 @@ def convert_cmd(src: str, dst: str, to: str, norm_output: bool, overwrite: bool,
     if as_json:
         print_json(report)
         for w in report["warnings"]:
-            err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+            err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     else:
         print_convert(report, console, err_console)
 

@@ -65,4 +65,4 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
     console.print(f"  {n} tensors copied bit-exact (sha256 checked), {len(report['copied_files'])} other file(s) copied, "
                   f"{_size(report['bytes_written'])} written", highlight=False)
     for w in report["warnings"]:
-        err_console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)

@@ -12,7 +12,7 @@ def check_vocab_maps(d2t, t2d, V: int, Vd: int) -> list[Finding]:
     """Check ``d2t`` (int ``[Vd]`` offsets, or ``None``) and ``t2d`` (bool ``[V]``, or ``None``).
 
     Rules: ``ids = arange(Vd) + d2t`` strictly increasing in ``[0, V)``; all-zero ``d2t`` with
-    ``Vd < V`` is suspicious; ``d2t`` with ``Vd == V`` breaks vLLM >= 0.30; ``t2d.sum() == Vd`` and
+    ``Vd < V`` is suspicious unless ``t2d`` confirms the first ``Vd`` ids; ``d2t`` with ``Vd == V`` breaks vLLM >= 0.30; ``t2d.sum() == Vd`` and
     ``t2d[ids]`` all true. Length mismatches are left to the shape check.
     """
     import torch
@@ -33,7 +33,8 @@ def check_vocab_maps(d2t, t2d, V: int, Vd: int) -> list[Finding]:
             out.append(finding("E-D2T-RANGE", "d2t", f"{int(bad.sum())} mapped id(s) outside [0, {V}), e.g. {int(ids[bad][0])}",
                                "d2t holds offsets (id - i), not absolute ids; rebuild it from the sorted id list"))
             ids = None
-        if Vd < V and not bool(d2t.any()):
+        confirmed = t2d is not None and t2d.shape == (V,) and int(t2d.sum()) == Vd and bool(t2d[:Vd].all())
+        if Vd < V and not bool(d2t.any()) and not confirmed:
             out.append(finding("W-D2T-ZERO", "d2t", "d2t is all zeros: draft id i maps to target id i although the vocabulary is pruned",
                                "rebuild d2t from the training vocabulary"))
         if Vd == V:

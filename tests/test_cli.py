@@ -1,0 +1,121 @@
+"""CLI: inspect / validate / convert through click's CliRunner; exit codes 0/1/2; --json matches schemas.
+
+Includes the issue's "Done when" checks: the 3.1 upgrade validates clean; deleting one fc_norm weight,
+renaming the ``midlayer.`` prefix, or a target with too few layers each gives a named error and exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from safetensors.torch import load_file, save_file
+
+from eaglehub.cli import main
+from eaglehub.schemas import validate_json
+
+
+def run(*args):
+    result = CliRunner(env={"COLUMNS": "250"}).invoke(main, [str(a) for a in args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+@pytest.fixture
+def upgraded(make_drafter, tmp_path):
+    dst = tmp_path / "d31"
+    r = run("convert", make_drafter(), dst, "--to", "3.1", "--json")
+    assert r.exit_code == 0, r.output
+    validate_json(json.loads(r.stdout), "convert-report")
+    assert "not numerically equivalent" in r.stderr
+    return dst
+
+
+def rewrite(path, fn):
+    f = path / "model.safetensors"
+    tensors = load_file(str(f))
+    fn(tensors)
+    save_file(tensors, str(f))
+
+
+def findings(result):
+    report = json.loads(result.stdout)
+    validate_json(report, "validate-report")
+    return [(f["code"], f["subject"]) for f in report["findings"]]
+
+
+def test_upgrade_validates_clean(upgraded, make_target):
+    r = run("validate", upgraded, "--target", make_target(8), "--json")
+    assert r.exit_code == 0 and findings(r) == []
+    human = run("validate", upgraded)
+    assert human.exit_code == 0 and "OK: 0 error(s), 0 warning(s), 0 info" in human.stdout
+
+
+def test_deleting_one_fc_norm_weight_fails(upgraded):
+    rewrite(upgraded, lambda t: t.pop("fc_norm.1.weight"))
+    r = run("validate", upgraded, "--json")
+    assert r.exit_code == 1 and findings(r) == [("E-FCNORM-MISSING", "fc_norm.1.weight")]
+    human = run("validate", upgraded)
+    assert human.exit_code == 1 and "E-FCNORM-MISSING" in human.stdout and "FAILED: 1 error(s)" in human.stdout
+
+
+def test_unknown_layer_prefix_fails(upgraded):
+    rewrite(upgraded, lambda t: t.update({"blocks.0." + n[9:]: t.pop(n) for n in [n for n in t if n.startswith("midlayer.")]}))
+    r = run("validate", upgraded, "--json")
+    codes = findings(r)
+    assert r.exit_code == 1
+    assert ("E-TENSOR-UNEXPECTED", "blocks.0.mlp.down_proj.weight") in codes
+    assert ("E-TENSOR-MISSING", "midlayer.mlp.down_proj.weight") in codes
+    assert {c for c, _ in codes} == {"E-TENSOR-UNEXPECTED", "E-TENSOR-MISSING"}
+
+
+def test_target_with_too_few_layers_fails(upgraded, make_target):
+    r = run("validate", upgraded, "--target", make_target(4), "--json")
+    assert r.exit_code == 1 and findings(r) == [("E-AUX-RANGE", "eagle_aux_hidden_state_layer_ids")]
+
+
+def test_inspect_json_and_table(upgraded):
+    r = run("inspect", upgraded, "--json")
+    report = json.loads(r.stdout)
+    validate_json(report, "inspect-report")
+    assert r.exit_code == 0 and report["eagle_version"] == "3.1" and report["layout"] == "eagle3-native"
+    assert report["dims"] | {} == {"H": 64, "Ht": 64, "A": 3, "nh": 4, "nkv": 2, "head_dim": 16, "I": 128, "V": 256, "Vd": 32,
+                                   "layers": 1, "attention_bias": False, "mlp_bias": False, "Ht_declared": True}
+    assert report["vocab"] == {"V": 256, "Vd": 32, "pruned": True, "d2t": True, "t2d": True}
+    assert report["aux"]["c_in"] == [2, 4, 5] and report["aux"]["convention"] == "C-in"
+    assert len(report["tensors"]) == 18 and report["parameters"] == 60128 and report["bytes"] == 120192
+    human = run("inspect", upgraded)
+    assert human.exit_code == 0 and "fc_norm.2.weight" in human.stdout and "60,128 parameters" in human.stdout
+
+
+def test_convert_refuses_existing_and_already_31(upgraded, make_drafter):
+    r = run("convert", make_drafter(name="other"), upgraded, "--to", "3.1")
+    assert r.exit_code == 2 and "already exists" in r.stderr and "--overwrite" in r.stderr
+    r = run("convert", upgraded, upgraded.parent / "again", "--to", "3.1")
+    assert r.exit_code == 2 and "already an EAGLE-3.1" in r.stderr
+    r = run("convert", make_drafter(name="third"), upgraded, "--to", "3.1", "--overwrite", "--no-norm-output")
+    assert r.exit_code == 0 and json.loads((upgraded / "config.json").read_text())["norm_output"] is False
+
+
+@pytest.mark.parametrize("breakage", ["missing", "json", "truncated", "noconfig"])
+def test_bad_input_is_one_line_and_exit_2(make_drafter, tmp_path, breakage):
+    path = tmp_path / "nope" if breakage == "missing" else make_drafter()
+    if breakage == "json":
+        (path / "config.json").write_text("{not json")
+    elif breakage == "truncated":
+        f = path / "model.safetensors"
+        f.write_bytes(f.read_bytes()[:1000])
+    elif breakage == "noconfig":
+        (path / "config.json").unlink()
+    for cmd in (["validate"], ["inspect"], ["convert", "--to", "3.1"]):
+        args = cmd[:1] + [path] + ([tmp_path / "dst"] if cmd[0] == "convert" else []) + cmd[1:]
+        r = run(*args)
+        assert r.exit_code == 2, (cmd, r.output)
+        lines = r.stderr.strip().splitlines()
+        assert lines[0].startswith("error:") and lines[-1].startswith("hint:") and "Traceback" not in r.output
+
+
+def test_usage_errors_exit_2(make_drafter, tmp_path):
+    assert run("convert", make_drafter(), tmp_path / "x", "--to", "4").exit_code == 2
+    assert run("validate").exit_code == 2

@@ -1,0 +1,242 @@
+"""Every finding code, each triggered by one broken variant of the tiny drafter D (failure-kinds.md)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from conftest import HD, V, drafter_tensors, target_config, target_tensors, vocab_maps
+from eaglehub.findings import CODES, finding
+from eaglehub.schemas import load_schema, validate_json
+from eaglehub.validate import validate
+
+
+def regenerate(**cfg_over):
+    """Mutation that changes dims and regenerates matching tensors."""
+
+    def mutate(cfg, t):
+        cfg.update(cfg_over)
+        t.clear()
+        t.update(drafter_tensors(cfg))
+
+    return mutate
+
+
+def both(*fns):
+    def mutate(cfg, t):
+        for fn in fns:
+            fn(cfg, t)
+
+    return mutate
+
+
+def setk(key, value):
+    return lambda cfg, t: cfg.__setitem__(key, value)
+
+
+def delk(*keys):
+    return lambda cfg, t: [cfg.pop(k, None) for k in keys]
+
+
+def delt(*names):
+    return lambda cfg, t: [t.pop(n) for n in names]
+
+
+def sett(name, fn):
+    return lambda cfg, t: t.__setitem__(name, fn(t))
+
+
+def _d2t_unordered(t):
+    d2t = t["d2t"].clone()
+    d2t[6] = d2t[5] - 1
+    return d2t
+
+
+def _t2d_other(t):
+    _, t2d = vocab_maps(list(range(V - 32, V)), V)
+    return t2d if not torch.equal(t2d, t["t2d"]) else ~t2d
+
+
+def _t2d_twenty(t):
+    t2d = torch.zeros(V, dtype=torch.bool)
+    t2d[:20] = True
+    return t2d
+
+
+def _unpruned(cfg, t):
+    cfg["draft_vocab_size"] = V
+    t["lm_head.weight"] = (torch.randn(V, cfg["hidden_size"]) * 0.05).to(torch.bfloat16)
+    t["d2t"], t["t2d"] = vocab_maps(list(range(V)), V)
+
+
+def _hidden_undeclared(cfg, t):
+    regenerate(hidden_size=48, target_hidden_size=64, head_dim=HD)(cfg, t)
+    del cfg["target_hidden_size"]
+
+
+def _prefixed(cfg, t):
+    for n in list(t):
+        t["model." + n] = t.pop(n)
+
+
+def _eagle1(cfg, t):
+    h = cfg["hidden_size"]
+    t["fc.weight"] = (torch.randn(h, 2 * h) * 0.05).to(torch.bfloat16)
+    t["fc.bias"] = torch.zeros(h, dtype=torch.bfloat16)
+    del t["midlayer.hidden_norm.weight"]
+    cfg["architectures"] = ["LlamaForCausalLM"]
+
+
+def _shared_embed(cfg, t):
+    t["embed_tokens.weight"] = target_tensors(target_config(8))["model.embed_tokens.weight"]
+
+
+@dataclass
+class Case:
+    code: str
+    mutate: Callable | None = None
+    subject: str | None = None
+    v31: bool = False
+    target: dict | None = None  # make_target kwargs
+    target_weights: bool = False
+    id: str = ""
+    extra: dict = field(default_factory=dict)
+
+
+TGT = {}
+CASES = [
+    Case("E-CONFIG-SCHEMA", setk("norm_output", "true"), "norm_output"),
+    Case("E-CONFIG-ARCH", both(setk("architectures", ["Qwen3ForCausalLM"]), setk("model_type", "qwen3")), "architectures", id="F1"),
+    Case("W-CONFIG-ARCH", setk("architectures", ["LlamaForCausalLM"]), "architectures"),
+    Case("W-CONFIG-TIE", setk("tie_word_embeddings", True), "tie_word_embeddings"),
+    Case("E-NOT-A-DRAFTER", None, "config.json", id="F3"),  # special-cased: the target is the drafter
+    Case("E-LAYOUT-EAGLE1", _eagle1, "fc.weight"),
+    Case("E-LAYOUT-UNSUPPORTED", setk("speculators_model_type", "eagle3"), "config.json"),
+    Case("E-TENSOR-MISSING", delt("midlayer.mlp.up_proj.weight"), "midlayer.mlp.up_proj.weight", id="F2"),
+    Case("E-TENSOR-UNEXPECTED", sett("fc.bias", lambda t: torch.zeros(64, dtype=torch.bfloat16)), "fc.bias"),
+    Case("E-TENSOR-SHAPE", sett("midlayer.self_attn.q_proj.weight", lambda t: t["midlayer.self_attn.q_proj.weight"][:, :64].clone()),
+         "midlayer.self_attn.q_proj.weight"),
+    Case("E-TENSOR-DTYPE", lambda cfg, t: t.update({n: x.float() for n, x in t.items() if x.is_floating_point()}), id="F18-config"),
+    Case("E-TENSOR-PREFIX", _prefixed, "model.d2t"),
+    Case("W-TENSOR-INIT", sett("norm.weight", lambda t: torch.ones(64, dtype=torch.bfloat16)), "norm.weight", id="F2-init"),
+    Case("E-LMHEAD-MISSING", delt("lm_head.weight"), "lm_head.weight", id="F8"),
+    Case("E-EMBED-MISSING", regenerate(hidden_size=48, target_hidden_size=64, head_dim=HD), "embed_tokens.weight", id="F9"),
+    Case("I-EMBED-SHARED", _shared_embed, "embed_tokens.weight", target=TGT, target_weights=True),
+    Case("I-EMBED-TRAINED", sett("embed_tokens.weight", lambda t: (torch.randn(V, 64) * 0.05).to(torch.bfloat16)),
+         "embed_tokens.weight", target=TGT, target_weights=True),
+    Case("E-D2T-MISSING", delt("d2t", "t2d"), "d2t", id="F6"),
+    Case("E-D2T-DTYPE", sett("d2t", lambda t: t["d2t"].float()), "d2t"),
+    Case("E-D2T-ORDER", sett("d2t", _d2t_unordered), "d2t"),
+    Case("E-D2T-RANGE", sett("d2t", lambda t: torch.cat([t["d2t"][:-1], torch.tensor([1000])])), "d2t"),
+    Case("W-D2T-ZERO", sett("d2t", lambda t: torch.zeros_like(t["d2t"])), "d2t", id="F6-zero"),
+    Case("W-D2T-UNPRUNED", _unpruned, "d2t"),
+    Case("W-T2D-MISSING", delt("t2d"), "t2d"),
+    Case("E-T2D-DTYPE", sett("t2d", lambda t: t["t2d"].to(torch.uint8)), "t2d"),
+    Case("E-T2D-COUNT", sett("t2d", _t2d_twenty), "t2d", id="F7"),
+    Case("E-T2D-MISMATCH", sett("t2d", _t2d_other), "t2d"),
+    Case("E-VOCAB-DRAFT", both(setk("draft_vocab_size", 300), delt("d2t", "t2d"),
+                               sett("lm_head.weight", lambda t: (torch.randn(300, 64) * 0.05).to(torch.bfloat16))), "draft_vocab_size"),
+    Case("E-VOCAB-MISMATCH", None, "vocab_size", target={"vocab": 512}),
+    Case("E-FCNORM-MISSING", delt("fc_norm.1.weight"), "fc_norm.1.weight", v31=True),
+    Case("W-FCNORM-UNUSED", both(setk("fc_norm", False), setk("norm_output", False)), "fc_norm.0.weight", v31=True),
+    Case("W-FCNORM-ALIAS", setk("use_aux_norm", True), "use_aux_norm"),
+    Case("E-INPUTNORM-MISSING", setk("norm_before_fc", True), "input_norm.weight", id="F16-flag"),
+    Case("E-INPUTNORM-UNUSED", sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16)), "input_norm.weight", id="F16"),
+    Case("E-AUX-DUPLICATE", setk("eagle_aux_hidden_state_layer_ids", [2, 4, 4]), "eagle_aux_hidden_state_layer_ids"),
+    Case("E-AUX-DUPLICATE", delk("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids (vLLM default for N=4)",
+         target={"n_layers": 4}, id="default-N4"),
+    Case("E-AUX-ORDER", setk("eagle_aux_hidden_state_layer_ids", [4, 2, 5]), "eagle_aux_hidden_state_layer_ids"),
+    Case("E-AUX-RANGE", None, "eagle_aux_hidden_state_layer_ids", target={"n_layers": 4}, id="too-few-layers"),
+    Case("E-AUX-COUNT", setk("eagle_aux_hidden_state_layer_ids", [2, 3, 4, 5]), "eagle_aux_hidden_state_layer_ids"),
+    Case("W-AUX-CONVENTION", both(delk("eagle_aux_hidden_state_layer_ids", "num_aux_hidden_states"),
+                                 setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]})),
+         "eagle_config.eagle_aux_hidden_state_layer_ids", id="F11"),
+    Case("W-AUX-LAST", None, "eagle_aux_hidden_state_layer_ids", target={"n_layers": 5}),
+    Case("I-AUX-DEFAULT", delk("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids"),
+    Case("E-HIDDEN-MISMATCH", None, "target_hidden_size", target={"hidden": 96}),
+    Case("E-HIDDEN-UNDECLARED", _hidden_undeclared, "target_hidden_size", id="F10"),
+    Case("W-DTYPE-MISMATCH", None, "torch_dtype", target={"torch_dtype": "float16"}, id="F18"),
+    Case("E-ROPE-TYPE", setk("rope_scaling", {"rope_type": "wobbly", "factor": 2.0}), "rope_scaling.rope_type", id="F14"),
+    Case("W-ROPE-MISMATCH", None, "rope_scaling", target={"rope_theta": 500000.0}),
+]
+
+
+def test_every_code_has_a_case_and_is_in_the_schema():
+    assert {c.code for c in CASES} == set(CODES)
+    assert load_schema("validate-report")["$defs"]["code"]["enum"] == list(CODES)
+    assert len(CODES) == 46
+
+
+def test_unregistered_code_is_refused():
+    with pytest.raises(KeyError):
+        finding("E-NOPE", "x", "y")
+    assert finding("W-AUX-LAST", "s", "m").severity == "warning"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id or c.code for c in CASES])
+def test_finding(case: Case, make_drafter, make_target):
+    target = None
+    if case.target is not None:
+        target = make_target(weights=case.target_weights, **case.target)
+    if case.code == "E-NOT-A-DRAFTER":
+        drafter = make_target(weights=True, name="target-as-drafter")
+    else:
+        drafter = make_drafter(mutate=case.mutate, v31=case.v31)
+    report = validate(drafter, target)
+    validate_json(report, "validate-report")
+    hits = [f for f in report["findings"] if f["code"] == case.code]
+    assert hits, json.dumps(report["findings"], indent=1)
+    assert hits[0]["severity"] == {"E": "error", "W": "warning", "I": "info"}[case.code[0]]
+    assert hits[0]["message"] and hits[0]["hint"] or case.code.startswith("I-EMBED-TRAINED")
+    if case.subject:
+        assert hits[0]["subject"] == case.subject
+    assert report["ok"] == (report["counts"]["error"] == 0)
+    if case.code.startswith("E-"):
+        assert report["ok"] is False
+
+
+@pytest.mark.parametrize("v31", [False, True])
+@pytest.mark.parametrize("fmt", ["safetensors", "sharded", "bin"])
+def test_clean_drafter_has_no_findings(make_drafter, make_target, fmt, v31):
+    report = validate(make_drafter(fmt=fmt, v31=v31), make_target(8))
+    assert report["findings"] == []
+    assert report["ok"] is True and report["layout"] == "eagle3-native"
+
+
+def test_exported_layers0_layout_is_clean(make_drafter):
+    def rename(cfg, t):
+        for n in [n for n in t if n.startswith("midlayer.")]:
+            t["layers.0." + n[len("midlayer."):]] = t.pop(n)
+
+    report = validate(make_drafter(mutate=rename))
+    assert report["layout"] == "eagle3-exported" and report["findings"] == []
+
+
+def test_unknown_prefix_gives_unexpected_and_missing(make_drafter):
+    def rename(cfg, t):
+        for n in [n for n in t if n.startswith("midlayer.")]:
+            t["foo." + n[len("midlayer."):]] = t.pop(n)
+
+    report = validate(make_drafter(mutate=rename))
+    codes = [(f["code"], f["subject"]) for f in report["findings"]]
+    assert ("E-TENSOR-UNEXPECTED", "foo.self_attn.q_proj.weight") in codes
+    assert ("E-TENSOR-MISSING", "midlayer.self_attn.q_proj.weight") in codes
+    assert sum(c == "E-TENSOR-MISSING" for c, _ in codes) == 10
+    assert sum(c == "E-TENSOR-UNEXPECTED" for c, _ in codes) == 10
+
+
+def test_aux_default_without_explicit_ids_is_fine_for_8_layers(make_drafter, make_target):
+    report = validate(make_drafter(mutate=delk("eagle_aux_hidden_state_layer_ids")), make_target(8))
+    assert [f["code"] for f in report["findings"]] == ["I-AUX-DEFAULT"]
+    assert "[2, 4, 5]" in report["findings"][0]["message"]
+    assert report["ok"] is True
+
+
+def test_too_few_layers_message_names_target(make_drafter, make_target):
+    report = validate(make_drafter(), make_target(4))
+    f = next(f for f in report["findings"] if f["code"] == "E-AUX-RANGE")
+    assert f["message"] == "aux-layer id(s) [5] outside [0, 4] of the 4-layer target"
