@@ -10,7 +10,7 @@ I, V, Vd) with the defaults vLLM's ``llama_eagle3.py`` applies (vllm.md §3).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import EaglehubError
@@ -214,7 +214,3 @@ class Drafter:
         floats = [i.dtype for n, i in self.tensors.items() if i.is_float]
         fc = self.tensors.get("fc.weight")
         return config_dtype(self.config) or (fc.dtype if fc else (floats[0] if floats else None))
-
-    def summary(self) -> dict:
-        """JSON-ready layout, dims, flags and aux ids."""
-        return {"layout": self.layout, "dims": asdict(self.dims), "flags": asdict(self.flags), "aux": asdict(self.aux)}

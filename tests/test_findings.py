@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from conftest import HD, V, drafter_tensors, target_config, target_tensors, vocab_maps
+from conftest import BASE_CONFIG, HD, V, drafter_tensors, target_config, target_tensors, vocab_maps
 from eaglehub.findings import CODES, finding
 from eaglehub.schemas import load_schema, validate_json
 from eaglehub.validate import validate
@@ -236,7 +236,52 @@ def test_aux_default_without_explicit_ids_is_fine_for_8_layers(make_drafter, mak
     assert report["ok"] is True
 
 
+@pytest.mark.parametrize("over,same", [
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
+    ({"rope_scaling": {"type": "linear", "factor": 2.0}}, False),
+    ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0}}, False),
+])
+def test_rope_comparison_reads_both_spellings(make_drafter, make_target, over, same):
+    target = make_target(8, name="t", **over)
+    if "rope_parameters" in over:
+        cfg = json.loads((target / "config.json").read_text())
+        del cfg["rope_theta"]
+        (target / "config.json").write_text(json.dumps(cfg))
+    codes = [f["code"] for f in validate(make_drafter(), target)["findings"]]
+    assert codes == ([] if same else ["W-ROPE-MISMATCH"])
+
+
 def test_too_few_layers_message_names_target(make_drafter, make_target):
     report = validate(make_drafter(), make_target(4))
     f = next(f for f in report["findings"] if f["code"] == "E-AUX-RANGE")
     assert f["message"] == "aux-layer id(s) [5] outside [0, 4] of the 4-layer target"
+
+
+BAD_VALUES = ["x", -1, 0, None, [], {}, 1.5, True]
+
+
+@pytest.mark.parametrize("key", list(BASE_CONFIG) + ["eagle_config", "rope_scaling", "rope_parameters", "fc_norm"])
+def test_garbage_config_values_give_findings_not_crashes(make_drafter, make_target, key):
+    base = make_drafter()
+    target = make_target(8)
+    good = json.loads((base / "config.json").read_text())
+    for value in BAD_VALUES:
+        (base / "config.json").write_text(json.dumps({**good, key: value}))
+        report = validate(base, target)
+        validate_json(report, "validate-report")
+        if key in good and good[key] != value and type(good[key]) is not type(value) and value is not None:
+            assert any(f["code"] == "E-CONFIG-SCHEMA" for f in report["findings"]), (key, value)
+
+
+@pytest.mark.parametrize("shape", [(), (2, 2, 2)])
+def test_odd_tensor_ranks_give_shape_errors(make_drafter, make_target, shape):
+    names = list(drafter_tensors(dict(BASE_CONFIG)))
+
+    def reshape(cfg, t):
+        for n in names:
+            t[n] = torch.zeros(shape, dtype=t[n].dtype)
+        cfg["architectures"] = ["Qwen3ForCausalLM"]
+
+    report = validate(make_drafter(mutate=reshape), make_target(8, weights=True))
+    shape_errors = {f["subject"] for f in report["findings"] if f["code"] == "E-TENSOR-SHAPE"}
+    assert shape_errors == set(names) and report["ok"] is False

@@ -24,7 +24,7 @@ def _evidence(ctx: Context) -> str:
     d, t = ctx.drafter.dims, ctx.drafter.tensors
     bits = []
     if "fc.weight" in t:
-        bits.append(f"fc fan-in {t['fc.weight'].shape[-1]} = {d.A}·Ht")
+        bits.append(f"fc.weight {list(t['fc.weight'].shape)} = [H, {d.A}·Ht]")
     if "d2t" in t:
         bits.append("d2t present")
     bits.append(f"{d.layers} decoder layer(s)")
@@ -45,7 +45,7 @@ def check_architecture(ctx: Context) -> list[Finding]:
                            f"{arch} is not a drafter class, yet the checkpoint is a drafter ({_evidence(ctx)}); engines would build a full {arch}",
                            f'set "architectures": ["LlamaForCausalLMEagle3"] (registered: {", ".join(sorted(LLAMA_EAGLE3_ARCHS))})'))
     mt = cfg.get("model_type")
-    if mt not in DRAFTER_MODEL_TYPES:
+    if not isinstance(mt, str) or mt not in DRAFTER_MODEL_TYPES:
         out.append(finding("E-CONFIG-ARCH", "model_type", f"model_type {mt!r}: vLLM parses a Llama-style drafter config as 'llama'",
                            'set "model_type": "llama"'))
     return out

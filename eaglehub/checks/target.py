@@ -28,8 +28,18 @@ def _embedding(ctx: Context) -> list[Finding]:
     return [finding("I-EMBED-TRAINED", EMBED, "embed_tokens differs from the target's; vLLM keeps the drafter's own table", "")]
 
 
-def _rope(cfg: dict) -> tuple:
-    return (cfg.get("rope_theta", 10000.0), cfg.get("rope_scaling") or None, cfg.get("rope_parameters") or None)
+def rope_settings(cfg: dict) -> tuple[float, dict | None]:
+    """``(theta, scaling)`` from ``rope_theta``/``rope_scaling`` or transformers-5 ``rope_parameters``;
+    ``type`` is read as ``rope_type`` and a plain ``default`` schedule counts as no scaling."""
+    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    theta = cfg.get("rope_theta", params.get("rope_theta", 10000.0))
+    raw = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
+    scaling = dict(raw or {k: v for k, v in params.items() if k != "rope_theta"})
+    if "type" in scaling:
+        scaling.setdefault("rope_type", scaling.pop("type"))
+    if scaling.get("rope_type", "default") == "default" and set(scaling) <= {"rope_type"}:
+        scaling = {}
+    return float(theta) if isinstance(theta, (int, float)) else theta, scaling or None
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -48,7 +58,8 @@ def check(ctx: Context) -> list[Finding]:
                            "serve both in one dtype (vLLM casts the drafter to the model dtype)"))
     if t.hidden is not None:
         out += _embedding(ctx)
-    if _rope(d.config) != _rope(t.config):
-        out.append(finding("W-ROPE-MISMATCH", "rope_scaling", f"drafter RoPE {_rope(d.config)} differs from the target's {_rope(t.config)} (theta, scaling, parameters)",
+    mine, theirs = rope_settings(d.config), rope_settings(t.config)
+    if mine != theirs:
+        out.append(finding("W-ROPE-MISMATCH", "rope_scaling", f"drafter RoPE (theta, scaling) {mine} differs from the target's {theirs}",
                            "keep RoPE fields as trained; if a converter dropped them, copy them from the training config"))
     return out

@@ -12,8 +12,8 @@ def check_vocab_maps(d2t, t2d, V: int, Vd: int) -> list[Finding]:
     """Check ``d2t`` (int ``[Vd]`` offsets, or ``None``) and ``t2d`` (bool ``[V]``, or ``None``).
 
     Rules: ``ids = arange(Vd) + d2t`` strictly increasing in ``[0, V)``; all-zero ``d2t`` with
-    ``Vd < V`` is suspicious unless ``t2d`` confirms the first ``Vd`` ids; ``d2t`` with ``Vd == V`` breaks vLLM >= 0.30; ``t2d.sum() == Vd`` and
-    ``t2d[ids]`` all true. Length mismatches are left to the shape check.
+    ``Vd < V`` is suspicious unless ``t2d`` confirms the first ``Vd`` ids; ``d2t`` with ``Vd == V``
+    breaks vLLM >= 0.30; ``t2d.sum() == Vd`` and ``t2d[ids]`` all true. Length mismatches are left to the shape check.
     """
     import torch
 
