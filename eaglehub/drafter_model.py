@@ -51,27 +51,18 @@ class DrafterDims:
 
     @classmethod
     def from_config(cls, cfg: dict) -> "DrafterDims":
-        """Read dims from a vLLM-native drafter ``config.json`` dict (defaults as vllm.md §3)."""
-        h = cfg["hidden_size"]
-        nh = cfg["num_attention_heads"]
+        """Read dims from a vLLM-native drafter ``config.json`` dict, with vLLM's defaults
+        (``eaglehub.drafter.derive_dims`` / ``read_flags``, vllm.md §3)."""
+        from .drafter import derive_dims, read_flags
+
+        d, f = derive_dims(cfg), read_flags(cfg)
         rope = cfg.get("rope_parameters") or {}
-        eagle = cfg.get("eagle_config") or {}
-        ids = cfg.get("eagle_aux_hidden_state_layer_ids") or eagle.get("eagle_aux_hidden_state_layer_ids")
         return cls(
-            hidden_size=h,
-            target_hidden_size=cfg.get("target_hidden_size") or h,
-            num_aux=cfg.get("num_aux_hidden_states") or (len(ids) if ids else 3),
-            num_heads=nh,
-            num_kv_heads=cfg.get("num_key_value_heads") or nh,
-            head_dim=cfg.get("head_dim") or h // nh,
-            intermediate_size=cfg["intermediate_size"],
-            vocab_size=cfg["vocab_size"],
-            draft_vocab_size=cfg.get("draft_vocab_size") or cfg["vocab_size"],
+            hidden_size=d.H, target_hidden_size=d.Ht, num_aux=d.A, num_heads=d.nh, num_kv_heads=d.nkv,
+            head_dim=d.head_dim, intermediate_size=d.I, vocab_size=d.V, draft_vocab_size=d.Vd,
             rms_norm_eps=cfg.get("rms_norm_eps", 1e-5),
             rope_theta=rope.get("rope_theta", cfg.get("rope_theta", 10000.0)),
-            fc_norm=bool(cfg.get("fc_norm", False)),
-            norm_output=bool(cfg.get("norm_output", False)),
-            norm_before_fc=bool(eagle.get("norm_before_fc", cfg.get("norm_before_fc", False))),
+            fc_norm=f.fc_norm, norm_output=f.norm_output, norm_before_fc=f.norm_before_fc,
         )
 
 

@@ -1,0 +1,87 @@
+"""The PyTorch drafter and the recipe's training-time-test unroll against step-by-step drafting."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from conftest import BASE_CONFIG
+from eaglehub.drafter_model import DrafterDims, Eagle3Drafter, attention
+from eaglehub.validate import validate
+
+RECIPE = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3-recipe" / "train.py"
+
+
+def _train_module():
+    spec = importlib.util.spec_from_file_location("recipe_train", RECIPE)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _model(seed: int = 0, **flags) -> Eagle3Drafter:
+    torch.manual_seed(seed)
+    cfg = dict(BASE_CONFIG, **flags)
+    m = Eagle3Drafter(DrafterDims.from_config(cfg)).eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+        used = torch.sort(torch.randperm(cfg["vocab_size"])[: cfg["draft_vocab_size"]]).values
+        m.d2t.copy_(used - torch.arange(len(used)))
+        m.t2d[used] = True
+    return m
+
+
+@pytest.mark.parametrize("flags", [{}, {"fc_norm": True, "norm_output": True}])
+def test_state_dict_is_a_checkpoint_that_validates_clean(tmp_path, flags):
+    m = _model(**flags)
+    save_file({k: v.contiguous() for k, v in m.state_dict().items()}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps(dict(BASE_CONFIG, torch_dtype="float32", **flags)))
+    report = validate(tmp_path)
+    assert [f["code"] for f in report["findings"] if f["severity"] == "error"] == []
+    assert ("fc_norm.2.weight" in m.state_dict()) == bool(flags)
+
+
+def test_dims_follow_vllm_defaults():
+    cfg = {k: v for k, v in BASE_CONFIG.items() if k not in ("num_aux_hidden_states", "target_hidden_size", "head_dim")}
+    d = DrafterDims.from_config(cfg)
+    assert (d.num_aux, d.target_hidden_size, d.head_dim) == (3, 64, 16)
+    assert DrafterDims.from_config(dict(cfg, eagle_config={"norm_before_fc": True})).norm_before_fc
+
+
+def test_to_target_ids_adds_offsets():
+    m = _model()
+    used = torch.nonzero(m.t2d).flatten()
+    assert torch.equal(m.to_target_ids(torch.arange(len(used))), used)
+
+
+@pytest.mark.parametrize("norm_output", [False, True])
+def test_ttt_unroll_equals_step_by_step_drafting(norm_output):
+    """Step j at base i must see exactly the keys vLLM's drafter sees: step-1 keys ≤ i and its own chain."""
+    train = _train_module()
+    m = _model(seed=1, norm_output=norm_output)
+    d = m.dims
+    steps, L, V = 3, 7, d.vocab_size
+    g = torch.Generator().manual_seed(3)
+    embed = torch.randn(V, d.hidden_size, generator=g)
+    ids = torch.randint(0, V, (1, L + steps + 1), generator=g)
+    aux = torch.randn(1, L, d.num_aux * d.target_hidden_size, generator=g) * 3
+    with torch.no_grad():
+        got = train.unroll(m, embed, ids, aux, torch.tensor([L]), steps)
+        pos = torch.arange(L)
+        q, k, v, resid = m.layer_qkv(m.combine(aux[0]), embed[ids[0, 1 : L + 1]], pos)
+        normed, fed = m.layer_out(attention(q, k, v, pos[None, :] <= pos[:, None]), resid)
+        assert torch.allclose(got[0][0], normed, atol=1e-5)
+        for i in range(L):
+            h, ks, vs = fed[i : i + 1], [k[: i + 1]], [v[: i + 1]]
+            for j in range(2, steps + 1):
+                qj, kj, vj, rj = m.layer_qkv(h, embed[ids[0, i + j]][None], torch.tensor([i + j - 1]))
+                ks.append(kj)
+                vs.append(vj)
+                nj, h = m.layer_out(attention(qj, torch.cat(ks), torch.cat(vs), None), rj)
+                assert torch.allclose(got[j - 1][0, i], nj[0], atol=1e-5), (i, j)
