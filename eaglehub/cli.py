@@ -8,6 +8,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from . import __version__
 from .errors import EaglehubError
@@ -24,9 +25,10 @@ def handle_errors(fn):
         try:
             return fn(*args, **kwargs)
         except EaglehubError as exc:
-            err_console.print(f"[bold red]error:[/] {exc.message}", highlight=False, soft_wrap=True)
+            # escape(): messages carry paths and package names like `vllm[cpu]` that rich would eat as markup
+            err_console.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)
             if exc.hint:
-                err_console.print(f"[dim]hint: {exc.hint}[/]", highlight=False, soft_wrap=True)
+                err_console.print(f"[dim]hint: {escape(exc.hint)}[/]", highlight=False, soft_wrap=True)
             sys.exit(exc.exit_code)
 
     return wrapper

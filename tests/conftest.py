@@ -188,3 +188,16 @@ def make_target(tmp_path: Path):
 def tree_hash(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root`` (to prove a directory was not modified)."""
     return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+RECIPE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3-recipe"
+
+
+def load_recipe(name: str):
+    """Import a script of the fixture drafter's recipe (``fixtures/smollm2-eagle3-recipe/NAME.py``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", RECIPE_DIR / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

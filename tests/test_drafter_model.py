@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from conftest import BASE_CONFIG
+from conftest import BASE_CONFIG, load_recipe
 from eaglehub.drafter_model import DrafterDims, Eagle3Drafter, attention
 from eaglehub.validate import validate
-
-RECIPE = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3-recipe" / "train.py"
-
-
-def _train_module():
-    spec = importlib.util.spec_from_file_location("recipe_train", RECIPE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def _model(seed: int = 0, **flags) -> Eagle3Drafter:
     torch.manual_seed(seed)
@@ -63,7 +51,7 @@ def test_to_target_ids_adds_offsets():
 @pytest.mark.parametrize("norm_output", [False, True])
 def test_ttt_unroll_equals_step_by_step_drafting(norm_output):
     """Step j at base i must see exactly the keys vLLM's drafter sees: step-1 keys ≤ i and its own chain."""
-    train = _train_module()
+    train = load_recipe("train")
     m = _model(seed=1, norm_output=norm_output)
     d = m.dims
     steps, L, V = 3, 7, d.vocab_size

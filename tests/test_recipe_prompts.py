@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 from collections import Counter
-from pathlib import Path
 
+from conftest import load_recipe
 from eaglehub.prompts import load_prompts
-
-RECIPE = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3-recipe" / "train_prompts.py"
 
 
 def _recipe():
-    spec = importlib.util.spec_from_file_location("recipe_prompts", RECIPE)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_recipe("train_prompts")
 
 
 def test_training_prompts_are_seeded_unique_and_cover_the_eval_categories():
