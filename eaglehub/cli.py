@@ -55,11 +55,11 @@ def target() -> None:
 @target.command("build")
 @click.argument("spec", default="smollm2")
 @click.option("--overwrite", is_flag=True, help="Rebuild even if the cache exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON (schemas/target.schema.json).")
 @handle_errors
 def target_build(spec: str, overwrite: bool, as_json: bool) -> None:
     """Build (or find) the local copy of target SPEC; `smollm2` converts the packaged GGUF."""
-    from .target import SMOLLM2_ALIASES, build_smollm2_cache, resolve_target, smollm2_cache_path
+    from .target import SMOLLM2_ALIASES, build_smollm2_cache, describe_target, resolve_target, smollm2_cache_path
 
     if spec.lower() in SMOLLM2_ALIASES and (overwrite or not (smollm2_cache_path() / "config.json").is_file()):
         with console.status("converting SmolLM2-135M-Instruct GGUF → safetensors (≈30 s)"):
@@ -67,7 +67,7 @@ def target_build(spec: str, overwrite: bool, as_json: bool) -> None:
     else:
         path = resolve_target(spec)
     if as_json:
-        print_json({"target": spec, "path": str(path)})
+        print_json(describe_target(spec, path))
     else:
         console.print(f"target {spec}: {path}")
 

