@@ -107,6 +107,12 @@ class Case:
     extra: dict = field(default_factory=dict)
 
 
+def _random_init(rows: int, cols: int) -> torch.Tensor:
+    """i.i.d. normal entries at std = initializer_range (0.02): what a strict=False loader leaves."""
+    w = torch.randn(rows, cols, generator=torch.Generator().manual_seed(5))
+    return (w / w.std() * 0.02).to(torch.bfloat16)
+
+
 TGT = {}
 CASES = [
     Case("E-CONFIG-SCHEMA", setk("norm_output", "true"), "norm_output"),
@@ -123,6 +129,7 @@ CASES = [
     Case("E-TENSOR-DTYPE", lambda cfg, t: t.update({n: x.float() for n, x in t.items() if x.is_floating_point()}), id="F18-config"),
     Case("E-TENSOR-PREFIX", _prefixed, "model.d2t"),
     Case("W-TENSOR-INIT", sett("norm.weight", lambda t: torch.ones(64, dtype=torch.bfloat16)), "norm.weight", id="F2-init"),
+    Case("W-TENSOR-INIT", sett("fc.weight", lambda t: _random_init(64, 192)), "fc.weight", id="F2-random-init"),
     Case("E-LMHEAD-MISSING", delt("lm_head.weight"), "lm_head.weight", id="F8"),
     Case("E-EMBED-MISSING", regenerate(hidden_size=48, target_hidden_size=64, head_dim=HD), "embed_tokens.weight", id="F9"),
     Case("I-EMBED-SHARED", _shared_embed, "embed_tokens.weight", target=TGT, target_weights=True),
@@ -285,3 +292,15 @@ def test_odd_tensor_ranks_give_shape_errors(make_drafter, make_target, shape):
     report = validate(make_drafter(mutate=reshape), make_target(8, weights=True))
     shape_errors = {f["subject"] for f in report["findings"] if f["code"] == "E-TENSOR-SHAPE"}
     assert shape_errors == set(names) and report["ok"] is False
+
+
+def test_trained_matrix_with_init_like_std_is_not_flagged(make_drafter):
+    """Training leaves row norms uneven; a matrix whose overall std merely equals initializer_range
+    (0.02) but whose rows differ in scale, as trained ones do, is not called random."""
+    def uneven(cfg, t):
+        g = torch.Generator().manual_seed(5)
+        w = torch.randn(64, 192, generator=g) * torch.linspace(0.5, 1.5, 64)[:, None]
+        t["fc.weight"] = (w / w.std() * 0.02).to(torch.bfloat16)
+
+    report = validate(make_drafter("trained-like", mutate=uneven))
+    assert [f["subject"] for f in report["findings"] if f["code"] == "W-TENSOR-INIT"] == []
