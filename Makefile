@@ -39,7 +39,7 @@ demo: setup
 	$(BIN)/eaglehub convert $(DRAFTER) $(OUT)/smollm2-eagle3.1 --to 3.1 --overwrite
 	$(BIN)/eaglehub validate $(OUT)/smollm2-eagle3.1 --target smollm2
 	$(BIN)/eaglehub verify --target smollm2 --drafter $(DRAFTER) --drafter $(OUT)/smollm2-eagle3.1 \
-		-k $(K) --max-tokens $(MAX_TOKENS) --report $(OUT)/verify.json
+		-k $(K) --max-tokens $(MAX_TOKENS) --report $(OUT)/verify.json --plot $(OUT)/acceptance.png
 	@echo "reports written under $(OUT)/"
 
 test: setup

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -39,4 +40,21 @@ def atomic_dir(dst: Path, overwrite: bool = False) -> Iterator[Path]:
             tmp.rename(dst)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_file(dst: Path) -> Iterator[Path]:
+    """Yield a temporary path next to ``dst``; on success it replaces ``dst`` by rename."""
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        tmp.chmod(0o644)
+        os.replace(tmp, dst)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
         raise

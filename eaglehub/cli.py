@@ -142,17 +142,19 @@ def convert_cmd(src: str, dst: str, to: str, norm_output: bool, overwrite: bool,
 @click.option("--engine-log", type=click.Path(file_okay=False), default=None, help="Keep the engine logs in this directory.")
 @click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
               help="Write the JSON report here (schemas/verify-report.schema.json).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG of acceptance length per category and acceptance rate per position.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
 @handle_errors
 def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, limit, dtype, engine_log, report_path,
-               as_json) -> None:
+               plot_path, as_json) -> None:
     """Prove TARGET + DRAFTER lossless in vLLM (greedy) and measure acceptance.
 
     Exit code 1 when any prompt is not token-identical to the target alone or the drafter is not
     wired (position-0 acceptance ~ 0); 0 otherwise; 2 for usage errors or a missing engine.
     """
     from .engines.vllm_engine import VllmEngine
-    from .verify import VerifyOptions, exit_code, run_verify, write_report
+    from .verify import VerifyOptions, exit_code, run_verify, write_plot, write_report
     from .verify_view import render_report
 
     opts = VerifyOptions(target=target_spec, drafters=list(drafters), k=k, max_tokens=max_tokens,
@@ -160,12 +162,15 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
     report = run_verify(opts, engine=VllmEngine(log_dir=engine_log), console=err_console)
     if report_path:
         write_report(report, report_path)
+    if plot_path:
+        write_plot(report, plot_path)
     if as_json:
         print_json(report)
     else:
         render_report(report, console)
-        if report_path:
-            console.print(f"report: {report_path}", highlight=False)
+        for label, path in (("report", report_path), ("plot", plot_path)):
+            if path:
+                console.print(f"{label}: {path}", highlight=False)
     sys.exit(exit_code(report))
 
 

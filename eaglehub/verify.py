@@ -17,13 +17,12 @@ drafter fails, else 0.
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, acceptance
+from .atomic import atomic_file
 from .engines.base import Engine, RunResult, RunSpec
 from .errors import EaglehubError
 from .prompts import Prompt, default_prompts_path, load_prompts
@@ -198,14 +197,24 @@ def write_report(report: dict, path: Path) -> None:
     validate_report(report)
     path = Path(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
-        os.replace(tmp, path)
+        with atomic_file(path) as tmp:
+            tmp.write_text(json.dumps(report, indent=2) + "\n")
     except OSError as exc:
         raise EaglehubError(f"cannot write report {path}: {exc}") from exc
+
+
+def write_plot(report: dict, path: Path) -> None:
+    """PNG of acceptance length per category and acceptance rate per position (:mod:`eaglehub.plots`).
+
+    Raises:
+        EaglehubError: the file cannot be written.
+    """
+    from .plots import plot_acceptance
+
+    try:
+        plot_acceptance(report, path)
+    except OSError as exc:
+        raise EaglehubError(f"cannot write plot {path}: {exc}") from exc
 
 
 def exit_code(report: dict) -> int:

@@ -114,6 +114,18 @@ def test_report_written_is_schema_valid_and_invalid_one_is_refused(setup):
     assert not (tmp_path / "bad.json").exists()
 
 
+def test_plot_is_written_atomically_as_a_png(setup):
+    from PIL import Image
+
+    tmp_path, target, prompts, engine = setup
+    report = verify.run_verify(_opts(tmp_path, target, prompts, "good", "dead"), engine=engine)
+    out = tmp_path / "plots" / "acceptance.png"
+    verify.write_plot(report, out)
+    with Image.open(out) as img:
+        assert img.format == "PNG" and img.size == (1800, 675)
+    assert [p.name for p in out.parent.iterdir()] == ["acceptance.png"]  # no temporary file left
+
+
 def test_usage_errors(setup):
     tmp_path, target, prompts, engine = setup
     with pytest.raises(EaglehubError, match="not a directory with config.json") as exc:
