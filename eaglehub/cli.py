@@ -34,6 +34,10 @@ def handle_errors(fn):
     return wrapper
 
 
+#: output/source format names (eaglehub.layouts.FORMATS; listed here so --help needs no import)
+FORMAT_CHOICE = click.Choice(["vllm", "speculators", "specforge", "torchspec", "modelopt"])
+
+
 def print_json(obj) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False))
 
@@ -77,28 +81,33 @@ def target_build(spec: str, overwrite: bool, as_json: bool) -> None:
 
 @main.command("inspect")
 @click.argument("src")
+@click.option("--from", "source_format", type=FORMAT_CHOICE, default=None, help="Source format, when detection is ambiguous.")
+@click.option("--revision", default=None, help="Branch, tag or commit when SRC is a hub repo id.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/inspect-report.schema.json).")
 @handle_errors
-def inspect_cmd(src: str, as_json: bool) -> None:
-    """Describe drafter SRC from tensor headers: layout, dims, flags, aux ids, vocabulary, tensors."""
+def inspect_cmd(src: str, source_format: str | None, revision: str | None, as_json: bool) -> None:
+    """Describe drafter SRC (directory or hub repo id) from tensor headers: format with evidence, dims,
+    flags, aux ids, vocabulary, tensors."""
     from .inspection import inspect_drafter
     from .render import print_inspect
 
-    report = inspect_drafter(src)
+    report = inspect_drafter(src, source_format=source_format, revision=revision)
     print_json(report) if as_json else print_inspect(report, console)
 
 
 @main.command("validate")
 @click.argument("src")
+@click.option("--from", "source_format", type=FORMAT_CHOICE, default=None, help="Source format, when detection is ambiguous.")
+@click.option("--revision", default=None, help="Branch, tag or commit when SRC is a hub repo id.")
 @click.option("--target", "target_spec", default=None, help="Target model (directory, cached Hub id or `smollm2`).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/validate-report.schema.json).")
 @handle_errors
-def validate_cmd(src: str, target_spec: str | None, as_json: bool) -> None:
+def validate_cmd(src: str, source_format: str | None, revision: str | None, target_spec: str | None, as_json: bool) -> None:
     """Check drafter SRC (and its pairing with --target). Exit 0 clean, 1 on error findings, 2 on bad input."""
     from .render import print_findings
     from .validate import validate
 
-    report = validate(src, target_spec)
+    report = validate(src, target_spec, source_format=source_format, revision=revision)
     print_json(report) if as_json else print_findings(report, console)
     sys.exit(0 if report["ok"] else 1)
 
@@ -106,21 +115,36 @@ def validate_cmd(src: str, target_spec: str | None, as_json: bool) -> None:
 @main.command("convert")
 @click.argument("src")
 @click.argument("dst")
-@click.option("--to", "to", type=click.Choice(["3.1"]), required=True, help="Target format.")
-@click.option("--norm-output/--no-norm-output", default=True, show_default=True, help="Set norm_output in the 3.1 config.")
+@click.option("--to", "to", type=click.Choice(["3.1"]), default=None, help="Upgrade to this EAGLE version (adds fc_norm weights).")
+@click.option("--format", "fmt", type=FORMAT_CHOICE, default=None, help="Output format (default: the source's).")
+@click.option("--from", "source_format", type=FORMAT_CHOICE, default=None, help="Source format, when detection is ambiguous.")
+@click.option("--force", is_flag=True, help="Write even if the output format cannot express everything; drops are recorded.")
+@click.option("--max-shard-size", default=None, help="Shard the weights, e.g. 5GB (default: one model.safetensors).")
+@click.option("--revision", default=None, help="Branch, tag or commit when SRC is a hub repo id.")
+@click.option("--verifier", default=None, help="Target (verifier) id to record, required for --format speculators if unknown.")
+@click.option("--aux-convention", type=click.Choice(["c-in", "c-out"]), default=None,
+              help="Convention of the source's aux-layer ids when it cannot be inferred.")
+@click.option("--norm-output/--no-norm-output", default=True, show_default=True, help="Set norm_output with --to 3.1.")
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/convert-report.schema.json).")
 @handle_errors
-def convert_cmd(src: str, dst: str, to: str, norm_output: bool, overwrite: bool, as_json: bool) -> None:
-    """Upgrade drafter SRC to EAGLE-3.1 into DST (atomic; SRC untouched; other tensors bit-exact)."""
-    from .convert import convert
-    from .render import print_convert
+def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revision, verifier, aux_convention, norm_output,
+                overwrite, as_json) -> None:
+    """Convert drafter SRC (directory or hub repo id) into DST: another format and/or EAGLE-3.1.
 
-    report = convert(src, dst, to=to, norm_output=norm_output, overwrite=overwrite)
+    Tensor bytes are copied, never decoded; DST is written atomically; SRC is never modified.
+    """
+    from .convert import convert
+    from .render import byte_progress, print_convert
+
+    with byte_progress(err_console, "converting") as progress:
+        report = convert(src, dst, to=to, fmt=fmt, force=force, overwrite=overwrite, max_shard_size=max_shard_size,
+                         source_format=source_format, norm_output=norm_output, verifier=verifier, revision=revision,
+                         aux_convention=aux_convention, progress=progress)
     if as_json:
         print_json(report)
         for w in report["warnings"]:
-            err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+            err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     else:
         print_convert(report, console, err_console)
 

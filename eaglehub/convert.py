@@ -1,45 +1,51 @@
-"""``eaglehub convert SRC DST --to 3.1``: upgrade an EAGLE-3 drafter to EAGLE-3.1 (formats.md §7).
+"""``eaglehub convert SRC DST [--to 3.1] [--format NAME]``: change a drafter's format and/or upgrade
+it to EAGLE-3.1, through the canonical description only (read → canonical → write).
 
-Adds ``fc_norm.{i}.weight`` = ones ``[Ht]`` in the checkpoint dtype for ``i < A`` (ascending layer
-order), sets ``fc_norm: true`` and ``norm_output`` (default true), keeps every other config key and
-copies every other tensor bit-exact (verified by sha256). The write is atomic
-(:func:`eaglehub.atomic.atomic_dir`); the source is never modified; the result must validate clean.
+Byte level: tensors are never decoded. Their bytes are copied from the source files into the new
+safetensors files (:mod:`eaglehub.streaming`); only the few new tensors are generated (3.1
+``fc_norm.{i}.weight`` = ones ``[Ht]``, formats.md §7; vocabulary maps a format requires and the
+source left implicit, formats.md §2). Conversions a format cannot express are refused unless
+``force`` (then the drops are recorded). The write is atomic and the source is never modified; the
+result is re-read and must validate without errors. Provenance: ``eaglehub.json`` and
+safetensors metadata (:mod:`eaglehub.provenance`).
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import shutil
+import struct
+from dataclasses import replace
 from pathlib import Path
 
 from .atomic import atomic_dir
-from .drafter import Drafter
+from .drafter import AUX_KEY, C_IN, C_OUT, Drafter, read_flags
 from .errors import EaglehubError
-from .layouts import READERS, read_drafter, stored_prefix
-from .tensorio import PYTORCH_BIN, SINGLE_SAFETENSORS
-from .validate import run_checks
+from .layouts import FORMATS, Loss, read_drafter
+from .provenance import PROVENANCE_FILE, make_provenance, safetensors_metadata, write_provenance
+from .source import resolve_source
+from .stformat import DTYPE_BY_TORCH
+from .streaming import INDEX_FILE, OutTensor, write_checkpoint
 
-REPORT_SCHEMA = "eaglehub.convert-report/1"
-TARGETS = ("3.1",)
+REPORT_SCHEMA = "eaglehub.convert-report/2"
+VERSIONS = ("3.1",)
 NOT_EQUIVALENT = (
     "the 3.1 drafter is not numerically equivalent to the source: unit-weight fc_norm still rescales each aux "
     "chunk per token{extra}; re-measure acceptance (eaglehub verify) and expect to fine-tune"
 )
-
-
-def tensor_sha256(t) -> str:
-    """sha256 of a tensor's raw bytes (any dtype)."""
-    import torch
-
-    return hashlib.sha256(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()).hexdigest()
+#: the value 1.0 in each float dtype, little-endian (IEEE 754; bf16 = the top half of f32).
+ONE = {"F64": struct.pack("<d", 1.0), "F32": struct.pack("<f", 1.0), "F16": struct.pack("<e", 1.0), "BF16": b"\x80\x3f"}
+#: config keys a writer may add that mean nothing new when they hold the reader's default.
+DEFAULTED_KEYS = {"num_aux_hidden_states": lambda fmt: 3, "norm_before_residual": lambda fmt: fmt == "speculators"}
+ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
 
 
 def _source_errors(d: Drafter) -> None:
-    if d.layout not in READERS:
-        raise EaglehubError(f"{d.path}: layout {d.layout} cannot be converted", hint="run `eaglehub validate` on it", exit_code=1)
-    if d.is_31:
-        raise EaglehubError(f"{d.path} is already an EAGLE-3.1 drafter (fc_norm/norm_output set or fc_norm.* tensors present)",
-                            hint="nothing to do; validate it with `eaglehub validate`")
+    from .validate import run_checks
+
+    if d.format not in FORMATS:
+        raise EaglehubError(f"{d.path} is not a convertible EAGLE-3 drafter ({d.format}: {'; '.join(d.evidence)})",
+                            hint=f"run `eaglehub validate {d.path}`", exit_code=1)
     errors = [f for f in run_checks(d) if f.severity == "error"]
     if errors:
         listed = ", ".join(sorted({f.code for f in errors}))
@@ -47,79 +53,215 @@ def _source_errors(d: Drafter) -> None:
                             hint=f"run `eaglehub validate {d.path}` and fix them first", exit_code=1)
 
 
-def _upgrade_config(cfg: dict, norm_output: bool) -> tuple[dict, list[dict]]:
-    """Copy of ``cfg`` (key order kept) with the 3.1 flags; ``[{key, old, new}]`` for each change."""
+def _upgrade(d: Drafter, norm_output: bool) -> tuple[Drafter, dict[str, OutTensor], list[dict]]:
+    """The 3.1 view of ``d``: flags set, ``fc_norm.{i}.weight`` = ones ``[Ht]`` in ``fc``'s dtype."""
+    if d.is_31:
+        raise EaglehubError(f"{d.path} is already an EAGLE-3.1 drafter (fc_norm/norm_output set or fc_norm.* tensors present)",
+                            hint="drop --to to change only the format")
+    fc = d.tensors["fc.weight"]
+    code = DTYPE_BY_TORCH[fc.dtype].code
+    if code not in ONE:
+        raise EaglehubError(f"fc.weight is {fc.dtype}; fc_norm weights need a float dtype", hint="upgrade the unquantized drafter, then quantize")
+    added = {f"fc_norm.{i}.weight": OutTensor(f"fc_norm.{i}.weight", code, (d.dims.Ht,), d.dims.Ht * len(ONE[code]), data=ONE[code] * d.dims.Ht)
+             for i in range(d.dims.A)}
     updates = {"fc_norm": True, "norm_output": norm_output}
-    changes = [{"key": k, "old": cfg.get(k), "new": v} for k, v in updates.items() if k not in cfg or cfg[k] != v]
-    return {**cfg, **updates}, changes
+    changes = [{"key": k, "old": d.config.get(k), "new": v} for k, v in updates.items() if d.config.get(k) != v]
+    cfg = {**d.config, **updates}
+    view = replace(d, config=cfg, flags=read_flags(cfg), names={**d.names, **{n: n for n in added}})
+    return view, added, changes
 
 
-def _copy_side_files(src: Path, dst: Path, weight_files: list[str]) -> list[str]:
-    skip = {"config.json", SINGLE_SAFETENSORS, PYTORCH_BIN, *weight_files}
+def _apply_losses(d: Drafter, losses: list[Loss], fmt: str, force: bool) -> tuple[Drafter, list[dict]]:
+    fatal = [l for l in losses if l.fatal]
+    if fatal or (losses and not force):
+        listed = "; ".join(l.what for l in losses)
+        raise EaglehubError(f"{fmt} cannot express this drafter: {listed}",
+                            hint="choose another --format" if fatal else "choose another --format, or pass --force to drop it (recorded in eaglehub.json)",
+                            exit_code=1)
+    cfg, names = dict(d.config), dict(d.names)
+    for loss in losses:
+        for k in loss.keys:
+            if k == "num_hidden_layers":
+                cfg[k] = FORMATS[fmt].max_layers
+            else:
+                cfg.pop(k, None)
+        for t in loss.tensors:
+            names.pop(t, None)
+    return replace(d, config=cfg, flags=read_flags(cfg), names=names), [
+        {"what": l.what, "tensors": list(l.tensors), "keys": list(l.keys)} for l in losses]
+
+
+def _source_tensor(d: Drafter, canonical: str, stored: str) -> OutTensor:
+    info = d.tensors[canonical]
+    code = info.st_dtype or DTYPE_BY_TORCH[info.dtype].code
+    if info.offset is not None:
+        return OutTensor(stored, code, info.shape, info.nbytes, src_file=d.index.root / info.file, src_offset=info.offset)
+
+    def buffer(name=canonical):  # pytorch_model.bin: one mmap'd tensor at a time
+        import torch
+
+        return d.load(name).contiguous().reshape(-1).view(torch.uint8).numpy()
+
+    return OutTensor(stored, code, info.shape, info.nbytes, buffer=buffer)
+
+
+def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, OutTensor], list[str], list[str]]:
+    """Maps to synthesise and maps to omit for ``fmt`` (formats.md §2): identity maps when
+    ``Vd == V``; ``t2d`` from ``d2t``. Both are derivable, so adding or omitting them loses nothing
+    (the source passed the d2t/t2d consistency checks)."""
+    import numpy as np
+
+    V, Vd = d.dims.V, d.dims.Vd
+    want_d2t, want_t2d = FORMATS[fmt].wants_maps(V, Vd, original)
+    new, omit = {}, []
+    if "d2t" in d.names and not want_d2t:
+        omit.append("d2t")
+    if "t2d" in d.names and not want_t2d:
+        omit.append("t2d")
+    if want_d2t and "d2t" not in d.names:  # only reachable with Vd == V: the identity map
+        new["d2t"] = OutTensor("d2t", "I64", (Vd,), 8 * Vd, data=bytes(8 * Vd))
+    if want_t2d and "t2d" not in d.names:
+        mask = np.zeros(V, dtype=np.bool_)
+        if "d2t" in d.names:
+            d2t = d.index.load_numpy(d.names["d2t"]).astype(np.int64)
+            mask[np.arange(Vd, dtype=np.int64) + d2t] = True
+        else:
+            mask[:] = True
+        new["t2d"] = OutTensor("t2d", "BOOL", (V,), V, data=mask.tobytes())
+    return new, omit, sorted(new)
+
+
+def _aux_plan(d: Drafter, fmt: str) -> dict:
+    aux = d.aux
+    out_nested = getattr(FORMATS[fmt], "nested_ids", False)
+    plan = {"source_key": aux.key, "source_convention": aux.convention, "c_in": aux.c_in,
+            "output_key": (f"eagle_config.{AUX_KEY}" if out_nested else AUX_KEY) if aux.raw is not None else None}
+    if aux.raw is not None and aux.c_in is None:
+        raise EaglehubError(f"cannot tell whether the aux-layer ids {aux.raw} ({aux.key}) are C-in or C-out ({aux.reason})",
+                            hint="name the convention with --aux-convention c-in|c-out (formats.md §3)", exit_code=1)
+    return plan
+
+
+def _drop_defaulted(cfg: dict, fmt: str, original_keys: set[str]) -> None:
+    """Remove keys a writer added on the way (not in the original) that hold the reader's default."""
+    for k, default in DEFAULTED_KEYS.items():  # speculators keeps both at its top level too
+        if k in cfg and k not in original_keys and cfg[k] == default(fmt):
+            cfg.pop(k)
+
+
+def _copy_side_files(src: Path, dst: Path, skip: set[str]) -> list[str]:
     copied = []
     for p in sorted(src.iterdir()):
-        if p.name in skip or p.name.endswith(".safetensors.index.json"):
+        if p.name in skip or p.name.endswith((".safetensors", ".safetensors.index.json")) or p.name.startswith("."):
             continue
         (shutil.copytree if p.is_dir() else shutil.copy2)(p, dst / p.name)
         copied.append(p.name)
     return copied
 
 
-def convert(src: str | Path, dst: str | Path, to: str = "3.1", norm_output: bool = True, overwrite: bool = False) -> dict:
-    """Upgrade ``src`` to EAGLE-3.1 into ``dst`` and return the report (``schemas/convert-report.schema.json``).
+def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | None = None, force: bool = False,
+            overwrite: bool = False, max_shard_size: int | str | None = None, source_format: str | None = None,
+            norm_output: bool = True, verifier: str | None = None, revision: str | None = None,
+            aux_convention: str | None = None, progress=None) -> dict:
+    """Convert ``src`` (directory or hub repo id) into ``dst`` and return the report
+    (``schemas/convert-report.schema.json``).
 
-    Output: ``config.json`` + one ``model.safetensors`` in the source's layer-0 spelling, side files
-    (tokenizer, README, ...) copied. Adds ``fc_norm.{i}.weight [Ht]`` for ``i < A``.
+    ``to="3.1"`` adds ``fc_norm.{i}.weight`` = ones ``[Ht]`` (i < A) and sets ``fc_norm`` and
+    ``norm_output``; ``fmt`` picks the output format (default: the source's). Output: ``config.json``,
+    ``model.safetensors`` (or shards of at most ``max_shard_size`` + index), ``eaglehub.json``, and
+    the source's side files (tokenizer, card, ...). ``progress(total_bytes)`` returns an ``advance(n)``
+    callback for a progress bar.
 
     Raises:
-        EaglehubError: unknown ``to``; ``dst`` exists without ``overwrite``; ``dst`` is ``src``;
-            source already 3.1; source with error findings (exit 1); result fails validation (exit 1,
-            ``dst`` left untouched).
+        EaglehubError: nothing to do; unknown format; ``dst`` exists without ``overwrite`` or is the
+            source (exit 2); source not a drafter, with error findings, already 3.1 for ``to``,
+            aux-id convention unknown, or a conversion ``fmt`` cannot express without ``force``
+            (exit 1); a result that fails validation (exit 1, ``dst`` untouched).
     """
-    import torch
-
-    if to not in TARGETS:
-        raise EaglehubError(f"unknown conversion target {to!r}", hint=f"use --to {' | '.join(TARGETS)}")
-    src, dst = Path(src), Path(dst)
-    if dst.resolve() == src.resolve():
+    if to is None and fmt is None:
+        raise EaglehubError("nothing to do", hint="pass --to 3.1 and/or --format " + "|".join(FORMATS))
+    if to is not None and to not in VERSIONS:
+        raise EaglehubError(f"unknown EAGLE version {to!r}", hint=f"use --to {' | '.join(VERSIONS)}")
+    if fmt is not None and fmt not in FORMATS:
+        raise EaglehubError(f"unknown format {fmt!r}", hint=f"use --format {' | '.join(FORMATS)}")
+    path, source = resolve_source(str(src), revision)
+    dst = Path(dst)
+    if dst.exists() and dst.resolve() == path.resolve():
         raise EaglehubError("DST is the source directory", hint="the source is never modified; choose another DST")
     if dst.exists() and not overwrite:
         raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
-    d = read_drafter(src)
+    d = read_drafter(path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention))
     _source_errors(d)
-    tensors = d.load_all()
-    src_hash = {n: tensor_sha256(t) for n, t in tensors.items()}
-    dtype = tensors["fc.weight"].dtype
-    added = {f"fc_norm.{i}.weight": torch.ones(d.dims.Ht, dtype=dtype) for i in range(d.dims.A)}
-    cfg, changes = _upgrade_config(d.config, norm_output)
+    out_fmt = fmt or d.format
+    view, added, changes = _upgrade(d, norm_output) if to else (d, {}, [])
+    view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
+    aux_plan = _aux_plan(view, out_fmt)
+    target = dict(view.target) if view.target else None
+    if verifier:
+        target = {**(target or {}), "name_or_path": verifier}
+    if out_fmt == "speculators" and not (target or {}).get("name_or_path"):
+        raise EaglehubError("the speculators format names its verifier (target), and this drafter does not record one",
+                            hint="pass --verifier ORG/NAME (the target the drafter was trained for)")
+    prev = d.provenance or {}
+    original = prev.get("original") or {"tensors": sorted(d.names), "config_keys": sorted(d.config)}
+    maps, omitted, synthesized = _vocab_maps(view, out_fmt, set(original["tensors"]))
+    writer = FORMATS[out_fmt]
+    carried = {**view.carried}
+    cfg = writer.write_config(view, carried.get(out_fmt, {}), target)
+    _drop_defaulted(cfg, out_fmt, set(original["config_keys"]))
+    canon = [n for n in view.names if n not in omitted and n not in added]
+    stored = writer.stored_names([*canon, *added, *maps], carried.get(out_fmt, {}))
+    tensors = [_source_tensor(view, n, stored[n]) for n in canon]
+    tensors += [replace(t, name=stored[n]) for n, t in {**added, **maps}.items()]
+    prov = make_provenance(
+        {**source, "format": d.format, "version": d.version},
+        {"format": out_fmt, "version": "3.1" if to or d.is_31 else "3", "added_tensors": sorted(added),
+         "synthesized_tensors": synthesized, "omitted_tensors": sorted(omitted), "dropped": dropped, "aux": aux_plan},
+        carried, target, original, d.provenance)
+    keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
+    total = sum(t.nbytes for t in tensors)
+    advance = progress(total) if progress else (lambda n: None)
     with atomic_dir(dst, overwrite=overwrite) as tmp:
-        written = READERS[d.layout].write(tmp, cfg, {**tensors, **added}, prefix=stored_prefix(d),
-                                          metadata={k: v for k, v in d.index.metadata.items() if k != "format"})
-        side = _copy_side_files(src, tmp, d.index.files)
-        out = read_drafter(tmp)
-        out_tensors = out.load_all()
-        changed = [n for n, h in src_hash.items() if tensor_sha256(out_tensors[n]) != h]
-        if changed or set(out_tensors) != set(tensors) | set(added):
-            raise EaglehubError(f"copy check failed for {changed or 'tensor set'}", hint="report this bug", exit_code=1)
-        errors = [f for f in run_checks(out) if f.severity == "error"]
-        if errors:
-            raise EaglehubError(f"the converted drafter fails validation: {', '.join(f.code for f in errors)}", hint="report this bug", exit_code=1)
-    extra = "; norm_output changes the state fed back to the next draft step" if norm_output else ""
+        files = write_checkpoint(tmp, tensors, safetensors_metadata(prov, keep_meta), max_shard_size, advance)
+        (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
+        write_provenance(tmp, prov)
+        side = _copy_side_files(path, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *d.index.files})
+        _check_output(tmp, out_fmt, {stored[n] for n in stored})
+    extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
+    warnings = [NOT_EQUIVALENT.format(extra=extra)] if to else []
+    warnings += [f"dropped with --force: {x['what']}" for x in dropped]
     return {
         "schema": REPORT_SCHEMA,
         "source": str(src),
+        "source_format": d.format,
+        "source_evidence": d.evidence,
         "destination": str(dst),
+        "format": out_fmt,
         "to": to,
-        "layout": d.layout,
-        "added_tensors": [
-            {"name": n, "shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch."), "sha256": tensor_sha256(t)}
-            for n, t in added.items()
-        ],
+        "version": prov["conversion"]["version"],
+        "added_tensors": [{"name": stored[n], "shape": list(t.shape), "dtype": t.dtype} for n, t in added.items()],
+        "synthesized_tensors": synthesized,
+        "omitted_tensors": sorted(omitted),
+        "dropped": dropped,
+        "aux": aux_plan,
         "config_changes": changes,
-        "copied_tensors": [
-            {"name": n, "bytes": d.tensors[n].nbytes, "sha256": h, "bit_exact": True} for n, h in src_hash.items()
-        ],
+        "copied_tensors": len(canon),
+        "bytes_copied": sum(view.tensors[n].nbytes for n in canon),
+        "files": files,
         "copied_files": side,
-        "bytes_written": written,
-        "warnings": [NOT_EQUIVALENT.format(extra=extra)],
+        "warnings": warnings,
     }
+
+
+def _check_output(tmp: Path, fmt: str, expected: set[str]) -> None:
+    """Re-read the written checkpoint (headers only) and validate it; any error is a bug here."""
+    from .validate import run_checks
+
+    out = read_drafter(tmp, fmt=fmt)
+    if set(out.index.names()) != expected:
+        raise EaglehubError(f"written tensor set differs from the plan: {sorted(set(out.index.names()) ^ expected)}",
+                            hint="report this bug", exit_code=1)
+    errors = [f for f in run_checks(out) if f.severity == "error"]
+    if errors:
+        raise EaglehubError(f"the converted drafter fails validation: {', '.join(f.code + ' ' + f.subject for f in errors)}",
+                            hint="report this bug (or convert with another --format)", exit_code=1)

@@ -173,25 +173,40 @@ def config_dtype(cfg: dict) -> str | None:
 
 @dataclass
 class Drafter:
-    """A drafter checkpoint: layout, verbatim config, derived dims/flags/aux ids, tensors by canonical name.
+    """The canonical in-memory drafter every format reads into and writes from.
 
-    ``names`` maps canonical name → stored (un-prefixed) name in ``index``; stored names the layout
-    cannot map keep their own name (and are then unexpected for validation).
+    ``config`` is the canonical *flat* config: the vLLM-native vocabulary (top-level C-in aux ids,
+    top-level flags, Llama/MLA layer keys at the top) with every other key kept verbatim;
+    ``raw_config`` is the file as stored. ``names`` maps canonical tensor name → stored
+    (un-prefixed) name in ``index``. ``carried`` holds, per format name, the keys only that format
+    understands (its ``eagle_config`` extras, markers, the speculators block, the stored spelling),
+    so converting back restores them. ``format`` is a format name of :mod:`eaglehub.layouts` or a
+    rejected kind (``not-a-drafter``, ``eagle1``, ``unsupported``); ``evidence`` says why.
     """
 
     path: Path
-    layout: str
+    format: str
     config: dict
     dims: Dims
     aux: AuxIds
     flags: Flags
     index: TensorIndex
     names: dict[str, str] = field(default_factory=dict)
+    raw_config: dict = field(default_factory=dict)
+    evidence: list[str] = field(default_factory=list)
+    carried: dict[str, dict] = field(default_factory=dict)
+    target: dict | None = None
+    provenance: dict | None = None
+
+    @property
+    def layout(self) -> str:
+        """Alias of :attr:`format` (reports call it the layout)."""
+        return self.format
 
     @property
     def tensors(self) -> dict[str, TensorInfo]:
-        """Canonical name → header info."""
-        return {c: self.index.tensors[s] for c, s in self.names.items()}
+        """Canonical name → header info (names not stored yet, e.g. planned additions, are skipped)."""
+        return {c: self.index.tensors[s] for c, s in self.names.items() if s in self.index.tensors}
 
     def load(self, canonical: str, max_rows: int | None = None):
         """Load one tensor by canonical name (see :meth:`TensorIndex.load`)."""
@@ -209,8 +224,29 @@ class Drafter:
         return f.fc_norm or f.use_aux_norm or f.norm_output or any(n.startswith("fc_norm.") for n in self.names)
 
     @property
+    def version(self) -> str:
+        """``"3.1"`` or ``"3"`` (the algorithm stays ``eagle3`` in vLLM either way)."""
+        return "3.1" if self.is_31 else "3"
+
+    @property
+    def layer_kind(self) -> str:
+        """``"mla"`` (Kimi-K2.x / DeepSeek-V3 targets, formats.md §5) or ``"llama"``."""
+        return layer_kind(self.config)
+
+    @property
     def dtype(self) -> str | None:
         """Config dtype, else the dtype of ``fc.weight``, else of the first float tensor."""
         floats = [i.dtype for n, i in self.tensors.items() if i.is_float]
         fc = self.tensors.get("fc.weight")
         return config_dtype(self.config) or (fc.dtype if fc else (floats[0] if floats else None))
+
+
+MLA_ARCHS = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+
+
+def layer_kind(cfg: dict) -> str:
+    """``"mla"`` iff the class is an MLA drafter class or the config has ``kv_lora_rank``
+    (formats.md §6.2), else ``"llama"``."""
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs else None
+    return "mla" if arch in MLA_ARCHS or "kv_lora_rank" in cfg else "llama"

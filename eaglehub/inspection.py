@@ -10,17 +10,19 @@ from dataclasses import asdict
 from pathlib import Path
 
 from .layouts import architecture, read_drafter
+from .source import resolve_source
 
-REPORT_SCHEMA = "eaglehub.inspect-report/1"
+REPORT_SCHEMA = "eaglehub.inspect-report/2"
 
 
-def inspect_drafter(src: str | Path) -> dict:
-    """Layout, dims (H, Ht, A, nh, nkv, head_dim, I, V, Vd), flags, aux ids (+ convention), vocabulary,
+def inspect_drafter(src: str | Path, source_format: str | None = None, revision: str | None = None) -> dict:
+    """Format (with the evidence that decided it), layer kind, dims (H, Ht, A, nh, nkv, head_dim, I, V, Vd), flags, aux ids (+ convention), vocabulary,
     tensor table (canonical name, stored name, shape, dtype, bytes), parameter count and size.
 
     Raises: EaglehubError (missing dir, bad config JSON, unreadable weights; exit 2).
     """
-    d = read_drafter(Path(src))
+    path, source = resolve_source(str(src), revision)
+    d = read_drafter(path, fmt=source_format)
     dims = d.dims
     tensors = [
         {"name": c, "stored_name": i.source_name, "file": i.file, "shape": list(i.shape), "dtype": i.dtype, "bytes": i.nbytes}
@@ -30,13 +32,18 @@ def inspect_drafter(src: str | Path) -> dict:
     return {
         "schema": REPORT_SCHEMA,
         "path": str(d.path),
-        "layout": d.layout,
-        "architecture": architecture(d.config),
-        "format": d.index.format,
+        "source": source,
+        "format": d.format,
+        "format_evidence": d.evidence,
+        "layer_kind": d.layer_kind,
+        "architecture": architecture(d.raw_config),
+        "weights_format": d.index.format,
         "files": d.index.files,
         "stripped_prefix": d.index.stripped_prefix,
         "dtype": d.dtype,
-        "eagle_version": "3.1" if d.is_31 else "3",
+        "eagle_version": d.version,
+        "target": d.target,
+        "provenance": d.provenance,
         "dims": asdict(dims),
         "flags": asdict(d.flags),
         "aux": asdict(d.aux),

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+
+from rich.markup import escape
+
 from rich.console import Console
 from rich.table import Table
 
@@ -19,8 +23,11 @@ def _size(n: int) -> str:
 def print_inspect(report: dict, console: Console) -> None:
     d, v, a = report["dims"], report["vocab"], report["aux"]
     flags = ", ".join(f"{k}={'true' if x else 'false'}" for k, x in report["flags"].items())
-    console.print(f"[bold]{report['path']}[/]  layout [bold]{report['layout']}[/] ({report['architecture']}), "
-                  f"EAGLE-{report['eagle_version']}, {report['format']}, {report['dtype']}", highlight=False)
+    console.print(f"[bold]{escape(report['path'])}[/]  format [bold]{report['format']}[/] ({report['architecture']}, "
+                  f"{report['layer_kind']}), EAGLE-{report['eagle_version']}, {report['weights_format']}, {report['dtype']}", highlight=False)
+    console.print(f"evidence: {escape('; '.join(report['format_evidence']))}", highlight=False)
+    if report["target"]:
+        console.print(f"target: {escape(str(report['target'].get('name_or_path')))}", highlight=False)
     console.print(f"dims: H={d['H']} Ht={d['Ht']} A={d['A']} heads={d['nh']}/{d['nkv']} head_dim={d['head_dim']} "
                   f"I={d['I']} layers={d['layers']}", highlight=False)
     console.print(f"vocab: Vd={v['Vd']} / V={v['V']} ({'pruned' if v['pruned'] else 'full'}; d2t {'yes' if v['d2t'] else 'no'}, "
@@ -56,13 +63,43 @@ def print_findings(report: dict, console: Console) -> None:
 
 
 def print_convert(report: dict, console: Console, err_console: Console) -> None:
-    console.print(f"converted {report['source']} → {report['destination']} (EAGLE-{report['to']}, layout {report['layout']})", highlight=False)
+    console.print(f"converted {report['source']} ({report['source_format']}) → {report['destination']} "
+                  f"({report['format']}, EAGLE-{report['version']})", highlight=False)
     for t in report["added_tensors"]:
         console.print(f"  + {t['name']} {t['shape']} {t['dtype']} (ones)", highlight=False)
+    for n in report["synthesized_tensors"]:
+        console.print(f"  + {n} (derived: the format stores it)", highlight=False)
+    for n in report["omitted_tensors"]:
+        console.print(f"  - {n} (derivable: the format leaves it out)", highlight=False)
     for c in report["config_changes"]:
         console.print(f"  config {c['key']}: {c['old']} → {c['new']}", highlight=False)
-    n = len(report["copied_tensors"])
-    console.print(f"  {n} tensors copied bit-exact (sha256 checked), {len(report['copied_files'])} other file(s) copied, "
-                  f"{_size(report['bytes_written'])} written", highlight=False)
+    aux = report["aux"]
+    if aux["source_key"] and aux["source_key"] != aux["output_key"]:
+        console.print(f"  aux-layer ids: {aux['source_key']} ({aux['source_convention']}) → {aux['output_key']}, C-in {aux['c_in']}",
+                      highlight=False)
+    console.print(f"  {report['copied_tensors']} tensors copied byte for byte ({_size(report['bytes_copied'])}), "
+                  f"{len(report['copied_files'])} other file(s) copied → {', '.join(report['files'])}", highlight=False)
     for w in report["warnings"]:
-        err_console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def byte_progress(console: Console, label: str, min_bytes: int = 64 << 20):
+    """Yield ``progress(total) -> advance(n)`` that shows a byte progress bar on ``console`` (stderr)
+    for work of at least ``min_bytes``; smaller jobs finish before a bar would help."""
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                   TimeRemainingColumn(), console=console, transient=True)
+
+    def start(total: int):
+        if total < min_bytes or not console.is_terminal:
+            return lambda n: None
+        bar.start()
+        task = bar.add_task(label, total=total)
+        return lambda n: bar.advance(task, n)
+
+    try:
+        yield start
+    finally:
+        bar.stop()

@@ -11,7 +11,8 @@ from pathlib import Path
 from .checks import CHECKS, Context, TargetInfo, read_target
 from .drafter import Drafter
 from .findings import Finding, count_by_severity, finding
-from .layouts import READERS, architecture, read_drafter
+from .layouts import FORMATS, architecture, read_drafter
+from .source import resolve_source
 
 REPORT_SCHEMA = "eaglehub.validate-report/1"
 
@@ -27,8 +28,8 @@ def _layout_findings(d: Drafter) -> list[Finding]:
     if d.layout == "eagle1":
         return [finding("E-LAYOUT-EAGLE1", "fc.weight", "EAGLE-1/2 checkpoint (fc reads 2H, no hidden_norm): not usable as an EAGLE-3 drafter",
                         "train an EAGLE-3 drafter (method eagle3 needs aux hidden states)")]
-    if d.layout not in READERS:
-        return [finding("E-LAYOUT-UNSUPPORTED", "config.json", f"layout {d.layout} is recognised but not checked by this version",
+    if d.format not in FORMATS:
+        return [finding("E-LAYOUT-UNSUPPORTED", "config.json", f"{'; '.join(d.evidence)}: recognised but not checked by this version",
                         "export it to the vLLM-native layout (LlamaForCausalLMEagle3 + midlayer.*)")]
     return []
 
@@ -49,19 +50,22 @@ def make_report(drafter: Drafter, findings: list[Finding], target: TargetInfo | 
         "schema": REPORT_SCHEMA,
         "drafter": str(drafter.path),
         "target": str(target.path) if target else None,
-        "layout": drafter.layout,
+        "layout": drafter.format,
+        "format_evidence": drafter.evidence,
         "ok": counts["error"] == 0,
         "counts": counts,
         "findings": [f.as_dict() for f in findings],
     }
 
 
-def validate(drafter_dir: str | Path, target: str | Path | None = None) -> dict:
+def validate(drafter_dir: str | Path, target: str | Path | None = None, source_format: str | None = None,
+             revision: str | None = None) -> dict:
     """Validate ``drafter_dir`` (headers plus the small tensors the checks need: norms, ``d2t``, ``t2d``).
 
     ``target``: anything :func:`eaglehub.target.resolve_target` accepts. Returns the report dict.
     Raises: EaglehubError for unreadable input (missing dir, bad JSON, truncated weights; exit 2).
     """
-    drafter = read_drafter(Path(drafter_dir))
+    path, _ = resolve_source(str(drafter_dir), revision)
+    drafter = read_drafter(path, fmt=source_format)
     tinfo = read_target(target) if target is not None else None
     return make_report(drafter, run_checks(drafter, tinfo), tinfo)

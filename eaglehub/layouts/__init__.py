@@ -1,17 +1,20 @@
-"""Layout detection (formats.md §6) and reading any drafter directory into :class:`eaglehub.drafter.Drafter`.
+"""Drafter formats: detection with evidence (formats.md §6) and reading into the canonical
+:class:`eaglehub.drafter.Drafter`; every format is read → canonical → written, never format → format.
 
-One module per layout family; :data:`READERS` says which layouts can be mapped to canonical names
-today. Add a layout by adding a module with ``canonical_names(names)`` and ``write(...)`` and an
-entry in :data:`READERS`.
+Formats (:data:`FORMATS`): ``vllm`` (EAGLE research and vLLM-native), ``speculators``,
+``specforge``, ``torchspec`` (export), ``modelopt``. Llama-style and MLA layers are a property of the
+drafter (:attr:`Drafter.layer_kind`), not a format.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..drafter import Drafter, derive_dims, nested_config, read_aux, read_config, read_flags
+from ..drafter import AUX_KEY, C_OUT, LAYER0, Drafter, derive_dims, nested_config, read_config, read_flags
+from ..errors import EaglehubError
 from ..tensorio import TensorIndex, read_index
-from . import native
+from .base import FlatFormat, Format, Loss, Reading
+from .speculators import SpeculatorsFormat
 
 #: ``architectures[0]`` values vLLM maps to ``llama_eagle3.Eagle3LlamaForCausalLM`` (vllm.md §1).
 LLAMA_EAGLE3_ARCHS = frozenset({
@@ -22,18 +25,44 @@ LLAMA_EAGLE3_ARCHS = frozenset({
 RESEARCH_ARCH = "LlamaForCausalLM"
 MLA_ARCHS = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
 QWEN3_EAGLE3_ARCH = "Eagle3Qwen3ForCausalLM"
+TORCHSPEC_MARKER = "_torchspec_version"
 
-#: layout -> module that maps its names to canonical ones and writes it.
-READERS = {
-    "eagle3-native": native,  # LlamaForCausalLMEagle3 + midlayer.* (SpecForge, TorchSpec-native, vLLM research)
-    "eagle3-research": native,  # LlamaForCausalLM + midlayer.* (SafeAILab/EAGLE)
-    "eagle3-exported": native,  # layers.0.* (vLLM-exported)
-    "modelopt": native,  # layers.0.* + eagle_config.next_layer_regular, no t2d
-    "torchspec": native,  # TorchSpec export (layers.0.* since PR #134)
+MODELOPT_NESTED = {"use_aux_hidden_state": True, "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True,
+                   "use_mtp_layernorm": False, "next_layer_regular": True}
+
+
+class _TorchSpec(FlatFormat):
+    def marker(self, raw, metadata):
+        if TORCHSPEC_MARKER in raw:
+            return f"config has {TORCHSPEC_MARKER}"
+        return "safetensors metadata has torchspec_version" if "torchspec_version" in metadata else None
+
+
+class _ModelOpt(FlatFormat):
+    def marker(self, raw, metadata):
+        return "eagle_config.next_layer_regular (ModelOpt export)" if "next_layer_regular" in nested_config(raw) else None
+
+
+FORMATS: dict[str, Format] = {
+    "vllm": FlatFormat("vllm", LAYER0, mla=True, archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS | {RESEARCH_ARCH},
+                       description="EAGLE research / vLLM-native: flat config, top-level C-in aux ids, midlayer.*"),
+    "speculators": SpeculatorsFormat("speculators", "layers.0.", vocab_maps="unequal-both",
+                                     description="vllm-project/speculators: speculators_config + transformer_layer_config, layers.{i}.*"),
+    "specforge": FlatFormat("specforge", LAYER0, max_layers=1, norm_before_fc=False, norm_before_residual=False,
+                            vocab_maps="always", nested_ids=True, archs=frozenset({"LlamaForCausalLMEagle3"}),
+                            fc_norm_chunks=3, description="SpecForge: midlayer.*, nested C-out aux ids, d2t/t2d always"),
+    "torchspec": _TorchSpec("torchspec", "layers.0.", mla=True, max_layers=1, norm_before_residual=False,
+                            vocab_maps="pruned-both", nested_ids=True, private_keys=(TORCHSPEC_MARKER,),
+                            archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS,
+                            description="TorchSpec export: layers.0.*, _torchspec_version, nested C-out aux ids"),
+    "modelopt": _ModelOpt("modelopt", "layers.0.", mla=True, embed=False, norm_before_residual=False, vocab_maps="d2t-only",
+                          nested_ids=True, archs=frozenset({"LlamaForCausalLMEagle3"}) | MLA_ARCHS,
+                          default_nested=MODELOPT_NESTED,
+                          description="NVIDIA ModelOpt export: layers.0.*, eagle_config.next_layer_regular, d2t only"),
 }
-#: layouts recognised but not mapped yet, and layouts that are not EAGLE-3 drafters at all.
-UNSUPPORTED = ("speculators", "mla", "eagle3-qwen3")
-REJECTED = ("eagle1", "not-a-drafter")
+FORMAT_NAMES = tuple(FORMATS)
+#: kinds that are recognised but not read as drafters (validate rejects them with a finding).
+REJECTED = ("not-a-drafter", "eagle1", "unsupported")
 
 
 def architecture(cfg: dict) -> str | None:
@@ -41,53 +70,99 @@ def architecture(cfg: dict) -> str | None:
     return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
 
 
-def detect_layout(cfg: dict, index: TensorIndex) -> str:
-    """Classify a checkpoint (formats.md §6: config first, then tensors).
-
-    Returns one of :data:`READERS`, :data:`UNSUPPORTED` or :data:`REJECTED`.
-    """
-    names = index.names()
-    arch = architecture(cfg)
-    if "speculators_model_type" in cfg:
-        return "speculators"
-    if arch in MLA_ARCHS or "kv_lora_rank" in cfg:
-        return "mla"
+def _rejected(cfg: dict, index: TensorIndex) -> tuple[str, list[str]] | None:
+    """Not an EAGLE-3 drafter at all (F3), EAGLE-1/2 (formats.md §6.4), or an unsupported class."""
+    names, arch = index.names(), architecture(cfg)
     if arch == QWEN3_EAGLE3_ARCH:
-        return "eagle3-qwen3"
-    evidence = (
-        "fc.weight" in names or "d2t" in names or "draft_vocab_size" in cfg or arch in LLAMA_EAGLE3_ARCHS
-        or any(n.startswith(native.LAYER0) for n in names)
-    )
+        return "unsupported", [f"{arch}: Qwen3-style drafter layer (q/k-norm), not read by this version"]
+    if "speculators_model_type" in cfg and cfg["speculators_model_type"] != "eagle3":
+        return "unsupported", [f"speculators_model_type {cfg['speculators_model_type']!r} (only eagle3 is an EAGLE-3 drafter)"]
+    evidence = ("fc.weight" in names or "d2t" in names or "draft_vocab_size" in cfg or "speculators_model_type" in cfg
+                or arch in LLAMA_EAGLE3_ARCHS | MLA_ARCHS or any(n.startswith(LAYER0) for n in names))
     if not evidence:
-        return "not-a-drafter"
+        return "not-a-drafter", [f"{arch} with {cfg.get('num_hidden_layers')} layers, no fc.weight, no draft_vocab_size, no midlayer.*"]
     fc, H = index.tensors.get("fc.weight"), cfg.get("hidden_size")
     if fc is not None and len(fc.shape) == 2 and fc.shape[1] == 2 * (H or -1) and not any("hidden_norm" in n for n in names):
-        return "eagle1"
-    prefix = native.layer0_prefix(names)
-    if "_torchspec_version" in cfg or "torchspec_version" in index.metadata:
-        return "torchspec"
-    if prefix == native.EXPORTED_LAYER0 and "t2d" not in names and "next_layer_regular" in nested_config(cfg):
-        return "modelopt"
-    if prefix == native.LAYER0:
-        return "eagle3-research" if arch == RESEARCH_ARCH else "eagle3-native"
-    return "eagle3-exported"
+        return "eagle1", [f"fc.weight {list(fc.shape)} reads 2H and there is no hidden_norm (EAGLE-1/2)"]
+    return None
 
 
-def read_drafter(path: Path, index: TensorIndex | None = None) -> Drafter:
+def detect(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
+    """``(format, evidence)`` by formats.md §6: a format's own marker first, then structure.
+
+    Raises:
+        EaglehubError: markers of two formats, or structure that fits several formats with no
+            marker to decide (``ambiguous``; exit 2, hint ``--from``).
+    """
+    rejected = _rejected(cfg, index)
+    if rejected:
+        return rejected
+    names = index.names()
+    markers = {n: m for n, f in FORMATS.items() if (m := f.marker(cfg, index.metadata))}
+    if len(markers) > 1:
+        raise _ambiguous(markers)
+    if markers:
+        (name, why), = markers.items()
+        return name, [why]
+    mid = any(n.startswith(LAYER0) for n in names)
+    spelled = "midlayer.* tensor names" if mid else "layers.0.* tensor names"
+    nested_only = AUX_KEY in nested_config(cfg) and AUX_KEY not in cfg
+    pruned = isinstance(cfg.get("draft_vocab_size"), int) and cfg.get("draft_vocab_size") != cfg.get("vocab_size")
+    if nested_only:
+        if mid:
+            return "specforge", [spelled, "aux ids only in eagle_config (SpecForge writes C-out there)"]
+        raise _ambiguous({"torchspec": f"{spelled} + nested aux ids, no {TORCHSPEC_MARKER}",
+                          "modelopt": f"{spelled} + nested aux ids, no eagle_config.next_layer_regular"})
+    if mid and "d2t" in names and not pruned:
+        return "specforge", [spelled, "d2t/t2d shipped with an unpruned vocabulary (SpecForge always writes both)"]
+    arch = architecture(cfg)
+    variant = "EAGLE research class LlamaForCausalLM" if arch == RESEARCH_ARCH else f"class {arch}"
+    ids = "top-level C-in aux ids" if AUX_KEY in cfg else "no aux ids (target defaults)"
+    return "vllm", [variant, spelled, ids, "no speculators/TorchSpec/ModelOpt marker"]
+
+
+def _ambiguous(candidates: dict[str, str]) -> EaglehubError:
+    listed = "; ".join(f"{n} ({why})" for n, why in candidates.items())
+    return EaglehubError(f"ambiguous drafter format, candidates: {listed}",
+                         hint=f"name the source format with --from {' | --from '.join(candidates)}")
+
+
+def read_drafter(path: Path, index: TensorIndex | None = None, fmt: str | None = None,
+                 aux_convention: str | None = None) -> Drafter:
     """Read a drafter directory from headers only into the canonical :class:`Drafter`.
 
-    Works for every layout: unsupported or rejected layouts keep their stored names (``layout`` says
-    which). Raises: EaglehubError (missing/unreadable config or weights; exit 2).
+    ``fmt`` names the source format (skips detection, resolves ambiguity); ``aux_convention``
+    (``C-in``/``C-out``) overrides the convention of stored aux ids. Rejected kinds keep their stored
+    names. Raises: EaglehubError (missing/unreadable config or weights, ambiguous format: exit 2).
     """
+    from ..provenance import read_provenance
+
     path = Path(path)
-    cfg = read_config(path)
+    raw = read_config(path)
     index = index or read_index(path)
-    layout = detect_layout(cfg, index)
-    reader = READERS.get(layout)
-    names = reader.canonical_names(index.names()) if reader else {n: n for n in index.names()}
-    return Drafter(path, layout, cfg, derive_dims(cfg), read_aux(cfg), read_flags(cfg), index, names)
+    prov = read_provenance(path)
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise EaglehubError(f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+        name, evidence = fmt, [f"given with --from {fmt}"]
+    else:
+        name, evidence = detect(raw, index)
+    carried = dict((prov or {}).get("carried") or {})
+    target = (prov or {}).get("target")
+    if name in FORMATS:
+        reading: Reading = FORMATS[name].read(raw, index.names(), aux_override=aux_convention)
+        carried[name] = reading.carried
+        target = reading.target or target
+        cfg, aux = reading.config, reading.aux
+        names = FORMATS[name].canonical_names(index.names(), reading.carried)
+    else:
+        cfg, names = raw, {n: n for n in index.names()}
+        from ..drafter import read_aux
+
+        aux = read_aux(raw)
+    return Drafter(path, name, cfg, derive_dims(cfg), aux, read_flags(cfg), index, names, raw_config=raw,
+                   evidence=evidence, carried=carried, target=target, provenance=prov)
 
 
-def stored_prefix(drafter: Drafter) -> str:
-    """How the drafter spells decoder layer 0 on disk (``midlayer.`` or ``layers.0.``)."""
-    return native.layer0_prefix(drafter.index.names())
+__all__ = ["FORMATS", "FORMAT_NAMES", "Format", "Loss", "REJECTED", "architecture", "detect", "read_drafter",
+           "LLAMA_EAGLE3_ARCHS", "MLA_ARCHS", "RESEARCH_ARCH", "C_OUT"]
