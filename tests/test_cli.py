@@ -79,7 +79,8 @@ def test_inspect_json_and_table(upgraded):
     r = run("inspect", upgraded, "--json")
     report = json.loads(r.stdout)
     validate_json(report, "inspect-report")
-    assert r.exit_code == 0 and report["eagle_version"] == "3.1" and report["layout"] == "eagle3-native"
+    assert r.exit_code == 0 and report["eagle_version"] == "3.1" and report["format"] == "vllm"
+    assert report["layer_kind"] == "llama" and any("top-level C-in" in e for e in report["format_evidence"])
     assert report["dims"] | {} == {"H": 64, "Ht": 64, "A": 3, "nh": 4, "nkv": 2, "head_dim": 16, "I": 128, "V": 256, "Vd": 32,
                                    "layers": 1, "attention_bias": False, "mlp_bias": False, "Ht_declared": True}
     assert report["vocab"] == {"V": 256, "Vd": 32, "pruned": True, "d2t": True, "t2d": True}

@@ -20,7 +20,7 @@ def test_upgrade_adds_fc_norm_and_copies_bit_exact(make_drafter, make_target, tm
     src = make_drafter()
     (src / "README.md").write_text("card\n")
     before = tree_hash(src)
-    report = convert(src, tmp_path / "out", norm_output=True)
+    report = convert(src, tmp_path / "out", to="3.1", norm_output=True)
     validate_json(report, "convert-report")
     assert tree_hash(src) == before
     assert [t["name"] for t in report["added_tensors"]] == ["fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight"]
@@ -52,7 +52,7 @@ def test_no_norm_output_and_layers0_spelling_kept(make_drafter, tmp_path):
             t["layers.0." + n[len("midlayer."):]] = t.pop(n)
         cfg["norm_output"] = False
 
-    report = convert(make_drafter(mutate=rename), tmp_path / "out", norm_output=False)
+    report = convert(make_drafter(mutate=rename), tmp_path / "out", to="3.1", norm_output=False)
     assert report["config_changes"] == [{"key": "fc_norm", "old": None, "new": True}]
     assert "norm_output changes" not in report["warnings"][0]
     names = read_index(tmp_path / "out").names()
@@ -61,9 +61,12 @@ def test_no_norm_output_and_layers0_spelling_kept(make_drafter, tmp_path):
 
 
 def test_bin_source_becomes_safetensors(make_drafter, tmp_path):
-    report = convert(make_drafter(fmt="bin"), tmp_path / "out")
+    src = make_drafter(fmt="bin")
+    report = convert(src, tmp_path / "out", to="3.1")
     assert read_index(tmp_path / "out").format == "safetensors"
-    assert len(report["copied_tensors"]) == 15 and all(t["bit_exact"] for t in report["copied_tensors"])
+    assert report["copied_tensors"] == 15
+    old, new = read_index(src).load_all(), read_index(tmp_path / "out").load_all()
+    assert all(torch.equal(new[n].reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)) for n, t in old.items())
 
 
 def test_existing_destination_is_refused_then_overwritten(make_drafter, tmp_path):
@@ -71,9 +74,9 @@ def test_existing_destination_is_refused_then_overwritten(make_drafter, tmp_path
     dst.mkdir()
     (dst / "keep").write_text("x")
     with pytest.raises(EaglehubError, match="already exists"):
-        convert(src, dst)
+        convert(src, dst, to="3.1")
     assert (dst / "keep").read_text() == "x"
-    convert(src, dst, overwrite=True)
+    convert(src, dst, to="3.1", overwrite=True)
     assert not (dst / "keep").exists() and (dst / "model.safetensors").is_file()
 
 
@@ -86,7 +89,7 @@ def test_failure_leaves_no_destination(make_drafter, tmp_path, monkeypatch):
 
     monkeypatch.setattr(convert_mod, "_copy_side_files", boom)
     with pytest.raises(RuntimeError):
-        convert(src, tmp_path / "out")
+        convert(src, tmp_path / "out", to="3.1")
     assert not (tmp_path / "out").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["drafter"]  # no temporary left behind
     assert tree_hash(src) == before
@@ -98,11 +101,11 @@ def test_failure_leaves_no_destination(make_drafter, tmp_path, monkeypatch):
 ])
 def test_refusals(make_drafter, tmp_path, kwargs, match, code):
     with pytest.raises(EaglehubError, match=match) as err:
-        convert(make_drafter(**kwargs), tmp_path / "out")
+        convert(make_drafter(**kwargs), tmp_path / "out", to="3.1")
     assert err.value.exit_code == code and not (tmp_path / "out").exists()
 
 
 def test_destination_equal_to_source_is_refused(make_drafter):
     src = make_drafter()
     with pytest.raises(EaglehubError, match="source directory"):
-        convert(src, src, overwrite=True)
+        convert(src, src, to="3.1", overwrite=True)

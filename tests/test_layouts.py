@@ -1,4 +1,4 @@
-"""Layout detection (formats.md §6), canonical names, aux-id conventions (§3) and the native writer."""
+"""Format detection with evidence (formats.md §6), canonical names, aux-id conventions (§3)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import torch
 
 from conftest import BASE_CONFIG, drafter_tensors, write_checkpoint
 from eaglehub.drafter import default_aux_ids, derive_dims, infer_convention, read_aux, read_flags
-from eaglehub.layouts import native, read_drafter
+from eaglehub.errors import EaglehubError
+from eaglehub.layouts import FORMATS, read_drafter
 
 
 def rename_layer0(t, prefix):
@@ -17,51 +18,77 @@ def rename_layer0(t, prefix):
         t[prefix + n[len("midlayer."):]] = t.pop(n)
 
 
-@pytest.mark.parametrize("name,cfg_over,tensor_fn,layout", [
-    ("native", {}, None, "eagle3-native"),
-    ("research", {"architectures": ["LlamaForCausalLM"]}, None, "eagle3-research"),
-    ("exported", {}, lambda t: rename_layer0(t, "layers.0."), "eagle3-exported"),
-    ("modelopt", {"eagle_config": {"next_layer_regular": True}}, lambda t: (rename_layer0(t, "layers.0."), t.pop("t2d")), "modelopt"),
-    ("torchspec", {"_torchspec_version": "0.3"}, lambda t: rename_layer0(t, "layers.0."), "torchspec"),
-    ("speculators", {"speculators_model_type": "eagle3"}, None, "speculators"),
-    ("mla", {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "kv_lora_rank": 512}, None, "mla"),
-    ("qwen3", {"architectures": ["Eagle3Qwen3ForCausalLM"]}, None, "eagle3-qwen3"),
+def nest_ids(cfg, ids):
+    cfg.pop("eagle_aux_hidden_state_layer_ids")
+    cfg.pop("num_aux_hidden_states")
+    cfg["eagle_config"] = {**cfg.get("eagle_config", {}), "eagle_aux_hidden_state_layer_ids": ids}
+
+
+@pytest.mark.parametrize("name,cfg_fn,tensor_fn,fmt,evidence", [
+    ("native", None, None, "vllm", "top-level C-in"),
+    ("research", lambda c: c.update(architectures=["LlamaForCausalLM"]), None, "vllm", "EAGLE research"),
+    ("exported", None, lambda t: rename_layer0(t, "layers.0."), "vllm", "layers.0.*"),
+    ("specforge", lambda c: nest_ids(c, [1, 3, 4]), None, "specforge", "eagle_config"),
+    ("modelopt", lambda c: (nest_ids(c, [1, 3, 4]), c["eagle_config"].update(next_layer_regular=True)),
+     lambda t: (rename_layer0(t, "layers.0."), t.pop("t2d")), "modelopt", "next_layer_regular"),
+    ("torchspec", lambda c: c.update(_torchspec_version="0.3"), lambda t: rename_layer0(t, "layers.0."), "torchspec", "_torchspec_version"),
+    ("mla", lambda c: c.update(architectures=["Eagle3DeepseekV2ForCausalLM"], kv_lora_rank=32), None, "vllm", "Eagle3DeepseekV2"),
 ])
-def test_detect(tmp_path, name, cfg_over, tensor_fn, layout):
-    cfg = {**copy.deepcopy(BASE_CONFIG), **cfg_over}
-    t = drafter_tensors(cfg)
+def test_detect_with_evidence(tmp_path, name, cfg_fn, tensor_fn, fmt, evidence):
+    cfg = copy.deepcopy(BASE_CONFIG)
+    if cfg_fn:
+        cfg_fn(cfg)
+    t = drafter_tensors(BASE_CONFIG)
     if tensor_fn:
         tensor_fn(t)
     d = read_drafter(write_checkpoint(tmp_path / name, cfg, t))
-    assert d.layout == layout
-    if layout in ("eagle3-exported", "modelopt", "torchspec"):
-        assert "midlayer.self_attn.q_proj.weight" in d.names
-        assert d.names["midlayer.self_attn.q_proj.weight"] == "layers.0.self_attn.q_proj.weight"
-        assert torch.equal(d.load("midlayer.mlp.up_proj.weight"), t["layers.0.mlp.up_proj.weight"])
+    assert d.format == fmt and any(evidence in e for e in d.evidence), d.evidence
+    assert d.names["midlayer.self_attn.q_proj.weight"] in ("midlayer.self_attn.q_proj.weight", "layers.0.self_attn.q_proj.weight")
+    stored = d.names["midlayer.mlp.up_proj.weight"]
+    assert torch.equal(d.load("midlayer.mlp.up_proj.weight"), t[stored])
+    assert d.aux.c_in == [2, 4, 5]  # C-out [1, 3, 4] and C-in [2, 4, 5] name the same layers
 
 
-def test_canonical_names_keep_unknown_and_second_layers():
-    names = ["layers.0.mlp.up_proj.weight", "layers.1.mlp.up_proj.weight", "foo.bar"]
-    assert native.canonical_names(names) == {
+def test_nested_ids_without_marker_are_ambiguous(tmp_path):
+    cfg = copy.deepcopy(BASE_CONFIG)
+    nest_ids(cfg, [1, 3, 4])
+    t = drafter_tensors(BASE_CONFIG)
+    rename_layer0(t, "layers.0.")
+    path = write_checkpoint(tmp_path / "amb", cfg, t)
+    with pytest.raises(EaglehubError, match="ambiguous.*torchspec.*modelopt") as exc:
+        read_drafter(path)
+    assert "--from" in exc.value.hint
+    assert read_drafter(path, fmt="modelopt").format == "modelopt"
+
+
+def test_two_markers_are_ambiguous(tmp_path):
+    cfg = {**copy.deepcopy(BASE_CONFIG), "_torchspec_version": "0.3", "eagle_config": {"next_layer_regular": True}}
+    with pytest.raises(EaglehubError, match="ambiguous"):
+        read_drafter(write_checkpoint(tmp_path / "two", cfg, drafter_tensors(BASE_CONFIG)))
+
+
+@pytest.mark.parametrize("cfg_fn,kind", [
+    (lambda c: c.update(architectures=["Eagle3Qwen3ForCausalLM"]), "unsupported"),
+    (lambda c: c.update(speculators_model_type="dflash"), "unsupported"),
+])
+def test_unsupported_kinds(tmp_path, cfg_fn, kind):
+    cfg = copy.deepcopy(BASE_CONFIG)
+    cfg_fn(cfg)
+    assert read_drafter(write_checkpoint(tmp_path / "u", cfg, drafter_tensors(BASE_CONFIG))).format == kind
+
+
+def test_every_format_names_layer0_and_legacy_norms():
+    names = ["layers.0.mlp.up_proj.weight", "layers.1.mlp.up_proj.weight", "aux_norm_mid.weight", "foo.bar"]
+    assert FORMATS["torchspec"].canonical_names(names, {}) == {
         "midlayer.mlp.up_proj.weight": "layers.0.mlp.up_proj.weight",
         "layers.1.mlp.up_proj.weight": "layers.1.mlp.up_proj.weight",
+        "fc_norm.1.weight": "aux_norm_mid.weight",
         "foo.bar": "foo.bar",
     }
-    assert native.stored_name("midlayer.norm", "layers.0.") == "layers.0.norm"
-    assert native.stored_name("fc.weight", "layers.0.") == "fc.weight"
-
-
-def test_writer_round_trip_is_bit_exact(tmp_path):
-    cfg = copy.deepcopy(BASE_CONFIG)
-    t = drafter_tensors(cfg)
-    t["tied"] = t["lm_head.weight"]  # shared storage must still be written
-    (tmp_path / "out").mkdir()
-    written = native.write(tmp_path / "out", cfg, t, prefix="layers.0.")
-    d = read_drafter(tmp_path / "out")
-    assert written == sum(p.stat().st_size for p in (tmp_path / "out").iterdir())
-    assert d.config == cfg and d.layout == "eagle3-exported"
-    back = d.load_all()
-    assert set(back) == set(t) and all(torch.equal(back[n], t[n]) and back[n].dtype == t[n].dtype for n in t)
+    canon = ["midlayer.norm", "layers.1.norm", "fc.weight", "fc_norm.2.weight"]
+    assert FORMATS["vllm"].stored_names(canon, {}) == dict(zip(canon, ["midlayer.norm", "layers.1.norm", "fc.weight", "fc_norm.2.weight"]))
+    assert FORMATS["speculators"].stored_names(canon, {})["midlayer.norm"] == "layers.0.norm"
+    assert FORMATS["torchspec"].stored_names(canon, {"legacy_fc_norm": True})["fc_norm.2.weight"] == "aux_norm_high.weight"
 
 
 def test_dims_defaults_follow_vllm():
