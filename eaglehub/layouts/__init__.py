@@ -53,6 +53,8 @@ FORMATS: dict[str, Format] = {
                             fc_norm_chunks=3, description="SpecForge: midlayer.*, nested C-out aux ids, d2t/t2d always"),
     "torchspec": _TorchSpec("torchspec", "layers.0.", mla=True, max_layers=1, norm_before_residual=False,
                             vocab_maps="pruned-both", nested_ids=True, private_keys=(TORCHSPEC_MARKER,),
+                            # TorchSpec's own export writes "unknown" when it cannot read its version file
+                            private_defaults={TORCHSPEC_MARKER: "unknown"},
                             archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS,
                             description="TorchSpec export: layers.0.*, _torchspec_version, nested C-out aux ids"),
     "modelopt": _ModelOpt("modelopt", "layers.0.", mla=True, embed=False, norm_before_residual=False, vocab_maps="d2t-only",

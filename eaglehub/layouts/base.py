@@ -176,6 +176,8 @@ class FlatFormat(Format):
     archs: frozenset = frozenset()
     default_nested: dict = field(default_factory=dict)
     fc_norm_chunks: int | None = None
+    #: values for :attr:`private_keys` when the source did not carry them (markers this format needs)
+    private_defaults: dict = field(default_factory=dict)
 
     def read(self, raw: dict, names: list[str], aux_override: str | None = None) -> Reading:
         cfg = dict(raw)
@@ -243,8 +245,8 @@ class FlatFormat(Format):
             cfg[AUX_KEY] = list(ids)
             cfg.setdefault("num_aux_hidden_states", d.dims.A)  # vLLM sizes fc from this, not from the list
         for k in self.private_keys:
-            if k in carried:
-                cfg[k] = carried[k]
+            if k in carried or k in self.private_defaults:
+                cfg[k] = carried.get(k, self.private_defaults.get(k))
         return cfg
 
     def _archs(self, d: Drafter, carried: dict) -> list:

@@ -57,7 +57,7 @@ class SpeculatorsFormat(Format):
             carried["implicit_norm_before_residual"] = True
         aux = read_aux_ids(raw.get(AUX_KEY), AUX_KEY, True, C_IN, override=aux_override)
         verifier = (carried.get("speculators_config") or {}).get("verifier") if isinstance(carried.get("speculators_config"), dict) else None
-        target = {k: verifier.get(k) for k in ("name_or_path", "architectures")} if isinstance(verifier, dict) else None
+        target = {k: verifier[k] for k in ("name_or_path", "architectures") if verifier.get(k)} if isinstance(verifier, dict) else None
         return Reading(cfg, aux, carried, target)
 
     def losses(self, d: Drafter) -> list[Loss]:
