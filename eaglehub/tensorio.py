@@ -4,6 +4,11 @@ Supported files (formats.md §6.7): ``model.safetensors``; ``*.safetensors.index
 ``pytorch_model.bin`` (``torch.load(weights_only=True, mmap=True)``, so only the zip directory and
 pickled metadata are read). A leading ``model.`` is stripped from names (formats.md §1, NeMo
 PR #2322) and recorded in :attr:`TensorIndex.stripped_prefix`.
+
+Safetensors headers are parsed by :mod:`eaglehub.stformat` and :meth:`TensorIndex.load_numpy` reads
+only a tensor's byte range, so indexing and numpy loading never import torch (``inspect`` and
+``validate`` stay fast). Only ``pytorch_model.bin`` inputs and the torch loaders
+(:meth:`TensorIndex.load`, :meth:`TensorIndex.load_all`) need torch.
 """
 
 from __future__ import annotations
@@ -14,31 +19,106 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import EaglehubError
+from .stformat import DTYPE_BY_TORCH, DTYPES, read_header
 
 SINGLE_SAFETENSORS = "model.safetensors"
 PYTORCH_BIN = "pytorch_model.bin"
 STRIP_PREFIX = "model."
 
-# safetensors header dtype -> torch dtype name
-_ST_DTYPES = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16", "I32": "int32",
-    "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
-    "F32": "float32", "F64": "float64", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+#: Bytes read per call when comparing or streaming big tensors: bounds memory, stays I/O bound.
+READ_CHUNK = 16 << 20
+
+
+def _fp8_table(exp_bits: int, man_bits: int, bias: int, kind: str):
+    """float32 value of every byte of an 8-bit float format, as a ``[256]`` numpy array.
+
+    ``kind``: ``"fn"`` (OCP e4m3fn: no inf, NaN = all exponent and mantissa bits set), ``"ieee"``
+    (e5m2: exponent all ones is inf or NaN), ``"fnuz"`` (no inf, no -0, NaN = 0x80). Subnormals at
+    exponent 0. Formats as torch defines them (tested against ``tensor.view(fp8).float()``).
+    """
+    import numpy as np
+
+    out = np.empty(256, dtype=np.float32)
+    top_e, top_m = (1 << exp_bits) - 1, (1 << man_bits) - 1
+    for b in range(256):
+        sign = -1.0 if b & 0x80 else 1.0
+        e, m = (b >> man_bits) & top_e, b & top_m
+        if kind == "fnuz" and b == 0x80 or kind == "fn" and e == top_e and m == top_m or kind == "ieee" and e == top_e and m:
+            out[b] = np.nan
+        elif kind == "ieee" and e == top_e:
+            out[b] = sign * np.inf
+        elif e == 0:
+            out[b] = sign * (m / (1 << man_bits)) * 2.0 ** (1 - bias)
+        else:
+            out[b] = sign * (1 + m / (1 << man_bits)) * 2.0 ** (e - bias)
+    return out
+
+
+def _e8m0_table():
+    """float32 value of every float8_e8m0fnu byte: ``2**(b - 127)``, 0xFF is NaN (unsigned, no zero)."""
+    import numpy as np
+
+    out = np.ldexp(np.float32(1.0), np.arange(255) - 127).astype(np.float32)  # 2**127 is the largest
+    out = np.append(out, np.float32(np.nan))
+    return out
+
+
+#: safetensors code -> builder of its 256-entry float32 lookup table (8-bit floats numpy lacks).
+_FP8_TABLES = {
+    "F8_E4M3": lambda: _fp8_table(4, 3, 7, "fn"),
+    "F8_E5M2": lambda: _fp8_table(5, 2, 15, "ieee"),
+    "F8_E4M3FNUZ": lambda: _fp8_table(4, 3, 8, "fnuz"),
+    "F8_E5M2FNUZ": lambda: _fp8_table(5, 2, 16, "fnuz"),
+    "F8_E8M0": _e8m0_table,
 }
-_ITEMSIZE = {"bool": 1, "uint8": 1, "int8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int16": 2,
-             "uint16": 2, "float16": 2, "bfloat16": 2, "int32": 4, "uint32": 4, "float32": 4,
-             "int64": 8, "uint64": 8, "float64": 8}
+_fp8_cache: dict = {}
+
+
+def fp8_table(code: str):
+    """The ``[256]`` float32 lookup table decoding safetensors 8-bit float ``code`` (e.g. ``"F8_E4M3"``).
+
+    Raises: KeyError for a code that is not an 8-bit float.
+    """
+    if code not in _fp8_cache:
+        _fp8_cache[code] = _FP8_TABLES[code]()
+    return _fp8_cache[code]
+
+
+def decode_buffer(buf, st_dtype: str, shape: tuple[int, ...]):
+    """Decode the little-endian buffer ``buf`` (bytes-like) of safetensors dtype ``st_dtype`` into a
+    numpy array of ``shape``: bool/int/uint/float16/32/64/complex64 as stored; ``BF16`` → float32 by
+    a 16-bit shift (exact); 8-bit floats → float32 through :func:`fp8_table` (exact).
+
+    Raises: EaglehubError for types numpy cannot hold (``F4``, ``F6_*``).
+    """
+    import numpy as np
+
+    dt = DTYPES[st_dtype]
+    if dt.numpy:
+        return np.frombuffer(buf, dtype=np.dtype(dt.numpy)).reshape(shape)
+    if st_dtype == "BF16":
+        return (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
+    if st_dtype in _FP8_TABLES:
+        return fp8_table(st_dtype)[np.frombuffer(buf, dtype=np.uint8)].reshape(shape)
+    raise EaglehubError(f"cannot decode {st_dtype} tensors to numpy", hint="only byte-sized dtypes are read; this check needs a wider dtype")
 
 
 @dataclass(frozen=True)
 class TensorInfo:
-    """Header facts for one tensor: ``name`` is un-prefixed, ``source_name`` as stored in ``file``."""
+    """Header facts for one tensor: ``name`` is un-prefixed, ``source_name`` as stored in ``file``.
+
+    ``dtype`` is the torch dtype name (``"bfloat16"``; the lower-cased safetensors code where torch
+    has none). ``st_dtype`` is the safetensors code (``"BF16"``) and ``offset`` the ABSOLUTE byte
+    offset of the buffer in ``file``; both ``None`` for ``pytorch_model.bin``.
+    """
 
     name: str
     source_name: str
     shape: tuple[int, ...]
     dtype: str
     file: str
+    offset: int | None = None
+    st_dtype: str | None = None
 
     @property
     def numel(self) -> int:
@@ -46,7 +126,13 @@ class TensorInfo:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * _ITEMSIZE.get(self.dtype, 0)
+        """Buffer size in bytes (0 for a dtype this module does not know)."""
+        dt = DTYPES.get(self.st_dtype) if self.st_dtype else DTYPE_BY_TORCH.get(self.dtype)
+        if dt is None:
+            return 0
+        if self.st_dtype is None and dt.bits < 8:  # torch's float4_e2m1fn_x2 counts packed bytes
+            return self.numel
+        return dt.nbytes(self.numel) or 0
 
     @property
     def is_float(self) -> bool:
@@ -87,6 +173,47 @@ class TensorIndex:
                 if max_rows is not None and info.shape:
                     return f.get_slice(info.source_name)[:max_rows]
                 return f.get_tensor(info.source_name)
+
+    def load_numpy(self, name: str, max_rows: int | None = None, start_row: int = 0):
+        """Load tensor ``name`` (un-prefixed) as a numpy array, reading only its byte range.
+
+        ``max_rows``/``start_row`` select rows ``[start_row : start_row + max_rows]`` of the first
+        dimension (like ``t[a:b]``; ignored for 0-d tensors), so a sample of a big matrix costs only
+        its bytes. dtypes: bool, int*, uint*, float16/32/64, complex64 as stored; bfloat16 and the
+        8-bit floats are decoded exactly to float32 (:func:`decode_buffer`). Safetensors files are read
+        with plain file I/O (no torch); ``pytorch_model.bin`` goes through torch (a .bin needs it anyway).
+
+        Raises:
+            KeyError: unknown name. EaglehubError: the file is shorter than its header says (changed
+                or truncated since indexing), or a dtype numpy cannot hold (``F4``, ``F6_*``).
+        """
+        import numpy as np
+
+        info = self.tensors[name]
+        lo, hi = (0, info.shape[0]) if info.shape else (0, 1)
+        if info.shape:
+            stop = info.shape[0] if max_rows is None else start_row + max_rows
+            lo, hi, _ = slice(start_row, stop).indices(info.shape[0])
+            hi = max(lo, hi)
+        shape = (hi - lo, *info.shape[1:]) if info.shape else ()
+        if self.format == "pytorch":
+            t = self._bin()[info.source_name]
+            t = t[lo:hi] if info.shape else t
+            return _torch_to_numpy(t)
+        row_bytes = DTYPES[info.st_dtype].nbytes(math.prod(info.shape[1:])) if info.shape else 0
+        if row_bytes is None:
+            raise EaglehubError(f"cannot decode {info.st_dtype} tensors to numpy", hint="only byte-sized dtypes are read")
+        begin = info.offset + lo * row_bytes
+        size = (hi - lo) * row_bytes if info.shape else info.nbytes
+        buf = bytearray(size)  # writable, so the returned array is too
+        path = self.root / info.file
+        with _reading(path), open(path, "rb") as f:
+            f.seek(begin)
+            got = f.readinto(buf)
+        if got != size:
+            raise EaglehubError(f"cannot read {path}: {name} needs bytes {begin}..{begin + size}, the file ends at {begin + got}",
+                                hint="the file is truncated or changed since it was indexed; re-download or re-export it")
+        return decode_buffer(buf, info.st_dtype, shape) if size else np.zeros(shape, dtype=_empty_dtype(info.st_dtype))
 
     def load_all(self) -> dict:
         """All tensors as ``{un-prefixed name: tensor}``, in index order. Raises EaglehubError."""
@@ -133,6 +260,20 @@ class _reading:
             f"cannot read {self.path}: {str(exc).splitlines()[0] if str(exc) else exc_type.__name__}",
             hint="the file is truncated or not a checkpoint; re-download or re-export it",
         ) from exc
+
+
+def _empty_dtype(st_dtype: str):
+    dt = DTYPES[st_dtype]
+    return dt.numpy or "<f4"
+
+
+def _torch_to_numpy(t):
+    """A CPU torch tensor as numpy, with the same decoding rules as :func:`decode_buffer`."""
+    import torch
+
+    if t.dtype == torch.bfloat16 or t.dtype.is_floating_point and t.element_size() == 1:
+        return t.float().numpy()
+    return t.numpy()
 
 
 def _torch_load(path: Path) -> dict:
@@ -187,27 +328,24 @@ def read_index(root: Path) -> TensorIndex:
     """
     root = Path(root)
     fmt, files = find_weight_files(root)
-    raw: list[tuple[str, tuple[int, ...], str, str]] = []
+    raw: list[tuple[str, tuple[int, ...], str, str, int | None, str | None]] = []
     metadata: dict[str, str] = {}
     if fmt == "pytorch":
         for name, t in _torch_load(root / files[0]).items():
-            raw.append((name, tuple(t.shape), str(t.dtype).removeprefix("torch."), files[0]))
+            raw.append((name, tuple(t.shape), str(t.dtype).removeprefix("torch."), files[0], None, None))
     else:
-        from safetensors import safe_open
-
         for file in files:
             path = root / file
             if not path.is_file():
                 raise EaglehubError(f"shard {path} is missing", hint="download every shard listed in the index")
-            with _reading(path), safe_open(str(path), framework="pt") as f:
-                metadata.update(f.metadata() or {})
-                for name in f.keys():
-                    sl = f.get_slice(name)
-                    dtype = sl.get_dtype()
-                    raw.append((name, tuple(sl.get_shape()), _ST_DTYPES.get(dtype, dtype.lower()), file))
+            header = read_header(path)
+            metadata.update(header.metadata)
+            for name in sorted(header.tensors):  # name order, as safe_open(...).keys() gave it
+                e = header.tensors[name]
+                raw.append((name, e.shape, DTYPES[e.dtype].torch or e.dtype.lower(), file, e.start, e.dtype))
     tensors: dict[str, TensorInfo] = {}
     stripped = False
-    for name, shape, dtype, file in raw:
+    for name, shape, dtype, file, offset, st_dtype in raw:
         key = _strip(name)
         stripped |= key != name
         if key in tensors:
@@ -215,5 +353,5 @@ def read_index(root: Path) -> TensorIndex:
                 f"tensor {key} is stored twice ({tensors[key].source_name!r} and {name!r})",
                 hint="keep one copy, without the model. prefix",
             )
-        tensors[key] = TensorInfo(key, name, shape, dtype, file)
+        tensors[key] = TensorInfo(key, name, shape, dtype, file, offset, st_dtype)
     return TensorIndex(root, fmt, files, tensors, STRIP_PREFIX if stripped else None, metadata)
