@@ -1,0 +1,131 @@
+"""The streaming safetensors writer: files it writes are read back by the safetensors library,
+bytes are copied exactly (kernel copy and the chunked fallback), shards follow huggingface_hub's
+splitter, and byte-level convert never imports torch."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from eaglehub import streaming
+from eaglehub.stformat import DTYPE_BY_TORCH, read_header
+from eaglehub.streaming import OutTensor, plan_shards, write_checkpoint, write_file
+
+DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.int64, torch.bool, torch.uint8]
+
+
+def _random(dtype, shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    if dtype == torch.bool:
+        return torch.rand(shape, generator=g) > 0.5
+    if dtype in (torch.int64, torch.uint8):
+        return torch.randint(0, 200, shape, generator=g).to(dtype)
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def _copy_plan(src: Path) -> list[OutTensor]:
+    """OutTensors that copy every tensor of ``src`` through, renamed with a ``copy.`` prefix."""
+    h = read_header(src)
+    return [OutTensor(f"copy.{e.name}", e.dtype, e.shape, e.nbytes, src_file=src, src_offset=e.start) for e in h.tensors.values()]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(DTYPES), st.lists(st.integers(0, 5), min_size=0, max_size=3)), min_size=1, max_size=6),
+       st.integers(0, 2**16))
+def test_copied_files_read_back_bit_exact(tmp_path_factory, specs, seed):
+    tmp = tmp_path_factory.mktemp("st")
+    tensors = {f"t{i}": _random(dt, tuple(shape), seed + i) for i, (dt, shape) in enumerate(specs)}
+    save_file(tensors, str(tmp / "src.safetensors"))
+    new = torch.tensor([1.0, 2.0], dtype=torch.bfloat16)
+    plan = _copy_plan(tmp / "src.safetensors")
+    plan.append(OutTensor("new", "BF16", (2,), 4, data=new.view(torch.uint8).numpy().tobytes()))
+    size = write_file(tmp / "out.safetensors", plan, {"k": "v"})
+    assert size == (tmp / "out.safetensors").stat().st_size
+    back = load_file(str(tmp / "out.safetensors"))
+    assert set(back) == {f"copy.{n}" for n in tensors} | {"new"}
+    for n, t in tensors.items():
+        b = back[f"copy.{n}"]
+        assert b.dtype == t.dtype and b.shape == t.shape
+        assert b.reshape(-1).view(torch.uint8).tolist() == t.reshape(-1).view(torch.uint8).tolist()
+    assert torch.equal(back["new"], new)
+    with safe_open(str(tmp / "out.safetensors"), "pt") as f:
+        assert f.metadata() == {"k": "v"}
+
+
+def test_chunked_fallback_when_the_kernel_copy_is_refused(tmp_path, monkeypatch):
+    t = {"a": torch.arange(1000, dtype=torch.int64), "b": torch.ones(3, dtype=torch.float16)}
+    save_file(t, str(tmp_path / "src.safetensors"))
+    calls = []
+
+    def refuse(*args, **kwargs):
+        calls.append(args)
+        raise OSError(errno.EXDEV, "cross-device")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    monkeypatch.setattr(streaming, "CHUNK", 100)  # several chunks per tensor
+    write_file(tmp_path / "out.safetensors", _copy_plan(tmp_path / "src.safetensors"))
+    back = load_file(str(tmp_path / "out.safetensors"))
+    assert calls and torch.equal(back["copy.a"], t["a"]) and torch.equal(back["copy.b"], t["b"])
+
+
+def test_contiguous_tensors_are_copied_in_one_run(tmp_path, monkeypatch):
+    save_file({f"t{i}": torch.full((10,), i, dtype=torch.float32) for i in range(5)}, str(tmp_path / "src.safetensors"))
+    sizes = []
+    real = os.copy_file_range
+
+    def spy(src, dst, count, offset_src=None, offset_dst=None):
+        sizes.append(count)
+        return real(src, dst, count, offset_src, offset_dst)
+
+    monkeypatch.setattr(os, "copy_file_range", spy)
+    write_file(tmp_path / "out.safetensors", _copy_plan(tmp_path / "src.safetensors"))
+    assert sizes == [5 * 40]
+
+
+def test_a_short_buffer_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="2 bytes, header says 4"):
+        write_file(tmp_path / "x.safetensors", [OutTensor("x", "F16", (2,), 4, data=b"\0\0")])
+
+
+def test_shards_and_index(tmp_path):
+    tensors = {f"w{i}": torch.full((256,), float(i)) for i in range(6)}  # 1 KiB each
+    save_file(tensors, str(tmp_path / "src.safetensors"))
+    plan = _copy_plan(tmp_path / "src.safetensors")
+    assert list(plan_shards(plan, None)) == ["model.safetensors"]
+    (tmp_path / "out").mkdir()
+    files = write_checkpoint(tmp_path / "out", plan, {"format": "pt"}, max_shard_size="2.1KB")
+    index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    shards = sorted(set(index["weight_map"].values()))
+    assert files[-1] == "model.safetensors.index.json" and len(shards) == 3 == len(files) - 1
+    assert index["metadata"]["total_size"] == 6 * 1024
+    for name, shard in index["weight_map"].items():
+        assert torch.equal(load_file(str(tmp_path / "out" / shard))[name], tensors[name.removeprefix("copy.")])
+    assert DTYPE_BY_TORCH["float32"].code == "F32"
+
+
+def test_byte_level_convert_does_not_import_torch(make_drafter, tmp_path):
+    src = make_drafter()
+    code = (
+        "import sys\n"
+        "from eaglehub.cli import main\n"
+        f"try:\n    main([ 'convert', {str(src)!r}, {str(tmp_path / 'out')!r}, '--to', '3.1', '--format', 'speculators',"
+        " '--verifier', 'org/target'], standalone_mode=False)\n"
+        "finally:\n    print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["speculators_model_type"] == "eagle3"
+    before, after = load_file(str(src / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert torch.equal(after["layers.0.mlp.up_proj.weight"], before["midlayer.mlp.up_proj.weight"])
+    assert torch.equal(after["fc_norm.2.weight"], torch.ones(64, dtype=torch.bfloat16))
