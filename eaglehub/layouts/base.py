@@ -71,6 +71,7 @@ class Format:
     #: "pruned": d2t iff Vd < V, t2d optional · "pruned-both": d2t + t2d iff Vd < V ·
     #: "unequal-both": d2t + t2d iff Vd != V · "always": both always · "d2t-only": d2t iff Vd < V, never t2d
     vocab_maps: str = "pruned"
+    fc_norm_chunks: int | None = None  # SpecForge normalises exactly 3 aux chunks (formats.md §4)
     description: str = ""
 
     # -- names ---------------------------------------------------------------------------------
@@ -141,6 +142,9 @@ class Format:
             out.append(Loss(f"{self.name} does not store embed_tokens", tensors=("embed_tokens.weight",)))
         if not self.norm_before_fc and (d.flags.norm_before_fc or "input_norm.weight" in names):
             out.append(Loss(f"{self.name} has no norm_before_fc / input_norm", tensors=("input_norm.weight",), keys=("norm_before_fc",)))
+        if self.fc_norm_chunks is not None and d.flags.fc_norm and d.dims.A != self.fc_norm_chunks:
+            out.append(Loss(f"{self.name} applies fc_norm to exactly {self.fc_norm_chunks} aux states, this drafter reads {d.dims.A}",
+                            tensors=tuple(n for n in names if n.startswith("fc_norm.")), keys=("fc_norm",)))
         if not self.norm_before_residual and d.flags.norm_before_residual:
             out.append(Loss(f"{self.name} has no norm_before_residual: true", keys=("norm_before_residual",)))
         return out
@@ -175,7 +179,6 @@ class FlatFormat(Format):
     private_keys: tuple[str, ...] = ()
     archs: frozenset = frozenset()
     default_nested: dict = field(default_factory=dict)
-    fc_norm_chunks: int | None = None
     #: values for :attr:`private_keys` when the source did not carry them (markers this format needs)
     private_defaults: dict = field(default_factory=dict)
 
