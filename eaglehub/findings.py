@@ -12,7 +12,7 @@ JSON Schema ``schemas/validate-report.schema.json`` lists them as an enum (a tes
 | W-CONFIG-TIE | warning | ``tie_word_embeddings: true`` is not read by vLLM (vllm.md §3) |
 | E-NOT-A-DRAFTER | error | a full language model (e.g. the target) was given as drafter (F3) |
 | E-LAYOUT-EAGLE1 | error | EAGLE-1/2 checkpoint (``fc [H,2H]``, no ``hidden_norm``), not EAGLE-3 (formats.md §6.4) |
-| E-LAYOUT-UNSUPPORTED | error | detected layout (speculators, MLA) is not checked by this version |
+| E-LAYOUT-UNSUPPORTED | error | detected layout (e.g. Qwen3-style ``Eagle3Qwen3ForCausalLM``) is not checked by this version |
 | E-TENSOR-MISSING | error | a tensor the config implies is absent (F2; vLLM never reports it, vllm.md §4.5) |
 | E-TENSOR-UNEXPECTED | error | a tensor the layout does not know (vLLM: KeyError, vllm.md §4.4) |
 | E-TENSOR-SHAPE | error | shape differs from the one the config implies (formats.md §1) |
@@ -52,6 +52,9 @@ JSON Schema ``schemas/validate-report.schema.json`` lists them as an enum (a tes
 | W-DTYPE-MISMATCH | warning | drafter dtype differs from the target's (F18) |
 | E-ROPE-TYPE | error | unknown ``rope_type`` (F14) |
 | W-ROPE-MISMATCH | warning | RoPE settings differ from the target's (F14) |
+| E-MLA-MODELTYPE | error | MLA drafter with ``model_type`` ``deepseek_v3``/``deepseek_v32``/``glm_moe_dsa``/``deepseek_v4``: vLLM rewrites it into an MTP model (vllm.md §5) |
+| E-MLA-QLORA | error | MLA drafter with ``q_lora_rank`` null or absent: vLLM's loader always fuses ``q_a_proj`` (vllm.md §5, MLA on CPU) |
+| E-MLA-NORMBEFOREFC | error | ``norm_before_fc`` or ``input_norm.weight`` on an MLA drafter: ``deepseek_eagle3.py`` has no pre-FC norm (vllm.md §5) |
 """
 
 from __future__ import annotations

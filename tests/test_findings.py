@@ -1,7 +1,10 @@
-"""Every finding code, each triggered by one broken variant of the tiny drafter D (failure-kinds.md)."""
+"""Every finding code, each triggered by one broken variant of the tiny drafter D (failure-kinds.md),
+or of its MLA sibling (formats.md §5: hidden 64, 4 heads, q_lora 32, kv_lora 32, qk_nope 16,
+qk_rope 16, v_head 16, intermediate 128, vocab 256, draft vocab 32, bf16)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass, field
 from collections.abc import Callable
@@ -9,10 +12,53 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from conftest import BASE_CONFIG, HD, V, drafter_tensors, target_config, target_tensors, vocab_maps
+from conftest import BASE_CONFIG, HD, V, add_fc_norm, drafter_tensors, target_config, target_tensors, vocab_maps
 from eaglehub.findings import CODES, finding
+from eaglehub.layouts import read_drafter
 from eaglehub.schemas import load_schema, validate_json
+from eaglehub.shapes import expected_tensors, layer_kind
 from eaglehub.validate import validate
+
+MLA_DIMS = {"q_lora_rank": 32, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 16, "v_head_dim": 16}
+
+
+def mla_tensors(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Trained-looking MLA drafter weights for ``cfg`` (formats.md §5 shapes), canonical ``midlayer.`` names;
+    fc, MLP, norms, lm_head and vocab maps as for the Llama drafter D."""
+    h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
+    t = drafter_tensors({**cfg, "num_key_value_heads": nh, "head_dim": h // nh}, seed=seed)
+    for n in [n for n in t if n.startswith("midlayer.self_attn.")]:
+        del t[n]
+    g = torch.Generator().manual_seed(seed + 100)
+    q, kv, nope, rope, v = (cfg.get(k) for k in MLA_DIMS)
+
+    def w(*shape):
+        return (torch.randn(*shape, generator=g) * 0.05).to(torch.bfloat16)
+
+    a = "midlayer.self_attn."
+    t.update({
+        a + "kv_a_proj_with_mqa.weight": w(kv + rope, 2 * h),
+        a + "kv_a_layernorm.weight": (1 + 0.1 * torch.randn(kv, generator=g)).to(torch.bfloat16),
+        a + "kv_b_proj.weight": w(nh * (nope + v), kv),
+        a + "o_proj.weight": w(h, nh * v),
+    })
+    if q:
+        t.update({a + "q_a_proj.weight": w(q, 2 * h), a + "q_b_proj.weight": w(nh * (nope + rope), q),
+                  a + "q_a_layernorm.weight": (1 + 0.1 * torch.randn(q, generator=g)).to(torch.bfloat16)})
+    else:
+        t[a + "q_proj.weight"] = w(nh * (nope + rope), 2 * h)
+    return t
+
+
+def to_mla(cfg: dict, t: dict) -> None:
+    """Mutation D → the tiny MLA drafter (Eagle3DeepseekV2ForCausalLM, deepseek_v2, yarn RoPE)."""
+    for k in ("num_key_value_heads", "head_dim"):
+        cfg.pop(k)
+    cfg.update(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v2", **MLA_DIMS,
+               rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024,
+                             "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0})
+    t.clear()
+    t.update(mla_tensors(cfg))
 
 
 def regenerate(**cfg_over):
@@ -121,7 +167,7 @@ CASES = [
     Case("W-CONFIG-TIE", setk("tie_word_embeddings", True), "tie_word_embeddings"),
     Case("E-NOT-A-DRAFTER", None, "config.json", id="F3"),  # special-cased: the target is the drafter
     Case("E-LAYOUT-EAGLE1", _eagle1, "fc.weight"),
-    Case("E-LAYOUT-UNSUPPORTED", setk("speculators_model_type", "eagle3"), "config.json"),
+    Case("E-LAYOUT-UNSUPPORTED", setk("architectures", ["Eagle3Qwen3ForCausalLM"]), "config.json"),
     Case("E-TENSOR-MISSING", delt("midlayer.mlp.up_proj.weight"), "midlayer.mlp.up_proj.weight", id="F2"),
     Case("E-TENSOR-UNEXPECTED", sett("fc.bias", lambda t: torch.zeros(64, dtype=torch.bfloat16)), "fc.bias"),
     Case("E-TENSOR-SHAPE", sett("midlayer.self_attn.q_proj.weight", lambda t: t["midlayer.self_attn.q_proj.weight"][:, :64].clone()),
@@ -169,13 +215,21 @@ CASES = [
     Case("W-DTYPE-MISMATCH", None, "torch_dtype", target={"torch_dtype": "float16"}, id="F18"),
     Case("E-ROPE-TYPE", setk("rope_scaling", {"rope_type": "wobbly", "factor": 2.0}), "rope_scaling.rope_type", id="F14"),
     Case("W-ROPE-MISMATCH", None, "rope_scaling", target={"rope_theta": 500000.0}),
+    *[Case("E-MLA-MODELTYPE", both(to_mla, setk("model_type", mt)), "model_type", id=f"MLA-{mt}")
+      for mt in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4")],
+    Case("E-MLA-QLORA", both(to_mla, setk("q_lora_rank", None)), "q_lora_rank", id="MLA-qlora-null"),
+    Case("E-MLA-QLORA", both(to_mla, delk("q_lora_rank")), "q_lora_rank", id="MLA-qlora-absent"),
+    Case("E-MLA-NORMBEFOREFC", both(to_mla, setk("norm_before_fc", True)), "norm_before_fc", id="MLA-flag"),
+    Case("E-MLA-NORMBEFOREFC", both(to_mla, sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16))),
+         "input_norm.weight", id="MLA-tensor"),
 ]
 
 
 def test_every_code_has_a_case_and_is_in_the_schema():
     assert {c.code for c in CASES} == set(CODES)
-    assert load_schema("validate-report")["$defs"]["code"]["enum"] == list(CODES)
-    assert len(CODES) == 46
+    assert load_schema("validate-report")["$defs"]["code"]["enum"] == list(CODES), \
+        "schemas/validate-report.schema.json $defs.code.enum must list every code of eaglehub/findings.py, in order"
+    assert len(CODES) == 49
 
 
 def test_unregistered_code_is_refused():
@@ -211,7 +265,7 @@ def test_finding(case: Case, make_drafter, make_target):
 def test_clean_drafter_has_no_findings(make_drafter, make_target, fmt, v31):
     report = validate(make_drafter(fmt=fmt, v31=v31), make_target(8))
     assert report["findings"] == []
-    assert report["ok"] is True and report["layout"] == "eagle3-native"
+    assert report["ok"] is True and report["layout"] == "vllm"
 
 
 def test_exported_layers0_layout_is_clean(make_drafter):
@@ -220,7 +274,7 @@ def test_exported_layers0_layout_is_clean(make_drafter):
             t["layers.0." + n[len("midlayer."):]] = t.pop(n)
 
     report = validate(make_drafter(mutate=rename))
-    assert report["layout"] == "eagle3-exported" and report["findings"] == []
+    assert report["layout"] == "vllm" and report["findings"] == []
 
 
 def test_unknown_prefix_gives_unexpected_and_missing(make_drafter):
@@ -304,3 +358,110 @@ def test_trained_matrix_with_init_like_std_is_not_flagged(make_drafter):
 
     report = validate(make_drafter("trained-like", mutate=uneven))
     assert [f["subject"] for f in report["findings"] if f["code"] == "W-TENSOR-INIT"] == []
+
+
+# --- MLA drafters (formats.md §5, vllm.md §5) -----------------------------------------------------
+
+
+def mla_cfg() -> dict:
+    cfg, t = copy.deepcopy(BASE_CONFIG), {}
+    to_mla(cfg, t)
+    return cfg
+
+
+@pytest.mark.parametrize("cfg,kind", [
+    ({"architectures": ["Eagle3DeepseekV2ForCausalLM"]}, "mla"),
+    ({"architectures": ["Eagle3DeepseekV3ForCausalLM"]}, "mla"),
+    ({"architectures": ["LlamaForCausalLMEagle3"], "kv_lora_rank": 512}, "mla"),
+    ({"architectures": ["LlamaForCausalLMEagle3"]}, "llama"),
+    ({"architectures": ["LlamaForCausalLM"], "q_lora_rank": 32}, "llama"),
+    ({"architectures": [{"weird": 1}]}, "llama"),
+    ({"architectures": "Eagle3DeepseekV2ForCausalLM"}, "llama"),
+    ({}, "llama"),
+])
+def test_layer_kind(cfg, kind):
+    assert layer_kind(cfg) == kind
+
+
+@pytest.mark.parametrize("v31", [False, True])
+@pytest.mark.parametrize("fmt", ["safetensors", "sharded", "bin"])
+def test_clean_mla_drafter_has_no_findings(make_drafter, fmt, v31):
+    report = validate(make_drafter(mutate=both(to_mla, add_fc_norm) if v31 else to_mla, fmt=fmt))
+    assert report["findings"] == [] and report["ok"] is True and report["layout"] == "vllm"
+
+
+@pytest.mark.parametrize("model_type", ["kimi_k2", "deepseek_v2"])
+def test_mla_model_types_vllm_registers_are_clean(make_drafter, model_type):
+    assert validate(make_drafter(mutate=both(to_mla, setk("model_type", model_type))))["findings"] == []
+
+
+def test_mla_expected_shapes(make_drafter):
+    """Layer 0 reads 2H = 128; qk = 16 + 16; kv_a carries kv_lora + qk_rope; kv_b nh·(qk_nope + v_head)."""
+    d = read_drafter(make_drafter(mutate=both(to_mla, setk("num_hidden_layers", 2))))
+    shapes = {s.name: s.shape for s in expected_tensors(d)}
+    a = "midlayer.self_attn."
+    assert {n: s for n, s in shapes.items() if n.startswith(a)} == {
+        a + "q_a_proj.weight": (32, 128), a + "q_a_layernorm.weight": (32,), a + "q_b_proj.weight": (128, 32),
+        a + "kv_a_proj_with_mqa.weight": (48, 128), a + "kv_a_layernorm.weight": (32,),
+        a + "kv_b_proj.weight": (128, 32), a + "o_proj.weight": (64, 64),
+    }
+    assert shapes["midlayer.mlp.down_proj.weight"] == (64, 128) and shapes["midlayer.hidden_norm.weight"] == (64,)
+    assert shapes["layers.1.self_attn.q_a_proj.weight"] == (32, 64)  # later layers read H
+    assert shapes["layers.1.self_attn.kv_a_proj_with_mqa.weight"] == (48, 64)
+    assert shapes["fc.weight"] == (64, 192) and shapes["lm_head.weight"] == (32, 64)
+    assert not any(n.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", ".bias")) for n in shapes)
+    specs = {s.name: s for s in expected_tensors(d)}
+    assert specs["input_norm.weight"].required is False and specs["input_norm.weight"].unused_code == "E-MLA-NORMBEFOREFC"
+
+
+def test_mla_tensor_errors_name_the_mla_shapes(make_drafter):
+    a = "midlayer.self_attn."
+
+    def broken(cfg, t):
+        to_mla(cfg, t)
+        t[a + "kv_a_proj_with_mqa.weight"] = t[a + "kv_a_proj_with_mqa.weight"][:32].clone()  # rope part dropped
+        del t[a + "kv_b_proj.weight"]
+        t[a + "k_proj.weight"] = (torch.randn(64, 128) * 0.05).to(torch.bfloat16)  # a Llama tensor in an MLA drafter
+
+    found = {(f["code"], f["subject"]): f["message"] for f in validate(make_drafter(mutate=broken))["findings"]}
+    assert found == {
+        ("E-TENSOR-SHAPE", a + "kv_a_proj_with_mqa.weight"): f"{a}kv_a_proj_with_mqa.weight is [32, 128], the config implies [48, 128]",
+        ("E-TENSOR-MISSING", a + "kv_b_proj.weight"): f"{a}kv_b_proj.weight [128, 32] is missing",
+        ("E-TENSOR-UNEXPECTED", a + "k_proj.weight"): f"{a}k_proj.weight is not a tensor of this layout (deepseek_eagle3.py skips it silently)",
+    }
+
+
+def test_mla_without_query_lora(make_drafter):
+    """q_lora_rank null with a plain q_proj: one finding (vLLM cannot load it), no shape noise; with
+    q_a_proj stored but the rank missing from the config, the hint names the rank from the tensor."""
+    report = validate(make_drafter("plain-q", mutate=both(to_mla, lambda c, t: (c.__setitem__("q_lora_rank", None), t.clear(),
+                                                                                 t.update(mla_tensors(c))))))
+    assert [(f["code"], f["subject"]) for f in report["findings"]] == [("E-MLA-QLORA", "q_lora_rank")]
+    assert report["findings"][0]["message"].startswith("q_lora_rank is null:")
+    report = validate(make_drafter("lost-rank", mutate=both(to_mla, delk("q_lora_rank"))))
+    qlora = [f for f in report["findings"] if f["code"] == "E-MLA-QLORA"]
+    assert len(qlora) == 1 and qlora[0]["hint"] == 'set "q_lora_rank": 32 (the rows of q_a_proj)'
+    assert qlora[0]["message"].startswith("q_lora_rank is absent:")
+
+
+def test_mla_class_and_model_type_errors(make_drafter):
+    report = validate(make_drafter("llama-type", mutate=both(to_mla, setk("model_type", "llama"))))
+    assert [(f["code"], f["subject"], f["hint"]) for f in report["findings"]] == [
+        ("E-CONFIG-ARCH", "model_type", 'set "model_type": "deepseek_v2" (or "kimi_k2" for a Kimi-K2 target)')]
+    report = validate(make_drafter("llama-class", mutate=both(to_mla, setk("architectures", ["LlamaForCausalLMEagle3"]))))
+    arch = [f for f in report["findings"] if f["code"] == "E-CONFIG-ARCH"]
+    assert [(f["subject"], f["hint"]) for f in arch] == [("architectures", 'set "architectures": ["Eagle3DeepseekV2ForCausalLM"]')]
+
+
+def test_mla_schema_requires_the_mla_dims(make_drafter):
+    report = validate(make_drafter(mutate=both(to_mla, delk("qk_rope_head_dim"))))
+    schema = [f["message"] for f in report["findings"] if f["code"] == "E-CONFIG-SCHEMA"]
+    assert schema == ["config.json: 'qk_rope_head_dim' is a required property"]
+    assert all(f["code"] == "E-CONFIG-SCHEMA" or f["subject"].endswith("kv_a_proj_with_mqa.weight") is False
+               for f in report["findings"] if f["code"] == "E-TENSOR-SHAPE")
+
+
+def test_mla_nested_norm_before_fc_names_the_nested_key(make_drafter):
+    report = validate(make_drafter(mutate=both(to_mla, setk("eagle_config", {"norm_before_fc": True}))))
+    hits = [f["subject"] for f in report["findings"] if f["code"] == "E-MLA-NORMBEFOREFC"]
+    assert hits == ["eagle_config.norm_before_fc"]

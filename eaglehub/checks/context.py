@@ -1,4 +1,8 @@
-"""What every check sees: the drafter and, with ``--target``, facts about the target model."""
+"""What every check sees: the drafter and, with ``--target``, facts about the target model.
+
+Checks read tensor data only through :func:`drafter_array` / :meth:`TensorIndex.load_numpy` (numpy),
+so ``validate`` never imports torch for safetensors checkpoints.
+"""
 
 from __future__ import annotations
 
@@ -51,3 +55,12 @@ def read_target(spec: str | Path) -> TargetInfo:
 class Context:
     drafter: Drafter
     target: TargetInfo | None = None
+
+
+def drafter_array(drafter: Drafter, canonical: str, max_rows: int | None = None):
+    """Tensor ``canonical`` of ``drafter`` as a numpy array (:meth:`TensorIndex.load_numpy`: only its
+    bytes are read, bf16/fp8 come back as float32, no torch for safetensors files).
+
+    Raises: KeyError (unknown name), EaglehubError (unreadable file).
+    """
+    return drafter.index.load_numpy(drafter.names[canonical], max_rows=max_rows)

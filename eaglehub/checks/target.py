@@ -3,10 +3,28 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..findings import Finding, finding
+from ..tensorio import READ_CHUNK, TensorIndex
 from .context import Context
 
 EMBED = "embed_tokens.weight"
+
+
+def tensors_equal(a: TensorIndex, a_name: str, b: TensorIndex, b_name: str) -> bool:
+    """Element-wise equality of two same-shape tensors, like ``torch.equal`` (NaN != NaN, -0 == +0),
+    compared in row blocks of about :data:`READ_CHUNK` bytes so two big embedding tables
+    ([V, H], often > 1 GB) are never in memory at once. Reads with numpy only (safetensors inputs)."""
+    info = a.tensors[a_name]
+    if not info.shape:
+        return bool(np.array_equal(a.load_numpy(a_name), b.load_numpy(b_name)))
+    rows = max(1, READ_CHUNK // max(1, info.nbytes // max(1, info.shape[0])))
+    for start in range(0, info.shape[0], rows):
+        if not np.array_equal(a.load_numpy(a_name, max_rows=rows, start_row=start),
+                              b.load_numpy(b_name, max_rows=rows, start_row=start)):
+            return False
+    return True
 
 
 def _embedding(ctx: Context) -> list[Finding]:
@@ -22,7 +40,7 @@ def _embedding(ctx: Context) -> list[Finding]:
     if tinfo is None or tinfo.shape != info.shape:
         return [finding("I-EMBED-TRAINED", EMBED, f"drafter ships its own embed_tokens {list(info.shape)} (target's: {list(tinfo.shape) if tinfo else 'absent'}); vLLM keeps it",
                         "")]
-    same = tinfo.dtype == info.dtype and bool((d.load(EMBED) == tidx.load(EMBED)).all())
+    same = tinfo.dtype == info.dtype and tensors_equal(d.index, d.names[EMBED], tidx, EMBED)
     if same:
         return [finding("I-EMBED-SHARED", EMBED, "embed_tokens equals the target's; vLLM shares the target's table", "the tensor can be dropped to save space")]
     return [finding("I-EMBED-TRAINED", EMBED, "embed_tokens differs from the target's; vLLM keeps the drafter's own table", "")]

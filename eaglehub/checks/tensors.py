@@ -1,13 +1,18 @@
-"""Tensor-level checks: names, shapes, dtypes (formats.md §1) and freshly-initialised weights (F2)."""
+"""Tensor-level checks: names, shapes, dtypes (formats.md §1, §5 MLA) and freshly-initialised weights (F2).
+
+Tensor data is read as numpy (:func:`.context.drafter_array`), never through torch.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
+
 from ..drafter import config_dtype
 from ..findings import Finding, finding
-from ..shapes import expected_tensors
-from .context import Context
+from ..shapes import MLA, expected_tensors, layer_kind
+from .context import Context, drafter_array
 
 INIT_MIN_NUMEL = 4096  # smaller matrices are too noisy for the std test
 INIT_SAMPLE_NUMEL = 1 << 18  # rows loaded for the std test, bounded
@@ -21,8 +26,8 @@ def _rows_look_iid(t) -> bool:
     against a trained matrix whose std happens to sit at ``initializer_range``."""
     if t.shape[0] < 8:
         return True
-    norms = t.norm(dim=1)
-    cv = float(norms.std() / norms.mean()) if float(norms.mean()) > 0 else 0.0
+    norms = np.linalg.norm(t, axis=1)
+    cv = float(norms.std(ddof=1) / norms.mean()) if float(norms.mean()) > 0 else 0.0
     return cv < 1.5 / (2.0 * t.shape[1]) ** 0.5
 
 
@@ -40,10 +45,21 @@ def check_prefix(ctx: Context) -> list[Finding]:
                     "store un-prefixed names (fc.weight, midlayer.*, ...)")]
 
 
+#: unused_code -> (message, hint) for a tensor whose enabling flag is off or that the layer kind lacks.
+_UNUSED = {
+    "E-MLA-NORMBEFOREFC": ("{name} is present but deepseek_eagle3.py has no pre-FC norm: vLLM skips the weight silently",
+                           "an MLA drafter cannot use input_norm; retrain without norm_before_fc or drop the tensor"),
+}
+_UNUSED_DEFAULT = ("{name} is present but the config flag that enables it is off, so it is ignored",
+                   "set the flag (fc_norm / norm_before_fc) if the drafter was trained with it, else drop the tensor")
+
+
 def check_expected(ctx: Context) -> list[Finding]:
-    """Every expected tensor present with the implied shape; nothing unexpected (formats.md §1, shapes.py)."""
+    """Every expected tensor present with the implied shape; nothing unexpected (formats.md §1, §5, shapes.py)."""
     tensors, out = ctx.drafter.tensors, []
     specs = {s.name: s for s in expected_tensors(ctx.drafter)}
+    # llama_eagle3.py raises on unknown names; deepseek_eagle3.py skips them (vllm.md §4.4, §5)
+    on_unknown = "deepseek_eagle3.py skips it silently" if layer_kind(ctx.drafter.config) == MLA else "vLLM raises KeyError on it"
     for name, spec in specs.items():
         info = tensors.get(name)
         if info is None:
@@ -52,14 +68,14 @@ def check_expected(ctx: Context) -> list[Finding]:
                                    "export the tensor from the training checkpoint (vLLM would not report it)"))
             continue
         if spec.unused_code:
-            out.append(finding(spec.unused_code, name, f"{name} is present but the config flag that enables it is off, so it is ignored",
-                               "set the flag (fc_norm / norm_before_fc) if the drafter was trained with it, else drop the tensor"))
+            message, hint = _UNUSED.get(spec.unused_code, _UNUSED_DEFAULT)
+            out.append(finding(spec.unused_code, name, message.format(name=name), hint))
         if len(info.shape) != len(spec.shape) or any(e is not None and e != a for e, a in zip(spec.shape, info.shape)):
             out.append(finding("E-TENSOR-SHAPE", name, f"{name} is {_fmt(info.shape)}, the config implies {_fmt(spec.shape)}",
                                "fix the config dimensions or re-export the tensor"))
     for name in tensors:
         if name not in specs:
-            out.append(finding("E-TENSOR-UNEXPECTED", name, f"{name} is not a tensor of this layout (vLLM raises KeyError on it)",
+            out.append(finding("E-TENSOR-UNEXPECTED", name, f"{name} is not a tensor of this layout ({on_unknown})",
                                "rename it to the layout's name (fc, midlayer.*, norm, lm_head, d2t, t2d, fc_norm.{i}) or drop it"))
     return out
 
@@ -93,13 +109,14 @@ def check_init(ctx: Context) -> list[Finding]:
         if info.dtype not in FLOAT_CHECKED or name.startswith("fc_norm.") or name == "embed_tokens.weight" or not info.numel:
             continue
         if len(info.shape) == 1 and name.endswith("norm.weight"):
-            t = d.load(name).float()
+            t = drafter_array(d, name)
             if bool((t == 1).all()):
                 out.append(finding("W-TENSOR-INIT", name, f"{name} is all ones (a freshly initialised RMSNorm)",
                                    "check that the converter copied the trained weight"))
         elif len(info.shape) == 2 and info.numel >= INIT_MIN_NUMEL:
-            t = d.load(name, max_rows=max(1, INIT_SAMPLE_NUMEL // info.shape[1])).float()
-            std, mean = float(t.std()), float(t.mean())
+            # float64: a bounded sample, and the std is compared to 1 % of initializer_range
+            t = drafter_array(d, name, max_rows=max(1, INIT_SAMPLE_NUMEL // info.shape[1])).astype(np.float64)
+            std, mean = float(t.std(ddof=1)), float(t.mean())  # ddof=1: torch's Tensor.std
             if std == 0.0:
                 out.append(finding("W-TENSOR-INIT", name, f"{name} is constant ({mean:g})", "check that the converter copied the trained weight"))
             elif (isinstance(ir, (int, float)) and ir > 0 and abs(std - ir) / ir < INIT_STD_RTOL and abs(mean) < 0.1 * ir

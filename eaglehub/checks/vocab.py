@@ -1,31 +1,46 @@
-"""``d2t`` / ``t2d`` consistency (formats.md §2; F6, F7; vllm.md §4 for the ``Vd == V`` rule)."""
+"""``d2t`` / ``t2d`` consistency (formats.md §2; F6, F7; vllm.md §4 for the ``Vd == V`` rule).
+
+Works on numpy arrays (no torch): the maps are read with :func:`.context.drafter_array`.
+"""
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..findings import Finding, finding
-from .context import Context
+from .context import Context, drafter_array
 
-_INT_DTYPES = {"torch.int64", "torch.int32", "torch.int16", "torch.int8", "torch.uint8"}
+#: integer dtypes accepted for ``d2t`` (torch names; the ones torch always had, as before).
+_INT_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8"})
 
 
-def check_vocab_maps(d2t, t2d, V: int, Vd: int) -> list[Finding]:
+def _dtype_name(arr, given: str | None) -> str:
+    return given or np.asarray(arr).dtype.name
+
+
+def check_vocab_maps(d2t, t2d, V: int, Vd: int, d2t_dtype: str | None = None, t2d_dtype: str | None = None) -> list[Finding]:
     """Check ``d2t`` (int ``[Vd]`` offsets, or ``None``) and ``t2d`` (bool ``[V]``, or ``None``).
+
+    ``d2t``/``t2d`` are numpy arrays (anything ``np.asarray`` takes). ``d2t_dtype``/``t2d_dtype``:
+    the stored dtype names (torch spelling, e.g. ``"bfloat16"``) when the arrays were widened on
+    loading; by default the arrays' own dtype names are used.
 
     Rules: ``ids = arange(Vd) + d2t`` strictly increasing in ``[0, V)``; all-zero ``d2t`` with
     ``Vd < V`` is suspicious unless ``t2d`` confirms the first ``Vd`` ids; ``d2t`` with ``Vd == V``
     breaks vLLM >= 0.30; ``t2d.sum() == Vd`` and ``t2d[ids]`` all true. Length mismatches are left to the shape check.
     """
-    import torch
-
     out: list[Finding] = []
     ids = None
-    if d2t is not None and d2t.dim() == 1 and len(d2t) == Vd:
-        if str(d2t.dtype) not in _INT_DTYPES:
-            return [finding("E-D2T-DTYPE", "d2t", f"d2t is {str(d2t.dtype).removeprefix('torch.')}, must be an integer tensor (int64)",
+    d2t = None if d2t is None else np.asarray(d2t)
+    t2d = None if t2d is None else np.asarray(t2d)
+    if d2t is not None and d2t.ndim == 1 and len(d2t) == Vd:
+        dname = _dtype_name(d2t, d2t_dtype)
+        if dname not in _INT_DTYPES:
+            return [finding("E-D2T-DTYPE", "d2t", f"d2t is {dname}, must be an integer tensor (int64)",
                             "store d2t as int64 offsets: d2t[i] = target_id[i] - i")]
-        ids = torch.arange(Vd, dtype=torch.int64) + d2t.to(torch.int64)
+        ids = np.arange(Vd, dtype=np.int64) + d2t.astype(np.int64)
         if Vd > 1 and not bool((ids[1:] > ids[:-1]).all()):
-            i = int((ids[1:] <= ids[:-1]).nonzero()[0, 0])
+            i = int(np.flatnonzero(ids[1:] <= ids[:-1])[0])
             out.append(finding("E-D2T-ORDER", "d2t", f"target ids arange(Vd)+d2t are not strictly increasing (ids[{i}]={int(ids[i])}, ids[{i + 1}]={int(ids[i + 1])})",
                                "lm_head rows must be in ascending target-id order with d2t[i] = id[i] - i"))
         bad = (ids < 0) | (ids >= V)
@@ -45,10 +60,11 @@ def check_vocab_maps(d2t, t2d, V: int, Vd: int) -> list[Finding]:
             out.append(finding("W-T2D-MISSING", "t2d", "pruned vocabulary with d2t but no t2d (SGLang export and tools need it)",
                                "add t2d = bool[V] marking arange(Vd) + d2t"))
         return out
-    if t2d.dim() != 1 or len(t2d) != V:
+    if t2d.ndim != 1 or len(t2d) != V:
         return out
-    if t2d.dtype != torch.bool:
-        return out + [finding("E-T2D-DTYPE", "t2d", f"t2d is {str(t2d.dtype).removeprefix('torch.')}, must be bool", "store t2d as a bool mask")]
+    tname = _dtype_name(t2d, t2d_dtype)
+    if tname != "bool":
+        return out + [finding("E-T2D-DTYPE", "t2d", f"t2d is {tname}, must be bool", "store t2d as a bool mask")]
     marked = int(t2d.sum())
     if marked != Vd:
         out.append(finding("E-T2D-COUNT", "t2d", f"t2d marks {marked} target ids but draft_vocab_size is {Vd}",
@@ -64,6 +80,6 @@ def check(ctx: Context) -> list[Finding]:
     d = ctx.drafter
     if d.dims.V is None or d.dims.Vd is None:
         return []
-    d2t = d.load("d2t") if "d2t" in d.names else None
-    t2d = d.load("t2d") if "t2d" in d.names else None
-    return check_vocab_maps(d2t, t2d, d.dims.V, d.dims.Vd)
+    d2t, t2d = (drafter_array(d, n) if n in d.names else None for n in ("d2t", "t2d"))
+    dtypes = {n: d.tensors[n].dtype for n in ("d2t", "t2d") if n in d.names}
+    return check_vocab_maps(d2t, t2d, d.dims.V, d.dims.Vd, dtypes.get("d2t"), dtypes.get("t2d"))
