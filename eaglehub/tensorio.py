@@ -190,8 +190,8 @@ class TensorIndex:
         import numpy as np
 
         info = self.tensors[name]
-        lo, hi = (0, info.shape[0]) if info.shape else (0, 1)
-        if info.shape:
+        lo = hi = 0
+        if info.shape:  # python slice semantics, so negative or oversized bounds behave like t[a:b]
             stop = info.shape[0] if max_rows is None else start_row + max_rows
             lo, hi, _ = slice(start_row, stop).indices(info.shape[0])
             hi = max(lo, hi)

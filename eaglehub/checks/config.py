@@ -52,7 +52,7 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
     out = []
     if arch is not None and arch not in MLA_ARCHITECTURES:
         out.append(finding("E-CONFIG-ARCH", "architectures",
-                           f"{arch} builds Llama drafter layers, but the config is an MLA drafter (kv_lora_rank; {_evidence(ctx)})",
+                           f"{arch} is not an MLA drafter class, yet the config is an MLA drafter (kv_lora_rank; {_evidence(ctx)})",
                            f'set "architectures": ["{MLA_ARCH}"]'))
     mt = cfg.get("model_type")
     if isinstance(mt, str) and mt in MLA_MTP_MODEL_TYPES:
