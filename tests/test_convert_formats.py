@@ -458,5 +458,54 @@ def test_describe_is_json_and_tracks_equivalence(tmp_path):
     assert describe(read_drafter(other_ids.path)) != desc
     other_flag = write_format(tmp_path / "flag", "vllm", spec=Spec(fc_norm=True, norm_output=True, seed=5))
     assert describe(read_drafter(other_flag.path)) != desc
-    text = json.dumps(desc)
-    assert "[2, 4, 5]" in text.replace("\n", "").replace("  ", "") or [2, 4, 5] in json.loads(text).values()
+    assert desc["version"] == "3.1" and desc["layer_kind"] == "llama" and desc["aux_layer_ids"] == [2, 4, 5]
+    assert desc["flags"]["fc_norm"] is True and desc["flags"]["norm_output"] is False
+    assert desc["dtype"] == "bfloat16" and desc["num_aux_hidden_states"] == 3 and desc["target_hidden_size"] == 64
+    assert desc["tensors"]["fc.weight"] == ["bfloat16", [64, 192]]
+    assert desc["tensors"]["fc_norm.2.weight"] == ["bfloat16", [64]]
+    assert desc["config"]["rope_scaling"] == one.config["rope_scaling"]
+
+
+# --- flags where engines read them (F16, F17) ----------------------------------------------------
+
+
+def test_nested_norm_before_fc_reaches_every_format(tmp_path):
+    """``norm_before_fc`` only inside ``eagle_config`` (ModelOpt gpt-oss drafters; vLLM: nested wins,
+    vllm.md §3): the flag must land where each target format's engine reads it, with ``input_norm``."""
+    src = write_format(tmp_path / "mo", "modelopt", norm_before_fc=True)
+    cfg = cfg_of(src.path)
+    del cfg["norm_before_fc"]
+    cfg["eagle_config"]["norm_before_fc"] = True
+    (src.path / "config.json").write_text(json.dumps(cfg))
+    d = read_drafter(src.path)
+    assert d.format == "modelopt" and d.flags.norm_before_fc is True
+    convert(src.path, tmp_path / "s", fmt="speculators", verifier=VERIFIER_ID)
+    assert cfg_of(tmp_path / "s")["norm_before_fc"] is True  # speculators reads the top level only (F16)
+    convert(src.path, tmp_path / "v", fmt="vllm")
+    assert read_drafter(tmp_path / "v").flags.norm_before_fc is True
+    assert validate(tmp_path / "v")["ok"]
+    for out in ("s", "v"):
+        got = assert_bit_identical(src, tmp_path / out, skip={"t2d"})
+        assert tuple(got["input_norm.weight"].shape) == (192,)
+    with pytest.raises(EaglehubError) as exc:
+        convert(src.path, tmp_path / "sf", fmt="specforge")
+    assert "cannot express" in str(exc.value) and "norm_before_fc" in str(exc.value)
+
+
+def test_speculators_31_flags_reach_vllm_top_level(tmp_path):
+    """F17: EAGLE-3.1 flags of a speculators drafter become top-level vLLM flags, weights kept."""
+    src = write_format(tmp_path / "s", "speculators", fc_norm=True, norm_output=True, embed=True)
+    convert(src.path, tmp_path / "v", fmt="vllm")
+    cfg = cfg_of(tmp_path / "v")
+    assert cfg["fc_norm"] is True and cfg["norm_output"] is True
+    got = assert_bit_identical(src, tmp_path / "v")
+    assert {f"fc_norm.{i}.weight" for i in range(3)} <= set(got)
+    assert validate(tmp_path / "v")["ok"]
+
+
+def test_upgrade_of_a_31_drafter_is_refused(tmp_path):
+    src = write_format(tmp_path / "src", "torchspec", fc_norm=True)
+    with pytest.raises(EaglehubError) as exc:
+        convert(src.path, tmp_path / "out", to="3.1", fmt="vllm")
+    assert "3.1" in str(exc.value)
+    assert not (tmp_path / "out").exists()

@@ -22,6 +22,7 @@ from eaglehub.convert import convert
 from eaglehub.errors import EaglehubError
 from eaglehub.layouts import read_drafter
 from eaglehub.spec import describe
+from eaglehub.validate import validate
 from formats_factory import (
     FATAL,
     AUX_KEY,
@@ -94,11 +95,49 @@ def check_intermediate(src, b_dir: Path, fmt_b: str) -> None:
     for n, t in src.canonical.items():
         if n in got and (n not in maps or pruned):
             assert same_tensor(got[n], t), f"{n} changed in {src.fmt} -> {fmt_b}"
+    if not pruned and fmt_b == "specforge":  # SpecForge writes identity maps when Vd == V (formats.md §2)
+        V = src.spec.dims.V
+        assert got["d2t"].dtype == torch.int64 and tuple(got["d2t"].shape) == (V,) and not bool(got["d2t"].any())
+        assert got["t2d"].dtype == torch.bool and tuple(got["t2d"].shape) == (V,) and bool(got["t2d"].all())
+    check_config(src, cfg, fmt_b)
+    if fmt_b == "vllm":
+        res = validate(b_dir)
+        assert res["ok"], [f for f in res["findings"] if f["severity"] == "error"]
     if pruned and "t2d" in got and "t2d" not in src.canonical:  # synthesised from d2t (formats.md §7)
         ids = torch.arange(len(got["d2t"])) + got["d2t"]
         assert got["t2d"].dtype == torch.bool and tuple(got["t2d"].shape) == (src.spec.dims.V,)
         assert int(got["t2d"].sum()) == len(ids)
         assert bool(got["t2d"][ids].all())
+
+
+def check_config(src, cfg: dict, fmt_b: str) -> None:
+    """What each producer's config must say (formats.md §5, contract)."""
+    spec, d = src.spec, src.spec.dims
+    flags = {"fc_norm": spec.fc_norm, "norm_output": spec.norm_output, "norm_before_fc": spec.norm_before_fc,
+             "norm_before_residual": spec.norm_before_residual}
+    if fmt_b == "speculators":
+        layer = cfg["transformer_layer_config"]
+        assert cfg["speculators_model_type"] == "eagle3" and "model_type" not in cfg
+        assert layer["vocab_size"] == d.V and layer["hidden_size"] == d.H and layer["num_hidden_layers"] == d.layers
+        assert cfg["draft_vocab_size"] == d.Vd
+        assert cfg["norm_before_residual"] is spec.norm_before_residual  # explicit: absent would mean true
+        assert cfg["speculators_config"]["verifier"]["name_or_path"]
+        assert cfg["speculators_config"]["proposal_methods"][0]["speculative_tokens"] >= 1
+        flat = {**layer, **cfg}
+    else:
+        flat = cfg
+        assert cfg["hidden_size"] == d.H and cfg["vocab_size"] == d.V and cfg.get("draft_vocab_size", d.V) == d.Vd
+        assert cfg.get("num_hidden_layers", 1) == d.layers
+        want = "Eagle3DeepseekV2ForCausalLM" if spec.layer_kind == "mla" else "LlamaForCausalLMEagle3"
+        assert cfg["architectures"] == [want]
+        if d.Ht != d.H:
+            assert cfg["target_hidden_size"] == d.Ht
+    for k, v in flags.items():
+        if k == "fc_norm" and flat.get("use_aux_norm") is True:
+            continue
+        assert flat.get(k, False) is v, k
+    for k in ("rope_theta", "rope_scaling", "max_position_embeddings", "bos_token_id", "eos_token_id", "rms_norm_eps"):
+        assert flat[k] == src.config.get(k, src.config.get("transformer_layer_config", {}).get(k)), k
 
 
 def check_round_trip(src, back: Path, via: str | None = None) -> None:
@@ -201,6 +240,12 @@ def test_pair_round_trip(fmt_a, fmt_b, tmp_path):
     before = tree_state(src.path)
     convert_to(src.path, tmp_path / "b", fmt_b, fmt_a == "speculators")
     check_intermediate(src, tmp_path / "b", fmt_b)
+    # a lossless conversion is an equivalent checkpoint: same canonical description
+    want, have = describe(read_drafter(src.path)), describe(read_drafter(tmp_path / "b"))
+    if fmt_b == "speculators" and fmt_a != "speculators":
+        assert have["target"]["name_or_path"] == VERIFIER_ID
+        want, have = {**want, "target": None}, {**have, "target": None}
+    assert have == want
     convert(tmp_path / "b", tmp_path / "back", fmt=fmt_a)
     check_round_trip(src, tmp_path / "back", via=fmt_b)
     assert tree_state(src.path) == before
