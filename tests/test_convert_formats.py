@@ -509,3 +509,76 @@ def test_upgrade_of_a_31_drafter_is_refused(tmp_path):
         convert(src.path, tmp_path / "out", to="3.1", fmt="vllm")
     assert "3.1" in str(exc.value)
     assert not (tmp_path / "out").exists()
+
+
+# --- failure kinds (failure-kinds.md) --------------------------------------------------------------
+
+
+def test_f1_target_class_in_drafter_config_is_fixed_by_convert(tmp_path):
+    """F1: a drafter that declares the target's class (``Qwen3ForCausalLM``, ``model_type qwen3``) with
+    ``midlayer.*`` names. validate names the problem; "convert fixes the class"."""
+    src = write_format(tmp_path / "src", "specforge", base_config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})
+    res = validate(src.path)
+    assert not res["ok"] and "E-CONFIG-ARCH" in {f["code"] for f in res["findings"]}
+    convert(src.path, tmp_path / "v", fmt="vllm", source_format="specforge")
+    cfg = cfg_of(tmp_path / "v")
+    assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["model_type"] == "llama"
+    assert validate(tmp_path / "v")["ok"]
+    assert_bit_identical(src, tmp_path / "v", skip={"t2d"})
+
+
+@pytest.mark.parametrize("breakage", ["missing-tensor", "unexpected-tensor", "pruned-without-d2t"])
+def test_f2_f6_broken_sources_are_refused(breakage, tmp_path):
+    """F2: missing/unexpected keys are errors, never silently filled or dropped; F6: a pruned vocabulary
+    without ``d2t``. Nothing is written."""
+    src = write_format(tmp_path / "src", "specforge")
+    from safetensors.torch import save_file
+
+    tensors = dict(src.stored)
+    if breakage == "missing-tensor":
+        del tensors["midlayer.mlp.up_proj.weight"]
+    elif breakage == "unexpected-tensor":
+        tensors["midlayer.self_attn.qkv_proj.weight"] = torch.zeros(4, 4, dtype=torch.bfloat16)
+    else:
+        del tensors["d2t"], tensors["t2d"]
+    save_file(tensors, str(src.path / "model.safetensors"), metadata={"format": "pt"})
+    before = tree_state(src.path)
+    for fmt in ("vllm", "speculators", "modelopt"):
+        with pytest.raises(EaglehubError) as exc:
+            convert(src.path, tmp_path / fmt, fmt=fmt, source_format="specforge", verifier=VERIFIER_ID, force=True)
+        assert exc.value.exit_code == 1
+        assert not (tmp_path / fmt).exists()
+    assert tree_state(src.path) == before
+
+
+def test_f10_undeclared_target_hidden_size_is_written(tmp_path):
+    """F10: ``fc [64, 288]`` with no ``target_hidden_size``: Ht = 288 / 3 = 96 is inferred and "convert
+    writes it" (every engine would otherwise size aux buffers from hidden_size 64)."""
+    src = write_format(tmp_path / "src", "specforge", embed=True, target_hidden=96)
+    cfg = cfg_of(src.path)
+    del cfg["target_hidden_size"]
+    (src.path / "config.json").write_text(json.dumps(cfg))
+    res = validate(src.path)
+    assert not res["ok"] and "E-HIDDEN-UNDECLARED" in {f["code"] for f in res["findings"]}
+    convert(src.path, tmp_path / "v", fmt="vllm", source_format="specforge")
+    assert cfg_of(tmp_path / "v")["target_hidden_size"] == 96
+    assert validate(tmp_path / "v")["ok"]
+
+
+def test_f14_rope_parameters_survive_every_format(tmp_path):
+    """F14: transformers-5 ``rope_parameters`` (no ``rope_theta``/``rope_scaling``) kept verbatim everywhere."""
+    rope = {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0, "original_max_position_embeddings": 32768,
+            "beta_fast": 32.0, "beta_slow": 1.0}
+    src = write_format(tmp_path / "src", "vllm", fc_norm=True)
+    cfg = cfg_of(src.path)
+    del cfg["rope_theta"], cfg["rope_scaling"]
+    cfg["rope_parameters"] = rope
+    (src.path / "config.json").write_text(json.dumps(cfg))
+    for fmt in ("speculators", "specforge", "torchspec", "modelopt"):
+        convert(src.path, tmp_path / fmt, fmt=fmt, verifier=VERIFIER_ID if fmt == "speculators" else None)
+        out = cfg_of(tmp_path / fmt)
+        flat = {**out.get("transformer_layer_config", {}), **out}
+        assert flat["rope_parameters"] == rope, fmt
+        assert "rope_theta" not in flat and "rope_scaling" not in flat, fmt
+        convert(tmp_path / fmt, tmp_path / f"{fmt}-back", fmt="vllm")
+        assert cfg_of(tmp_path / f"{fmt}-back") == cfg, fmt
