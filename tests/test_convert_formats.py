@@ -138,14 +138,27 @@ def test_unknown_convention_nested_list_is_reported(tmp_path):
     src = write_format(tmp_path / "sf", "specforge", aux_c_in=(4, 6, 7))
     assert src.config["eagle_config"][AUX_KEY] == [3, 5, 6]
     d = read_drafter(src.path)
-    assert d.aux.raw == [3, 5, 6]
-    assert "rule" in d.aux.reason
+    assert d.aux.raw == [3, 5, 6] and "rule" in d.aux.reason
     warn = [f for f in validate(src.path)["findings"] if f["code"] == "W-AUX-CONVENTION"]
     assert warn and "[3, 5, 6]" in warn[0]["message"]
-    # converting must not settle the question silently: the report says which convention it assumed
+    # SpecForge is a C-out producer: the assumption is recorded in the report and in eaglehub.json
     report = convert(src.path, tmp_path / "out", fmt="vllm")
-    text = json.dumps(report.get("warnings", []))
-    assert "[3, 5, 6]" in text and "convention" in text
+    assert report["aux"]["source_convention"] == "C-out" and report["aux"]["c_in"] == [4, 6, 7]
+    prov = json.loads((tmp_path / "out" / "eaglehub.json").read_text())
+    assert prov["conversion"]["aux"]["source_convention"] == "C-out"
+    assert cfg_of(tmp_path / "out")[AUX_KEY] == [4, 6, 7]
+
+    # read as a format with no convention of its own, the list cannot be placed: refused, unless named
+    with pytest.raises(EaglehubError) as exc:
+        convert(src.path, tmp_path / "v", fmt="vllm", source_format="vllm")
+    assert "[3, 5, 6]" in str(exc.value) and "aux-convention" in str(exc.value) and exc.value.exit_code == 1
+    assert not (tmp_path / "v").exists()
+    convert(src.path, tmp_path / "v", fmt="vllm", source_format="vllm", aux_convention="c-in")
+    assert cfg_of(tmp_path / "v")[AUX_KEY] == [3, 5, 6]
+    res = CliRunner().invoke(main, ["convert", str(src.path), str(tmp_path / "v2"), "--from", "vllm",
+                                    "--format", "vllm", "--aux-convention", "c-out"])
+    assert res.exit_code == 0, res.output
+    assert cfg_of(tmp_path / "v2")[AUX_KEY] == [4, 6, 7]
 
 
 # --- force and provenance ---------------------------------------------------------------------
@@ -582,3 +595,20 @@ def test_f14_rope_parameters_survive_every_format(tmp_path):
         assert "rope_theta" not in flat and "rope_scaling" not in flat, fmt
         convert(tmp_path / fmt, tmp_path / f"{fmt}-back", fmt="vllm")
         assert cfg_of(tmp_path / f"{fmt}-back") == cfg, fmt
+
+
+def test_cli_max_shard_size_and_overwrite(tmp_path):
+    src = write_format(tmp_path / "src", "modelopt", fc_norm=True)
+    runner = CliRunner()
+    args = ["convert", str(src.path), str(tmp_path / "out"), "--format", "torchspec", "--max-shard-size", "10KB", "--json"]
+    res = runner.invoke(main, args)
+    assert res.exit_code == 0, res.output
+    index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) >= 2
+    assert set(json.loads(res.stdout)["files"]) >= set(index["weight_map"].values())
+    res = runner.invoke(main, args)
+    assert res.exit_code == 2 and "exists" in res.output
+    res = runner.invoke(main, [*args[:-1], "--overwrite"])
+    assert res.exit_code == 0, res.output
+    assert read_drafter(tmp_path / "out").format == "torchspec"
+    assert_bit_identical(src, tmp_path / "out")
