@@ -241,12 +241,14 @@ class Drafter:
         return config_dtype(self.config) or (fc.dtype if fc else (floats[0] if floats else None))
 
 
-MLA_ARCHS = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+LLAMA, MLA = "llama", "mla"
+#: ``architectures[0]`` values vLLM maps to ``deepseek_eagle3.Eagle3DeepseekV2ForCausalLM`` (vllm.md §1).
+MLA_ARCHITECTURES = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
 
 
 def layer_kind(cfg: dict) -> str:
-    """``"mla"`` iff the class is an MLA drafter class or the config has ``kv_lora_rank``
+    """``"mla"`` iff ``architectures[0]`` is an MLA drafter class or the config has ``kv_lora_rank``
     (formats.md §6.2), else ``"llama"``."""
     archs = cfg.get("architectures")
-    arch = archs[0] if isinstance(archs, list) and archs else None
-    return "mla" if arch in MLA_ARCHS or "kv_lora_rank" in cfg else "llama"
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    return MLA if arch in MLA_ARCHITECTURES or "kv_lora_rank" in cfg else LLAMA

@@ -10,20 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .drafter import LAYER0, Drafter
-
-LLAMA, MLA = "llama", "mla"
-#: ``architectures[0]`` values vLLM maps to ``deepseek_eagle3.Eagle3DeepseekV2ForCausalLM`` (vllm.md §1).
-MLA_ARCHITECTURES = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
-
-
-def layer_kind(cfg: dict) -> str:
-    """``"mla"`` iff ``architectures[0]`` is an MLA drafter class or the config has ``kv_lora_rank``
-    (formats.md §6.2), else ``"llama"``."""
-    archs = cfg.get("architectures")
-    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-    return MLA if arch in MLA_ARCHITECTURES or "kv_lora_rank" in cfg else LLAMA
-
+from .drafter import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_kind  # noqa: F401 (re-exported)
 
 def _posint(cfg: dict, key: str) -> int | None:
     v = cfg.get(key)

@@ -3,7 +3,9 @@
 Static part (headers only, seconds): the fixture and its upgrade validate clean against the real
 target, and the three breakages of the issue's "Done when" each give a named error and exit 1.
 Dynamic part (vLLM, minutes): both drafters verified against one target-alone run on two prompts
-per category: token-identical outputs and a wired drafter (position-0 acceptance well above 0).
+per category: token-identical outputs and a wired drafter (position-0 acceptance well above 0);
+the fixture converted to the speculators format, and to sharded vLLM-native files, accepts exactly
+what the fixture accepts.
 """
 
 from __future__ import annotations
@@ -72,11 +74,25 @@ def test_breaking_the_upgrade_gives_named_errors(upgraded, tmp_path):
     assert res.exit_code == 1 and "E-AUX-RANGE" in _codes(res)
 
 
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory) -> list[Path]:
+    """The fixture in the speculators format (layout change) and as vLLM-native shards."""
+    root = tmp_path_factory.mktemp("converted")
+    out = [root / "speculators", root / "sharded"]
+    for dst, args in zip(out, (["--format", "speculators", "--verifier", "HuggingFaceTB/SmolLM2-135M-Instruct"],
+                               ["--format", "vllm", "--max-shard-size", "5MB"])):
+        res = _run("convert", str(FIXTURE), str(dst), *args, "--json")
+        assert res.exit_code == 0, res.output
+    assert len(list(out[1].glob("model-*-of-*.safetensors"))) == 4
+    return out
+
+
 @pytest.mark.vllm
 @pytest.mark.real
-def test_verify_fixture_and_upgrade_in_vllm(upgraded, tmp_path):
+def test_verify_fixture_and_upgrade_in_vllm(upgraded, converted, tmp_path):
     report_path = tmp_path / "verify.json"
-    res = _run("verify", "--target", "smollm2", "--drafter", str(FIXTURE), "--drafter", str(upgraded),
+    drafters = [FIXTURE, upgraded, *converted]
+    res = _run("verify", "--target", "smollm2", *[a for d in drafters for a in ("--drafter", str(d))],
                "-k", str(K), "--max-tokens", "48", "--limit", "2", "--report", str(report_path))
     report = json.loads(report_path.read_text())
     assert res.exit_code == 0, res.output
@@ -87,3 +103,5 @@ def test_verify_fixture_and_upgrade_in_vllm(upgraded, tmp_path):
         assert a["acceptance_rate_per_position"][0] > 0.05
     al = [d["acceptance"]["overall"]["acceptance_length"] for d in report["drafters"]]
     assert al[0] > 1.2  # a trained drafter, not a wired-but-random one (random: ~1.0)
+    counts = [(d["acceptance"]["overall"]["num_drafts"], d["acceptance"]["overall"]["num_accepted_tokens"]) for d in report["drafters"]]
+    assert counts[2] == counts[0] and counts[3] == counts[0]  # same weights, same acceptance, in any layout

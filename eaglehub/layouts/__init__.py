@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..drafter import AUX_KEY, C_OUT, LAYER0, Drafter, derive_dims, nested_config, read_config, read_flags
+from ..drafter import AUX_KEY, C_OUT, LAYER0, MLA_ARCHITECTURES, Drafter, derive_dims, nested_config, read_config, read_flags
 from ..errors import EaglehubError
 from ..tensorio import TensorIndex, read_index
 from .base import FlatFormat, Format, Loss, Reading
@@ -23,7 +23,7 @@ LLAMA_EAGLE3_ARCHS = frozenset({
 })
 #: EAGLE research class; vLLM rewrites it to ``Eagle3LlamaForCausalLM`` (vllm.md §1).
 RESEARCH_ARCH = "LlamaForCausalLM"
-MLA_ARCHS = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+MLA_ARCHS = MLA_ARCHITECTURES
 QWEN3_EAGLE3_ARCH = "Eagle3Qwen3ForCausalLM"
 TORCHSPEC_MARKER = "_torchspec_version"
 
