@@ -322,3 +322,26 @@ def test_torchspec_legacy_aux_norm_round_trip(tmp_path):
     convert(tmp_path / "v", tmp_path / "back", fmt="torchspec")
     check_round_trip(src, tmp_path / "back")
     assert set(read_safetensors_dir(tmp_path / "back")) == set(src.stored)
+
+
+def test_specforge_output_without_aux_ids_is_detected_as_specforge(tmp_path):
+    """What ``--format specforge`` writes must read back as specforge without ``--from``: SpecForge's
+    ``midlayer.*`` + ``d2t`` + ``t2d`` + ``LlamaForCausalLMEagle3`` (formats.md §6.3), even when the drafter
+    has no explicit aux ids (most SpecForge configs have none: real-configs/specforge_*.json)."""
+    src = write_format(tmp_path / "src", "vllm", aux_c_in=None, keep_t2d=False)
+    convert(src.path, tmp_path / "sf", fmt="specforge")
+    assert {"d2t", "t2d"} <= set(read_safetensors_dir(tmp_path / "sf"))
+    assert read_drafter(tmp_path / "sf").format == "specforge"
+    assert read_drafter(src.path).format == "vllm"  # no t2d: not SpecForge
+
+
+def test_forced_drop_of_a_required_embedding_is_refused_as_cannot_express(tmp_path):
+    """``H != Ht`` needs ``embed_tokens`` (F9), which ModelOpt cannot store: dropping it cannot give a
+    working drafter, so ``--force`` must not help — refused up front as "cannot express", not as an
+    internal "report this bug" after writing."""
+    src = write_format(tmp_path / "src", "vllm", embed=True, target_hidden=96)
+    with pytest.raises(EaglehubError) as exc:
+        convert(src.path, tmp_path / "mo", fmt="modelopt", force=True)
+    assert "cannot express" in str(exc.value) and "embed_tokens" in str(exc.value)
+    assert "report this bug" not in str(exc.value)
+    assert not (tmp_path / "mo").exists()
