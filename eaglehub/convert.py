@@ -19,9 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from .atomic import atomic_dir
-from .drafter import AUX_KEY, C_IN, C_OUT, Drafter, read_flags
+from .drafter import AUX_KEY, C_IN, C_OUT, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, derive_dims, read_flags
 from .errors import EaglehubError
-from .layouts import FORMATS, Loss, read_drafter
+from .layouts import FORMATS, LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, Loss, architecture, read_drafter
+from .layouts.base import default_arch
 from .provenance import PROVENANCE_FILE, make_provenance, safetensors_metadata, write_provenance
 from .source import resolve_source
 from .stformat import DTYPE_BY_TORCH
@@ -43,14 +44,39 @@ ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
 def _source_errors(d: Drafter) -> None:
     from .validate import run_checks
 
-    if d.format not in FORMATS:
-        raise EaglehubError(f"{d.path} is not a convertible EAGLE-3 drafter ({d.format}: {'; '.join(d.evidence)})",
-                            hint=f"run `eaglehub validate {d.path}`", exit_code=1)
     errors = [f for f in run_checks(d) if f.severity == "error"]
     if errors:
         listed = ", ".join(sorted({f.code for f in errors}))
         raise EaglehubError(f"{d.path} has {len(errors)} error finding(s) ({listed}); refusing to convert",
                             hint=f"run `eaglehub validate {d.path}` and fix them first", exit_code=1)
+
+
+def _repair(d: Drafter) -> tuple[Drafter, list[dict]]:
+    """Config-only faults that convert fixes because the tensors say what is right (failure-kinds.md):
+    F1, a target class or ``model_type`` in a drafter config (engines would build a full LM); F10, an
+    undeclared ``target_hidden_size`` that the ``fc`` width gives away (``Ht = fc.in / A``)."""
+    if d.format not in FORMATS:
+        raise EaglehubError(f"{d.path} is not a convertible EAGLE-3 drafter ({d.format}: {'; '.join(d.evidence)})",
+                            hint=f"run `eaglehub validate {d.path}`", exit_code=1)
+    cfg, changes = dict(d.config), []
+
+    def change(key, new, why):
+        changes.append({"key": key, "old": cfg.get(key), "new": new, "why": why})
+        cfg[key] = new
+
+    kind, arch = d.layer_kind, architecture(cfg)
+    allowed = MLA_ARCHITECTURES if kind == MLA else LLAMA_EAGLE3_ARCHS | {RESEARCH_ARCH}
+    if arch not in allowed:
+        change("architectures", [default_arch(kind)], f"{arch} is not a drafter class (F1)")
+    if kind == LLAMA and cfg.get("model_type") != "llama":
+        change("model_type", "llama", "vLLM parses a Llama-style drafter as llama (F1)")
+    fc, dims = d.tensors.get("fc.weight"), d.dims
+    if (not dims.Ht_declared and fc is not None and len(fc.shape) == 2 and dims.A and fc.shape[1] % dims.A == 0
+            and fc.shape[1] // dims.A != dims.H):
+        change("target_hidden_size", fc.shape[1] // dims.A, f"fc.weight {list(fc.shape)} reads A = {dims.A} states of this width (F10)")
+    if not changes:
+        return d, []
+    return replace(d, config=cfg, dims=derive_dims(cfg), flags=read_flags(cfg)), changes
 
 
 def _upgrade(d: Drafter, norm_output: bool) -> tuple[Drafter, dict[str, OutTensor], list[dict]]:
@@ -191,9 +217,11 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
     if dst.exists() and not overwrite:
         raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
     d = read_drafter(path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention))
-    _source_errors(d)
+    view, repairs = _repair(d)
+    _source_errors(view)
     out_fmt = fmt or d.format
-    view, added, changes = _upgrade(d, norm_output) if to else (d, {}, [])
+    view, added, changes = _upgrade(view, norm_output) if to else (view, {}, [])
+    changes = repairs + changes
     view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
     aux_plan = _aux_plan(view, out_fmt)
     target = dict(view.target) if view.target else None

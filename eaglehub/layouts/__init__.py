@@ -46,7 +46,7 @@ class _ModelOpt(FlatFormat):
 FORMATS: dict[str, Format] = {
     "vllm": FlatFormat("vllm", LAYER0, mla=True, archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS | {RESEARCH_ARCH},
                        description="EAGLE research / vLLM-native: flat config, top-level C-in aux ids, midlayer.*"),
-    "speculators": SpeculatorsFormat("speculators", "layers.0.", vocab_maps="unequal-both",
+    "speculators": SpeculatorsFormat("speculators", "layers.0.", vocab_maps="unequal-both", archs=frozenset({"LlamaForCausalLMEagle3"}),
                                      description="vllm-project/speculators: speculators_config + transformer_layer_config, layers.{i}.*"),
     "specforge": FlatFormat("specforge", LAYER0, max_layers=1, norm_before_fc=False, norm_before_residual=False,
                             vocab_maps="always", nested_ids=True, archs=frozenset({"LlamaForCausalLMEagle3"}),
@@ -63,6 +63,8 @@ FORMATS: dict[str, Format] = {
                           description="NVIDIA ModelOpt export: layers.0.*, eagle_config.next_layer_regular, d2t only"),
 }
 FORMAT_NAMES = tuple(FORMATS)
+#: formats that leave no marker of their own (told apart by structure, or by eaglehub.json)
+MARKERLESS = frozenset(n for n, f in FORMATS.items() if type(f).marker is Format.marker)
 #: kinds that are recognised but not read as drafters (validate rejects them with a finding).
 REJECTED = ("not-a-drafter", "eagle1", "unsupported")
 
@@ -89,8 +91,10 @@ def _rejected(cfg: dict, index: TensorIndex) -> tuple[str, list[str]] | None:
     return None
 
 
-def detect(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
-    """``(format, evidence)`` by formats.md §6: a format's own marker first, then structure.
+def detect(cfg: dict, index: TensorIndex, recorded: str | None = None) -> tuple[str, list[str]]:
+    """``(format, evidence)`` by formats.md §6: a format's own marker first, then the format
+    eaglehub recorded when it wrote the checkpoint (``recorded``, from ``eaglehub.json``; only for
+    formats without a marker of their own), then structure.
 
     Raises:
         EaglehubError: markers of two formats, or structure that fits several formats with no
@@ -106,6 +110,15 @@ def detect(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
     if markers:
         (name, why), = markers.items()
         return name, [why]
+    name, evidence = _structure(cfg, index)
+    if recorded in MARKERLESS and recorded != name:
+        return recorded, [f"eaglehub.json records that eaglehub wrote it as {recorded}", f"structure alone: {name} ({'; '.join(evidence)})"]
+    return name, evidence
+
+
+def _structure(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
+    """Tell the marker-less formats apart by names, classes and where the aux ids live."""
+    names = index.names()
     mid = any(n.startswith(LAYER0) for n in names)
     spelled = "midlayer.* tensor names" if mid else "layers.0.* tensor names"
     nested_only = AUX_KEY in nested_config(cfg) and AUX_KEY not in cfg
@@ -115,9 +128,12 @@ def detect(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
             return "specforge", [spelled, "aux ids only in eagle_config (SpecForge writes C-out there)"]
         raise _ambiguous({"torchspec": f"{spelled} + nested aux ids, no {TORCHSPEC_MARKER}",
                           "modelopt": f"{spelled} + nested aux ids, no eagle_config.next_layer_regular"})
-    if mid and "d2t" in names and not pruned:
-        return "specforge", [spelled, "d2t/t2d shipped with an unpruned vocabulary (SpecForge always writes both)"]
     arch = architecture(cfg)
+    if mid and arch != RESEARCH_ARCH and AUX_KEY not in cfg and "t2d" in names:
+        # formats.md §6.3: LlamaForCausalLMEagle3 + midlayer.* + both maps is SpecForge's output; without
+        # aux ids the vllm reading is identical, so this names the producer, it does not change the meaning
+        why = "unpruned vocabulary" if not pruned else "no aux ids (SpecForge leaves them to the target defaults)"
+        return "specforge", [f"class {arch}", spelled, f"d2t and t2d with {why}: SpecForge always ships both"]
     variant = "EAGLE research class LlamaForCausalLM" if arch == RESEARCH_ARCH else f"class {arch}"
     ids = "top-level C-in aux ids" if AUX_KEY in cfg else "no aux ids (target defaults)"
     return "vllm", [variant, spelled, ids, "no speculators/TorchSpec/ModelOpt marker"]
@@ -148,7 +164,7 @@ def read_drafter(path: Path, index: TensorIndex | None = None, fmt: str | None =
             raise EaglehubError(f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
         name, evidence = fmt, [f"given with --from {fmt}"]
     else:
-        name, evidence = detect(raw, index)
+        name, evidence = detect(raw, index, ((prov or {}).get("conversion") or {}).get("format"))
     carried = dict((prov or {}).get("carried") or {})
     target = (prov or {}).get("target")
     if name in FORMATS:

@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 
 from ..drafter import AUX_KEY, C_IN, C_OUT, LAYER0, UNKNOWN, AuxIds, Drafter, infer_convention, nested_config
 
+#: drafter classes of related methods that vLLM runs through its EAGLE-3 Llama drafter (vllm.md §1); a
+#: format that cannot name the class would silently turn them into plain EAGLE-3 drafters
+VARIANT_ARCHS = {"PEagleDraftModel": "P-EAGLE (parallel drafting)", "PeagleLlamaForCausalLM": "P-EAGLE (parallel drafting)"}
 #: legacy TorchSpec/SGLang per-aux norm names, in ascending layer order (formats.md §4).
 LEGACY_FC_NORM = ("aux_norm_low.weight", "aux_norm_mid.weight", "aux_norm_high.weight")
 
@@ -72,6 +75,8 @@ class Format:
     #: "unequal-both": d2t + t2d iff Vd != V · "always": both always · "d2t-only": d2t iff Vd < V, never t2d
     vocab_maps: str = "pruned"
     fc_norm_chunks: int | None = None  # SpecForge normalises exactly 3 aux chunks (formats.md §4)
+    #: drafter classes this format writes as they are; others become :func:`default_arch`
+    archs: frozenset = frozenset()
     description: str = ""
 
     # -- names ---------------------------------------------------------------------------------
@@ -132,6 +137,9 @@ class Format:
         """What this format cannot express of ``d`` (empty: lossless)."""
         out = []
         names = set(d.names)
+        arch = (d.config.get("architectures") or [None])[0]
+        if arch in VARIANT_ARCHS and arch not in self.archs:
+            out.append(Loss(f"{arch} is {VARIANT_ARCHS[arch]}, not a plain EAGLE-3 drafter; {self.name} cannot name it", fatal=True))
         if d.layer_kind == "mla" and not self.mla:
             out.append(Loss(f"{self.name} has no MLA drafters (layer kind of {d.config.get('model_type')})", fatal=True))
         if self.max_layers is not None and d.dims.layers > self.max_layers:
@@ -139,7 +147,10 @@ class Format:
             out.append(Loss(f"{self.name} drafters have {self.max_layers} decoder layer(s), this one has {d.dims.layers}",
                             tensors=tuple(sorted(extra)), keys=("num_hidden_layers",)))
         if not self.embed and "embed_tokens.weight" in names:
-            out.append(Loss(f"{self.name} does not store embed_tokens", tensors=("embed_tokens.weight",)))
+            # H != Ht: the drafter cannot share the target's table, so dropping it would break it (F9)
+            needed = d.dims.H != d.dims.Ht
+            out.append(Loss(f"{self.name} does not store embed_tokens" + (f" (required: H {d.dims.H} != Ht {d.dims.Ht})" if needed else ""),
+                            tensors=("embed_tokens.weight",), fatal=needed))
         if not self.norm_before_fc and (d.flags.norm_before_fc or "input_norm.weight" in names):
             out.append(Loss(f"{self.name} has no norm_before_fc / input_norm", tensors=("input_norm.weight",), keys=("norm_before_fc",)))
         if self.fc_norm_chunks is not None and d.flags.fc_norm and d.dims.A != self.fc_norm_chunks:
@@ -172,12 +183,10 @@ class FlatFormat(Format):
 
     ``nested_ids``: aux ids live in ``eagle_config`` in the producer's convention (C-out) instead of
     the top-level C-in key. ``private_keys``: top-level keys only this format writes (markers).
-    ``archs``: classes this format writes as they are; others become :func:`default_arch`.
     """
 
     nested_ids: bool = False
     private_keys: tuple[str, ...] = ()
-    archs: frozenset = frozenset()
     default_nested: dict = field(default_factory=dict)
     #: values for :attr:`private_keys` when the source did not carry them (markers this format needs)
     private_defaults: dict = field(default_factory=dict)
