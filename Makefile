@@ -48,3 +48,29 @@ test: setup
 
 clean-venv:
 	rm -rf $(VENV)
+
+# --- conversion benchmark (benchmarks/README.md); not part of `make test` or CI -----------------
+# bench-setup: the `speculators` package (its converter is the comparison) in its own venv, so its
+# pins never touch .venv/. bench: generate full-size drafters once under $(BENCH_WORK) (≈5.4 GB),
+# time `cp -r`, eaglehub convert and `speculators convert` side by side, write $(OUT)/bench-convert.json.
+BENCH_WORK ?= .work/bench
+BENCH_REPEAT ?= 3
+SPECULATORS_PKG ?= speculators==0.9.0
+SPEC_VENV := $(BENCH_WORK)/speculators-venv
+SPEC_STAMP := $(SPEC_VENV)/.bench-complete
+
+.PHONY: bench bench-setup
+
+bench-setup: $(SPEC_STAMP)
+
+$(SPEC_STAMP):
+	@test -x $(SPEC_VENV)/bin/python || $(PYTHON) -m venv $(SPEC_VENV)
+	$(SPEC_VENV)/bin/pip install -q --upgrade pip
+	$(SPEC_VENV)/bin/pip install -q "$(TORCH_PKG)" "$(SPECULATORS_PKG)"
+	@# as in .venv: these break `import transformers` (operator torchvision::nms) and are not needed
+	$(SPEC_VENV)/bin/pip uninstall -q -y torchvision torchaudio torchcodec || true
+	$(SPEC_VENV)/bin/speculators convert --help >/dev/null
+	@touch $@
+
+bench: setup bench-setup
+	$(BIN)/python benchmarks/convert_speed.py --work $(BENCH_WORK) --repeat $(BENCH_REPEAT) --json $(OUT)/bench-convert.json
