@@ -282,7 +282,7 @@ def drafters(draw):
     return spec, fmt_a, file_kind
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(drafters())
 def test_generated_round_trips(case):
     spec, fmt_a, file_kind = case
