@@ -533,7 +533,9 @@ def test_f1_target_class_in_drafter_config_is_fixed_by_convert(tmp_path):
     src = write_format(tmp_path / "src", "specforge", base_config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})
     res = validate(src.path)
     assert not res["ok"] and "E-CONFIG-ARCH" in {f["code"] for f in res["findings"]}
-    convert(src.path, tmp_path / "v", fmt="vllm", source_format="specforge")
+    report = convert(src.path, tmp_path / "v", fmt="vllm", source_format="specforge")
+    changed = {c["key"]: (c["old"], c["new"]) for c in report["config_changes"]}
+    assert changed == {"architectures": (["Qwen3ForCausalLM"], ["LlamaForCausalLMEagle3"]), "model_type": ("qwen3", "llama")}
     cfg = cfg_of(tmp_path / "v")
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["model_type"] == "llama"
     assert validate(tmp_path / "v")["ok"]
@@ -573,7 +575,8 @@ def test_f10_undeclared_target_hidden_size_is_written(tmp_path):
     (src.path / "config.json").write_text(json.dumps(cfg))
     res = validate(src.path)
     assert not res["ok"] and "E-HIDDEN-UNDECLARED" in {f["code"] for f in res["findings"]}
-    convert(src.path, tmp_path / "v", fmt="vllm", source_format="specforge")
+    report = convert(src.path, tmp_path / "v", fmt="vllm", source_format="specforge")
+    assert [(c["key"], c["old"], c["new"]) for c in report["config_changes"]] == [("target_hidden_size", None, 96)]
     assert cfg_of(tmp_path / "v")["target_hidden_size"] == 96
     assert validate(tmp_path / "v")["ok"]
 

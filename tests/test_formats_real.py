@@ -122,6 +122,9 @@ def test_real_layout_converts_to_vllm(case, tmp_path):
     dst = tmp_path / "vllm"
     report = convert(w.path, dst, fmt="vllm", source_format=case.fmt)
     assert isinstance(report, dict) and not report.get("dropped")
+    # nothing changed silently; the only repair needed: QwQ's template says model_type qwen2 (F1)
+    want = {("model_type", "qwen2", "llama")} if case.file == "specforge_qwq-32B-eagle3.json" else set()
+    assert {(c["key"], c["old"], c["new"]) for c in report["config_changes"]} == want
     assert tree_state(w.path) == before, "the source directory changed"
 
     res = validate(dst)
