@@ -680,3 +680,21 @@ def tree_state(root) -> dict[str, tuple]:
         else:
             out[rel] = ("file", hashlib.sha256(p.read_bytes()).hexdigest(), st.st_size, st.st_mtime_ns)
     return out
+
+
+def source_guarded(convert_fn):
+    """Wrap a ``convert(src, dst, ...)`` function so that every call, successful or not, proves that a
+    local source directory kept its bytes and mtimes (files and directories)."""
+    import functools
+
+    @functools.wraps(convert_fn)
+    def wrapper(src, dst, *args, **kwargs):
+        local = Path(str(src)).is_dir()
+        before = tree_state(src) if local else None
+        try:
+            return convert_fn(src, dst, *args, **kwargs)
+        finally:
+            if local:
+                assert tree_state(src) == before, f"convert modified its source {src}"
+
+    return wrapper

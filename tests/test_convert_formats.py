@@ -18,7 +18,7 @@ import torch
 from click.testing import CliRunner
 
 from eaglehub.cli import main
-from eaglehub.convert import convert
+from eaglehub.convert import convert as _convert
 from eaglehub.errors import EaglehubError
 from eaglehub.layouts import read_drafter
 from eaglehub.spec import describe
@@ -30,9 +30,12 @@ from formats_factory import (
     read_safetensors_dir,
     safetensors_metadata,
     same_tensor,
+    source_guarded,
     tree_state,
     write_format,
 )
+
+convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 
 
 VERIFIER_ID = "tiny-org/tiny-target-8l"

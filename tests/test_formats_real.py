@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from eaglehub.convert import convert
+from eaglehub.convert import convert as _convert
 from eaglehub.errors import EaglehubError
 from eaglehub.layouts import read_drafter
 from eaglehub.validate import validate
@@ -28,10 +28,13 @@ from formats_factory import (
     canonical_name,
     read_safetensors_dir,
     same_tensor,
+    source_guarded,
     tree_state,
     write_eagle1,
     write_real,
 )
+
+convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 
 TS = {"_torchspec_version": "0.1.0"}  # the marker TorchSpec's convert_to_hf.py export leaves (formats.md §5)
 

@@ -18,25 +18,28 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eaglehub.convert import convert
+from eaglehub.convert import convert as _convert
 from eaglehub.errors import EaglehubError
 from eaglehub.layouts import read_drafter
 from eaglehub.spec import describe
 from eaglehub.validate import validate
 from formats_factory import (
-    FATAL,
     AUX_KEY,
     EXPORTED0,
+    FATAL,
     FORMATS,
     LAYER0,
     Spec,
-    canonical_name,
     cannot_express,
+    canonical_name,
     read_safetensors_dir,
     same_tensor,
+    source_guarded,
     tree_state,
     write_format,
 )
+
+convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 
 #: layer-0 spelling each producer writes (formats.md §5 "layer names")
 LAYER0_OF = {"vllm": LAYER0, "specforge": LAYER0, "speculators": EXPORTED0, "torchspec": EXPORTED0, "modelopt": EXPORTED0}
