@@ -618,3 +618,14 @@ def test_cli_max_shard_size_and_overwrite(tmp_path):
     assert res.exit_code == 0, res.output
     assert read_drafter(tmp_path / "out").format == "torchspec"
     assert_bit_identical(src, tmp_path / "out")
+
+
+@pytest.mark.parametrize("src_fmt", ["speculators", "specforge", "torchspec", "modelopt"])
+def test_vllm_output_states_the_aux_count(src_fmt, tmp_path):
+    """vLLM-native output: top-level C-in ids **and** ``num_aux_hidden_states`` (formats.md §7 "any → vLLM
+    native", vllm.md §7 and §14: vLLM sizes fc from the count, never from the top-level list)."""
+    src = write_format(tmp_path / "src", src_fmt, aux_c_in=(2, 4, 5))
+    convert(src.path, tmp_path / "v", fmt="vllm")
+    cfg = cfg_of(tmp_path / "v")
+    assert cfg[AUX_KEY] == [2, 4, 5]
+    assert cfg.get("num_aux_hidden_states") == 3
