@@ -26,7 +26,7 @@ from .layouts.base import default_arch
 from .provenance import PROVENANCE_FILE, make_provenance, safetensors_metadata, write_provenance
 from .source import resolve_source
 from .stformat import DTYPE_BY_TORCH
-from .streaming import INDEX_FILE, OutTensor, write_checkpoint
+from .streaming import INDEX_FILE, BackgroundWrite, OutTensor
 
 REPORT_SCHEMA = "eaglehub.convert-report/2"
 VERSIONS = ("3.1",)
@@ -44,7 +44,8 @@ ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
 def _source_errors(d: Drafter) -> None:
     from .validate import run_checks
 
-    errors = [f for f in run_checks(d) if f.severity == "error"]
+    # the weight statistics only ever warn, and a byte-level conversion must not decode weights
+    errors = [f for f in run_checks(d, statistics=False) if f.severity == "error"]
     if errors:
         listed = ", ".join(sorted({f.code for f in errors}))
         raise EaglehubError(f"{d.path} has {len(errors)} error finding(s) ({listed}); refusing to convert",
@@ -135,8 +136,6 @@ def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, Out
     """Maps to synthesise and maps to omit for ``fmt`` (formats.md §2): identity maps when
     ``Vd == V``; ``t2d`` from ``d2t``. Both are derivable, so adding or omitting them loses nothing
     (the source passed the d2t/t2d consistency checks)."""
-    import numpy as np
-
     V, Vd = d.dims.V, d.dims.Vd
     want_d2t, want_t2d = FORMATS[fmt].wants_maps(V, Vd, original)
     new, omit = {}, []
@@ -147,6 +146,8 @@ def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, Out
     if want_d2t and "d2t" not in d.names:  # only reachable with Vd == V: the identity map
         new["d2t"] = OutTensor("d2t", "I64", (Vd,), 8 * Vd, data=bytes(8 * Vd))
     if want_t2d and "t2d" not in d.names:
+        import numpy as np
+
         mask = np.zeros(V, dtype=np.bool_)
         if "d2t" in d.names:
             d2t = d.index.load_numpy(d.names["d2t"]).astype(np.int64)
@@ -185,6 +186,36 @@ def _copy_side_files(src: Path, dst: Path, skip: set[str]) -> list[str]:
     return copied
 
 
+def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str, force: bool, norm_output: bool,
+          verifier: str | None) -> tuple:
+    """Everything the write needs, computed from headers and config only (plus ``d2t`` when a format
+    needs ``t2d`` derived): the output config, the tensor list, the provenance document."""
+    view, added, changes = _upgrade(view, norm_output) if to else (view, {}, [])
+    view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
+    aux_plan = _aux_plan(view, out_fmt)
+    target = dict(view.target) if view.target else None
+    if verifier:
+        target = {**(target or {}), "name_or_path": verifier}
+    if out_fmt == "speculators" and not (target or {}).get("name_or_path"):
+        raise EaglehubError("the speculators format names its verifier (target), and this drafter does not record one",
+                            hint="pass --verifier ORG/NAME (the target the drafter was trained for)")
+    original = (d.provenance or {}).get("original") or {"tensors": sorted(d.names), "config_keys": sorted(d.config)}
+    maps, omitted, synthesized = _vocab_maps(view, out_fmt, set(original["tensors"]))
+    writer, carried = FORMATS[out_fmt], dict(view.carried)
+    cfg = writer.write_config(view, carried.get(out_fmt, {}), target)
+    _drop_defaulted(cfg, out_fmt, set(original["config_keys"]))
+    canon = [n for n in view.names if n not in omitted and n not in added]
+    stored = writer.stored_names([*canon, *added, *maps], carried.get(out_fmt, {}))
+    tensors = [_source_tensor(view, n, stored[n]) for n in canon]
+    tensors += [replace(t, name=stored[n]) for n, t in {**added, **maps}.items()]
+    prov = make_provenance(
+        {**source, "format": d.format, "version": d.version},
+        {"format": out_fmt, "version": "3.1" if to or d.is_31 else "3", "added_tensors": sorted(added),
+         "synthesized_tensors": synthesized, "omitted_tensors": sorted(omitted), "dropped": dropped, "aux": aux_plan},
+        carried, target, original, d.provenance)
+    return view, out_fmt, added, changes, dropped, aux_plan, maps, omitted, synthesized, cfg, tensors, stored, prov
+
+
 def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | None = None, force: bool = False,
             overwrite: bool = False, max_shard_size: int | str | None = None, source_format: str | None = None,
             norm_output: bool = True, verifier: str | None = None, revision: str | None = None,
@@ -217,44 +248,30 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
     if dst.exists() and not overwrite:
         raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
     d = read_drafter(path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention))
-    view, repairs = _repair(d)
-    _source_errors(view)
-    out_fmt = fmt or d.format
-    view, added, changes = _upgrade(view, norm_output) if to else (view, {}, [])
-    changes = repairs + changes
-    view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
-    aux_plan = _aux_plan(view, out_fmt)
-    target = dict(view.target) if view.target else None
-    if verifier:
-        target = {**(target or {}), "name_or_path": verifier}
-    if out_fmt == "speculators" and not (target or {}).get("name_or_path"):
-        raise EaglehubError("the speculators format names its verifier (target), and this drafter does not record one",
-                            hint="pass --verifier ORG/NAME (the target the drafter was trained for)")
-    prev = d.provenance or {}
-    original = prev.get("original") or {"tensors": sorted(d.names), "config_keys": sorted(d.config)}
-    maps, omitted, synthesized = _vocab_maps(view, out_fmt, set(original["tensors"]))
-    writer = FORMATS[out_fmt]
-    carried = {**view.carried}
-    cfg = writer.write_config(view, carried.get(out_fmt, {}), target)
-    _drop_defaulted(cfg, out_fmt, set(original["config_keys"]))
-    canon = [n for n in view.names if n not in omitted and n not in added]
-    stored = writer.stored_names([*canon, *added, *maps], carried.get(out_fmt, {}))
-    tensors = [_source_tensor(view, n, stored[n]) for n in canon]
-    tensors += [replace(t, name=stored[n]) for n, t in {**added, **maps}.items()]
-    prov = make_provenance(
-        {**source, "format": d.format, "version": d.version},
-        {"format": out_fmt, "version": "3.1" if to or d.is_31 else "3", "added_tensors": sorted(added),
-         "synthesized_tensors": synthesized, "omitted_tensors": sorted(omitted), "dropped": dropped, "aux": aux_plan},
-        carried, target, original, d.provenance)
+    repaired, repairs = _repair(d)
+    try:
+        plan = _plan(d, repaired, source, to, fmt or d.format, force, norm_output, verifier)
+    except Exception:
+        _source_errors(repaired)  # a broken source explains a failed plan better than the plan's own error
+        raise
+    view, out_fmt, added, changes, dropped, aux_plan, maps, omitted, synthesized, cfg, tensors, stored, prov = plan
     keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
     total = sum(t.nbytes for t in tensors)
     advance = progress(total) if progress else (lambda n: None)
     with atomic_dir(dst, overwrite=overwrite) as tmp:
-        files = write_checkpoint(tmp, tensors, safetensors_metadata(prov, keep_meta), max_shard_size, advance)
+        # the kernel copies while the source is checked; nothing becomes visible unless both succeed
+        job = BackgroundWrite(tmp, tensors, safetensors_metadata(prov, keep_meta), max_shard_size, advance)
+        try:
+            _source_errors(repaired)
+        except BaseException:
+            job.cancel()
+            raise
+        files = job.result()
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
         write_provenance(tmp, prov)
         side = _copy_side_files(path, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *d.index.files})
-        _check_output(tmp, out_fmt, {stored[n] for n in stored})
+        _check_output(tmp, out_fmt, set(stored.values()))
+    changes = repairs + changes
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
     warnings = [NOT_EQUIVALENT.format(extra=extra)] if to else []
     warnings += [f"dropped with --force: {x['what']}" for x in dropped]
@@ -273,8 +290,8 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         "dropped": dropped,
         "aux": aux_plan,
         "config_changes": changes,
-        "copied_tensors": len(canon),
-        "bytes_copied": sum(view.tensors[n].nbytes for n in canon),
+        "copied_tensors": sum(1 for t in tensors if t.data is None),
+        "bytes_copied": sum(t.nbytes for t in tensors if t.data is None),
         "files": files,
         "copied_files": side,
         "warnings": warnings,
@@ -289,7 +306,7 @@ def _check_output(tmp: Path, fmt: str, expected: set[str]) -> None:
     if set(out.index.names()) != expected:
         raise EaglehubError(f"written tensor set differs from the plan: {sorted(set(out.index.names()) ^ expected)}",
                             hint="report this bug", exit_code=1)
-    errors = [f for f in run_checks(out) if f.severity == "error"]
+    errors = [f for f in run_checks(out, statistics=False) if f.severity == "error"]
     if errors:
         raise EaglehubError(f"the converted drafter fails validation: {', '.join(f.code + ' ' + f.subject for f in errors)}",
                             hint="report this bug (or convert with another --format)", exit_code=1)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checks import CHECKS, Context, TargetInfo, read_target
+from .checks import CHECKS, STATISTICS_CHECKS, Context, TargetInfo, read_target
 from .drafter import Drafter
 from .findings import Finding, count_by_severity, finding
 from .layouts import FORMATS, architecture, read_drafter
@@ -34,13 +34,15 @@ def _layout_findings(d: Drafter) -> list[Finding]:
     return []
 
 
-def run_checks(drafter: Drafter, target: TargetInfo | None = None) -> list[Finding]:
-    """All findings for an already-read drafter (layout rejections short-circuit the tensor checks)."""
+def run_checks(drafter: Drafter, target: TargetInfo | None = None, statistics: bool = True) -> list[Finding]:
+    """All findings for an already-read drafter (layout rejections short-circuit the tensor checks);
+    ``statistics=False`` skips the weight-value heuristics (:data:`eaglehub.checks.STATISTICS_CHECKS`,
+    warnings only), so nothing but ``d2t``/``t2d`` is read from the tensor data."""
     rejected = _layout_findings(drafter)
     if rejected:
         return rejected
     ctx = Context(drafter, target)
-    return [f for check in CHECKS for f in check(ctx)]
+    return [f for check in CHECKS if statistics or check not in STATISTICS_CHECKS for f in check(ctx)]
 
 
 def make_report(drafter: Drafter, findings: list[Finding], target: TargetInfo | None) -> dict:

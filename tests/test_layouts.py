@@ -33,6 +33,10 @@ def nest_ids(cfg, ids):
      lambda t: (rename_layer0(t, "layers.0."), t.pop("t2d")), "modelopt", "next_layer_regular"),
     ("torchspec", lambda c: c.update(_torchspec_version="0.3"), lambda t: rename_layer0(t, "layers.0."), "torchspec", "_torchspec_version"),
     ("mla", lambda c: c.update(architectures=["Eagle3DeepseekV2ForCausalLM"], kv_lora_rank=32), None, "vllm", "Eagle3DeepseekV2"),
+    ("mla-nested", lambda c: (c.update(architectures=["Eagle3DeepseekV2ForCausalLM"], kv_lora_rank=32), nest_ids(c, [1, 3, 4])),
+     None, "torchspec", "SpecForge has no MLA drafters"),
+    ("specforge-no-ids", lambda c: (c.pop("eagle_aux_hidden_state_layer_ids"), c.pop("num_aux_hidden_states")), None, "specforge",
+     "SpecForge always ships both"),
 ])
 def test_detect_with_evidence(tmp_path, name, cfg_fn, tensor_fn, fmt, evidence):
     cfg = copy.deepcopy(BASE_CONFIG)

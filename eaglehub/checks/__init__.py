@@ -17,4 +17,7 @@ CHECKS = [
     vocab.check, aux.check, target.check,
 ]
 
-__all__ = ["CHECKS", "Context", "TargetInfo", "read_target"]
+#: heuristics over weight values (warnings only; they sample rows of every large matrix)
+STATISTICS_CHECKS = (tensors.check_init,)
+
+__all__ = ["STATISTICS_CHECKS", "CHECKS", "Context", "TargetInfo", "read_target"]

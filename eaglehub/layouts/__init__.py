@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..drafter import AUX_KEY, C_OUT, LAYER0, MLA_ARCHITECTURES, Drafter, derive_dims, nested_config, read_config, read_flags
+from ..drafter import AUX_KEY, C_OUT, LAYER0, MLA, MLA_ARCHITECTURES, Drafter, layer_kind, derive_dims, nested_config, read_config, read_flags
 from ..errors import EaglehubError
 from ..tensorio import TensorIndex, read_index
 from .base import FlatFormat, Format, Loss, Reading
@@ -103,7 +103,6 @@ def detect(cfg: dict, index: TensorIndex, recorded: str | None = None) -> tuple[
     rejected = _rejected(cfg, index)
     if rejected:
         return rejected
-    names = index.names()
     markers = {n: m for n, f in FORMATS.items() if (m := f.marker(cfg, index.metadata))}
     if len(markers) > 1:
         raise _ambiguous(markers)
@@ -124,6 +123,9 @@ def _structure(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
     nested_only = AUX_KEY in nested_config(cfg) and AUX_KEY not in cfg
     pruned = isinstance(cfg.get("draft_vocab_size"), int) and cfg.get("draft_vocab_size") != cfg.get("vocab_size")
     if nested_only:
+        if mid and layer_kind(cfg) == MLA:
+            return "torchspec", [spelled, "MLA drafter with aux ids only in eagle_config: TorchSpec wrote midlayer.* before "
+                                 "its PR #134, SpecForge has no MLA drafters, ModelOpt writes layers.0.*"]
         if mid:
             return "specforge", [spelled, "aux ids only in eagle_config (SpecForge writes C-out there)"]
         raise _ambiguous({"torchspec": f"{spelled} + nested aux ids, no {TORCHSPEC_MARKER}",

@@ -1,0 +1,25 @@
+"""Every JSON Schema in schemas/ is itself a valid Draft 2020-12 schema (the tool skips this
+meta-validation at run time to start fast, so it is checked here)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from eaglehub.paths import schemas_dir
+
+SCHEMAS = sorted(schemas_dir().glob("*.schema.json"))
+
+
+def test_schemas_exist():
+    assert {p.name for p in SCHEMAS} >= {"drafter-config.schema.json", "convert-report.schema.json", "provenance.schema.json",
+                                         "inspect-report.schema.json", "validate-report.schema.json", "verify-report.schema.json"}
+
+
+@pytest.mark.parametrize("path", SCHEMAS, ids=lambda p: p.name)
+def test_schema_is_valid(path):
+    schema = json.loads(path.read_text())
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
