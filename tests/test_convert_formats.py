@@ -388,6 +388,14 @@ def test_hub_cache_source(tmp_path, monkeypatch):
     assert_bit_identical(a, tmp_path / "out3", skip={"t2d", "d2t"})
     assert tree_state(cache) == before
 
+    # a sharded repo: the index and every shard it names come from the cache, nothing else
+    c = write_format(tmp_path / "c", "speculators", file_kind="sharded", seed=3)
+    assert sorted(p.name for p in c.path.iterdir()) == ["config.json", "model-00001-of-00002.safetensors",
+                                                         "model-00002-of-00002.safetensors", "model.safetensors.index.json"]
+    make_hub_cache(cache, "tiny-org/sharded-drafter", c.path, commit="c" * 40)
+    convert("tiny-org/sharded-drafter", tmp_path / "out5", fmt="vllm")
+    assert set(canon(tmp_path / "out5")) == set(c.canonical) and assert_bit_identical(c, tmp_path / "out5")
+
     res = runner.invoke(main, ["convert", "tiny-org/not-cached", str(tmp_path / "out4"), "--format", "vllm"])
     assert res.exit_code == 2 and "cache" in res.output and not (tmp_path / "out4").exists()
 
