@@ -26,7 +26,7 @@ from .layouts.base import default_arch
 from .provenance import PROVENANCE_FILE, make_provenance, safetensors_metadata, write_provenance
 from .source import resolve_source
 from .stformat import DTYPE_BY_TORCH
-from .streaming import INDEX_FILE, BackgroundWrite, OutTensor
+from .streaming import INDEX_FILE, OutTensor, write_checkpoint
 
 REPORT_SCHEMA = "eaglehub.convert-report/2"
 VERSIONS = ("3.1",)
@@ -258,15 +258,9 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
     keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
     total = sum(t.nbytes for t in tensors)
     advance = progress(total) if progress else (lambda n: None)
+    _source_errors(repaired)
     with atomic_dir(dst, overwrite=overwrite) as tmp:
-        # the kernel copies while the source is checked; nothing becomes visible unless both succeed
-        job = BackgroundWrite(tmp, tensors, safetensors_metadata(prov, keep_meta), max_shard_size, advance)
-        try:
-            _source_errors(repaired)
-        except BaseException:
-            job.cancel()
-            raise
-        files = job.result()
+        files = write_checkpoint(tmp, tensors, safetensors_metadata(prov, keep_meta), max_shard_size, advance)
         (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
         write_provenance(tmp, prov)
         side = _copy_side_files(path, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *d.index.files})

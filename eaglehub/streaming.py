@@ -21,11 +21,7 @@ from pathlib import Path
 
 INDEX_FILE = "model.safetensors.index.json"
 CHUNK = 16 << 20  # fallback copy chunk: 16 MiB bounds memory, big enough to stay I/O bound
-KERNEL_CHUNK = 256 << 20  # per copy_file_range call: few calls, yet a cancelled write stops promptly
-
-
-class Cancelled(Exception):
-    """The write was cancelled (:class:`BackgroundWrite`)."""
+KERNEL_CHUNK = 1 << 30  # per copy_file_range call (the kernel may copy less; the loop goes on)
 ALIGN = 8  # safetensors pads the header so buffers start 8-byte aligned
 PAGE = 4096
 
@@ -84,7 +80,6 @@ def _page_phase(tensors: list[OutTensor]) -> int | None:
 def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, advance: Callable[[int], None]) -> None:
     use_kernel = hasattr(os, "copy_file_range")
     while count > 0:
-        advance(0)  # lets a cancelling caller stop the copy between chunks
         if use_kernel:
             try:
                 n = os.copy_file_range(src_fd, dst_fd, min(count, KERNEL_CHUNK), offset)
@@ -185,40 +180,3 @@ def write_checkpoint(dst: Path, tensors: list[OutTensor], metadata: dict[str, st
     return [*plan, INDEX_FILE]
 
 
-
-class BackgroundWrite:
-    """:func:`write_checkpoint` in a thread: the kernel copy releases the GIL, so the caller can check
-    the source on the other core meanwhile. :meth:`cancel` stops it between chunks; :meth:`result`
-    joins and re-raises its error."""
-
-    def __init__(self, dst: Path, tensors: list[OutTensor], metadata: dict[str, str] | None = None,
-                 max_shard_size: int | str | None = None, advance: Callable[[int], None] = lambda n: None):
-        import threading
-
-        self._stop = threading.Event()
-        self._out: list = []
-
-        def guarded(n: int) -> None:
-            if self._stop.is_set():
-                raise Cancelled()
-            if n:
-                advance(n)
-
-        def run() -> None:
-            try:
-                self._out.append(write_checkpoint(dst, tensors, metadata, max_shard_size, guarded))
-            except BaseException as exc:  # handed over to the caller's thread by result()
-                self._out.append(exc)
-
-        self._thread = threading.Thread(target=run, name="eaglehub-write", daemon=True)
-        self._thread.start()
-
-    def cancel(self) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def result(self) -> list[str]:
-        self._thread.join()
-        if isinstance(self._out[0], BaseException):
-            raise self._out[0]
-        return self._out[0]
