@@ -37,7 +37,9 @@ NOT_EQUIVALENT = (
 #: the value 1.0 in each float dtype, little-endian (IEEE 754; bf16 = the top half of f32).
 ONE = {"F64": struct.pack("<d", 1.0), "F32": struct.pack("<f", 1.0), "F16": struct.pack("<e", 1.0), "BF16": b"\x80\x3f"}
 #: config keys a writer may add that mean nothing new when they hold the reader's default.
-DEFAULTED_KEYS = {"num_aux_hidden_states": lambda fmt: 3, "norm_before_residual": lambda fmt: fmt == "speculators"}
+#: ``None`` = the format wants the key stated (vLLM-native: the aux count next to the ids, formats.md §7).
+DEFAULTED_KEYS = {"num_aux_hidden_states": lambda fmt: None if fmt == "vllm" else 3,
+                  "norm_before_residual": lambda fmt: fmt == "speculators"}
 ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
 
 
