@@ -629,6 +629,38 @@ def write_eagle1(path, seed: int = 0) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
+ST_ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+               "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
+def check_safetensors_file(file) -> dict:
+    """Validate one file against the safetensors format by hand (independent of any writer): 8-byte
+    little-endian header length, a JSON object header (trailing spaces allowed), ``__metadata__`` of
+    strings, every tensor's byte range ``prod(shape) * itemsize`` long, ranges contiguous from 0 with no
+    hole or overlap, and the file ending exactly at the last byte. Returns the header."""
+    import math
+    import struct
+
+    raw = Path(file).read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    head = raw[8:8 + n]
+    assert head[:1] == b"{", "header must start with '{'"
+    header = json.loads(head.decode("utf-8").rstrip(" "))
+    meta = header.pop("__metadata__", {})
+    assert all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items())
+    spans = []
+    for name, info in header.items():
+        begin, end = info["data_offsets"]
+        assert end - begin == math.prod(info["shape"]) * ST_ITEMSIZE[info["dtype"]], name
+        spans.append((begin, end, name))
+    pos = 0
+    for begin, end, name in sorted(spans):
+        assert begin == pos, f"hole or overlap before {name} in {file}"
+        pos = end
+    assert 8 + n + pos == len(raw), f"{file}: {len(raw) - 8 - n - pos} bytes after the last tensor"
+    return header
+
+
 def read_safetensors_dir(path) -> dict[str, torch.Tensor]:
     """Every tensor of a safetensors directory (single file or index + shards), read with the
     safetensors library only, by stored name."""
@@ -639,6 +671,7 @@ def read_safetensors_dir(path) -> dict[str, torch.Tensor]:
     files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
     out = {}
     for f in files:
+        check_safetensors_file(path / f)
         with safe_open(str(path / f), framework="pt") as fh:
             for k in fh.keys():
                 assert k not in out, f"{k} stored twice"
