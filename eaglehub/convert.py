@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import struct
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .atomic import atomic_dir
@@ -188,8 +188,26 @@ def _copy_side_files(src: Path, dst: Path, skip: set[str]) -> list[str]:
     return copied
 
 
+@dataclass
+class Plan:
+    """Everything a conversion writes, decided before anything is written."""
+
+    view: Drafter  # the canonical drafter as it will be written (upgraded, forced drops applied)
+    format: str
+    added: dict[str, OutTensor]  # canonical name -> new tensor (3.1 fc_norm weights)
+    changes: list[dict]
+    dropped: list[dict]
+    aux: dict
+    omitted: list[str]
+    synthesized: list[str]
+    config: dict
+    tensors: list[OutTensor]  # in write order
+    stored: dict[str, str]  # canonical -> stored name
+    provenance: dict
+
+
 def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str, force: bool, norm_output: bool,
-          verifier: str | None) -> tuple:
+          verifier: str | None) -> Plan:
     """Everything the write needs, computed from headers and config only (plus ``d2t`` when a format
     needs ``t2d`` derived): the output config, the tensor list, the provenance document."""
     view, added, changes = _upgrade(view, norm_output) if to else (view, {}, [])
@@ -215,7 +233,7 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
         {"format": out_fmt, "version": "3.1" if to or d.is_31 else "3", "added_tensors": sorted(added),
          "synthesized_tensors": synthesized, "omitted_tensors": sorted(omitted), "dropped": dropped, "aux": aux_plan},
         carried, target, original, d.provenance)
-    return view, out_fmt, added, changes, dropped, aux_plan, maps, omitted, synthesized, cfg, tensors, stored, prov
+    return Plan(view, out_fmt, added, changes, dropped, aux_plan, sorted(omitted), synthesized, cfg, tensors, stored, prov)
 
 
 def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | None = None, force: bool = False,
@@ -251,43 +269,36 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
     d = read_drafter(path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention))
     repaired, repairs = _repair(d)
-    try:
-        plan = _plan(d, repaired, source, to, fmt or d.format, force, norm_output, verifier)
-    except Exception:
-        _source_errors(repaired)  # a broken source explains a failed plan better than the plan's own error
-        raise
-    view, out_fmt, added, changes, dropped, aux_plan, maps, omitted, synthesized, cfg, tensors, stored, prov = plan
-    keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
-    total = sum(t.nbytes for t in tensors)
-    advance = progress(total) if progress else (lambda n: None)
     _source_errors(repaired)
+    plan = _plan(d, repaired, source, to, fmt or d.format, force, norm_output, verifier)
+    keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
+    advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else (lambda n: None)
     with atomic_dir(dst, overwrite=overwrite) as tmp:
-        files = write_checkpoint(tmp, tensors, safetensors_metadata(prov, keep_meta), max_shard_size, advance)
-        (tmp / "config.json").write_text(json.dumps(cfg, indent=2) + "\n")
-        write_provenance(tmp, prov)
+        files = write_checkpoint(tmp, plan.tensors, safetensors_metadata(plan.provenance, keep_meta), max_shard_size, advance)
+        (tmp / "config.json").write_text(json.dumps(plan.config, indent=2) + "\n")
+        write_provenance(tmp, plan.provenance)
         side = _copy_side_files(path, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *d.index.files})
-        _check_output(tmp, out_fmt, set(stored.values()))
-    changes = repairs + changes
+        _check_output(tmp, plan.format, set(plan.stored.values()))
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
     warnings = [NOT_EQUIVALENT.format(extra=extra)] if to else []
-    warnings += [f"dropped with --force: {x['what']}" for x in dropped]
+    warnings += [f"dropped with --force: {x['what']}" for x in plan.dropped]
     return {
         "schema": REPORT_SCHEMA,
         "source": str(src),
         "source_format": d.format,
         "source_evidence": d.evidence,
         "destination": str(dst),
-        "format": out_fmt,
+        "format": plan.format,
         "to": to,
-        "version": prov["conversion"]["version"],
-        "added_tensors": [{"name": stored[n], "shape": list(t.shape), "dtype": t.dtype} for n, t in added.items()],
-        "synthesized_tensors": synthesized,
-        "omitted_tensors": sorted(omitted),
-        "dropped": dropped,
-        "aux": aux_plan,
-        "config_changes": changes,
-        "copied_tensors": sum(1 for t in tensors if t.data is None),
-        "bytes_copied": sum(t.nbytes for t in tensors if t.data is None),
+        "version": plan.provenance["conversion"]["version"],
+        "added_tensors": [{"name": plan.stored[n], "shape": list(t.shape), "dtype": t.dtype} for n, t in plan.added.items()],
+        "synthesized_tensors": plan.synthesized,
+        "omitted_tensors": plan.omitted,
+        "dropped": plan.dropped,
+        "aux": plan.aux,
+        "config_changes": repairs + plan.changes,
+        "copied_tensors": sum(1 for t in plan.tensors if t.data is None),
+        "bytes_copied": sum(t.nbytes for t in plan.tensors if t.data is None),
         "files": files,
         "copied_files": side,
         "warnings": warnings,
