@@ -125,6 +125,17 @@ class TensorSpec:
         return n * _ST_ITEMSIZE[self.dtype]
 
 
+def _mlp_and_norms(H: int, I: int) -> list[TensorSpec]:  # noqa: E741
+    """Layer 0's dense MLP and norms plus the final norm: the same in Llama and MLA drafters (formats.md §1, §5)."""
+    return [
+        TensorSpec("midlayer.mlp.gate_proj.weight", "BF16", (I, H), "weight"),
+        TensorSpec("midlayer.mlp.up_proj.weight", "BF16", (I, H), "weight"),
+        TensorSpec("midlayer.mlp.down_proj.weight", "BF16", (H, I), "weight"),
+        *(TensorSpec(n, "BF16", (H,), "norm") for n in ("midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight",
+                                                        "midlayer.post_attention_layernorm.weight", "norm.weight")),
+    ]
+
+
 def llama_specs() -> list[TensorSpec]:
     H, I, V, Vd, nh, nkv, hd = 4096, 14336, 128256, 32000, 32, 8, 128
     w = lambda n, *shape: TensorSpec(n, "BF16", shape, "weight")  # noqa: E731
@@ -135,13 +146,7 @@ def llama_specs() -> list[TensorSpec]:
         w("midlayer.self_attn.k_proj.weight", nkv * hd, 2 * H),
         w("midlayer.self_attn.v_proj.weight", nkv * hd, 2 * H),
         w("midlayer.self_attn.o_proj.weight", H, nh * hd),
-        w("midlayer.mlp.gate_proj.weight", I, H),
-        w("midlayer.mlp.up_proj.weight", I, H),
-        w("midlayer.mlp.down_proj.weight", H, I),
-        norm("midlayer.hidden_norm.weight"),
-        norm("midlayer.input_layernorm.weight"),
-        norm("midlayer.post_attention_layernorm.weight"),
-        norm("norm.weight"),
+        *_mlp_and_norms(H, I),
         w("lm_head.weight", Vd, H),
         TensorSpec("d2t", "I64", (Vd,), "d2t"),
         TensorSpec("t2d", "BOOL", (V,), "t2d"),
@@ -163,13 +168,7 @@ def kimi_specs() -> list[TensorSpec]:
         norm(a + "kv_a_layernorm.weight", kv_lora),
         w(a + "kv_b_proj.weight", nh * (nope + v_head), kv_lora),
         w(a + "o_proj.weight", H, nh * v_head),
-        w("midlayer.mlp.gate_proj.weight", I, H),
-        w("midlayer.mlp.up_proj.weight", I, H),
-        w("midlayer.mlp.down_proj.weight", H, I),
-        norm("midlayer.hidden_norm.weight"),
-        norm("midlayer.input_layernorm.weight"),
-        norm("midlayer.post_attention_layernorm.weight"),
-        norm("norm.weight"),
+        *_mlp_and_norms(H, I),
         w("lm_head.weight", V, H),
     ]
 
