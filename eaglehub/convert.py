@@ -160,6 +160,21 @@ def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, Out
     return new, omit, sorted(new)
 
 
+def aux_warnings(d: Drafter) -> list[str]:
+    """Say when the C-in/C-out decision for nested ids rests on a guess (formats.md §3): the ids
+    matched no rule and the producer's convention was assumed, or a rule overrode it."""
+    aux = d.aux
+    if not (aux.key or "").startswith("eagle_config.") or aux.reason == "given with --aux-convention":
+        return []
+    producer = C_OUT if getattr(FORMATS.get(d.format), "nested_ids", False) else None
+    fix = "pass --aux-convention c-in|c-out if that is wrong"
+    if "producer's convention" in aux.reason:
+        return [f"aux-layer ids {aux.raw} match no rule; assumed {aux.convention}, {d.format}'s convention ({fix})"]
+    if producer and aux.convention != producer:
+        return [f"aux-layer ids {aux.raw} read as {aux.convention} ({aux.reason}) although {d.format} writes {producer} ({fix})"]
+    return []
+
+
 def _aux_plan(d: Drafter, fmt: str) -> dict:
     aux = d.aux
     out_nested = getattr(FORMATS[fmt], "nested_ids", False)
@@ -281,7 +296,7 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         _check_output(tmp, plan.format, set(plan.stored.values()))
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
     warnings = [NOT_EQUIVALENT.format(extra=extra)] if to else []
-    warnings += [f"dropped with --force: {x['what']}" for x in plan.dropped]
+    warnings += [f"dropped with --force: {x['what']}" for x in plan.dropped] + aux_warnings(d)
     return {
         "schema": REPORT_SCHEMA,
         "source": str(src),

@@ -128,3 +128,20 @@ def test_aux_normalised_to_c_in_and_defaults():
 def test_flags_nested_norm_before_fc_wins():
     f = read_flags({"norm_before_fc": True, "eagle_config": {"norm_before_fc": False}, "fc_norm": True, "norm_output": "yes"})
     assert (f.norm_before_fc, f.fc_norm, f.norm_output) == (False, True, False)
+
+
+@pytest.mark.parametrize("ids,fmt,warn", [
+    ([1, 3, 4], "specforge", None),
+    ([3, 5, 6], "specforge", "match no rule; assumed C-out"),
+    ([2, 4, 5], "specforge", "read as C-in (nested list starting at 2) although specforge writes C-out"),
+])
+def test_convert_warns_when_the_aux_convention_is_a_guess(tmp_path, ids, fmt, warn):
+    from eaglehub.convert import aux_warnings
+
+    cfg = copy.deepcopy(BASE_CONFIG)
+    nest_ids(cfg, ids)
+    d = read_drafter(write_checkpoint(tmp_path / "w", cfg, drafter_tensors(BASE_CONFIG)))
+    assert d.format == fmt
+    got = aux_warnings(d)
+    assert (got == []) if warn is None else (len(got) == 1 and warn in got[0] and "--aux-convention" in got[0])
+    assert aux_warnings(read_drafter(tmp_path / "w", aux_convention="C-out")) == []
