@@ -31,11 +31,14 @@ def atomic_dir(dst: Path, overwrite: bool = False) -> Iterator[Path]:
     tmp.chmod(0o755)  # mkdtemp makes 0700; the result should read like any other model directory
     try:
         yield tmp
-        if dst.exists():
+        if dst.exists() or dst.is_symlink():
             old = dst.with_name(f".{dst.name}.old-{tmp.name}")
             dst.rename(old)
             tmp.rename(dst)
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink()  # a file or a link in DST's place: rmtree would leave it behind
         else:
             tmp.rename(dst)
     except BaseException:

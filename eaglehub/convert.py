@@ -13,6 +13,7 @@ safetensors metadata (:mod:`eaglehub.provenance`).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import struct
 from dataclasses import dataclass, replace
@@ -182,7 +183,7 @@ def _aux_plan(d: Drafter, fmt: str) -> dict:
             "output_key": (f"eagle_config.{AUX_KEY}" if out_nested else AUX_KEY) if aux.raw is not None else None}
     if aux.raw is not None and aux.c_in is None:
         raise EaglehubError(f"cannot tell whether the aux-layer ids {aux.raw} ({aux.key}) are C-in or C-out ({aux.reason})",
-                            hint="name the convention with --aux-convention c-in|c-out (formats.md §3)", exit_code=1)
+                            hint="name the convention with --aux-convention c-in|c-out (README: Formats)", exit_code=1)
     return plan
 
 
@@ -193,14 +194,54 @@ def _drop_defaulted(cfg: dict, fmt: str, original_keys: set[str]) -> None:
             cfg.pop(k)
 
 
-def _copy_side_files(src: Path, dst: Path, skip: set[str]) -> list[str]:
-    copied = []
+#: weights of any kind are never side files: a stale copy next to the new weights would be loaded by mistake
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf", ".index.json", ".npz", ".h5", ".msgpack")
+
+
+def _copy_side_files(src: Path, dst: Path, skip: set[str]) -> tuple[list[str], list[str]]:
+    """Copy the source's plain files (tokenizer, card, training notes) into ``dst``; weight files,
+    directories and hidden files are skipped. Returns ``(copied, skipped)`` names."""
+    copied, skipped = [], []
     for p in sorted(src.iterdir()):
-        if p.name in skip or p.name.endswith((".safetensors", ".safetensors.index.json")) or p.name.startswith("."):
+        if p.name in skip:
             continue
-        (shutil.copytree if p.is_dir() else shutil.copy2)(p, dst / p.name)
+        if p.name.startswith(".") or not p.is_file() or p.name.endswith(WEIGHT_SUFFIXES):
+            skipped.append(p.name + ("/" if p.is_dir() else ""))
+            continue
+        shutil.copy2(p, dst / p.name)
         copied.append(p.name)
-    return copied
+    return copied, [s for s in skipped if not s.startswith(".")]
+
+
+def _destination(src: Path, dst: Path, overwrite: bool) -> Path:
+    """``dst`` made absolute, refusing every place whose write (or ``--overwrite``) would touch the
+    source: ``src`` itself, a directory inside it, or one of its ancestors."""
+    if not dst.name or dst.name in (".", ".."):
+        dst = dst.resolve()
+    src_r, dst_r = src.resolve(), dst.resolve()
+    if dst_r == src_r or src_r in dst_r.parents:
+        raise EaglehubError(f"DST {dst} is {'the source directory' if dst_r == src_r else 'inside the source directory'}",
+                            hint="the source is never modified; choose a DST outside it")
+    cwd = Path.cwd().resolve()
+    if dst_r in src_r.parents or dst_r == cwd or dst_r in cwd.parents:
+        raise EaglehubError(f"DST {dst} contains the source or the working directory",
+                            hint="choose a new directory for the output")
+    if dst.exists() and not overwrite:
+        raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
+    return dst
+
+
+def shard_size(value: int | str | None) -> int | None:
+    """``--max-shard-size`` in bytes: an int, or a number with KB/MB/GB/TB (powers of 1000, as
+    huggingface_hub reads them) or KiB/MiB/GiB/TiB. Raises EaglehubError (exit 2) on anything else."""
+    if value is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)?\s*", str(value), re.IGNORECASE)
+    if m is None or float(m.group(1)) <= 0:
+        raise EaglehubError(f"--max-shard-size {value!r} is not a size", hint="use e.g. 5GB, 500MB, 2GiB or a byte count")
+    unit = (m.group(2) or "B").upper()
+    scale = 1 if unit == "B" else (1024 if "I" in unit else 1000) ** ("KMGT".index(unit[0]) + 1)
+    return int(float(m.group(1)) * scale)
 
 
 @dataclass
@@ -239,7 +280,9 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
     writer, carried = FORMATS[out_fmt], dict(view.carried)
     cfg = writer.write_config(view, carried.get(out_fmt, {}), target)
     _drop_defaulted(cfg, out_fmt, set(original["config_keys"]))
-    canon = [n for n in view.names if n not in omitted and n not in added]
+    # in source byte order, so consecutive tensors go out in one kernel copy
+    canon = sorted((n for n in view.names if n not in omitted and n not in added),
+                   key=lambda n: (view.tensors[n].file, view.tensors[n].offset or 0))
     stored = writer.stored_names([*canon, *added, *maps], carried.get(out_fmt, {}))
     tensors = [_source_tensor(view, n, stored[n]) for n in canon]
     tensors += [replace(t, name=stored[n]) for n, t in {**added, **maps}.items()]
@@ -248,6 +291,8 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
         {"format": out_fmt, "version": "3.1" if to or d.is_31 else "3", "added_tensors": sorted(added),
          "synthesized_tensors": synthesized, "omitted_tensors": sorted(omitted), "dropped": dropped, "aux": aux_plan},
         carried, target, original, d.provenance)
+    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    aux_plan["output_ids"] = cfg.get(AUX_KEY, nested.get(AUX_KEY)) if aux_plan["output_key"] else None
     return Plan(view, out_fmt, added, changes, dropped, aux_plan, sorted(omitted), synthesized, cfg, tensors, stored, prov)
 
 
@@ -266,34 +311,39 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
 
     Raises:
         EaglehubError: nothing to do; unknown format; ``dst`` exists without ``overwrite`` or is the
-            source (exit 2); source not a drafter, with error findings, already 3.1 for ``to``,
+            source (exit 2); source not a drafter, with error findings,
             aux-id convention unknown, or a conversion ``fmt`` cannot express without ``force``
-            (exit 1); a result that fails validation (exit 1, ``dst`` untouched).
+            (exit 1); already 3.1 for ``to`` (exit 2); DST inside or above the source, a bad
+            ``max_shard_size``, an unwritable DST (exit 2); a result that fails validation (exit 1,
+            ``dst`` untouched).
     """
-    if to is None and fmt is None:
-        raise EaglehubError("nothing to do", hint="pass --to 3.1 and/or --format " + "|".join(FORMATS))
+    if to is None and fmt is None and max_shard_size is None:
+        raise EaglehubError("nothing to do", hint="pass --to 3.1, --format " + "|".join(FORMATS) + " and/or --max-shard-size")
+    max_shard_size = shard_size(max_shard_size)
     if to is not None and to not in VERSIONS:
         raise EaglehubError(f"unknown EAGLE version {to!r}", hint=f"use --to {' | '.join(VERSIONS)}")
     if fmt is not None and fmt not in FORMATS:
         raise EaglehubError(f"unknown format {fmt!r}", hint=f"use --format {' | '.join(FORMATS)}")
     path, source = resolve_source(str(src), revision)
-    dst = Path(dst)
-    if dst.exists() and dst.resolve() == path.resolve():
-        raise EaglehubError("DST is the source directory", hint="the source is never modified; choose another DST")
-    if dst.exists() and not overwrite:
-        raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
+    dst = _destination(path, Path(dst), overwrite)
     d = read_drafter(path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention))
+    if aux_convention and d.aux.key and not d.aux.key.startswith("eagle_config."):
+        raise EaglehubError(f"--aux-convention applies to nested (eagle_config) ids; {d.aux.key} is C-in by definition",
+                            hint="drop --aux-convention")
     repaired, repairs = _repair(d)
     _source_errors(repaired)
     plan = _plan(d, repaired, source, to, fmt or d.format, force, norm_output, verifier)
     keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
     advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else (lambda n: None)
-    with atomic_dir(dst, overwrite=overwrite) as tmp:
-        files = write_checkpoint(tmp, plan.tensors, safetensors_metadata(plan.provenance, keep_meta), max_shard_size, advance)
-        (tmp / "config.json").write_text(json.dumps(plan.config, indent=2) + "\n")
-        write_provenance(tmp, plan.provenance)
-        side = _copy_side_files(path, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *d.index.files})
-        _check_output(tmp, plan.format, set(plan.stored.values()))
+    try:
+        with atomic_dir(dst, overwrite=overwrite) as tmp:
+            files = write_checkpoint(tmp, plan.tensors, safetensors_metadata(plan.provenance, keep_meta), max_shard_size, advance)
+            (tmp / "config.json").write_text(json.dumps(plan.config, indent=2) + "\n")
+            write_provenance(tmp, plan.provenance)
+            side, skipped = _copy_side_files(path, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *d.index.files})
+            _check_output(tmp, plan.format, set(plan.stored.values()))
+    except OSError as exc:
+        raise EaglehubError(f"cannot write {dst}: {exc.strerror or exc}", hint="check permissions and free space of its directory") from exc
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
     warnings = [NOT_EQUIVALENT.format(extra=extra)] if to else []
     warnings += [f"dropped with --force: {x['what']}" for x in plan.dropped] + aux_warnings(d)
@@ -316,6 +366,7 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         "bytes_copied": sum(t.nbytes for t in plan.tensors if t.data is None),
         "files": files,
         "copied_files": side,
+        "skipped_files": skipped,
         "warnings": warnings,
     }
 

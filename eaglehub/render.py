@@ -75,8 +75,8 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
         console.print(f"  config {c['key']}: {c['old']} → {c['new']}", highlight=False)
     aux = report["aux"]
     if aux["source_key"] and aux["source_key"] != aux["output_key"]:
-        console.print(f"  aux-layer ids: {aux['source_key']} ({aux['source_convention']}) → {aux['output_key']}, C-in {aux['c_in']}",
-                      highlight=False)
+        console.print(f"  aux-layer ids: {aux['source_key']} ({aux['source_convention']}) → {aux['output_key']} "
+                      f"{aux['output_ids']} (C-in {aux['c_in']})", highlight=False)
     console.print(f"  {report['copied_tensors']} tensors copied byte for byte ({_size(report['bytes_copied'])}), "
                   f"{len(report['copied_files'])} other file(s) copied → {', '.join(report['files'])}", highlight=False)
     for w in report["warnings"]:
@@ -102,4 +102,5 @@ def byte_progress(console: Console, label: str, min_bytes: int = 64 << 20):
     try:
         yield start
     finally:
-        bar.stop()
+        if bar.live.is_started:
+            bar.stop()

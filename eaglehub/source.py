@@ -68,7 +68,7 @@ def _download(repo_id: str, filename: str, revision: str | None, required: bool 
             return None
         offline = isinstance(exc, LocalEntryNotFoundError)
         raise EaglehubError(
-            f"{repo_id}{'@' + revision if revision else ''}: {filename} is "
-            + ("not in the local hub cache (offline or unreachable hub)" if offline else "missing from the repo"),
+            f"{repo_id} is not a local directory, and in the hub repo {repo_id}{'@' + revision if revision else ''} {filename} is "
+            + ("not in the local cache (offline or unreachable hub)" if offline else "missing"),
             hint="download it once with network access, or point HF_HUB_CACHE at a cache that has it" if offline
             else "check the repo id and revision") from exc

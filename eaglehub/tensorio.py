@@ -349,9 +349,24 @@ def read_index(root: Path) -> TensorIndex:
         key = _strip(name)
         stripped |= key != name
         if key in tensors:
+            first = tensors[key]
             raise EaglehubError(
-                f"tensor {key} is stored twice ({tensors[key].source_name!r} and {name!r})",
-                hint="keep one copy, without the model. prefix",
+                f"tensor {key} is stored twice ({first.source_name!r} in {first.file}, {name!r} in {file})",
+                hint="keep one copy" + (", without the model. prefix" if first.source_name != name else ""),
             )
         tensors[key] = TensorInfo(key, name, shape, dtype, file, offset, st_dtype)
+    if fmt == "safetensors-sharded":
+        _check_weight_map(root, {i.source_name: i.file for i in tensors.values()})
     return TensorIndex(root, fmt, files, tensors, STRIP_PREFIX if stripped else None, metadata)
+
+
+def _check_weight_map(root: Path, found: dict[str, str]) -> None:
+    """The index must list exactly the tensors the shards hold, each in its shard (loaders trust it)."""
+    index = sorted(root.glob("*.safetensors.index.json"))[0]
+    listed = json.loads(index.read_text())["weight_map"]
+    wrong = sorted(n for n in set(listed) | set(found) if listed.get(n) != found.get(n))
+    if wrong:
+        n = wrong[0]
+        raise EaglehubError(f"{index.name} disagrees with the shards on {len(wrong)} tensor(s), e.g. {n}: "
+                            f"index says {listed.get(n) or 'absent'}, shards say {found.get(n) or 'absent'}",
+                            hint="rebuild the index from the shards (or restore the missing shard)")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import pytest
 import torch
@@ -109,3 +111,95 @@ def test_destination_equal_to_source_is_refused(make_drafter):
     src = make_drafter()
     with pytest.raises(EaglehubError, match="source directory"):
         convert(src, src, to="3.1", overwrite=True)
+
+
+@pytest.mark.parametrize("where", ["inside", "deep-inside", "parent", "cwd"])
+def test_destinations_that_touch_the_source_are_refused(make_drafter, tmp_path, monkeypatch, where):
+    src = make_drafter()
+    (tmp_path / "precious.txt").write_text("x")
+    before, other = tree_hash(src), (tmp_path / "precious.txt").read_text()
+    dst = {"inside": src / "out", "deep-inside": src / "a" / "b", "parent": tmp_path, "cwd": "."}[where]
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(EaglehubError, match="inside the source|contains the source") as err:
+        convert(src, dst, fmt="specforge", overwrite=True)
+    assert err.value.exit_code == 2 and tree_hash(src) == before and (tmp_path / "precious.txt").read_text() == other
+    assert not (src / "out").exists() and not (src / "a").exists()
+
+
+def test_unwritable_destination_is_a_one_line_error(make_drafter, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    immutable = os.access(ro, os.W_OK)  # root ignores mode bits; the immutable attribute stops root too
+    if immutable:
+        subprocess.run(["chattr", "+i", str(ro)], check=True)
+    try:
+        with pytest.raises(EaglehubError, match="cannot write") as err:
+            convert(make_drafter(), ro / "out", fmt="specforge")
+        assert err.value.exit_code == 2 and list(ro.iterdir()) == []
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(ro)], check=True)
+        ro.chmod(0o755)
+
+
+@pytest.mark.parametrize("size,expected", [("10KB", 10_000), ("2.5MB", 2_500_000), ("1GiB", 1 << 30), (4096, 4096), ("123", 123)])
+def test_shard_sizes(size, expected):
+    assert convert_mod.shard_size(size) == expected
+
+
+@pytest.mark.parametrize("size", ["abc", "0", "-5", "7XB", "1.5.2GB"])
+def test_bad_shard_size_is_refused_before_writing(make_drafter, tmp_path, size):
+    with pytest.raises(EaglehubError, match="is not a size") as err:
+        convert(make_drafter(), tmp_path / "out", fmt="vllm", max_shard_size=size)
+    assert err.value.exit_code == 2 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "symlink"])
+def test_overwrite_replaces_a_file_or_link_without_leftovers(make_drafter, tmp_path, kind):
+    dst = tmp_path / "dst"
+    if kind == "file":
+        dst.write_text("x")
+    else:
+        (tmp_path / "elsewhere").mkdir()
+        dst.symlink_to(tmp_path / "elsewhere")
+    convert(make_drafter(), dst, fmt="specforge", overwrite=True)
+    assert dst.is_dir() and not dst.is_symlink() and (dst / "model.safetensors").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["drafter", "dst"] + (["elsewhere"] if kind == "symlink" else []))
+
+
+def test_side_files_never_include_weights_or_directories(make_drafter, tmp_path):
+    src = make_drafter()
+    (src / "tokenizer.json").write_text("{}")
+    (src / "pytorch_model.bin").write_bytes(b"stale")
+    (src / "checkpoints").mkdir()
+    report = convert(src, tmp_path / "out", to="3.1")
+    assert report["copied_files"] == ["tokenizer.json"] and report["skipped_files"] == ["checkpoints/", "pytorch_model.bin"]
+    assert not (tmp_path / "out" / "pytorch_model.bin").exists()
+
+
+def test_from_cannot_contradict_the_evidence(make_drafter, tmp_path):
+    with pytest.raises(EaglehubError, match="--from speculators contradicts the evidence: this checkpoint reads as vllm") as err:
+        convert(make_drafter(), tmp_path / "out", fmt="vllm", source_format="speculators")
+    assert err.value.exit_code == 2 and not (tmp_path / "out").exists()
+
+
+def test_aux_convention_does_not_apply_to_top_level_ids(make_drafter, tmp_path):
+    with pytest.raises(EaglehubError, match="C-in by definition"):
+        convert(make_drafter(), tmp_path / "out", fmt="torchspec", aux_convention="c-out")
+
+
+def test_report_shows_the_ids_as_written(make_drafter, tmp_path):
+    report = convert(make_drafter(), tmp_path / "out", fmt="specforge")
+    assert report["aux"]["c_in"] == [2, 4, 5] and report["aux"]["output_ids"] == [1, 3, 4]
+    assert report["aux"]["output_key"] == "eagle_config.eagle_aux_hidden_state_layer_ids"
+
+
+def test_an_index_that_disagrees_with_its_shards_is_refused(make_drafter, tmp_path):
+    src = make_drafter(fmt="sharded")
+    index = src / "model.safetensors.index.json"
+    data = json.loads(index.read_text())
+    data["weight_map"]["ghost.weight"] = next(iter(data["weight_map"].values()))
+    index.write_text(json.dumps(data))
+    with pytest.raises(EaglehubError, match="disagrees with the shards on 1 tensor.*ghost.weight"):
+        convert(src, tmp_path / "out", fmt="vllm")

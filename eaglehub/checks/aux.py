@@ -62,7 +62,8 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
                         f"if the trainer used C-out ids (SpecForge, TorchSpec, ModelOpt), write {[i + 1 for i in aux.raw]}")]
     if conv == C_OUT:
         return [finding("W-AUX-CONVENTION", aux.key, f"nested ids {aux.raw} look C-out ({reason}); vLLM captures them as C-in, one layer early",
-                        f'write top-level "{AUX_KEY}": {[i + 1 for i in aux.raw]} and "num_aux_hidden_states"')]
+                        f'for vLLM, `eaglehub convert --format vllm` (writes top-level "{AUX_KEY}": {[i + 1 for i in aux.raw]}); '
+                        "SGLang and this format's own tools read the nested list as written")]
     if conv == UNKNOWN:
         return [finding("W-AUX-CONVENTION", aux.key, f"cannot tell whether nested ids {aux.raw} are C-in or C-out ({reason})",
                         f'write the C-in list at the top level ("{AUX_KEY}")')]

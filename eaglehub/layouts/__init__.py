@@ -143,8 +143,28 @@ def _structure(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
 
 def _ambiguous(candidates: dict[str, str]) -> EaglehubError:
     listed = "; ".join(f"{n} ({why})" for n, why in candidates.items())
-    return EaglehubError(f"ambiguous drafter format, candidates: {listed}",
-                         hint=f"name the source format with --from {' | --from '.join(candidates)}")
+    err = EaglehubError(f"ambiguous drafter format, candidates: {listed}",
+                        hint=f"name the source format with --from {' | --from '.join(candidates)}")
+    err.candidates = list(candidates)
+    return err
+
+
+def _given_format(fmt: str, raw: dict, index: TensorIndex, recorded: str | None) -> tuple[str, list[str]]:
+    """``--from fmt``: settles ambiguity between candidates, never overrides what the evidence says
+    (reading a flat config as speculators, or a SpecForge one as ModelOpt, would change the model)."""
+    if fmt not in FORMATS:
+        raise EaglehubError(f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
+    try:
+        detected, evidence = detect(raw, index, recorded)
+    except EaglehubError as exc:
+        candidates = getattr(exc, "candidates", [])
+        if fmt in candidates:
+            return fmt, [f"given with --from {fmt} (candidates: {', '.join(candidates)})"]
+        raise EaglehubError(f"--from {fmt} is not among the candidates ({', '.join(candidates)})", hint=exc.hint) from exc
+    if detected != fmt:
+        raise EaglehubError(f"--from {fmt} contradicts the evidence: this checkpoint reads as {detected} ({'; '.join(evidence)})",
+                            hint="drop --from; it only settles ambiguous input")
+    return fmt, evidence
 
 
 def read_drafter(path: Path, index: TensorIndex | None = None, fmt: str | None = None,
@@ -161,12 +181,11 @@ def read_drafter(path: Path, index: TensorIndex | None = None, fmt: str | None =
     raw = read_config(path)
     index = index or read_index(path)
     prov = read_provenance(path)
+    recorded = ((prov or {}).get("conversion") or {}).get("format")
     if fmt is not None:
-        if fmt not in FORMATS:
-            raise EaglehubError(f"unknown format {fmt!r}", hint=f"use one of {', '.join(FORMATS)}")
-        name, evidence = fmt, [f"given with --from {fmt}"]
+        name, evidence = _given_format(fmt, raw, index, recorded)
     else:
-        name, evidence = detect(raw, index, ((prov or {}).get("conversion") or {}).get("format"))
+        name, evidence = detect(raw, index, recorded)
     carried = dict((prov or {}).get("carried") or {})
     target = (prov or {}).get("target")
     if name in FORMATS:
