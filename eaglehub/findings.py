@@ -46,6 +46,7 @@ JSON Schema ``schemas/validate-report.schema.json`` lists them as an enum (a tes
 | E-AUX-COUNT | error | aux-layer count, ``num_aux_hidden_states`` and ``fc`` width disagree (formats.md §3) |
 | W-AUX-CONVENTION | warning | ids look like the other convention (C-in vs C-out, off by one; F11) |
 | W-AUX-LAST | warning | id ``N`` (final pre-norm state): Llama/Qwen targets capture ids ``< N`` (vllm.md §7) |
+| W-AUX-CONFLICT | warning | top-level and ``eagle_config`` id lists name different layers: vLLM reads one, SGLang the other (formats.md §3) |
 | I-AUX-DEFAULT | info | no explicit aux-layer ids: vLLM uses the target's ``(2, N//2, N-3)`` (vllm.md §7) |
 | E-HIDDEN-MISMATCH | error | ``target_hidden_size`` (or ``H``) differs from the target's ``hidden_size`` |
 | E-HIDDEN-UNDECLARED | error | no ``target_hidden_size`` but ``fc`` width implies ``Ht != H`` (F10) |

@@ -279,8 +279,14 @@ def _torch_to_numpy(t):
 def _torch_load(path: Path) -> dict:
     import torch
 
-    with _reading(path):
-        sd = torch.load(str(path), weights_only=True, mmap=True, map_location="cpu")
+    try:
+        with _reading(path):
+            sd = torch.load(str(path), weights_only=True, mmap=True, map_location="cpu")
+    except EaglehubError as exc:
+        if "mmap" in exc.message and "zipfile" in exc.message:
+            raise EaglehubError(f"{path} is in torch's legacy (non-zip) format, which cannot be memory-mapped",
+                                hint="re-save it with a current torch.save, or convert it to safetensors") from exc
+        raise
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
         raise EaglehubError(f"{path} is not a flat state dict of tensors", hint="save it with torch.save(model.state_dict())")
     return sd

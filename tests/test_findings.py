@@ -209,6 +209,7 @@ CASES = [
                                  setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]})),
          "eagle_config.eagle_aux_hidden_state_layer_ids", id="F11"),
     Case("W-AUX-LAST", None, "eagle_aux_hidden_state_layer_ids", target={"n_layers": 5}),
+    Case("W-AUX-CONFLICT", setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": [2, 3, 4]}), "eagle_config.eagle_aux_hidden_state_layer_ids"),
     Case("I-AUX-DEFAULT", delk("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids"),
     Case("E-HIDDEN-MISMATCH", None, "target_hidden_size", target={"hidden": 96}),
     Case("E-HIDDEN-UNDECLARED", _hidden_undeclared, "target_hidden_size", id="F10"),
@@ -229,7 +230,7 @@ def test_every_code_has_a_case_and_is_in_the_schema():
     assert {c.code for c in CASES} == set(CODES)
     assert load_schema("validate-report")["$defs"]["code"]["enum"] == list(CODES), \
         "schemas/validate-report.schema.json $defs.code.enum must list every code of eaglehub/findings.py, in order"
-    assert len(CODES) == 49
+    assert len(CODES) == 50
 
 
 def test_unregistered_code_is_refused():
@@ -470,3 +471,10 @@ def test_mla_nested_norm_before_fc_names_the_nested_key(make_drafter):
     report = validate(make_drafter(mutate=both(to_mla, setk("eagle_config", {"norm_before_fc": True}))))
     hits = [f["subject"] for f in report["findings"] if f["code"] == "E-MLA-NORMBEFOREFC"]
     assert hits == ["eagle_config.norm_before_fc"]
+
+
+@pytest.mark.parametrize("nested", [[1, 3, 4], [2, 4, 5]])
+def test_agreeing_top_level_and_nested_ids_do_not_conflict(make_drafter, nested):
+    """C-out [1, 3, 4] and C-in [2, 4, 5] name the layers of top-level C-in [2, 4, 5]: no W-AUX-CONFLICT."""
+    drafter = make_drafter(mutate=setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": nested}))
+    assert [f for f in validate(drafter)["findings"] if f["code"] == "W-AUX-CONFLICT"] == []

@@ -217,3 +217,15 @@ def test_load_numpy_slices_like_torch(tmp_path, dtype, shape, max_rows, start_ro
     idx = read_index(path)
     want = _as_numpy(t)[start_row:start_row + max_rows]
     assert _same(idx.load_numpy("x", max_rows=max_rows, start_row=start_row), want)
+
+
+def test_legacy_pickle_bin_is_named_as_such(tmp_path):
+    import torch
+
+    from eaglehub.errors import EaglehubError
+    from eaglehub.tensorio import read_index
+
+    torch.save({"fc.weight": torch.zeros(2, 2)}, tmp_path / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    with pytest.raises(EaglehubError, match="legacy \\(non-zip\\) format") as err:
+        read_index(tmp_path)
+    assert "re-save" in err.value.hint

@@ -71,11 +71,28 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
     return []
 
 
+def _conflict(ctx: Context, n_layers: int | None) -> list[Finding]:
+    """Both lists stored: vLLM captures the top-level one (C-in), SGLang the nested one (as C-out,
+    +1); they must name the same layers in one of the two readings of the nested list."""
+    raw = ctx.drafter.raw_config
+    top = raw.get(AUX_KEY)
+    nested = raw.get("eagle_config", {}).get(AUX_KEY) if isinstance(raw.get("eagle_config"), dict) else None
+    if not (isinstance(top, list) and isinstance(nested, list)):
+        return []
+    conv, _ = infer_convention(nested, False, n_layers)
+    readings = {C_IN: [list(nested)], C_OUT: [[i + 1 for i in nested]]}.get(conv, [list(nested), [i + 1 for i in nested]])
+    if top in readings:
+        return []
+    return [finding("W-AUX-CONFLICT", f"eagle_config.{AUX_KEY}",
+                    f"top-level ids {top} (read by vLLM) and nested ids {nested} (read by SGLang) name different layers",
+                    "keep one list, the one the drafter was trained with (`eaglehub convert` writes each format's list from one)")]
+
+
 def check(ctx: Context) -> list[Finding]:
     d, aux = ctx.drafter.dims, ctx.drafter.aux
     n = ctx.target.layers if ctx.target else None
     undeclared = _hidden_undeclared(ctx)
-    out = undeclared + ([] if undeclared else _fc_count(ctx))
+    out = undeclared + ([] if undeclared else _fc_count(ctx)) + _conflict(ctx, n)
     if aux.raw is not None:
         return out + check_ids(aux.raw, aux.key, n, d.A) + _convention(ctx, n)
     if n is None:
