@@ -283,7 +283,9 @@ def _torch_load(path: Path) -> dict:
         with _reading(path):
             sd = torch.load(str(path), weights_only=True, mmap=True, map_location="cpu")
     except EaglehubError as exc:
-        if "mmap" in exc.message and "zipfile" in exc.message:
+        with open(path, "rb") as f:
+            legacy = f.read(1) == b"\x80"  # a bare pickle stream (protocol 2+), not a zip archive
+        if legacy:
             raise EaglehubError(f"{path} is in torch's legacy (non-zip) format, which cannot be memory-mapped",
                                 hint="re-save it with a current torch.save, or convert it to safetensors") from exc
         raise
