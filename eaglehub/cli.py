@@ -96,20 +96,33 @@ def inspect_cmd(src: str, source_format: str | None, revision: str | None, as_js
 
 
 @main.command("validate")
-@click.argument("src")
+@click.argument("src", required=False)
 @click.option("--from", "source_format", type=FORMAT_CHOICE, default=None, help="Source format, when detection is ambiguous.")
 @click.option("--revision", default=None, help="Branch, tag or commit when SRC is a hub repo id.")
 @click.option("--target", "target_spec", default=None, help="Target model (directory, cached Hub id or `smollm2`).")
+@click.option("--deep", is_flag=True, help="Also read every weight: NaN/Inf, untrained-looking tensors.")
+@click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
+@click.option("--list-rules", is_flag=True, help="Print every rule (code, severity, title) and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/validate-report.schema.json).")
 @handle_errors
-def validate_cmd(src: str, source_format: str | None, revision: str | None, target_spec: str | None, as_json: bool) -> None:
-    """Check drafter SRC (and its pairing with --target). Exit 0 clean, 1 on error findings, 2 on bad input."""
-    from .render import print_findings
+def validate_cmd(src: str | None, source_format: str | None, revision: str | None, target_spec: str | None, deep: bool,
+                 strict: bool, list_rules: bool, as_json: bool) -> None:
+    """Check drafter SRC (and its pairing with --target). Exit 0 clean, 1 on error findings (or warnings
+    with --strict), 2 on bad input."""
+    from .render import print_findings, print_rules
     from .validate import validate
 
-    report = validate(src, target_spec, source_format=source_format, revision=revision)
+    if list_rules:
+        from .findings import rule_catalogue
+
+        rules = rule_catalogue()
+        print_json({"schema": "eaglehub.rules/1", "rules": rules}) if as_json else print_rules(rules, console)
+        return
+    if src is None:
+        raise click.UsageError("missing argument SRC (or pass --list-rules)")
+    report = validate(src, target_spec, source_format=source_format, revision=revision, deep=deep)
     print_json(report) if as_json else print_findings(report, console)
-    sys.exit(0 if report["ok"] else 1)
+    sys.exit(0 if report["ok"] and not (strict and report["counts"]["warning"]) else 1)
 
 
 @main.command("convert")

@@ -47,8 +47,8 @@ ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
 def _source_errors(d: Drafter) -> None:
     from .validate import run_checks
 
-    # the weight statistics only ever warn, and a byte-level conversion must not decode weights
-    errors = [f for f in run_checks(d, statistics=False) if f.severity == "error"]
+    # without --deep's value checks: a byte-level conversion does not decode weights
+    errors = [f for f in run_checks(d) if f.severity == "error"]
     if errors:
         listed = ", ".join(sorted({f.code for f in errors}))
         raise EaglehubError(f"{d.path} has {len(errors)} error finding(s) ({listed}); refusing to convert",
@@ -379,7 +379,7 @@ def _check_output(tmp: Path, fmt: str, expected: set[str]) -> None:
     if set(out.index.names()) != expected:
         raise EaglehubError(f"written tensor set differs from the plan: {sorted(set(out.index.names()) ^ expected)}",
                             hint="report this bug", exit_code=1)
-    errors = [f for f in run_checks(out, statistics=False) if f.severity == "error"]
+    errors = [f for f in run_checks(out) if f.severity == "error"]
     if errors:
         raise EaglehubError(f"the converted drafter fails validation: {', '.join(f.code + ' ' + f.subject for f in errors)}",
                             hint="report this bug (or convert with another --format)", exit_code=1)

@@ -18,6 +18,7 @@ JSON Schema ``schemas/validate-report.schema.json`` lists them as an enum (a tes
 | E-TENSOR-SHAPE | error | shape differs from the one the config implies (formats.md §1) |
 | E-TENSOR-DTYPE | error | weight dtype differs from the config's ``torch_dtype`` or from the other weights (F18) |
 | E-TENSOR-PREFIX | error | names carry a ``model.`` prefix; vLLM adds its own (vllm.md §4.2) |
+| E-TENSOR-NONFINITE | error | ``--deep``: a float tensor holds NaN or Inf values (the drafter's logits would be NaN) |
 | W-TENSOR-INIT | warning | a tensor looks freshly initialised (all ones / zeros, std = ``initializer_range``) (F2) |
 | E-LMHEAD-MISSING | error | no ``lm_head.weight`` (F8) |
 | E-EMBED-MISSING | error | ``H != Ht`` but no ``embed_tokens.weight [V, H]`` (F9) |
@@ -102,3 +103,9 @@ def count_by_severity(findings: list[Finding]) -> dict[str, int]:
     for f in findings:
         counts[f.severity] += 1
     return counts
+
+
+def rule_catalogue() -> list[dict]:
+    """Every rule: ``{"code", "severity", "title"}`` in registry order (``validate --list-rules``,
+    ``schemas/rules.schema.json``)."""
+    return [{"code": c, "severity": SEVERITIES[c[0]], "title": t} for c, t in CODES.items()]

@@ -62,6 +62,16 @@ def print_findings(report: dict, console: Console) -> None:
     console.print(f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info", highlight=False)
 
 
+def print_rules(rules: list[dict], console: Console) -> None:
+    table = Table(show_edge=False)
+    for col in ("code", "severity", "title"):
+        table.add_column(col)
+    for r in rules:
+        table.add_row(r["code"], f"[{SEVERITY_STYLE[r['severity']]}]{r['severity']}[/]", escape(r["title"]))
+    console.print(table)
+    console.print(f"{len(rules)} rules", highlight=False)
+
+
 def print_convert(report: dict, console: Console, err_console: Console) -> None:
     console.print(f"converted {report['source']} ({report['source_format']}) → {report['destination']} "
                   f"({report['format']}, EAGLE-{report['version']})", highlight=False)

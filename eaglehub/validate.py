@@ -34,18 +34,19 @@ def _layout_findings(d: Drafter) -> list[Finding]:
     return []
 
 
-def run_checks(drafter: Drafter, target: TargetInfo | None = None, statistics: bool = True) -> list[Finding]:
-    """All findings for an already-read drafter (layout rejections short-circuit the tensor checks);
-    ``statistics=False`` skips the weight-value heuristics (:data:`eaglehub.checks.STATISTICS_CHECKS`,
-    warnings only), so nothing but ``d2t``/``t2d`` is read from the tensor data."""
+def run_checks(drafter: Drafter, target: TargetInfo | None = None, deep: bool = False) -> list[Finding]:
+    """All findings for an already-read drafter (layout rejections short-circuit the tensor checks).
+    Without ``deep`` nothing but ``d2t``/``t2d`` (and 1-D norms) is read from the tensor data;
+    ``deep`` adds the value checks (:data:`eaglehub.checks.STATISTICS_CHECKS`: NaN/Inf, untrained-looking
+    weights), which stream every float tensor."""
     rejected = _layout_findings(drafter)
     if rejected:
         return rejected
     ctx = Context(drafter, target)
-    return [f for check in CHECKS if statistics or check not in STATISTICS_CHECKS for f in check(ctx)]
+    return [f for check in CHECKS if deep or check not in STATISTICS_CHECKS for f in check(ctx)]
 
 
-def make_report(drafter: Drafter, findings: list[Finding], target: TargetInfo | None) -> dict:
+def make_report(drafter: Drafter, findings: list[Finding], target: TargetInfo | None, deep: bool = False) -> dict:
     """The JSON report (``schemas/validate-report.schema.json``)."""
     counts = count_by_severity(findings)
     return {
@@ -55,14 +56,16 @@ def make_report(drafter: Drafter, findings: list[Finding], target: TargetInfo | 
         "layout": drafter.format,
         "format_evidence": drafter.evidence,
         "ok": counts["error"] == 0,
+        "deep": deep,
         "counts": counts,
         "findings": [f.as_dict() for f in findings],
     }
 
 
 def validate(drafter_dir: str | Path, target: str | Path | None = None, source_format: str | None = None,
-             revision: str | None = None) -> dict:
-    """Validate ``drafter_dir`` (headers plus the small tensors the checks need: norms, ``d2t``, ``t2d``).
+             revision: str | None = None, deep: bool = False) -> dict:
+    """Validate ``drafter_dir`` (headers plus the small tensors the checks need: norms, ``d2t``, ``t2d``;
+    ``deep``: every float tensor's values too).
 
     ``target``: anything :func:`eaglehub.target.resolve_target` accepts. Returns the report dict.
     Raises: EaglehubError for unreadable input (missing dir, bad JSON, truncated weights; exit 2).
@@ -70,4 +73,4 @@ def validate(drafter_dir: str | Path, target: str | Path | None = None, source_f
     path, _ = resolve_source(str(drafter_dir), revision)
     drafter = read_drafter(path, fmt=source_format)
     tinfo = read_target(target) if target is not None else None
-    return make_report(drafter, run_checks(drafter, tinfo), tinfo)
+    return make_report(drafter, run_checks(drafter, tinfo, deep=deep), tinfo, deep)

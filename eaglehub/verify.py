@@ -74,7 +74,7 @@ def preflight(drafter: Path, target: Path) -> None:
     """
     from .validate import validate
 
-    report = validate(drafter, target)
+    report = validate(drafter, target, deep=True)  # NaN weights would waste an engine run too
     errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
     if errors:
         raise EaglehubError(f"drafter {drafter} fails validation against the target: {', '.join(errors)}",

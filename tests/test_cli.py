@@ -135,3 +135,28 @@ def test_target_build_unknown_spec_is_a_usage_error(tmp_path):
     res = CliRunner().invoke(main, ["target", "build", str(tmp_path / "missing")])
     assert res.exit_code == 2
     assert "not found" in res.output and "Traceback" not in res.output
+
+
+def test_list_rules_prints_the_whole_catalogue():
+    from eaglehub.findings import CODES
+
+    r = run("validate", "--list-rules", "--json")
+    report = json.loads(r.stdout)
+    validate_json(report, "rules")
+    assert r.exit_code == 0 and [x["code"] for x in report["rules"]] == list(CODES)
+    assert {x["code"]: x["severity"] for x in report["rules"]}["W-AUX-CONFLICT"] == "warning"
+    human = run("validate", "--list-rules")
+    assert human.exit_code == 0 and "E-TENSOR-NONFINITE" in human.stdout and f"{len(CODES)} rules" in human.stdout
+
+
+def test_strict_fails_on_warnings_only(make_drafter):
+    warned = make_drafter(mutate=lambda cfg, t: cfg.update(tie_word_embeddings=True))  # W-CONFIG-TIE only
+    plain, strict = run("validate", warned, "--json"), run("validate", warned, "--strict", "--json")
+    codes = [f["code"] for f in json.loads(plain.stdout)["findings"]]
+    assert codes == ["W-CONFIG-TIE"] and plain.exit_code == 0 and strict.exit_code == 1
+    assert run("validate", make_drafter("clean"), "--strict").exit_code == 0
+
+
+def test_validate_without_src_is_a_usage_error():
+    r = run("validate")
+    assert r.exit_code == 2 and "SRC" in r.output

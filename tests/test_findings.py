@@ -151,6 +151,7 @@ class Case:
     target_weights: bool = False
     id: str = ""
     extra: dict = field(default_factory=dict)
+    deep: bool = False  # value checks (validate --deep)
 
 
 def _random_init(rows: int, cols: int) -> torch.Tensor:
@@ -174,8 +175,13 @@ CASES = [
          "midlayer.self_attn.q_proj.weight"),
     Case("E-TENSOR-DTYPE", lambda cfg, t: t.update({n: x.float() for n, x in t.items() if x.is_floating_point()}), id="F18-config"),
     Case("E-TENSOR-PREFIX", _prefixed, "model.d2t"),
-    Case("W-TENSOR-INIT", sett("norm.weight", lambda t: torch.ones(64, dtype=torch.bfloat16)), "norm.weight", id="F2-init"),
-    Case("W-TENSOR-INIT", sett("fc.weight", lambda t: _random_init(64, 192)), "fc.weight", id="F2-random-init"),
+    Case("W-TENSOR-INIT", sett("norm.weight", lambda t: torch.ones(64, dtype=torch.bfloat16)), "norm.weight", id="F2-init", deep=True),
+    Case("W-TENSOR-INIT", sett("fc.weight", lambda t: _random_init(64, 192)), "fc.weight", id="F2-random-init", deep=True),
+    Case("E-TENSOR-NONFINITE", sett("midlayer.mlp.down_proj.weight",
+                                     lambda t: t["midlayer.mlp.down_proj.weight"].index_fill(1, torch.tensor([3, 70]), float("nan"))),
+         "midlayer.mlp.down_proj.weight", deep=True),
+    Case("E-TENSOR-NONFINITE", sett("norm.weight", lambda t: t["norm.weight"].index_fill(0, torch.tensor([0]), float("inf"))), "norm.weight",
+         deep=True, id="inf-norm"),
     Case("E-LMHEAD-MISSING", delt("lm_head.weight"), "lm_head.weight", id="F8"),
     Case("E-EMBED-MISSING", regenerate(hidden_size=48, target_hidden_size=64, head_dim=HD), "embed_tokens.weight", id="F9"),
     Case("I-EMBED-SHARED", _shared_embed, "embed_tokens.weight", target=TGT, target_weights=True),
@@ -230,7 +236,7 @@ def test_every_code_has_a_case_and_is_in_the_schema():
     assert {c.code for c in CASES} == set(CODES)
     assert load_schema("validate-report")["$defs"]["code"]["enum"] == list(CODES), \
         "schemas/validate-report.schema.json $defs.code.enum must list every code of eaglehub/findings.py, in order"
-    assert len(CODES) == 50
+    assert len(CODES) == 51
 
 
 def test_unregistered_code_is_refused():
@@ -248,9 +254,11 @@ def test_finding(case: Case, make_drafter, make_target):
         drafter = make_target(weights=True, name="target-as-drafter")
     else:
         drafter = make_drafter(mutate=case.mutate, v31=case.v31)
-    report = validate(drafter, target)
+    report = validate(drafter, target, deep=case.deep)
     validate_json(report, "validate-report")
     hits = [f for f in report["findings"] if f["code"] == case.code]
+    if case.deep:  # value checks run only with --deep
+        assert not [f for f in validate(drafter, target)["findings"] if f["code"] == case.code]
     assert hits, json.dumps(report["findings"], indent=1)
     assert hits[0]["severity"] == {"E": "error", "W": "warning", "I": "info"}[case.code[0]]
     assert hits[0]["message"] and hits[0]["hint"] or case.code.startswith("I-EMBED-TRAINED")
@@ -357,7 +365,7 @@ def test_trained_matrix_with_init_like_std_is_not_flagged(make_drafter):
         w = torch.randn(64, 192, generator=g) * torch.linspace(0.5, 1.5, 64)[:, None]
         t["fc.weight"] = (w / w.std() * 0.02).to(torch.bfloat16)
 
-    report = validate(make_drafter("trained-like", mutate=uneven))
+    report = validate(make_drafter("trained-like", mutate=uneven), deep=True)
     assert [f["subject"] for f in report["findings"] if f["code"] == "W-TENSOR-INIT"] == []
 
 
@@ -478,3 +486,18 @@ def test_agreeing_top_level_and_nested_ids_do_not_conflict(make_drafter, nested)
     """C-out [1, 3, 4] and C-in [2, 4, 5] name the layers of top-level C-in [2, 4, 5]: no W-AUX-CONFLICT."""
     drafter = make_drafter(mutate=setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": nested}))
     assert [f for f in validate(drafter)["findings"] if f["code"] == "W-AUX-CONFLICT"] == []
+
+
+def test_nonfinite_blocks_cover_every_row(make_drafter, monkeypatch):
+    """The NaN scan reads big tensors in row blocks; a NaN in the last row of a later block is found."""
+    from eaglehub.checks import tensors as tensor_checks
+
+    monkeypatch.setattr(tensor_checks, "NONFINITE_ROWS_BYTES", 3 * 192 * 2)  # 3 rows of fc.weight per block
+    def one_nan(t):
+        w = t["fc.weight"].clone()
+        w[63, 191] = float("nan")
+        return w
+
+    drafter = make_drafter(mutate=sett("fc.weight", one_nan))
+    hits = [f for f in validate(drafter, deep=True)["findings"] if f["code"] == "E-TENSOR-NONFINITE"]
+    assert [(f["subject"], "holds 1 NaN/Inf value(s) of 12288" in f["message"]) for f in hits] == [("fc.weight", True)]

@@ -13,11 +13,11 @@ from .context import Context, TargetInfo, read_target
 
 CHECKS = [
     config.check_schema, config.check_architecture, config.check_rope, config.check_misc, config.check_mla,
-    tensors.check_prefix, tensors.check_expected, tensors.check_dtypes, tensors.check_init,
+    tensors.check_prefix, tensors.check_expected, tensors.check_dtypes, tensors.check_finite, tensors.check_init,
     vocab.check, aux.check, target.check,
 ]
 
-#: heuristics over weight values (warnings only; they sample rows of every large matrix)
-STATISTICS_CHECKS = (tensors.check_init,)
+#: value checks that read weight data (``validate --deep``): non-finite values, untrained-looking weights
+STATISTICS_CHECKS = (tensors.check_finite, tensors.check_init)
 
 __all__ = ["STATISTICS_CHECKS", "CHECKS", "Context", "TargetInfo", "read_target"]
