@@ -41,7 +41,8 @@ def read_config(root: Path, name: str = "config.json") -> dict:
     return cfg
 
 
-def _int(cfg: dict, key: str) -> int | None:
+def int_field(cfg: dict, key: str) -> int | None:
+    """``cfg[key]`` if it is an int (not a bool), else ``None``: config values are untrusted input."""
     v = cfg.get(key)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
@@ -74,24 +75,24 @@ def derive_dims(cfg: dict) -> Dims:
     """Dimensions with vLLM's defaults: ``Ht`` = ``target_hidden_size`` or ``H``; ``A`` =
     ``num_aux_hidden_states``, else the length of the nested id list, else 3; ``nkv`` = ``nh``;
     ``head_dim`` = ``H // nh``; ``Vd`` = ``V`` (vllm.md §3)."""
-    H, nh = _int(cfg, "hidden_size"), _int(cfg, "num_attention_heads")
+    H, nh = int_field(cfg, "hidden_size"), int_field(cfg, "num_attention_heads")
     nested_ids = nested_config(cfg).get(AUX_KEY)
-    A = _int(cfg, "num_aux_hidden_states") or (len(nested_ids) if isinstance(nested_ids, list) else 3)
-    V = _int(cfg, "vocab_size")
+    A = int_field(cfg, "num_aux_hidden_states") or (len(nested_ids) if isinstance(nested_ids, list) else 3)
+    V = int_field(cfg, "vocab_size")
     return Dims(
         H=H,
-        Ht=_int(cfg, "target_hidden_size") or H,
+        Ht=int_field(cfg, "target_hidden_size") or H,
         A=A,
         nh=nh,
-        nkv=_int(cfg, "num_key_value_heads") or nh,
-        head_dim=_int(cfg, "head_dim") or (H // nh if H and nh else None),
-        I=_int(cfg, "intermediate_size"),
+        nkv=int_field(cfg, "num_key_value_heads") or nh,
+        head_dim=int_field(cfg, "head_dim") or (H // nh if H and nh else None),
+        I=int_field(cfg, "intermediate_size"),
         V=V,
-        Vd=_int(cfg, "draft_vocab_size") or V,
-        layers=_int(cfg, "num_hidden_layers") or 1,
+        Vd=int_field(cfg, "draft_vocab_size") or V,
+        layers=int_field(cfg, "num_hidden_layers") or 1,
         attention_bias=bool(cfg.get("attention_bias", False)),
         mlp_bias=bool(cfg.get("mlp_bias", False)),
-        Ht_declared=_int(cfg, "target_hidden_size") is not None,
+        Ht_declared=int_field(cfg, "target_hidden_size") is not None,
     )
 
 

@@ -71,14 +71,18 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
     return []
 
 
+def _int_list(x) -> bool:
+    return isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in x)
+
+
 def _conflict(ctx: Context, n_layers: int | None) -> list[Finding]:
     """Both lists stored: vLLM captures the top-level one (C-in), SGLang the nested one (as C-out,
     +1); they must name the same layers in one of the two readings of the nested list."""
     raw = ctx.drafter.raw_config
     top = raw.get(AUX_KEY)
     nested = raw.get("eagle_config", {}).get(AUX_KEY) if isinstance(raw.get("eagle_config"), dict) else None
-    if not (isinstance(top, list) and isinstance(nested, list)):
-        return []
+    if not (_int_list(top) and _int_list(nested)):
+        return []  # malformed lists are reported by the schema check
     conv, _ = infer_convention(nested, False, n_layers)
     readings = {C_IN: [list(nested)], C_OUT: [[i + 1 for i in nested]]}.get(conv, [list(nested), [i + 1 for i in nested]])
     if top in readings:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..drafter import AUX_KEY, C_OUT, LAYER0, MLA, MLA_ARCHITECTURES, Drafter, layer_kind, derive_dims, nested_config, read_config, read_flags
+from ..drafter import AUX_KEY, C_OUT, LAYER0, MLA, MLA_ARCHITECTURES, Drafter, int_field, layer_kind, derive_dims, nested_config, read_config, read_flags
 from ..errors import EaglehubError
 from ..tensorio import TensorIndex, read_index
 from .base import FlatFormat, Format, Loss, Reading
@@ -85,7 +85,7 @@ def _rejected(cfg: dict, index: TensorIndex) -> tuple[str, list[str]] | None:
                 or arch in LLAMA_EAGLE3_ARCHS | MLA_ARCHS or any(n.startswith(LAYER0) for n in names))
     if not evidence:
         return "not-a-drafter", [f"{arch} with {cfg.get('num_hidden_layers')} layers, no fc.weight, no draft_vocab_size, no midlayer.*"]
-    fc, H = index.tensors.get("fc.weight"), cfg.get("hidden_size")
+    fc, H = index.tensors.get("fc.weight"), int_field(cfg, "hidden_size")
     if fc is not None and len(fc.shape) == 2 and fc.shape[1] == 2 * (H or -1) and not any("hidden_norm" in n for n in names):
         return "eagle1", [f"fc.weight {list(fc.shape)} reads 2H and there is no hidden_norm (EAGLE-1/2)"]
     return None

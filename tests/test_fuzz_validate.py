@@ -1,0 +1,109 @@
+"""Fuzzing validate (hypothesis): mutated configs and safetensors headers of a valid tiny drafter never
+raise anything but a one-line EaglehubError, and every report matches its schema.
+
+Config mutations set, replace or delete keys (top level and ``eagle_config``) with arbitrary JSON
+values; header mutations rewrite the JSON header (dtypes, shapes, offsets, names, metadata) or
+damage its bytes. ``--deep`` and the plain run are both exercised.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from eaglehub.errors import EaglehubError
+from eaglehub.schemas import validate_json
+from eaglehub.validate import validate
+
+KEYS = ["architectures", "model_type", "hidden_size", "target_hidden_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "draft_vocab_size", "rms_norm_eps",
+        "rope_theta", "rope_scaling", "rope_parameters", "torch_dtype", "dtype", "eagle_aux_hidden_state_layer_ids",
+        "num_aux_hidden_states", "fc_norm", "norm_output", "norm_before_fc", "norm_before_residual", "use_aux_norm",
+        "eagle_config", "attention_bias", "mlp_bias", "tie_word_embeddings", "kv_lora_rank", "q_lora_rank",
+        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "speculators_model_type", "transformer_layer_config",
+        "speculators_config", "_torchspec_version", "initializer_range", "quantization_config"]
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 300) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+    | st.sampled_from(["llama", "bfloat16", "LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "eagle3", "yarn"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS + ["rope_type", "factor"]), inner, max_size=4),
+    max_leaves=8,
+)
+CONFIG_EDIT = st.tuples(st.sampled_from(["set", "delete", "nested-set"]), st.sampled_from(KEYS), JSON)
+HEADER_EDIT = st.tuples(
+    st.sampled_from(["dtype", "shape", "offsets", "rename", "drop", "metadata", "truncate", "flip"]),
+    st.integers(0, 10_000), JSON,
+)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory, request):
+    from conftest import BASE_CONFIG, drafter_tensors, write_checkpoint
+
+    return write_checkpoint(tmp_path_factory.mktemp("fuzz") / "base", dict(BASE_CONFIG), drafter_tensors(BASE_CONFIG))
+
+
+def _edit_config(cfg: dict, edits) -> dict:
+    for op, key, value in edits:
+        if op == "set":
+            cfg[key] = value
+        elif op == "delete":
+            cfg.pop(key, None)
+        else:
+            nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+            cfg["eagle_config"] = {**nested, key: value}
+    return cfg
+
+
+def _edit_header(raw: bytes, op: str, n: int, value) -> bytes:
+    size = int.from_bytes(raw[:8], "little")
+    header, data = json.loads(raw[8:8 + size]), raw[8 + size:]
+    names = sorted(k for k in header if k != "__metadata__")
+    name = names[n % len(names)]
+    if op == "truncate":
+        return raw[: n % len(raw)]
+    if op == "flip":
+        pos = n % (8 + size)
+        return raw[:pos] + bytes([raw[pos] ^ 0x5A]) + raw[pos + 1:]
+    if op == "dtype":
+        header[name]["dtype"] = value if isinstance(value, str) else ["F16", "I64", "BOOL", "F8_E4M3", "XX"][n % 5]
+    elif op == "shape":
+        header[name]["shape"] = value if isinstance(value, list) else [n % 7, 3]
+    elif op == "offsets":
+        header[name]["data_offsets"] = value if isinstance(value, list) else [n, n + 4]
+    elif op == "rename":
+        header[value if isinstance(value, str) and value else f"x{n}"] = header.pop(name)
+    elif op == "drop":
+        header.pop(name)
+    else:
+        header["__metadata__"] = value
+    text = json.dumps(header).encode()
+    return len(text).to_bytes(8, "little") + text + data
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(config_edits=st.lists(CONFIG_EDIT, max_size=3), header_edits=st.lists(HEADER_EDIT, max_size=2), deep=st.booleans())
+def test_mutated_drafters_give_findings_or_one_line_errors(base, tmp_path_factory, config_edits, header_edits, deep):
+    path = tmp_path_factory.mktemp("case") / "d"
+    shutil.copytree(base, path)
+    cfg = _edit_config(json.loads((path / "config.json").read_text()), config_edits)
+    (path / "config.json").write_text(json.dumps(cfg))
+    raw = (path / "model.safetensors").read_bytes()
+    for op, n, value in header_edits:
+        try:
+            raw = _edit_header(raw, op, n, value)
+        except (ValueError, UnicodeDecodeError, json.JSONDecodeError, KeyError, ZeroDivisionError):
+            break  # an earlier edit already destroyed the header: keep those bytes
+    (path / "model.safetensors").write_bytes(raw)
+    try:
+        report = validate(path, deep=deep)
+    except EaglehubError as exc:
+        assert exc.message and "\n" not in exc.message and exc.exit_code in (1, 2)
+        event("one-line error")
+        return
+    event("report with errors" if report["counts"]["error"] else "report without errors")
+    validate_json(report, "validate-report")
+    assert report["ok"] == (report["counts"]["error"] == 0)
