@@ -84,7 +84,10 @@ def _edit_header(raw: bytes, op: str, n: int, value) -> bytes:
     return len(text).to_bytes(8, "little") + text + data
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# derandomize: CI replays the same 1,500 cases every run (new seeds are for exploring by hand:
+# pytest --hypothesis-seed=N after removing derandomize)
+@settings(max_examples=1500, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(config_edits=st.lists(CONFIG_EDIT, max_size=3), header_edits=st.lists(HEADER_EDIT, max_size=2), deep=st.booleans())
 def test_mutated_drafters_give_findings_or_one_line_errors(base, tmp_path_factory, config_edits, header_edits, deep):
     path = tmp_path_factory.mktemp("case") / "d"

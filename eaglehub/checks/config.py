@@ -96,7 +96,7 @@ def check_rope(ctx: Context) -> list[Finding]:
         rope = ctx.drafter.config.get(key)
         if isinstance(rope, dict):
             rtype = rope.get("rope_type", rope.get("type"))
-            if rtype is not None and rtype not in KNOWN_ROPE_TYPES:
+            if rtype is not None and (not isinstance(rtype, str) or rtype not in KNOWN_ROPE_TYPES):
                 out.append(finding("E-ROPE-TYPE", f"{key}.rope_type", f"unknown rope_type {rtype!r}",
                                    f"use one of {', '.join(sorted(KNOWN_ROPE_TYPES))}, copied verbatim from the training config"))
     return out
