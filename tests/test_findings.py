@@ -221,6 +221,7 @@ CASES = [
     Case("E-HIDDEN-UNDECLARED", _hidden_undeclared, "target_hidden_size", id="F10"),
     Case("W-DTYPE-MISMATCH", None, "torch_dtype", target={"torch_dtype": "float16"}, id="F18"),
     Case("E-ROPE-TYPE", setk("rope_scaling", {"rope_type": "wobbly", "factor": 2.0}), "rope_scaling.rope_type", id="F14"),
+    Case("E-ROPE-TYPE", setk("rope_scaling", {"rope_type": [], "factor": 2.0}), "rope_scaling.rope_type", id="rope-type-not-a-string"),
     Case("W-ROPE-MISMATCH", None, "rope_scaling", target={"rope_theta": 500000.0}),
     *[Case("E-MLA-MODELTYPE", both(to_mla, setk("model_type", mt)), "model_type", id=f"MLA-{mt}")
       for mt in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4")],
