@@ -99,28 +99,36 @@ def inspect_cmd(src: str, source_format: str | None, revision: str | None, as_js
 @click.argument("src", required=False)
 @click.option("--from", "source_format", type=FORMAT_CHOICE, default=None, help="Source format, when detection is ambiguous.")
 @click.option("--revision", default=None, help="Branch, tag or commit when SRC is a hub repo id.")
-@click.option("--target", "target_spec", default=None, help="Target model (directory, cached Hub id or `smollm2`).")
+@click.option("--target", "target_spec", default=None,
+              help="Target model (directory, hub repo id or `smollm2`); only its config and tokenizer files are read.")
 @click.option("--deep", is_flag=True, help="Also read every weight: NaN/Inf, untrained-looking tensors.")
+@click.option("--tp", "tp", type=click.IntRange(min=1), default=None, help="Tensor-parallel size to check divisibility for.")
+@click.option("--vllm-version", default=None, help="vLLM version the drafter will be served with (default: the installed one).")
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
-@click.option("--list-rules", is_flag=True, help="Print every rule (code, severity, title) and exit.")
+@click.option("--list-rules", is_flag=True, help="Print every rule (code, severity, title, concerns, hint) and exit.")
+@click.option("--markdown", is_flag=True, help="With --list-rules: print the catalogue as Markdown (docs/rules.md).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/validate-report.schema.json).")
 @handle_errors
 def validate_cmd(src: str | None, source_format: str | None, revision: str | None, target_spec: str | None, deep: bool,
-                 strict: bool, list_rules: bool, as_json: bool) -> None:
+                 tp: int | None, vllm_version: str | None, strict: bool, list_rules: bool, markdown: bool, as_json: bool) -> None:
     """Check drafter SRC (and its pairing with --target). Exit 0 clean, 1 on error findings (or warnings
-    with --strict), 2 on bad input."""
+    with --strict), 2 on usage errors. Unreadable files are findings (E-INPUT-*), not crashes."""
     from .render import print_findings, print_rules
-    from .validate import validate
+    from .validate import Options, validate
 
     if list_rules:
-        from .findings import rule_catalogue
+        from .findings import rule_catalogue, rules_markdown
 
+        if markdown:
+            click.echo(rules_markdown(), nl=False)
+            return
         rules = rule_catalogue()
         print_json({"schema": "eaglehub.rules/1", "rules": rules}) if as_json else print_rules(rules, console)
         return
     if src is None:
         raise click.UsageError("missing argument SRC (or pass --list-rules)")
-    report = validate(src, target_spec, source_format=source_format, revision=revision, deep=deep)
+    report = validate(src, target_spec, source_format=source_format, revision=revision, deep=deep,
+                      options=Options(tp=tp, vllm_version=vllm_version))
     print_json(report) if as_json else print_findings(report, console)
     sys.exit(0 if report["ok"] and not (strict and report["counts"]["warning"]) else 1)
 

@@ -29,15 +29,18 @@ def read_config(root: Path, name: str = "config.json") -> dict:
     """
     path = Path(root) / name
     if not Path(root).is_dir():
-        raise EaglehubError(f"{root} is not a directory", hint="pass a local checkpoint directory")
+        raise EaglehubError(f"{root} is not a directory", hint="pass a local checkpoint directory", code="E-INPUT-MISSING",
+                            subject="drafter directory")
     if not path.is_file():
-        raise EaglehubError(f"{path} is missing", hint="a drafter directory needs config.json next to its weights")
+        raise EaglehubError(f"{path} is missing", hint="a drafter directory needs config.json next to its weights", code="E-INPUT-MISSING", subject=name)
     try:
         cfg = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EaglehubError(f"cannot parse {path}: {exc}", hint="fix the JSON syntax") from exc
+    except OSError as exc:
+        raise EaglehubError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions", code="E-INPUT-MISSING", subject=name) from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise EaglehubError(f"cannot parse {path}: {exc}", hint="fix the JSON syntax", code="E-INPUT-CONFIG", subject=name) from exc
     if not isinstance(cfg, dict):
-        raise EaglehubError(f"{path} is not a JSON object", hint="config.json must be a JSON object")
+        raise EaglehubError(f"{path} is not a JSON object", hint="config.json must be a JSON object", code="E-INPUT-CONFIG", subject=name)
     return cfg
 
 

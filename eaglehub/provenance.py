@@ -32,11 +32,11 @@ def read_provenance(root: Path) -> dict | None:
     try:
         obj = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise EaglehubError(f"cannot parse {path}: {exc}", hint=f"fix or delete {PROVENANCE_FILE}") from exc
+        raise EaglehubError(f"cannot parse {path}: {exc}", hint=f"fix or delete {PROVENANCE_FILE}", code="E-INPUT-CONFIG", subject=PROVENANCE_FILE) from exc
     errors = schema_errors(obj, "provenance")
     if errors:
         where, msg = errors[0]
-        raise EaglehubError(f"{path}: {where}: {msg}", hint=f"fix or delete {PROVENANCE_FILE}")
+        raise EaglehubError(f"{path}: {where}: {msg}", hint=f"fix or delete {PROVENANCE_FILE}", code="E-INPUT-CONFIG", subject=PROVENANCE_FILE)
     return obj
 
 

@@ -63,13 +63,14 @@ def print_findings(report: dict, console: Console) -> None:
 
 
 def print_rules(rules: list[dict], console: Console) -> None:
-    table = Table(show_edge=False)
-    for col in ("code", "severity", "title"):
-        table.add_column(col)
+    table = Table(show_edge=False, show_lines=False)
+    for col in ("code", "severity", "stage", "title", "concerns", "fix hint"):
+        table.add_column(col, overflow="fold")
     for r in rules:
-        table.add_row(r["code"], f"[{SEVERITY_STYLE[r['severity']]}]{r['severity']}[/]", escape(r["title"]))
+        table.add_row(r["code"], f"[{SEVERITY_STYLE[r['severity']]}]{r['severity']}[/]", r["stage"], escape(r["title"]),
+                      escape(r["concerns"]), escape(r["hint"]))
     console.print(table)
-    console.print(f"{len(rules)} rules", highlight=False)
+    console.print(f"{len(rules)} rules (docs/rules.md lists their sources and failure kinds)", highlight=False)
 
 
 def print_convert(report: dict, console: Console, err_console: Console) -> None:

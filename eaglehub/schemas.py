@@ -19,11 +19,21 @@ def load_schema(name: str) -> dict:
 
 
 @functools.cache
+def _registry():
+    """Every schema under its ``$id`` (``eaglehub/<name>.schema.json``), so one schema can ``$ref``
+    another by file name (the per-layout drafter configs share ``drafter-config.schema.json#/$defs``)."""
+    from referencing import Registry, Resource
+
+    schemas = [json.loads(p.read_text()) for p in sorted(schemas_dir().glob("*.schema.json"))]
+    return Registry().with_resources((s["$id"], Resource.from_contents(s)) for s in schemas if "$id" in s)
+
+
+@functools.cache
 def _validator(name: str):
     from jsonschema import Draft202012Validator
 
     # the schemas themselves are meta-validated by the test suite; skipping it here keeps start-up fast
-    return Draft202012Validator(load_schema(name))
+    return Draft202012Validator(load_schema(name), registry=_registry())
 
 
 def schema_errors(obj, name: str) -> list[tuple[str, str]]:

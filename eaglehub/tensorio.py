@@ -100,7 +100,7 @@ def decode_buffer(buf, st_dtype: str, shape: tuple[int, ...]):
         return (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
     if st_dtype in _FP8_TABLES:
         return fp8_table(st_dtype)[np.frombuffer(buf, dtype=np.uint8)].reshape(shape)
-    raise EaglehubError(f"cannot decode {st_dtype} tensors to numpy", hint="only byte-sized dtypes are read; this check needs a wider dtype")
+    raise EaglehubError(f"cannot decode {st_dtype} tensors to numpy", hint="only byte-sized dtypes are read; this check needs a wider dtype", code="E-INPUT-WEIGHTS")
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ class TensorIndex:
             return _torch_to_numpy(t)
         row_bytes = DTYPES[info.st_dtype].nbytes(math.prod(info.shape[1:])) if info.shape else 0
         if row_bytes is None:
-            raise EaglehubError(f"cannot decode {info.st_dtype} tensors to numpy", hint="only byte-sized dtypes are read")
+            raise EaglehubError(f"cannot decode {info.st_dtype} tensors to numpy", hint="only byte-sized dtypes are read", code="E-INPUT-WEIGHTS")
         begin = info.offset + lo * row_bytes
         size = (hi - lo) * row_bytes if info.shape else info.nbytes
         buf = bytearray(size)  # writable, so the returned array is too
@@ -212,7 +212,7 @@ class TensorIndex:
             got = f.readinto(buf)
         if got != size:
             raise EaglehubError(f"cannot read {path}: {name} needs bytes {begin}..{begin + size}, the file ends at {begin + got}",
-                                hint="the file is truncated or changed since it was indexed; re-download or re-export it")
+                                hint="the file is truncated or changed since it was indexed; re-download or re-export it", code="E-INPUT-WEIGHTS")
         return decode_buffer(buf, info.st_dtype, shape) if size else np.zeros(shape, dtype=_empty_dtype(info.st_dtype))
 
     def load_all(self) -> dict:
@@ -258,7 +258,7 @@ class _reading:
             return False
         raise EaglehubError(
             f"cannot read {self.path}: {str(exc).splitlines()[0] if str(exc) else exc_type.__name__}",
-            hint="the file is truncated or not a checkpoint; re-download or re-export it",
+            hint="the file is truncated or not a checkpoint; re-download or re-export it", code="E-INPUT-WEIGHTS",
         ) from exc
 
 
@@ -287,10 +287,11 @@ def _torch_load(path: Path) -> dict:
             legacy = f.read(1) == b"\x80"  # a bare pickle stream (protocol 2+), not a zip archive
         if legacy:
             raise EaglehubError(f"{path} is in torch's legacy (non-zip) format, which cannot be memory-mapped",
-                                hint="re-save it with a current torch.save, or convert it to safetensors") from exc
+                                hint="re-save it with a current torch.save, or convert it to safetensors",
+                                code="E-INPUT-WEIGHTS") from exc
         raise
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise EaglehubError(f"{path} is not a flat state dict of tensors", hint="save it with torch.save(model.state_dict())")
+        raise EaglehubError(f"{path} is not a flat state dict of tensors", hint="save it with torch.save(model.state_dict())", code="E-INPUT-WEIGHTS")
     return sd
 
 
@@ -303,7 +304,7 @@ def find_weight_files(root: Path) -> tuple[str, list[str]]:
     """
     root = Path(root)
     if not root.is_dir():
-        raise EaglehubError(f"{root} is not a directory", hint="pass a local checkpoint directory")
+        raise EaglehubError(f"{root} is not a directory", hint="pass a local checkpoint directory", code="E-INPUT-MISSING")
     if (root / SINGLE_SAFETENSORS).is_file():
         return "safetensors", [SINGLE_SAFETENSORS]
     indexes = sorted(root.glob("*.safetensors.index.json"))
@@ -317,10 +318,11 @@ def find_weight_files(root: Path) -> tuple[str, list[str]]:
     if len(singles) == 1:
         return "safetensors", singles
     if (root / ".metadata").exists() or any(root.glob("*/model/.metadata")):
-        raise EaglehubError(f"{root} is a raw TorchSpec FSDP checkpoint", hint="export it with TorchSpec tools/convert_to_hf.py first")
+        raise EaglehubError(f"{root} is a raw TorchSpec FSDP checkpoint", hint="export it with TorchSpec tools/convert_to_hf.py first", code="E-INPUT-RAW")
     if (root / "training_state.pt").exists():
-        raise EaglehubError(f"{root} is a raw SpecForge training state", hint="run `specforge export` first")
-    raise EaglehubError(f"no weights in {root}", hint="expected model.safetensors, *.safetensors.index.json + shards, or pytorch_model.bin")
+        raise EaglehubError(f"{root} is a raw SpecForge training state", hint="run `specforge export` first", code="E-INPUT-RAW")
+    raise EaglehubError(f"no weights in {root}", hint="expected model.safetensors, *.safetensors.index.json + shards, or pytorch_model.bin",
+                        code="E-INPUT-MISSING")
 
 
 def _strip(name: str) -> str:
@@ -345,7 +347,7 @@ def read_index(root: Path) -> TensorIndex:
         for file in files:
             path = root / file
             if not path.is_file():
-                raise EaglehubError(f"shard {path} is missing", hint="download every shard listed in the index")
+                raise EaglehubError(f"shard {path} is missing", hint="download every shard listed in the index", code="E-INPUT-MISSING")
             header = read_header(path)
             metadata.update(header.metadata)
             for name in sorted(header.tensors):  # name order, as safe_open(...).keys() gave it
@@ -360,7 +362,7 @@ def read_index(root: Path) -> TensorIndex:
             first = tensors[key]
             raise EaglehubError(
                 f"tensor {key} is stored twice ({first.source_name!r} in {first.file}, {name!r} in {file})",
-                hint="keep one copy" + (", without the model. prefix" if first.source_name != name else ""),
+                hint="keep one copy" + (", without the model. prefix" if first.source_name != name else ""), code="E-INPUT-WEIGHTS",
             )
         tensors[key] = TensorInfo(key, name, shape, dtype, file, offset, st_dtype)
     if fmt == "safetensors-sharded":
@@ -377,4 +379,4 @@ def _check_weight_map(root: Path, found: dict[str, str]) -> None:
         n = wrong[0]
         raise EaglehubError(f"{index.name} disagrees with the shards on {len(wrong)} tensor(s), e.g. {n}: "
                             f"index says {listed.get(n) or 'absent'}, shards say {found.get(n) or 'absent'}",
-                            hint="rebuild the index from the shards (or restore the missing shard)")
+                            hint="rebuild the index from the shards (or restore the missing shard)", code="E-INPUT-WEIGHTS")

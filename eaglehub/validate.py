@@ -1,20 +1,27 @@
 """``eaglehub validate``: check a drafter directory (and optionally its pairing with a target).
 
-Exit codes (CLI): 0 no error finding, 1 at least one, 2 usage errors (unreadable input). Finding
-codes and their meaning: :mod:`eaglehub.findings`. Report layout: ``schemas/validate-report.schema.json``.
+Exit codes (CLI): 0 no error finding, 1 at least one (or a warning with ``--strict``), 2 usage errors
+(a source that names nothing, a hub that cannot be reached, contradictory options). Input whose
+*content* is broken — a truncated or corrupt safetensors header, invalid JSON, a missing config or
+shard — is a finding (``E-INPUT-*``), never a traceback. Rules: :mod:`eaglehub.findings`; checks:
+:mod:`eaglehub.checks`. Report layout: ``schemas/validate-report.schema.json``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .checks import CHECKS, STATISTICS_CHECKS, Context, TargetInfo, read_target
+from .checks import CHECKS, STATISTICS_CHECKS, Context, Options, TargetInfo, read_target
+
+__all__ = ["Options", "make_report", "run_checks", "validate"]
 from .drafter import Drafter
+from .errors import EaglehubError
 from .findings import Finding, count_by_severity, finding
 from .layouts import FORMATS, architecture, read_drafter
 from .source import resolve_source
 
 REPORT_SCHEMA = "eaglehub.validate-report/1"
+UNREADABLE = "unreadable"
 
 
 def _layout_findings(d: Drafter) -> list[Finding]:
@@ -23,38 +30,53 @@ def _layout_findings(d: Drafter) -> list[Finding]:
         layers = d.config.get("num_hidden_layers")
         return [finding("E-NOT-A-DRAFTER", "config.json",
                         f"not an EAGLE-3 drafter: {architecture(d.config)} with {layers} layers, no fc.weight, no draft_vocab_size "
-                        "(a target model given as drafter?)",
-                        "pass the drafter directory; give the target with --target")]
+                        "(a target model given as drafter?)")]
     if d.layout == "eagle1":
-        return [finding("E-LAYOUT-EAGLE1", "fc.weight", "EAGLE-1/2 checkpoint (fc reads 2H, no hidden_norm): not usable as an EAGLE-3 drafter",
-                        "train an EAGLE-3 drafter (method eagle3 needs aux hidden states)")]
+        return [finding("E-LAYOUT-EAGLE1", "fc.weight", "EAGLE-1/2 checkpoint (fc reads 2H, no hidden_norm): not usable as an EAGLE-3 drafter")]
     if d.format not in FORMATS:
-        return [finding("E-LAYOUT-UNSUPPORTED", "config.json", f"{'; '.join(d.evidence)}: recognised but not checked by this version",
-                        "export it to the vLLM-native layout (LlamaForCausalLMEagle3 + midlayer.*)")]
+        return [finding("E-LAYOUT-UNSUPPORTED", "config.json", f"{'; '.join(d.evidence)}: recognised but not checked by this version")]
     return []
 
 
-def run_checks(drafter: Drafter, target: TargetInfo | None = None, deep: bool = False) -> list[Finding]:
+def input_finding(exc: EaglehubError) -> Finding:
+    """The finding for an input error: its ``code`` and ``subject``, else E-INPUT-WEIGHTS about the
+    weight files (checks fail only on reading tensor data)."""
+    return finding(exc.code or "E-INPUT-WEIGHTS", exc.subject or "weight files", exc.message, exc.hint)
+
+
+def run_checks(drafter: Drafter, target: TargetInfo | None = None, deep: bool = False,
+               options: Options | None = None) -> list[Finding]:
     """All findings for an already-read drafter (layout rejections short-circuit the tensor checks).
-    Without ``deep`` nothing but ``d2t``/``t2d`` (and 1-D norms) is read from the tensor data;
-    ``deep`` adds the value checks (:data:`eaglehub.checks.STATISTICS_CHECKS`: NaN/Inf, untrained-looking
-    weights), which stream every float tensor."""
+
+    Without ``deep`` nothing but ``d2t``/``t2d`` and 1-D norms is read from the tensor data; ``deep``
+    adds the value checks (:data:`eaglehub.checks.STATISTICS_CHECKS`: NaN/Inf, untrained-looking
+    weights), which stream every float tensor. A check that cannot read the data it needs (a file
+    truncated after its header) yields an ``E-INPUT-*`` finding; the other checks still run.
+    """
     rejected = _layout_findings(drafter)
     if rejected:
         return rejected
-    ctx = Context(drafter, target)
-    return [f for check in CHECKS if deep or check not in STATISTICS_CHECKS for f in check(ctx)]
+    ctx = Context(drafter, target, options or Options())
+    out: list[Finding] = []
+    for check in CHECKS:
+        if deep or check not in STATISTICS_CHECKS:
+            try:
+                out += check(ctx)
+            except EaglehubError as exc:
+                out.append(input_finding(exc))
+    return out
 
 
-def make_report(drafter: Drafter, findings: list[Finding], target: TargetInfo | None, deep: bool = False) -> dict:
-    """The JSON report (``schemas/validate-report.schema.json``)."""
+def make_report(drafter: Drafter | Path, findings: list[Finding], target: TargetInfo | None, deep: bool = False) -> dict:
+    """The JSON report (``schemas/validate-report.schema.json``); ``drafter`` is a path when it could not be read."""
     counts = count_by_severity(findings)
+    read = isinstance(drafter, Drafter)
     return {
         "schema": REPORT_SCHEMA,
-        "drafter": str(drafter.path),
+        "drafter": str(drafter.path if read else drafter),
         "target": str(target.path) if target else None,
-        "layout": drafter.format,
-        "format_evidence": drafter.evidence,
+        "layout": drafter.format if read else UNREADABLE,
+        "format_evidence": drafter.evidence if read else [],
         "ok": counts["error"] == 0,
         "deep": deep,
         "counts": counts,
@@ -63,14 +85,32 @@ def make_report(drafter: Drafter, findings: list[Finding], target: TargetInfo | 
 
 
 def validate(drafter_dir: str | Path, target: str | Path | None = None, source_format: str | None = None,
-             revision: str | None = None, deep: bool = False) -> dict:
-    """Validate ``drafter_dir`` (headers plus the small tensors the checks need: norms, ``d2t``, ``t2d``;
-    ``deep``: every float tensor's values too).
+             revision: str | None = None, deep: bool = False, options: Options | None = None) -> dict:
+    """Validate ``drafter_dir`` (a directory or hub repo id) and return the report dict.
 
-    ``target``: anything :func:`eaglehub.target.resolve_target` accepts. Returns the report dict.
-    Raises: EaglehubError for unreadable input (missing dir, bad JSON, truncated weights; exit 2).
+    Reads headers plus the small tensors the checks need (norms, ``d2t``, ``t2d``); ``deep``: every
+    float tensor's values too. ``target``: anything :func:`eaglehub.target.resolve_target` accepts;
+    only its config and tokenizer files are read (its embedding too, when the weights are already on
+    disk). ``options``: tensor-parallel size and vLLM version to check against (:class:`Options`).
+
+    Raises: EaglehubError (exit 2) for usage errors only: a source or target that names nothing,
+    an unreachable hub, ``--from`` contradicting the evidence. Unreadable content is a finding.
     """
     path, _ = resolve_source(str(drafter_dir), revision)
-    drafter = read_drafter(path, fmt=source_format)
-    tinfo = read_target(target) if target is not None else None
-    return make_report(drafter, run_checks(drafter, tinfo, deep=deep), tinfo, deep)
+    opts = (options or Options()).resolved()
+    pre: list[Finding] = []
+    tinfo = None
+    if target is not None:
+        try:
+            tinfo = read_target(target)
+        except EaglehubError as exc:
+            if exc.code is None:
+                raise
+            pre.append(finding("E-TARGET-CONFIG", "target config.json", exc.message))
+    try:
+        drafter = read_drafter(path, fmt=source_format)
+    except EaglehubError as exc:
+        if exc.code is None:
+            raise
+        return make_report(path, pre + [input_finding(exc)], tinfo, deep)
+    return make_report(drafter, pre + run_checks(drafter, tinfo, deep=deep, options=opts), tinfo, deep)

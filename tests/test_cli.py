@@ -45,11 +45,15 @@ def findings(result):
     return [(f["code"], f["subject"]) for f in report["findings"]]
 
 
+UNIT = ("W-FCNORM-UNIT", "fc_norm.0.weight")  # the uncalibrated upgrade's unit gains, which a person should hear about
+
+
 def test_upgrade_validates_clean(upgraded, make_target):
     r = run("validate", upgraded, "--target", make_target(8), "--json")
-    assert r.exit_code == 0 and findings(r) == []
+    assert r.exit_code == 0 and findings(r) == [UNIT]
     human = run("validate", upgraded)
-    assert human.exit_code == 0 and "OK: 0 error(s), 0 warning(s), 0 info" in human.stdout
+    assert human.exit_code == 0 and "OK: 0 error(s), 1 warning(s), 0 info" in human.stdout and "calibrate" in human.stdout
+    assert run("validate", upgraded, "--strict").exit_code == 1
 
 
 def test_deleting_one_fc_norm_weight_fails(upgraded):
@@ -67,12 +71,12 @@ def test_unknown_layer_prefix_fails(upgraded):
     assert r.exit_code == 1
     assert ("E-TENSOR-UNEXPECTED", "blocks.0.mlp.down_proj.weight") in codes
     assert ("E-TENSOR-MISSING", "midlayer.mlp.down_proj.weight") in codes
-    assert {c for c, _ in codes} == {"E-TENSOR-UNEXPECTED", "E-TENSOR-MISSING"}
+    assert {c for c, _ in codes} == {"E-TENSOR-UNEXPECTED", "E-TENSOR-MISSING", UNIT[0]}
 
 
 def test_target_with_too_few_layers_fails(upgraded, make_target):
     r = run("validate", upgraded, "--target", make_target(4), "--json")
-    assert r.exit_code == 1 and findings(r) == [("E-AUX-RANGE", "eagle_aux_hidden_state_layer_ids")]
+    assert r.exit_code == 1 and findings(r) == [UNIT, ("E-AUX-RANGE", "eagle_aux_hidden_state_layer_ids")]
 
 
 def test_inspect_json_and_table(upgraded):
@@ -99,9 +103,11 @@ def test_convert_refuses_existing_and_already_31(upgraded, make_drafter):
     assert r.exit_code == 0 and json.loads((upgraded / "config.json").read_text())["norm_output"] is False
 
 
-@pytest.mark.parametrize("breakage", ["missing", "json", "truncated", "noconfig"])
-def test_bad_input_is_one_line_and_exit_2(make_drafter, tmp_path, breakage):
-    path = tmp_path / "nope" if breakage == "missing" else make_drafter()
+BREAKAGES = {"json": "E-INPUT-CONFIG", "truncated": "E-INPUT-WEIGHTS", "noconfig": "E-INPUT-MISSING", "noweights": "E-INPUT-MISSING"}
+
+
+def _broken(make_drafter, breakage):
+    path = make_drafter()
     if breakage == "json":
         (path / "config.json").write_text("{not json")
     elif breakage == "truncated":
@@ -109,7 +115,31 @@ def test_bad_input_is_one_line_and_exit_2(make_drafter, tmp_path, breakage):
         f.write_bytes(f.read_bytes()[:1000])
     elif breakage == "noconfig":
         (path / "config.json").unlink()
-    for cmd in (["validate"], ["inspect"], ["convert", "--to", "3.1"]):
+    elif breakage == "noweights":
+        (path / "model.safetensors").unlink()
+    return path
+
+
+@pytest.mark.parametrize("breakage", list(BREAKAGES))
+def test_unreadable_input_is_a_finding_for_validate(make_drafter, breakage):
+    """validate reports broken content as a named finding with exit 1 (--json: a schema-valid report)."""
+    path = _broken(make_drafter, breakage)
+    r = run("validate", path, "--json")
+    report = json.loads(r.stdout)
+    validate_json(report, "validate-report")
+    assert r.exit_code == 1 and report["layout"] == "unreadable" and [f["code"] for f in report["findings"]] == [BREAKAGES[breakage]]
+    assert report["findings"][0]["hint"]
+    human = run("validate", path)
+    assert human.exit_code == 1 and BREAKAGES[breakage] in human.stdout and "Traceback" not in human.output
+
+
+@pytest.mark.parametrize("breakage", ["missing", *BREAKAGES])
+def test_bad_input_is_one_line_and_exit_2(make_drafter, tmp_path, breakage):
+    """inspect and convert stop on unreadable input with one line and a hint; so does validate for a
+    path that names nothing at all (a usage error, not a finding about a drafter)."""
+    path = tmp_path / "nope" if breakage == "missing" else _broken(make_drafter, breakage)
+    cmds = (["validate"], ["inspect"], ["convert", "--to", "3.1"]) if breakage == "missing" else (["inspect"], ["convert", "--to", "3.1"])
+    for cmd in cmds:
         args = cmd[:1] + [path] + ([tmp_path / "dst"] if cmd[0] == "convert" else []) + cmd[1:]
         r = run(*args)
         assert r.exit_code == 2, (cmd, r.output)
@@ -150,10 +180,10 @@ def test_list_rules_prints_the_whole_catalogue():
 
 
 def test_strict_fails_on_warnings_only(make_drafter):
-    warned = make_drafter(mutate=lambda cfg, t: cfg.update(tie_word_embeddings=True))  # W-CONFIG-TIE only
+    warned = make_drafter(mutate=lambda cfg, t: cfg.update(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 3, 4]}))
     plain, strict = run("validate", warned, "--json"), run("validate", warned, "--strict", "--json")
     codes = [f["code"] for f in json.loads(plain.stdout)["findings"]]
-    assert codes == ["W-CONFIG-TIE"] and plain.exit_code == 0 and strict.exit_code == 1
+    assert codes == ["W-AUX-CONFLICT"] and plain.exit_code == 0 and strict.exit_code == 1
     assert run("validate", make_drafter("clean"), "--strict").exit_code == 0
 
 

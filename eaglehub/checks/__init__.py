@@ -1,23 +1,26 @@
 """Validation checks. Each check is ``check(ctx: Context) -> list[Finding]``; :data:`CHECKS` runs in order.
 
-Modules: :mod:`.config` (schema, class, RoPE, flags aliases, MLA fields), :mod:`.tensors` (names, shapes, dtypes,
-init-looking weights), :mod:`.vocab` (``d2t``/``t2d``), :mod:`.aux` (aux-layer ids), :mod:`.target`
-(drafter ↔ target). Layout-level rejections (not a drafter, EAGLE-1/2, unsupported) live in
-:func:`eaglehub.validate.run_checks`.
+Every code a check emits is a registered rule of :mod:`eaglehub.findings`. Modules: :mod:`.config`
+(schema per layout, class, RoPE, flags and where they live, heads, MLA fields), :mod:`.tensors`
+(names, shapes, dtypes, init-looking and unit-gain weights), :mod:`.quant` (quantized layouts),
+:mod:`.vocab` (``d2t``/``t2d``), :mod:`.aux` (aux-layer ids), :mod:`.target` (drafter ↔ target),
+:mod:`.engine` (vLLM version, tensor parallelism). Layout-level rejections (not a drafter,
+EAGLE-1/2, unsupported) live in :func:`eaglehub.validate.run_checks`.
 """
 
 from __future__ import annotations
 
-from . import aux, config, target, tensors, vocab
-from .context import Context, TargetInfo, read_target
+from . import aux, config, engine, quant, target, tensors, vocab
+from .context import Context, Options, TargetInfo, read_target
 
 CHECKS = [
-    config.check_schema, config.check_architecture, config.check_rope, config.check_misc, config.check_mla,
-    tensors.check_prefix, tensors.check_expected, tensors.check_dtypes, tensors.check_finite, tensors.check_init,
-    vocab.check, aux.check, target.check,
+    config.check_schema, config.check_architecture, config.check_rope, config.check_misc, config.check_flags, config.check_mla,
+    tensors.check_prefix, tensors.check_expected, tensors.check_dtypes, tensors.check_fc_norm_unit,
+    tensors.check_finite, tensors.check_init,
+    quant.check, vocab.check, aux.check, target.check, engine.check,
 ]
 
 #: value checks that read weight data (``validate --deep``): non-finite values, untrained-looking weights
 STATISTICS_CHECKS = (tensors.check_finite, tensors.check_init)
 
-__all__ = ["STATISTICS_CHECKS", "CHECKS", "Context", "TargetInfo", "read_target"]
+__all__ = ["STATISTICS_CHECKS", "CHECKS", "Context", "Options", "TargetInfo", "read_target"]

@@ -1,8 +1,9 @@
-"""Config-level checks: JSON Schema, drafter class, RoPE type, tie/alias/vocab fields, MLA fields."""
+"""Config-level checks: JSON Schema per layout, drafter class, RoPE, tie/alias/vocab/head fields, where the
+switches live, sliding windows, MLA fields."""
 
 from __future__ import annotations
 
-from ..drafter import nested_config
+from ..drafter import int_field, nested_config
 from ..findings import Finding, finding
 from ..layouts import LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, architecture
 from ..schemas import schema_errors
@@ -27,11 +28,31 @@ def _raw(ctx: Context) -> dict:
     return getattr(ctx.drafter, "raw_config", None) or ctx.drafter.config
 
 
+#: ``schemas/<name>.schema.json`` per layout: speculators configs are checked as stored (their
+#: layer keys live in ``transformer_layer_config``), the flat layouts on the canonical flat config.
+SPECULATORS_SCHEMA, MLA_SCHEMA, EAGLE31_SCHEMA, EAGLE3_SCHEMA = (
+    "drafter-config-speculators", "drafter-config-mla", "drafter-config-eagle31", "drafter-config")
+
+
+def config_schema(ctx: Context) -> tuple[str, dict]:
+    """``(schema name, config it applies to)`` for the drafter's layout: speculators (stored config),
+    MLA, EAGLE-3.1 (a 3.1 flag set) or EAGLE-3 (formats.md §4, §5)."""
+    d = ctx.drafter
+    if d.format == "speculators":
+        return SPECULATORS_SCHEMA, _raw(ctx)
+    if layer_kind(d.config) == MLA:
+        return MLA_SCHEMA, d.config
+    if any(d.config.get(k) is True for k in ("fc_norm", "norm_output", "use_aux_norm")):
+        return EAGLE31_SCHEMA, d.config
+    return EAGLE3_SCHEMA, d.config
+
+
 def check_schema(ctx: Context) -> list[Finding]:
-    """Every violation of ``schemas/drafter-config.schema.json`` → E-CONFIG-SCHEMA."""
+    """Every violation of the layout's schema (:func:`config_schema`) → E-CONFIG-SCHEMA."""
+    name, cfg = config_schema(ctx)
     return [
-        finding("E-CONFIG-SCHEMA", path, f"config.json: {msg}", "fix config.json (see schemas/drafter-config.schema.json)")
-        for path, msg in schema_errors(ctx.drafter.config, "drafter-config")
+        finding("E-CONFIG-SCHEMA", path, f"config.json: {msg}", f"fix config.json (see schemas/{name}.schema.json)")
+        for path, msg in schema_errors(cfg, name)
     ]
 
 
@@ -89,8 +110,36 @@ def check_architecture(ctx: Context) -> list[Finding]:
     return out
 
 
+#: parameters each scaled ``rope_type`` needs (transformers ``modeling_rope_utils`` validators; vLLM ``get_rope``)
+ROPE_REQUIRED = {
+    "linear": ("factor",), "dynamic": ("factor",), "yarn": ("factor",), "deepseek_yarn": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+    "longrope": ("short_factor", "long_factor"),
+}
+
+
+def _number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _rope_params(key: str, rope: dict, rtype: str) -> list[Finding]:
+    missing = [p for p in ROPE_REQUIRED.get(rtype, ()) if p not in rope]
+    if missing:
+        return [finding("E-ROPE-PARAMS", f"{key}.{missing[0]}", f"{key} of rope_type {rtype!r} lacks {', '.join(missing)}")]
+    bad = [p for p in ROPE_REQUIRED.get(rtype, ()) if p.endswith("factor") and not p.endswith("s_factor")
+           and not (_number(rope[p]) and rope[p] > 0)]
+    if bad:
+        return [finding("E-ROPE-PARAMS", f"{key}.{bad[0]}", f"{key}.{bad[0]} is {rope[bad[0]]!r}, must be a number > 0")]
+    if rtype == "llama3" and _number(rope["low_freq_factor"]) and _number(rope["high_freq_factor"]) \
+            and rope["low_freq_factor"] >= rope["high_freq_factor"]:
+        return [finding("E-ROPE-PARAMS", f"{key}.low_freq_factor",
+                        f"llama3 RoPE needs low_freq_factor < high_freq_factor, got {rope['low_freq_factor']} >= {rope['high_freq_factor']}")]
+    return []
+
+
 def check_rope(ctx: Context) -> list[Finding]:
-    """``rope_scaling``/``rope_parameters`` must name a known ``rope_type`` (F14)."""
+    """``rope_scaling``/``rope_parameters`` must name a known ``rope_type`` (E-ROPE-TYPE) with the
+    parameters that type needs (E-ROPE-PARAMS, :data:`ROPE_REQUIRED`; F14)."""
     out = []
     for key in ("rope_scaling", "rope_parameters"):
         rope = ctx.drafter.config.get(key)
@@ -99,23 +148,118 @@ def check_rope(ctx: Context) -> list[Finding]:
             if rtype is not None and (not isinstance(rtype, str) or rtype not in KNOWN_ROPE_TYPES):
                 out.append(finding("E-ROPE-TYPE", f"{key}.rope_type", f"unknown rope_type {rtype!r}",
                                    f"use one of {', '.join(sorted(KNOWN_ROPE_TYPES))}, copied verbatim from the training config"))
+            elif isinstance(rtype, str):
+                out += _rope_params(key, rope, rtype)
+    return out
+
+
+def _heads(ctx: Context) -> list[Finding]:
+    """Llama attention: ``nh % nkv == 0`` (GQA groups), ``H % nh == 0`` unless ``head_dim`` is given;
+    a research-class config whose ``head_dim`` is not ``H/nh`` (its loaders ignore it, formats.md §5)."""
+    cfg, d = ctx.drafter.config, ctx.drafter.dims
+    if layer_kind(cfg) == MLA or not d.nh:
+        return []
+    out = []
+    if d.nkv and d.nh % d.nkv:
+        out.append(finding("E-CONFIG-HEADS", "num_key_value_heads",
+                           f"num_attention_heads {d.nh} is not a multiple of num_key_value_heads {d.nkv}: query heads cannot be grouped"))
+    if d.H and d.H % d.nh and int_field(cfg, "head_dim") is None:
+        out.append(finding("E-CONFIG-HEADS", "head_dim", f"hidden_size {d.H} does not divide into {d.nh} heads and no head_dim is given",
+                           'add the "head_dim" the drafter was trained with'))
+    hd = int_field(cfg, "head_dim")
+    if architecture(cfg) == RESEARCH_ARCH and hd and d.H and d.H % d.nh == 0 and hd != d.H // d.nh:
+        out.append(finding("W-CONFIG-HEADDIM", "head_dim", f"head_dim {hd} != hidden_size / num_attention_heads = {d.H // d.nh} "
+                           "in an EAGLE research (LlamaForCausalLM) config, whose loaders compute H / nh and ignore head_dim"))
     return out
 
 
 def check_misc(ctx: Context) -> list[Finding]:
-    """``tie_word_embeddings`` (not read by vLLM), ``use_aux_norm`` alias (in the stored config), ``Vd <= V``."""
+    """``tie_word_embeddings`` (not read by vLLM; impossible with a pruned vocabulary), the
+    ``use_aux_norm`` alias (in the stored config), ``Vd <= V``, attention heads."""
     cfg, d, out = ctx.drafter.config, ctx.drafter.dims, []
     if cfg.get("tie_word_embeddings") is True:
-        out.append(finding("W-CONFIG-TIE", "tie_word_embeddings", "tie_word_embeddings is true but vLLM does not read it; the drafter's lm_head is used as stored",
-                           'set "tie_word_embeddings": false and ship lm_head.weight'))
+        if d.Vd and d.V and d.Vd < d.V:
+            out.append(finding("E-CONFIG-TIE-PRUNED", "tie_word_embeddings",
+                               f"tie_word_embeddings is true but the vocabulary is pruned ({d.Vd} < {d.V}): lm_head [{d.Vd}, H] "
+                               "cannot be the [V, H] embedding; loaders that tie would replace the trained head"))
+        else:
+            out.append(finding("W-CONFIG-TIE", "tie_word_embeddings",
+                               "tie_word_embeddings is true but vLLM does not read it; the drafter's lm_head is used as stored"))
     raw = _raw(ctx)
     if raw.get("use_aux_norm") is True and raw.get("fc_norm") is not True:
-        out.append(finding("W-FCNORM-ALIAS", "use_aux_norm", "use_aux_norm (SGLang alias) is true but fc_norm, which vLLM reads, is not",
-                           'add "fc_norm": true'))
+        out.append(finding("W-FCNORM-ALIAS", "use_aux_norm", "use_aux_norm (SGLang alias) is true but fc_norm, which vLLM reads, is not"))
     if d.Vd and d.V and d.Vd > d.V:
-        out.append(finding("E-VOCAB-DRAFT", "draft_vocab_size", f"draft_vocab_size {d.Vd} > vocab_size {d.V}",
-                           "draft_vocab_size counts a subset of the target vocabulary"))
+        out.append(finding("E-VOCAB-DRAFT", "draft_vocab_size", f"draft_vocab_size {d.Vd} > vocab_size {d.V}"))
+    return out + _heads(ctx)
+
+
+#: top-level switches vLLM reads only at the top level of a flat config (vllm.md §3; ``norm_before_fc``
+#: is read nested too, so it is W-INPUTNORM-NESTED there) -> the value vLLM uses when absent
+#: (``None``: derived from other fields, so any stated value matters)
+FLAT_TOP_ONLY = {"fc_norm": False, "norm_output": False, "norm_before_residual": False, "target_hidden_size": None,
+                 "draft_vocab_size": None, "num_aux_hidden_states": None}
+#: switches vLLM's speculators adapter copies from the top level only, overwriting the layer
+#: config's value with the top-level one or its default (vLLM ``configs/speculators/algos.py``)
+SPECULATORS_TOP_ONLY = {"fc_norm": False, "norm_output": False, "norm_before_fc": False, "norm_before_residual": True,
+                        "draft_vocab_size": None}
+
+
+def misplaced_flags(d) -> list[tuple[str, str, object]]:
+    """``[(where, key, value)]``: switches stored only in a sub-config vLLM does not read them from,
+    holding a value other than the one vLLM then uses (F16, F17). ``where`` is the sub-config's key.
+
+    Flat layouts: keys of :data:`FLAT_TOP_ONLY` inside ``eagle_config``; speculators: keys of
+    :data:`SPECULATORS_TOP_ONLY` inside ``transformer_layer_config``. Works on the stored config
+    (``raw_config``), since format readers may already have lifted such keys.
+    """
+    raw = d.raw_config or d.config
+    if d.format == "speculators":
+        where, table = "transformer_layer_config", SPECULATORS_TOP_ONLY
+    else:
+        where, table = "eagle_config", FLAT_TOP_ONLY
+    sub = raw.get(where) if isinstance(raw.get(where), dict) else {}
+    out = []
+    for key, default in table.items():
+        if sub.get(key) is not None and key not in raw:  # null states nothing
+            derived = {"target_hidden_size": d.dims.H, "draft_vocab_size": d.dims.V, "num_aux_hidden_states": 3}.get(key)
+            if sub[key] != (default if default is not None else derived):
+                out.append((where, key, sub[key]))
     return out
+
+
+def _sliding_window(cfg: dict) -> list[Finding]:
+    """F15: a drafter trained with a sliding window. vLLM's Llama layers window only layers that
+    ``layer_types`` marks ``sliding_attention`` (and size it from ``sliding_window``); the Qwen-style
+    ``use_sliding_window`` switch is not read there, so a window trained that way is dropped."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and "sliding_attention" in types:
+        return [finding("W-SLIDING-WINDOW", "layer_types",
+                        f"layer_types marks sliding_attention (window {cfg.get('sliding_window')!r}): engine versions differ on whether the "
+                        "drafter gets its own window or the target's (speculators PR #684)")]
+    if cfg.get("use_sliding_window") is True and cfg.get("sliding_window"):
+        return [finding("W-SLIDING-WINDOW", "use_sliding_window",
+                        f"use_sliding_window is true (window {cfg.get('sliding_window')!r}) but vLLM's Llama drafter layers read only "
+                        "layer_types: the drafter runs with full attention, unlike in training")]
+    return []
+
+
+def check_flags(ctx: Context) -> list[Finding]:
+    """Where the switches live (E-FLAG-MISPLACED, W-INPUTNORM-NESTED), which combinations engines
+    disagree on (W-NORMS-BOTH) and sliding windows (W-SLIDING-WINDOW); formats.md §4, vllm.md §2–§3."""
+    d, out = ctx.drafter, []
+    for where, key, value in misplaced_flags(d):
+        out.append(finding("E-FLAG-MISPLACED", f"{where}.{key}",
+                           f"{key} = {value!r} is stored only in {where}, which vLLM does not read for it: vLLM runs the drafter as if it were unset"))
+    raw = _raw(ctx)
+    nested = nested_config(raw)
+    if d.format != "speculators" and nested.get("norm_before_fc") is True and "norm_before_fc" not in raw:
+        out.append(finding("W-INPUTNORM-NESTED", "eagle_config.norm_before_fc",
+                           "norm_before_fc is set only inside eagle_config: vLLM reads it there, engines and converters that read the top "
+                           "level skip input_norm (vLLM PR #38111, #42143)"))
+    if d.flags.norm_before_fc and d.flags.fc_norm:
+        out.append(finding("W-NORMS-BOTH", "norm_before_fc", "norm_before_fc and fc_norm are both true: vLLM applies input_norm, then fc_norm; "
+                           "speculators refuses the pair, so training code may have applied only one"))
+    return out + _sliding_window(d.config)
 
 
 def check_mla(ctx: Context) -> list[Finding]:

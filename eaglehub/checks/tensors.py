@@ -126,6 +126,22 @@ def check_init(ctx: Context) -> list[Finding]:
     return out
 
 
+def check_fc_norm_unit(ctx: Context) -> list[Finding]:
+    """W-FCNORM-UNIT: ``fc_norm`` on and every ``fc_norm.{i}.weight`` exactly one, which is what an
+    uncalibrated 3 → 3.1 upgrade writes (formats.md §7 step 4: a unit-gain RMSNorm still rescales each
+    aux chunk per token, so the drafter is no longer the 3.0 one; measured here: AL 1.657 → 1.104).
+    Reads only the ``A`` gain vectors ``[Ht]``."""
+    d = ctx.drafter
+    names = [f"fc_norm.{i}.weight" for i in range(d.dims.A)]
+    if not d.flags.fc_norm or not all(n in d.tensors and d.tensors[n].is_float for n in names):
+        return []
+    if not all(bool((drafter_array(d, n) == 1).all()) for n in names):
+        return []
+    return [finding("W-FCNORM-UNIT", "fc_norm.0.weight",
+                    f"all {len(names)} fc_norm gain vectors are exactly 1 (an uncalibrated 3.1 upgrade): the drafter now normalises each aux "
+                    "state it was not trained to see normalised, and acceptance usually drops until the gains are calibrated")]
+
+
 NONFINITE_ROWS_BYTES = 16 << 20  # rows read per step: bounded memory on multi-GB tensors
 
 

@@ -144,7 +144,7 @@ def _structure(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
 def _ambiguous(candidates: dict[str, str]) -> EaglehubError:
     listed = "; ".join(f"{n} ({why})" for n, why in candidates.items())
     err = EaglehubError(f"ambiguous drafter format, candidates: {listed}",
-                        hint=f"name the source format with --from {' | --from '.join(candidates)}")
+                        hint=f"name the source format with --from {' | --from '.join(candidates)}", code="E-INPUT-AMBIGUOUS")
     err.candidates = list(candidates)
     return err
 
