@@ -59,7 +59,7 @@ SPECULATORS_PKG ?= speculators==0.9.0
 SPEC_VENV := $(BENCH_WORK)/speculators-venv
 SPEC_STAMP := $(SPEC_VENV)/.bench-complete
 
-.PHONY: bench bench-setup
+.PHONY: bench bench-setup bench-validate
 
 bench-setup: $(SPEC_STAMP)
 
@@ -74,3 +74,8 @@ $(SPEC_STAMP):
 
 bench: setup bench-setup
 	$(BIN)/python benchmarks/convert_speed.py --work $(BENCH_WORK) --repeat $(BENCH_REPEAT) --json $(OUT)/bench-convert.json
+
+# bench-validate: `eaglehub validate` on the same generated drafters (headers only, --target, --deep), next to
+# `python -c pass`; the headers-only target is < 1 s for the Llama-3.1-8B-shaped drafter.
+bench-validate: setup
+	$(BIN)/python benchmarks/validate_speed.py --work $(BENCH_WORK) --repeat 5 --json $(OUT)/bench-validate.json

@@ -10,6 +10,10 @@ Formulas (shared/reference/vllm.md §9; benchmarks.md §2–§4), token-weighted
 * draft acceptance rate = num_accepted_tokens / num_draft_tokens.
 
 Rates with a zero denominator are ``None`` (undefined), never 0.
+
+Thresholds used by ``eaglehub verify``: :data:`NOT_WIRED_THRESHOLD` (position-0 rate),
+:data:`LOW_AL_THRESHOLD` (AL, failure-kinds.md F13) and :data:`DEFAULT_AL_TOLERANCE` (relative AL
+drop against a reference report, F26).
 """
 
 from __future__ import annotations
@@ -27,6 +31,13 @@ DRAFT_RATE_DEFINITION = "draft acceptance rate = num_accepted_tokens / num_draft
 NOT_WIRED_THRESHOLD = 0.02
 """Position-0 unconditional acceptance below this (or no drafts at all) ⇒ "drafter not wired"
 (failure-kinds.md, Cross-cutting). A trained drafter, even a weak one (AL 1.2), sits near 0.2."""
+LOW_AL_THRESHOLD = 1.3
+"""AL (tokens per verify pass) below which speculation is likely slower than plain decoding
+(failure-kinds.md F13, "warn below 1.3"): each verify pass also pays for k drafter passes and a
+(k+1)-token target forward, which fewer than 0.3 extra tokens per pass rarely repay."""
+DEFAULT_AL_TOLERANCE = 0.05
+"""Relative AL drop tolerated against a reference run (failure-kinds.md F26): 5 %, the rtol of
+vLLM's tests/v1/spec_decode/test_acceptance_length.py (benchmarks.md §2)."""
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -44,11 +55,32 @@ def acceptance_stats(c: SpecCounters) -> dict:
     conditional += [_ratio(pos[i], pos[i - 1]) for i in range(1, len(pos))]
     return {
         **c.to_dict(),
-        "acceptance_length": None if not c.num_drafts else 1.0 + c.num_accepted_tokens / c.num_drafts,
+        "acceptance_length": acceptance_length(c),
         "acceptance_rate_per_position": [_ratio(p, c.num_drafts) for p in pos],
         "conditional_acceptance_rate_per_position": conditional,
         "draft_acceptance_rate": _ratio(c.num_accepted_tokens, c.num_draft_tokens),
     }
+
+
+def acceptance_length(c: SpecCounters) -> float | None:
+    """AL = 1 + num_accepted_tokens / num_drafts (tokens per verify pass, bonus included); ``None``
+    when nothing was drafted."""
+    return None if not c.num_drafts else 1.0 + c.num_accepted_tokens / c.num_drafts
+
+
+def low_acceptance_length(al: float | None, threshold: float = LOW_AL_THRESHOLD) -> bool:
+    """True when ``al`` (tokens per verify pass) is defined and below ``threshold``."""
+    return al is not None and al < threshold
+
+
+def relative_change(value: float, reference: float) -> float:
+    """(value − reference) / reference: −0.1 is a 10 % drop. ``reference`` must be positive (an AL ≥ 1)."""
+    return (value - reference) / reference
+
+
+def regressed(value: float, reference: float, tolerance: float = DEFAULT_AL_TOLERANCE) -> bool:
+    """True when ``value`` < ``reference`` · (1 − ``tolerance``); ``tolerance`` is a fraction (0.05 = 5 %)."""
+    return value < reference * (1.0 - tolerance)
 
 
 def total(counters: Iterable[SpecCounters]) -> SpecCounters:
@@ -81,10 +113,12 @@ def first_divergence(reference: list[int], candidate: list[int]) -> int | None:
 def check_consistency(c: SpecCounters, k: int) -> list[str]:
     """Invariants the counters must satisfy; returns human-readable violations (empty if fine).
 
-    accepted ≤ draft tokens ≤ k · drafts; Σ accepted_per_pos = accepted; per-position counts
-    non-increasing (a token at position i is accepted only if position i−1 was).
+    accepted ≤ draft tokens ≤ k · drafts; at most k positions; Σ accepted_per_pos = accepted;
+    per-position counts non-increasing (a token at position i is accepted only if position i−1 was).
     """
     problems = []
+    if len(c.accepted_per_pos) > k:
+        problems.append(f"accepted_per_pos has {len(c.accepted_per_pos)} positions > k {k}")
     if c.num_accepted_tokens > c.num_draft_tokens:
         problems.append(f"accepted {c.num_accepted_tokens} > drafted {c.num_draft_tokens}")
     if c.num_draft_tokens > k * c.num_drafts:

@@ -189,21 +189,30 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
               help="Write the JSON report here (schemas/verify-report.schema.json).")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG of acceptance length per category and acceptance rate per position.")
+@click.option("--reference-report", "reference_report", type=click.Path(dir_okay=False), default=None,
+              help="An earlier verify report: fail (E-VERIFY-AL-REGRESSION) when a drafter's AL fell below its entry "
+                   "there by more than --al-tolerance; no comparison when k, max tokens, dtype or prompts differ.")
+@click.option("--al-tolerance", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.05, show_default=True,
+              help="Relative AL drop tolerated against --reference-report (0.05 = 5 %, vLLM's CI rtol).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
 @handle_errors
 def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, limit, dtype, engine_log, report_path,
-               plot_path, as_json) -> None:
+               plot_path, reference_report, al_tolerance, as_json) -> None:
     """Prove TARGET + DRAFTER lossless in vLLM (greedy) and measure acceptance.
 
-    Exit code 1 when any prompt is not token-identical to the target alone or the drafter is not
-    wired (position-0 acceptance ~ 0); 0 otherwise; 2 for usage errors or a missing engine.
+    Exit code 1 when any drafter has an error finding: a prompt not token-identical to the target
+    alone (E-VERIFY-LOSSLESS), a drafter not wired (position-0 acceptance ~ 0, E-VERIFY-NOT-WIRED),
+    inconsistent engine counters (E-VERIFY-COUNTERS) or an AL regression against --reference-report
+    (E-VERIFY-AL-REGRESSION); warnings (W-VERIFY-LOW-AL: AL below 1.3) never fail. 0 otherwise;
+    2 for usage errors, a bad reference report or a missing engine.
     """
     from .engines.vllm_engine import VllmEngine
     from .verify import VerifyOptions, exit_code, run_verify, write_plot, write_report
     from .verify_view import render_report
 
     opts = VerifyOptions(target=target_spec, drafters=list(drafters), k=k, max_tokens=max_tokens,
-                         prompts_file=prompts_file, categories=list(categories), limit=limit, dtype=dtype)
+                         prompts_file=prompts_file, categories=list(categories), limit=limit, dtype=dtype,
+                         reference_report=reference_report, al_tolerance=al_tolerance)
     report = run_verify(opts, engine=VllmEngine(log_dir=engine_log), console=err_console)
     if report_path:
         write_report(report, report_path)

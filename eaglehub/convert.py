@@ -55,14 +55,36 @@ def _source_errors(d: Drafter) -> None:
                             hint=f"run `eaglehub validate {d.path}` and fix them first", exit_code=1)
 
 
+def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, dict]:
+    """F16/F17: switches stored only in a sub-config vLLM does not read them from
+    (:func:`eaglehub.checks.config.misplaced_flags`) move to the top level. Returns the repaired
+    stored config and the format's carried keys, so the writer and the re-check see them there."""
+    from .checks.config import misplaced_flags
+
+    raw, carried = json.loads(json.dumps(d.raw_config)), dict(d.carried.get(d.format, {}))
+    for where, key, value in misplaced_flags(d):
+        changes.append({"key": key, "old": None, "new": value,
+                        "why": f"stored only in {where}, where vLLM does not read it (F16, F17): moved to the top level"})
+        raw[key] = raw[where].pop(key)
+        cfg[key] = value
+        if d.format == "speculators":  # the writer places keys by the stored layout it carried
+            carried["top_keys"] = [*carried.get("top_keys", ()), key]
+            carried["layer_keys"] = [k for k in carried.get("layer_keys", ()) if k != key]
+        elif isinstance(carried.get("eagle_config"), dict):
+            carried["eagle_config"] = {k: v for k, v in carried["eagle_config"].items() if k != key}
+    return raw, carried
+
+
 def _repair(d: Drafter) -> tuple[Drafter, list[dict]]:
     """Config-only faults that convert fixes because the tensors say what is right (failure-kinds.md):
     F1, a target class or ``model_type`` in a drafter config (engines would build a full LM); F10, an
-    undeclared ``target_hidden_size`` that the ``fc`` width gives away (``Ht = fc.in / A``)."""
+    undeclared ``target_hidden_size`` that the ``fc`` width gives away (``Ht = fc.in / A``); F16/F17,
+    switches stored where vLLM does not read them (:func:`_lift_misplaced`)."""
     if d.format not in FORMATS:
         raise EaglehubError(f"{d.path} is not a convertible EAGLE-3 drafter ({d.format}: {'; '.join(d.evidence)})",
                             hint=f"run `eaglehub validate {d.path}`", exit_code=1)
     cfg, changes = dict(d.config), []
+    raw, carried = _lift_misplaced(d, cfg, changes)
 
     def change(key, new, why):
         changes.append({"key": key, "old": cfg.get(key), "new": new, "why": why})
@@ -80,7 +102,8 @@ def _repair(d: Drafter) -> tuple[Drafter, list[dict]]:
         change("target_hidden_size", fc.shape[1] // dims.A, f"fc.weight {list(fc.shape)} reads A = {dims.A} states of this width (F10)")
     if not changes:
         return d, []
-    return replace(d, config=cfg, dims=derive_dims(cfg), flags=read_flags(cfg)), changes
+    return replace(d, config=cfg, dims=derive_dims(cfg), flags=read_flags(cfg), raw_config=raw,
+                   carried={**d.carried, d.format: carried}), changes
 
 
 def _upgrade(d: Drafter, norm_output: bool) -> tuple[Drafter, dict[str, OutTensor], list[dict]]:

@@ -14,6 +14,7 @@ from pathlib import Path
 from .checks import CHECKS, STATISTICS_CHECKS, Context, Options, TargetInfo, read_target
 
 __all__ = ["Options", "make_report", "run_checks", "validate"]
+from .checks.engine import parse_version
 from .drafter import Drafter
 from .errors import EaglehubError
 from .findings import Finding, count_by_severity, finding
@@ -98,6 +99,8 @@ def validate(drafter_dir: str | Path, target: str | Path | None = None, source_f
     """
     path, _ = resolve_source(str(drafter_dir), revision)
     opts = (options or Options()).resolved()
+    if opts.vllm_version:
+        parse_version(opts.vllm_version)  # a bad --vllm-version is a usage error, before any work
     pre: list[Finding] = []
     tinfo = None
     if target is not None:

@@ -7,15 +7,24 @@ Per prompt the output token ids are compared with the baseline (exact ids: on CP
 numerical-tie divergence is expected, benchmarks.md §4 pitfall 1). Acceptance metrics follow
 :mod:`eaglehub.acceptance` (vllm.md §9).
 
-A drafter fails when any prompt's output differs from the baseline (``lossless_mismatch``), when
-position-0 acceptance is ≈ 0 (``drafter_not_wired``, failure-kinds.md Cross-cutting), or when the
-engine's counters break their invariants (``counters_inconsistent``). The report (a dict valid
-against ``schemas/verify-report.schema.json``) records all of it; :func:`exit_code` is 1 when any
-drafter fails, else 0.
+Each drafter gets findings with the registered ``stage="verify"`` codes of :mod:`eaglehub.findings`:
+
+* ``E-VERIFY-LOSSLESS``: a prompt's output differs from the baseline (failure-kinds.md F23);
+* ``E-VERIFY-NOT-WIRED``: position-0 acceptance ≈ 0 (Cross-cutting: F2, F5, F6, F8, F12, F17);
+* ``E-VERIFY-COUNTERS``: a category's counters break their invariants (an engine bug);
+* ``W-VERIFY-LOW-AL``: AL below :data:`~eaglehub.acceptance.LOW_AL_THRESHOLD`, overall or per
+  category (F13);
+* ``E-VERIFY-AL-REGRESSION``: with ``--reference-report``, AL below the reference drafter's by more
+  than the tolerance (F26; see :func:`compare_with_reference`).
+
+A drafter passes when it has no error finding; warnings never change the exit code. The report (a
+dict valid against ``schemas/verify-report.schema.json``) records all of it; :func:`exit_code` is 1
+when any drafter fails, else 0.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -23,13 +32,16 @@ from pathlib import Path
 
 from . import __version__, acceptance
 from .atomic import atomic_file
-from .engines.base import Engine, RunResult, RunSpec
+from .engines.base import Engine, RunResult, RunSpec, SpecCounters
 from .errors import EaglehubError
+from .findings import Finding, finding
 from .prompts import Prompt, default_prompts_path, load_prompts
 from .schemas import schema_errors
 
 REPORT_SCHEMA = "verify-report"
-REPORT_VERSION = 1
+REPORT_VERSION = 2
+"""2: per-drafter ``findings`` with registered codes (was ``failures`` with ad-hoc codes), the
+prompt file's sha256, and the ``reference`` comparison."""
 
 
 @dataclass
@@ -46,6 +58,8 @@ class VerifyOptions:
     dtype: str = "float32"
     seed: int = 0
     max_model_len: int = 2048
+    reference_report: str | None = None
+    al_tolerance: float = acceptance.DEFAULT_AL_TOLERANCE
 
 
 def serve_command(target: Path, drafter: Path, k: int) -> str:
@@ -98,38 +112,77 @@ def compare_outputs(prompts: list[Prompt], baseline: RunResult, run: RunResult) 
     return rows
 
 
-def drafter_failures(rows: list[dict], run: RunResult, k: int) -> list[dict]:
-    """Named failures of one drafter run (codes: lossless_mismatch, drafter_not_wired, counters_inconsistent)."""
-    failures = []
+def _overall(run: RunResult) -> SpecCounters:
+    return acceptance.total(run.group_counters.values())
+
+
+def _lossless_findings(rows: list[dict]) -> list[Finding]:
     bad = [r for r in rows if not r["match"]]
-    if bad:
-        where = ", ".join(f"{r['id']}@{r['first_divergence']}" for r in bad[:8]) + (" …" if len(bad) > 8 else "")
-        failures.append({
-            "code": "lossless_mismatch", "severity": "error",
-            "message": f"{len(bad)} of {len(rows)} prompts differ from the target alone (id@first divergent token: {where})",
-            "hint": "greedy float32 on CPU must be token-identical; check the target/drafter "
-                    "pairing and the engine version, then look at the target's top-1/top-2 margin at the divergence"})
-    overall = acceptance.total(run.group_counters.values())
-    if acceptance.drafter_not_wired(overall):
-        failures.append({
-            "code": "drafter_not_wired", "severity": "error",
-            "message": f"position-0 acceptance is ≈ 0 (< {acceptance.NOT_WIRED_THRESHOLD}) over {overall.num_drafts} drafts",
-            "hint": "the drafter's predictions do not reach the target: check d2t, aux layer ids, weight names "
-                    "(a missing tensor loads silently in vLLM) and that the drafter was trained for this target"})
-    problems = acceptance.check_consistency(overall, k)
-    if problems:
-        failures.append({"code": "counters_inconsistent", "severity": "error", "message": "; ".join(problems),
-                         "hint": "the engine's spec-decode counters break their invariants; report an engine bug"})
-    return failures
+    if not bad:
+        return []
+    where = ", ".join(f"{r['id']}@{r['first_divergence']}" for r in bad[:8]) + (" …" if len(bad) > 8 else "")
+    return [finding("E-VERIFY-LOSSLESS", "outputs",
+                    f"{len(bad)} of {len(rows)} prompts differ from the target alone (id@first divergent token: {where})",
+                    hint="greedy float32 on CPU must be token-identical; check the target/drafter pairing and the engine "
+                         "version, then look at the target's top-1/top-2 margin at the divergence")]
 
 
-def drafter_report(drafter: Path, target: Path, k: int, prompts: list[Prompt], baseline: RunResult, run: RunResult) -> dict:
-    """The report section of one drafter: outputs compared, acceptance per category and overall, failures."""
+def _low_al_findings(overall: SpecCounters, per_category: dict[str, SpecCounters]) -> list[Finding]:
+    """One W-VERIFY-LOW-AL for the overall AL and one per category below the bar (F13)."""
+    scopes = [("acceptance.overall", "overall", overall)]
+    scopes += [(f"acceptance.per_category.{g}", f"category {g}", c) for g, c in per_category.items()]
+    out = []
+    for subject, label, c in scopes:
+        al = acceptance.acceptance_length(c)
+        if acceptance.low_acceptance_length(al):
+            out.append(finding("W-VERIFY-LOW-AL", subject,
+                               f"{label}: acceptance length {al:.3f} < {acceptance.LOW_AL_THRESHOLD} over {c.num_drafts} drafts "
+                               f"(tokens per verify pass, bonus included)"))
+    return out
+
+
+def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
+    """Findings of one drafter run, from its compared outputs ``rows`` and its counters.
+
+    E-VERIFY-LOSSLESS (any prompt differs), E-VERIFY-NOT-WIRED (position-0 acceptance below
+    :data:`~eaglehub.acceptance.NOT_WIRED_THRESHOLD`, or nothing drafted), E-VERIFY-COUNTERS (one
+    per category whose counters break :func:`~eaglehub.acceptance.check_consistency`; the overall sum
+    is consistent whenever every category is) and W-VERIFY-LOW-AL (:func:`_low_al_findings`).
+    A drafter that is not wired gets no low-AL warnings: its AL is at most 1 + k · 0.02, and the
+    error already says why.
+    """
+    findings = _lossless_findings(rows)
+    overall = _overall(run)
+    not_wired = acceptance.drafter_not_wired(overall)
+    if not_wired:
+        findings.append(finding(
+            "E-VERIFY-NOT-WIRED", "acceptance.overall",
+            f"position-0 acceptance is ≈ 0 (< {acceptance.NOT_WIRED_THRESHOLD}) over {overall.num_drafts} drafts",
+            hint="the drafter's predictions do not reach the target: check d2t, aux layer ids, weight names "
+                 "(a missing tensor loads silently in vLLM) and that the drafter was trained for this target"))
+    for g, c in run.group_counters.items():
+        problems = acceptance.check_consistency(c, k)
+        if problems:
+            findings.append(finding("E-VERIFY-COUNTERS", f"acceptance.per_category.{g}", f"category {g}: " + "; ".join(problems)))
+    if not not_wired:
+        findings += _low_al_findings(overall, run.group_counters)
+    return findings
+
+
+def drafter_report(drafter: Path, target: Path, k: int, prompts: list[Prompt], baseline: RunResult, run: RunResult,
+                   reference: ReferenceContext | None = None) -> dict:
+    """The report section of one drafter: outputs compared, acceptance per category and overall,
+    findings, and (with ``reference``) the comparison with the reference report."""
     from .engines.vllm_engine import speculative_config
 
     rows = compare_outputs(prompts, baseline, run)
-    failures = drafter_failures(rows, run, k)
-    overall = acceptance.total(run.group_counters.values())
+    findings = drafter_findings(rows, run, k)
+    overall = _overall(run)
+    comparison = None
+    if reference is not None:
+        comparison, regression = compare_with_reference(drafter, acceptance.acceptance_length(overall), reference)
+        findings += regression
+    findings.sort(key=lambda f: f.severity != "error")  # errors first, each group in check order (stable sort)
     return {
         "drafter": str(drafter),
         "speculative_config": speculative_config(drafter, k),
@@ -145,27 +198,160 @@ def drafter_report(drafter: Path, target: Path, k: int, prompts: list[Prompt], b
         "speed_ratio": round(run.output_tokens_per_second / baseline.output_tokens_per_second, 3)
         if baseline.output_tokens_per_second else None,
         "prompts": rows,
-        "failures": failures,
-        "passed": not failures,
+        "findings": [f.as_dict() for f in findings],
+        "passed": not any(f.severity == "error" for f in findings),
+        "reference": comparison,
     }
 
 
+# --- reference report (F26) ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An earlier verify report (``--reference-report``), schema-checked by :func:`load_reference_report`."""
+
+    path: Path
+    report: dict
+
+
+@dataclass(frozen=True)
+class ReferenceContext:
+    """What every drafter's comparison needs: the reference, the tolerance (a fraction, 0.05 = 5 %),
+    this run's engine (``{name, version}``) and k, and the settings that differ from the reference's
+    (:func:`settings_differences`; non-empty ⇒ no comparison)."""
+
+    reference: Reference
+    tolerance: float
+    engine: dict
+    k: int
+    differences: list[dict]
+
+
+def load_reference_report(path: str | Path) -> Reference:
+    """Read and schema-check an earlier verify report.
+
+    Raises:
+        EaglehubError: (exit 2, one line) the file is missing or unreadable, not JSON (NaN and
+            Infinity included), written by another report version, or breaks the schema.
+    """
+    path = Path(path).expanduser()
+    hint = "pass a report written by `eaglehub verify --report` with this eaglehub version"
+
+    def bad(why: str) -> EaglehubError:
+        return EaglehubError(f"reference report {path}: {why}", hint=hint)
+
+    def no_constants(name: str):  # AL must be a finite number; json would otherwise accept NaN
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"), parse_constant=no_constants)
+    except OSError as exc:
+        raise bad(f"cannot read it ({exc.strerror or exc})") from exc
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
+        raise bad(f"not valid JSON ({str(exc).splitlines()[0]})") from exc
+    version = report.get("report_version") if isinstance(report, dict) else None
+    if isinstance(report, dict) and version != REPORT_VERSION:
+        raise bad(f"report_version {version!r}, this eaglehub reads version {REPORT_VERSION}")
+    errors = schema_errors(report, REPORT_SCHEMA)
+    if errors:
+        where, message = errors[0]
+        message = " ".join(message.split())  # one line, and short: jsonschema quotes whole sub-objects
+        raise bad(f"not a verify report: {where}: {message[:160] + ' …' if len(message) > 160 else message}")
+    return Reference(path.resolve(), report)
+
+
+def settings_differences(settings: dict, prompts: dict, reference: dict) -> list[dict]:
+    """The settings AL depends on that differ between this run and ``reference`` (a report dict).
+
+    Compared: k, max_tokens (longer outputs reach other text), dtype, the prompt file's content
+    (sha256) and the prompt selection (prompts per category, i.e. ``--category``/``--limit``).
+    Returns ``[{setting, reference, run}]``, empty when comparable.
+    """
+    ref_settings, ref_prompts = reference["settings"], reference["prompts"]
+    pairs = [(name, ref_settings[name], settings[name]) for name in ("num_speculative_tokens", "max_tokens", "dtype")]
+    pairs += [(f"prompts.{name}", ref_prompts[name], prompts[name]) for name in ("sha256", "categories")]
+    return [{"setting": name, "reference": ref, "run": ours} for name, ref, ours in pairs if ref != ours]
+
+
+def match_reference_drafter(drafter: Path, entries: list[dict]) -> tuple[dict | None, str | None, str]:
+    """The reference entry for ``drafter`` (a resolved path): same path, else the one entry with the
+    same directory name. Returns ``(entry or None, "path" | "name" | None, note)``."""
+    for e in entries:
+        if Path(e["drafter"]) == drafter:
+            return e, "path", "matched by path"
+    same_name = [e for e in entries if Path(e["drafter"]).name == drafter.name]
+    if len(same_name) == 1:
+        return same_name[0], "name", f"matched by directory name ({same_name[0]['drafter']})"
+    if same_name:
+        return None, None, f"{len(same_name)} reference drafters are named {drafter.name} and none has this path: not compared"
+    return None, None, f"no drafter with this path or directory name {drafter.name} in the reference: not compared"
+
+
+def compare_with_reference(drafter: Path, al: float | None, ctx: ReferenceContext) -> tuple[dict, list[Finding]]:
+    """Compare this run's overall AL of ``drafter`` with its entry in the reference report (F26).
+
+    ``status`` of the returned section: ``no_match`` (no entry, :func:`match_reference_drafter`),
+    ``settings_differ`` (k, max_tokens, dtype or prompts differ: AL depends on them, so a comparison
+    would mislead), ``undefined`` (either AL is null: nothing drafted), else ``compared``. Only a
+    compared AL below reference · (1 − tolerance) gives an E-VERIFY-AL-REGRESSION finding; the
+    other outcomes are notes in the section, never findings.
+    """
+    ref = ctx.reference.report
+    entry, matched_by, note = match_reference_drafter(drafter, ref["drafters"])
+    ref_al = entry["acceptance"]["overall"]["acceptance_length"] if entry else None
+    section = {"report": str(ctx.reference.path), "tolerance": ctx.tolerance, "engine": ref["engine"],
+               "num_speculative_tokens": ref["settings"]["num_speculative_tokens"],
+               "drafter": entry["drafter"] if entry else None, "matched_by": matched_by,
+               "acceptance_length": ref_al, "relative_change": None, "differences": ctx.differences}
+    if entry is None:
+        return {**section, "status": "no_match", "note": note}, []
+    if ctx.differences:
+        what = "; ".join(f"{d['setting']} {d['reference']} (reference) vs {d['run']}" for d in ctx.differences)
+        return {**section, "status": "settings_differ",
+                "note": f"{note}; not compared, AL depends on the settings that differ: {what}"}, []
+    if al is None or ref_al is None:
+        return {**section, "status": "undefined", "note": f"{note}; not compared: no drafts in "
+                f"{'this run' if al is None else 'the reference'}, so AL is undefined"}, []
+    change = acceptance.relative_change(al, ref_al)
+    section = {**section, "status": "compared", "relative_change": change,
+               "note": f"{note}; AL {al:.3f} vs reference {ref_al:.3f} ({change:+.1%}, tolerance {ctx.tolerance:.1%})"}
+    if not acceptance.regressed(al, ref_al, ctx.tolerance):
+        return section, []
+    ours, theirs = ctx.engine, ref["engine"]
+    message = (f"acceptance length {al:.3f} is {-change:.1%} below the reference {ref_al:.3f} (tolerance {ctx.tolerance:.1%}); "
+               f"this run: {ours['name']} {ours['version']}, k={ctx.k}; reference {ctx.reference.path}: "
+               f"{theirs['name']} {theirs['version']}, k={section['num_speculative_tokens']}")
+    hint = None  # the rule's: compare the engine versions
+    if ours == theirs:  # same engine: the cause is elsewhere
+        hint = (f"both runs used {ours['name']} {ours['version']}: check whether the drafter's weights, the target "
+                "or its chat template changed since the reference")
+    return section, [finding("E-VERIFY-AL-REGRESSION", "acceptance.overall", message, hint)]
+
+
 def build_report(opts: VerifyOptions, target: Path, prompts: list[Prompt], prompts_file: Path,
-                 baseline: RunResult, runs: list[tuple[Path, RunResult]]) -> dict:
-    """Assemble the full report (schema: ``schemas/verify-report.schema.json``)."""
-    drafters = [drafter_report(d, target, opts.k, prompts, baseline, r) for d, r in runs]
+                 baseline: RunResult, runs: list[tuple[Path, RunResult]], reference: Reference | None = None) -> dict:
+    """Assemble the full report (schema: ``schemas/verify-report.schema.json``); with ``reference``,
+    every drafter is compared with it at ``opts.al_tolerance`` (:func:`compare_with_reference`)."""
     categories: dict[str, int] = {}
     for p in prompts:
         categories[p.category] = categories.get(p.category, 0) + 1
+    engine = {"name": baseline.engine, "version": baseline.engine_version}
+    settings = {"num_speculative_tokens": opts.k, "max_tokens": opts.max_tokens, "dtype": opts.dtype,
+                "temperature": 0.0, "seed": opts.seed, "max_model_len": opts.max_model_len,
+                "batching": "one batch per prompt category, identical for every run; counters read between batches"}
+    prompts_section = {"file": str(prompts_file), "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
+                       "count": len(prompts), "categories": categories}
+    ctx = None if reference is None else ReferenceContext(
+        reference, opts.al_tolerance, engine, opts.k, settings_differences(settings, prompts_section, reference.report))
+    drafters = [drafter_report(d, target, opts.k, prompts, baseline, r, ctx) for d, r in runs]
     return {
         "report_version": REPORT_VERSION,
         "tool": {"name": "eaglehub", "version": __version__},
-        "engine": {"name": baseline.engine, "version": baseline.engine_version},
+        "engine": engine,
         "target": {"spec": opts.target, "path": str(target)},
-        "settings": {"num_speculative_tokens": opts.k, "max_tokens": opts.max_tokens, "dtype": opts.dtype,
-                     "temperature": 0.0, "seed": opts.seed, "max_model_len": opts.max_model_len,
-                     "batching": "one batch per prompt category, identical for every run; counters read between batches"},
-        "prompts": {"file": str(prompts_file), "count": len(prompts), "categories": categories},
+        "settings": settings,
+        "prompts": prompts_section,
         "definitions": {"acceptance_length": acceptance.AL_DEFINITION,
                         "acceptance_rate_per_position": acceptance.PER_POSITION_DEFINITION,
                         "draft_acceptance_rate": acceptance.DRAFT_RATE_DEFINITION,
@@ -218,7 +404,7 @@ def write_plot(report: dict, path: Path) -> None:
 
 
 def exit_code(report: dict) -> int:
-    """1 when any drafter failed (not lossless, not wired, inconsistent counters), else 0."""
+    """1 when any drafter has an error finding (E-VERIFY-*), else 0; warnings never fail."""
     return 0 if report["passed"] else 1
 
 
@@ -228,8 +414,9 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None) 
     ``console``: a rich Console for the progress bar (``None``: no progress display).
 
     Raises:
-        EaglehubError: bad target/drafter/prompts/options (exit 2), engine missing (exit 2), a
-            drafter with error findings (exit 1, :func:`preflight`) or engine failure (exit 1).
+        EaglehubError: bad target/drafter/prompts/options or reference report (exit 2), engine
+            missing (exit 2), a drafter with error findings (exit 1, :func:`preflight`) or engine
+            failure (exit 1).
     """
     from .engines.chat import encode_chat
     from .target import resolve_target
@@ -238,6 +425,10 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None) 
         raise EaglehubError("-k and --max-tokens must be at least 1")
     if not opts.drafters:
         raise EaglehubError("give at least one --drafter")
+    if not 0.0 <= opts.al_tolerance < 1.0:  # also refuses NaN
+        raise EaglehubError(f"--al-tolerance must be a fraction in [0, 1), got {opts.al_tolerance}", hint="5 % is 0.05")
+    # a bad reference is a usage error: refuse it before minutes of engine work
+    reference = load_reference_report(opts.reference_report) if opts.reference_report else None
     if engine is None:
         from .engines.vllm_engine import VllmEngine
 
@@ -255,7 +446,7 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None) 
     specs += [RunSpec(target, d, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len) for d in drafters]
     results = _run_all(engine, specs, ids, groups, console)
     report = build_report(opts, target, prompts, (prompts_file or default_prompts_path()).resolve(), results[0],
-                          list(zip(drafters, results[1:])))
+                          list(zip(drafters, results[1:])), reference)
     validate_report(report)
     return report
 

@@ -6,6 +6,7 @@ Prints ids, categories, counts and rates only — never prompt text or tokens.
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -51,8 +52,33 @@ def divergence_table(d: dict) -> Table | None:
     return t
 
 
+_SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def print_findings(d: dict, console: Console) -> None:
+    """The verdict line of one drafter section, then each finding (code, subject, message, hint)."""
+    counts = {s: sum(f["severity"] == s for f in d["findings"]) for s in _SEVERITY_STYLE}
+    extra = ", ".join(f"{n} {s}{'s' if n > 1 and s != 'info' else ''}" for s, n in counts.items() if n and s != "error")
+    verdict = "[bold green]PASS[/]" if d["passed"] else "[bold red]FAIL[/]"
+    console.print(f"{verdict}{f' ({extra})' if extra else ''} lossless: {d['num_prompts_matched']}/{d['num_prompts']} "
+                  "prompts token-identical", highlight=False)
+    for f in d["findings"]:
+        style = _SEVERITY_STYLE[f["severity"]]
+        console.print(f"  [{style}]{f['code']}[/] ({escape(f['subject'])}): {escape(f['message'])}", highlight=False)
+        console.print(f"  [dim]hint: {escape(f['hint'])}[/]", highlight=False)
+
+
+def print_reference(d: dict, console: Console) -> None:
+    """One line on the comparison with the reference report (nothing without ``--reference-report``)."""
+    r = d["reference"]
+    if r is not None:
+        e = r["engine"]
+        console.print(f"reference {escape(r['report'])} ({e['name']} {e['version']}, k={r['num_speculative_tokens']}): "
+                      f"{r['status']}: {escape(r['note'])}", highlight=False)
+
+
 def render_report(report: dict, console: Console) -> None:
-    """Print the whole report: settings, one table per drafter, failures, timings, serve line."""
+    """Print the whole report: settings, one table per drafter, findings, reference comparison, timings, serve line."""
     s, e = report["settings"], report["engine"]
     console.print(f"[bold]verify[/] target {report['target']['path']}  ·  engine {e['name']} {e['version']}  ·  "
                   f"k={s['num_speculative_tokens']}  max_tokens={s['max_tokens']}  dtype={s['dtype']}  greedy  ·  "
@@ -72,11 +98,7 @@ def render_report(report: dict, console: Console) -> None:
         console.print(f"with drafter: {t['output_tokens']} output tokens in {t['generate_seconds']:.1f} s = "
                       f"{t['output_tokens_per_second']:.1f} tok/s (load {t['load_seconds']:.1f} s; "
                       f"ratio to target alone {_f(d['speed_ratio'], 2)})", highlight=False)
-        verdict = "[bold green]PASS[/]" if d["passed"] else "[bold red]FAIL[/]"
-        console.print(f"{verdict} lossless: {d['num_prompts_matched']}/{d['num_prompts']} prompts token-identical",
-                      highlight=False)
-        for f in d["failures"]:
-            console.print(f"  [red]{f['code']}[/]: {f['message']}", highlight=False)
-            console.print(f"  [dim]hint: {f['hint']}[/]", highlight=False)
+        print_findings(d, console)
+        print_reference(d, console)
         console.print("serve with:", highlight=False)
         console.print(d["serve_command"], highlight=False, soft_wrap=True, markup=False)

@@ -74,6 +74,23 @@ def test_consistency_checks():
     assert acceptance.check_consistency(SpecCounters(2, 3, 2, (1, 0, 0)), 3) == [
         "sum of accepted_per_pos 1 != accepted 2"]
     assert acceptance.check_consistency(SpecCounters(1, 4, 0, (0, 0, 0)), 3) == ["draft tokens 4 > k·drafts 3"]
+    assert acceptance.check_consistency(SpecCounters(1, 3, 1, (1, 0, 0, 0)), 3) == ["accepted_per_pos has 4 positions > k 3"]
+
+
+def test_acceptance_length_and_low_al_bar():
+    assert acceptance.acceptance_length(TEN_STEPS) == pytest.approx(2.3)
+    assert acceptance.acceptance_length(SpecCounters()) is None
+    assert acceptance.LOW_AL_THRESHOLD == 1.3  # failure-kinds.md F13: "warn below 1.3"
+    assert acceptance.low_acceptance_length(1.29) and not acceptance.low_acceptance_length(1.3)
+    assert not acceptance.low_acceptance_length(None)  # undefined is not low
+
+
+def test_regression_is_relative_to_the_reference():
+    assert acceptance.DEFAULT_AL_TOLERANCE == 0.05  # vLLM's test_acceptance_length.py rtol
+    assert acceptance.relative_change(1.8, 2.0) == pytest.approx(-0.1)
+    assert not acceptance.regressed(1.9, 2.0)  # exactly 5 % lower: at the bar, not below it
+    assert acceptance.regressed(1.89, 2.0) and not acceptance.regressed(2.5, 2.0)
+    assert acceptance.regressed(1.95, 2.0, tolerance=0.01) and not acceptance.regressed(2.0, 2.0, tolerance=0.0)
 
 
 class _M:

@@ -1,9 +1,11 @@
-"""Fuzzing validate (hypothesis): mutated configs and safetensors headers of a valid tiny drafter never
-raise anything but a one-line EaglehubError, and every report matches its schema.
+"""Fuzzing validate (hypothesis): mutated configs and safetensors headers of valid tiny drafters (flat
+EAGLE-3, EAGLE-3.1, MLA, speculators layout), optionally paired with a target whose config is mutated
+too, never raise: every failure is a finding, and every report matches its schema.
 
-Config mutations set, replace or delete keys (top level and ``eagle_config``) with arbitrary JSON
-values; header mutations rewrite the JSON header (dtypes, shapes, offsets, names, metadata) or
-damage its bytes. ``--deep`` and the plain run are both exercised.
+Config mutations set, replace or delete keys (top level, ``eagle_config`` and the speculators
+``transformer_layer_config``) with arbitrary JSON values; header mutations rewrite the JSON header
+(dtypes, shapes, offsets, names, metadata) or damage its bytes. ``--deep`` and the plain run are
+both exercised.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from eaglehub.errors import EaglehubError
 from eaglehub.schemas import validate_json
 from eaglehub.validate import validate
 
@@ -32,7 +33,12 @@ JSON = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS + ["rope_type", "factor"]), inner, max_size=4),
     max_leaves=8,
 )
-CONFIG_EDIT = st.tuples(st.sampled_from(["set", "delete", "nested-set"]), st.sampled_from(KEYS), JSON)
+CONFIG_EDIT = st.tuples(st.sampled_from(["set", "delete", "nested-set", "layer-set"]), st.sampled_from(KEYS), JSON)
+TARGET_KEYS = ["architectures", "model_type", "hidden_size", "num_hidden_layers", "vocab_size", "max_position_embeddings",
+               "torch_dtype", "rope_scaling", "rope_theta", "quantization_config", "text_config", "kv_lora_rank", "bos_token_id",
+               "eos_token_id", "num_attention_heads", "num_key_value_heads"]
+TARGET_EDIT = st.tuples(st.sampled_from(["set", "delete"]), st.sampled_from(TARGET_KEYS), JSON)
+BASES = ("eagle3", "eagle31", "mla", "speculators")
 HEADER_EDIT = st.tuples(
     st.sampled_from(["dtype", "shape", "offsets", "rename", "drop", "metadata", "truncate", "flip"]),
     st.integers(0, 10_000), JSON,
@@ -40,10 +46,27 @@ HEADER_EDIT = st.tuples(
 
 
 @pytest.fixture(scope="module")
-def base(tmp_path_factory, request):
-    from conftest import BASE_CONFIG, drafter_tensors, write_checkpoint
+def bases(tmp_path_factory):
+    """The valid drafters the mutations start from, and a valid target config."""
+    import copy
 
-    return write_checkpoint(tmp_path_factory.mktemp("fuzz") / "base", dict(BASE_CONFIG), drafter_tensors(BASE_CONFIG))
+    from conftest import BASE_CONFIG, add_fc_norm, drafter_tensors, target_config, write_checkpoint
+    from eaglehub.convert import convert
+    from test_findings import to_mla
+
+    root = tmp_path_factory.mktemp("fuzz")
+    out = {}
+    for name in ("eagle3", "eagle31", "mla"):
+        cfg = copy.deepcopy(BASE_CONFIG)
+        tensors = drafter_tensors(cfg)
+        if name == "mla":
+            to_mla(cfg, tensors)
+        if name == "eagle31":
+            add_fc_norm(cfg, tensors)
+        out[name] = write_checkpoint(root / name, cfg, tensors)
+    convert(out["eagle31"], root / "speculators", fmt="speculators", verifier="org/target")
+    out["speculators"] = root / "speculators"
+    return out, target_config(8)
 
 
 def _edit_config(cfg: dict, edits) -> dict:
@@ -53,8 +76,9 @@ def _edit_config(cfg: dict, edits) -> dict:
         elif op == "delete":
             cfg.pop(key, None)
         else:
-            nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-            cfg["eagle_config"] = {**nested, key: value}
+            where = "eagle_config" if op == "nested-set" else "transformer_layer_config"
+            nested = cfg.get(where) if isinstance(cfg.get(where), dict) else {}
+            cfg[where] = {**nested, key: value}
     return cfg
 
 
@@ -84,14 +108,16 @@ def _edit_header(raw: bytes, op: str, n: int, value) -> bytes:
     return len(text).to_bytes(8, "little") + text + data
 
 
-# derandomize: CI replays the same 1,500 cases every run (new seeds are for exploring by hand:
+# derandomize: CI replays the same cases every run (new seeds are for exploring by hand:
 # pytest --hypothesis-seed=N after removing derandomize)
-@settings(max_examples=1500, deadline=None, derandomize=True,
+@settings(max_examples=3000, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(config_edits=st.lists(CONFIG_EDIT, max_size=3), header_edits=st.lists(HEADER_EDIT, max_size=2), deep=st.booleans())
-def test_mutated_drafters_give_findings_or_one_line_errors(base, tmp_path_factory, config_edits, header_edits, deep):
+@given(which=st.sampled_from(BASES), config_edits=st.lists(CONFIG_EDIT, max_size=3), header_edits=st.lists(HEADER_EDIT, max_size=2),
+       target_edits=st.none() | st.lists(TARGET_EDIT, max_size=3), deep=st.booleans())
+def test_mutated_drafters_give_findings_never_exceptions(bases, tmp_path_factory, which, config_edits, header_edits, target_edits, deep):
+    drafters, target_cfg = bases
     path = tmp_path_factory.mktemp("case") / "d"
-    shutil.copytree(base, path)
+    shutil.copytree(drafters[which], path)
     cfg = _edit_config(json.loads((path / "config.json").read_text()), config_edits)
     (path / "config.json").write_text(json.dumps(cfg))
     raw = (path / "model.safetensors").read_bytes()
@@ -101,12 +127,16 @@ def test_mutated_drafters_give_findings_or_one_line_errors(base, tmp_path_factor
         except (ValueError, UnicodeDecodeError, json.JSONDecodeError, KeyError, ZeroDivisionError):
             break  # an earlier edit already destroyed the header: keep those bytes
     (path / "model.safetensors").write_bytes(raw)
-    try:
-        report = validate(path, deep=deep)
-    except EaglehubError as exc:
-        assert exc.message and "\n" not in exc.message and exc.exit_code in (1, 2)
-        event("one-line error")
-        return
-    event("report with errors" if report["counts"]["error"] else "report without errors")
+    target = None
+    if target_edits is not None:
+        target = path.parent / "target"
+        target.mkdir()
+        (target / "config.json").write_text(json.dumps(_edit_config(dict(target_cfg), target_edits)))
+    report = validate(path, target, deep=deep)  # never raises: unreadable content is an E-INPUT-* finding
     validate_json(report, "validate-report")
     assert report["ok"] == (report["counts"]["error"] == 0)
+    assert all(f["message"] and "\n" not in f["message"] for f in report["findings"])
+    if report["layout"] == "unreadable":
+        event("unreadable: " + report["findings"][-1]["code"])
+    else:
+        event("report with errors" if report["counts"]["error"] else "report without errors")

@@ -50,7 +50,10 @@ def test_verify_smollm2_with_tiny_drafter(tmp_path):
     assert report["engine"]["name"] == "vllm" and report["engine"]["version"].startswith("0.")
     assert d["speculative_config"] == {"method": "eagle3", "model": str(drafter.resolve()), "num_speculative_tokens": K}
 
-    # measured: 88 drafts, accepted per position [4, 2, 0] -> position 0 above the not-wired threshold
-    assert d["passed"] and d["failures"] == [] and report["passed"]
+    # measured: 88 drafts, accepted per position [4, 2, 0] -> position 0 above the not-wired threshold;
+    # AL 1.07 < 1.3 is a W-VERIFY-LOW-AL warning (a newline-only drafter), which never fails the run
+    assert d["passed"] and report["passed"]
+    assert [f["code"] for f in d["findings"] if f["severity"] == "error"] == []
+    assert ("W-VERIFY-LOW-AL", "acceptance.overall") in [(f["code"], f["subject"]) for f in d["findings"]]
     assert res.exit_code == 0, res.output
     assert "vllm serve" in res.output
