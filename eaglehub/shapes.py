@@ -133,6 +133,11 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
     ``kv_b_proj [nh·(qk_nope + v_head), kv_lora]``, ``o_proj [H, nh·v_head]``, dense MLP, the Llama
     norms. Layers ``1..L-1`` are MLA layers too (vLLM builds every layer the same way). No
     ``input_norm`` exists: a shipped one is E-MLA-NORMBEFOREFC.
+
+    Quantized drafters (a quantization config or low-precision weights; quantize-publish.md §2): also
+    ``B.weight_packed [out, ⌈in·bits/32⌉]`` for every ``B.weight`` (``B.weight`` then optional) and the
+    quantization parameters present (scales, zero points, ``weight_shape``, KV-cache scales) with their
+    stored shapes, which :mod:`eaglehub.checks.quant` checks (:func:`eaglehub.checks.quant.quantized_specs`).
     """
     d, f = drafter.dims, drafter.flags
     pruned = d.Vd is not None and d.V is not None and d.Vd < d.V
@@ -165,4 +170,6 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
                    unused_code=None if f.fc_norm else "W-FCNORM-UNUSED")
         for i in range(d.A)
     ]
-    return specs
+    from .checks.quant import quantized_specs  # here, not at the top: the checks package imports this module
+
+    return quantized_specs(drafter, specs)

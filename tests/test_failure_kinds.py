@@ -21,6 +21,7 @@ from conftest import HD, V, add_fc_norm, vocab_maps
 from eaglehub.convert import convert
 from eaglehub.schemas import validate_json
 from eaglehub.validate import Options, validate
+from test_quant_findings import IGNORE, LAYER, fp8
 from test_findings import (_eagle1, _hidden_undeclared, _random_init, _t2d_other, _t2d_twenty, _unpruned, both, delk, delt,
                            regenerate, setk, sett, to_mla)
 
@@ -163,6 +164,11 @@ STATIC = [
     # F19: quantized target, unquantized drafter
     Kind("F19", "fp8-target", "I-QUANT-PAIRING", target={"quantization_config": {"quant_method": "fp8"}}),
     Kind("F19", "ct-target", "I-QUANT-PAIRING", target={"quantization_config": {"quant_method": "compressed-tensors", "config_groups": {}}}),
+    # F20: FP8 drafter fc / scales
+    Kind("F20", "fp8-without-scale", "E-QUANT-SCALE", both(fp8(), delt("midlayer.mlp.down_proj.weight_scale")),
+         "midlayer.mlp.down_proj.weight_scale"),
+    Kind("F20", "fc-bare-ignore", "E-QUANT-IGNORE", fp8(ignore=["re:.*lm_head$", "re:.*embed_tokens$", "fc"]), "quantization_config.ignore"),
+    Kind("F20", "fc-quantized-but-ignored", "E-QUANT-MISMATCH", fp8(names=LAYER + ["fc"], ignore=IGNORE)),
     # F21: draft TP
     Kind("F21", "intermediate-130-tp4", "E-TP-DIVISIBILITY", regenerate(intermediate_size=130), "intermediate_size", options={"tp": 4}),
     Kind("F21", "heads-tp8", "E-TP-DIVISIBILITY", None, "num_attention_heads", options={"tp": 8}),

@@ -1,10 +1,597 @@
-"""Quantized drafters (quantize-publish.md §2, §3, §5; failure-kinds.md F20). Placeholder: filled in below."""
+"""Quantized drafters: the ``quantization_config`` against the tensors, the way vLLM builds and loads them
+(quantize-publish.md §2, §3, §5; failure-kinds.md F20).
+
+Headers only: dtypes, shapes and names, never tensor data, never torch.
+
+**What vLLM builds.** The drafter's ``quantization_config`` (else ``hf_quant_config.json`` next to
+``config.json``) is its own (``get_draft_quant_config``). Every drafter Linear is built under a
+*prefixed* name: ``model.fc``, ``model.layers.{N+i}.self_attn.qkv_proj`` … for drafter layer ``i``
+of a target with ``N`` layers (``llama_eagle3.py`` / ``deepseek_eagle3.py``: ``start_layer_id``),
+and ``lm_head``. q/k/v are fused into ``qkv_proj``, gate/up into ``gate_up_proj`` (MLA:
+``q_a_proj`` + ``kv_a_proj_with_mqa`` into ``fused_qkv_a_proj``). For compressed-tensors, vLLM
+(``model_executor/layers/quantization/compressed_tensors/utils.py``):
+
+* ``should_ignore_layer``: an ``ignore`` entry matches a name exactly or, as ``re:<regex>``, by
+  ``re.match``; a fused layer is ignored when the entry matches its own name or every shard's name,
+  and vLLM refuses one whose shards are ignored only in part;
+* ``find_matched_target``: the first ``config_groups`` target matching the name, else all shards of a
+  fused layer, else contained in the module's class name (``"Linear"`` matches every Linear but not
+  ``ParallelLMHead``); unmatched layers stay unquantized.
+
+With ``--target`` the layer index is exact; without it every ``N`` in ``1..256`` is tried and only
+conclusions that hold for all of them are reported.
+
+**Tensors per quantized Linear ``X``** (compressed-tensors schemes, ``compressed_tensors/schemes/``;
+quantize-publish.md §2):
+
+* FP8 (W8A8, W8A16): ``X.weight`` float8_e4m3fn ``[out, in]``; INT8 (W8A8): ``X.weight`` int8. Then
+  ``X.weight_scale`` channel ``[out, 1]``, tensor ``[]``/``[1]``, block ``[⌈out/bn⌉, ⌈in/bk⌉]``, group
+  ``[out, ⌈in/g⌉]``, and ``X.input_scale`` ``[]``/``[1]`` iff the input activations are static.
+* WNA16 (``pack-quantized``): ``X.weight_packed`` int32 ``[out, ⌈in·bits/32⌉]``, ``X.weight_scale
+  [out, in/g]`` (channel ``[out, 1]``), ``X.weight_shape`` int64 ``[2]``, ``X.weight_zero_point
+  [⌈out·bits/32⌉, in/g]`` iff asymmetric.
+
+KV-cache scales ``<layer>.self_attn.{k,v}_scale`` are accepted. Other compressed-tensors formats
+(NVFP4, MXFP4, …) and the other methods vLLM loads drafters from (:data:`LOOSE_METHODS`: ``fp8``,
+ModelOpt, Quark) are checked by name only: their scale tensors (:data:`LOOSE_PARAMS`) are accepted
+and every low-precision weight needs a ``weight_scale`` (or ``weight_scale_inv``).
+
+Payload shapes are checked through :func:`quantized_specs` (``E-TENSOR-SHAPE``); parameter shapes
+here (``E-QUANT-SCALE``), so one defect gives one finding. ``d2t``/``t2d`` dtypes are the vocabulary
+checks' (``E-D2T-DTYPE``, ``E-T2D-DTYPE``).
+"""
 
 from __future__ import annotations
 
-from ..findings import Finding
+import json
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..drafter import Drafter
+from ..findings import Finding, finding
+from ..shapes import MLA, TensorSpec, expected_tensors, layer_kind
 from .context import Context
+
+CT = "compressed-tensors"
+#: quant_method values vLLM loads drafters from that eaglehub checks by tensor name only (quantize-publish.md §5).
+LOOSE_METHODS = frozenset({"fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed", "quark"})
+HIGH_PRECISION = frozenset({"float16", "bfloat16", "float32", "float64"})
+CT_PARAMS = ("weight_scale", "input_scale", "weight_zero_point", "weight_shape", "weight_global_scale", "input_global_scale")
+LOOSE_PARAMS = ("weight_scale", "weight_scale_inv", "weight_scale_2", "input_scale", "k_scale", "v_scale")
+KV_PARAMS = ("k_scale", "v_scale")
+ALL_PARAMS = tuple(dict.fromkeys(CT_PARAMS + LOOSE_PARAMS))
+#: checkpoint Linears vLLM may build quantized (quantize-publish.md §5); everything else is never quantized.
+QUANTIZABLE = frozenset({"fc", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                         "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"})
+#: vLLM's packed_modules_mapping: fused module -> the checkpoint Linears it is loaded from, in order.
+FUSED = {"llama": {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")},
+         MLA: {"fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"), "gate_up_proj": ("gate_proj", "up_proj")}}
+#: vLLM module classes (targets that are class names match by substring); the rest are ColumnParallelLinear.
+CLASSES = {"qkv_proj": "QKVParallelLinear", "gate_up_proj": "MergedColumnParallelLinear", "o_proj": "RowParallelLinear",
+           "down_proj": "RowParallelLinear", "fc": "ReplicatedLinear", "kv_a_proj_with_mqa": "ReplicatedLinear",
+           "fused_qkv_a_proj": "DeepSeekV2FusedQkvAProjLinear"}
+UNKNOWN_TARGET_LAYERS = range(1, 257)
+SCALAR = "scalar"  # a shape written [] or [1]
+PACKED, LOW, PLAIN = "packed", "low", "plain"
+
+
+class _Bad(Exception):
+    """A malformed quantization_config: ``subject`` (key path below the config) and ``message``."""
+
+    def __init__(self, subject: str, message: str):
+        super().__init__(message)
+        self.subject = subject
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """What one compressed-tensors config group asks of each Linear it targets."""
+
+    group: str
+    kind: str  # "fp8" | "int8" | "packed" (WNA16) | "other" (checked by name only)
+    type: str  # "float" | "int"
+    bits: int
+    strategy: str
+    block: tuple[int, int] | None
+    group_size: int | None
+    symmetric: bool
+    static_input: bool
+    packed: bool  # a *pack-quantized format: the payload is weight_packed
+
+    @property
+    def payload(self) -> tuple[str, str]:
+        """(suffix, dtype) of the stored weight."""
+        return ("weight_packed", "int32") if self.kind == PACKED else ("weight", "float8_e4m3fn" if self.kind == "fp8" else "int8")
+
+    def params(self, out: int | None, inp: int | None) -> dict[str, tuple | str | None]:
+        """Parameter suffix -> shape vLLM creates for an ``[out, in]`` Linear (``None``: presence only,
+        where the config lacks a dimension)."""
+        if out is None or inp is None:
+            return {"weight_scale": None, **({"weight_shape": (2,)} if self.kind == PACKED else {}),
+                    **({"input_scale": SCALAR} if self.static_input else {})}
+        cols = 1 if self.strategy == "channel" else math.ceil(inp / self.group_size) if self.group_size else None
+        if self.kind == PACKED:
+            p = {"weight_scale": (out, cols), "weight_shape": (2,)}
+            if not self.symmetric:
+                p["weight_zero_point"] = (math.ceil(out * self.bits / 32), cols)
+            return p
+        scale = {"channel": (out, 1), "tensor": SCALAR, "group": (out, cols),
+                 "block": self.block and (math.ceil(out / self.block[0]), math.ceil(inp / self.block[1]))}.get(self.strategy)
+        return {"weight_scale": scale, **({"input_scale": SCALAR} if self.static_input else {})}
+
+    def describe(self) -> str:
+        """E.g. ``config group 'group_0' (float8 block [128, 128])``."""
+        size = f" {list(self.block)}" if self.block else f" {self.group_size}" if self.group_size else ""
+        static = ", static input scale" if self.static_input else ""
+        return f"config group {self.group!r} ({self.type}{self.bits} {self.strategy}{size}{static})"
+
+
+@dataclass
+class QuantConfig:
+    """A drafter's quantization config. ``source`` names where it came from (the subject prefix of its
+    findings); ``targets`` maps each compressed-tensors target to its scheme in vLLM's matching order."""
+
+    method: str
+    source: str
+    targets: dict[str, Scheme] = field(default_factory=dict)
+    ignore: list[str] = field(default_factory=list)
+    error: Finding | None = None
+
+    @property
+    def checked(self) -> bool:
+        """Compressed-tensors and well formed: checked layer by layer."""
+        return self.method == CT and self.error is None
+
+
+def _posint(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _regex(pattern: str, where: str) -> None:
+    if pattern.startswith("re:"):
+        try:
+            re.compile(pattern[3:])
+        except re.error as exc:
+            raise _Bad(where, f"{pattern!r} is not a valid regular expression ({exc})") from exc
+
+
+def _args(d, where: str) -> dict:
+    """Validate one compressed-tensors ``QuantizationArgs`` block the way its pydantic model does (the
+    rules vLLM would otherwise fail on at start-up); returns it with the strategy inferred."""
+    if not isinstance(d, dict):
+        raise _Bad(where, "must be an object")
+    bits, typ, g, block = d.get("num_bits", 8), d.get("type", "int"), d.get("group_size"), d.get("block_structure")
+    strategy = d.get("strategy") or ("tensor" if g is None else "group" if _posint(g) else "channel" if g == -1 else None)
+    problems = [
+        (not _posint(bits), f"num_bits {bits!r} must be a positive integer"),
+        (typ not in ("int", "float"), f"type {typ!r} must be 'int' or 'float'"),
+        (strategy not in ("tensor", "channel", "group", "block", "token", "tensor_group", "attn_head"),
+         f"strategy {strategy!r} is unknown"),
+        (strategy in ("group", "tensor_group") and not _posint(g), f"strategy {strategy} needs a positive group_size"),
+        ((strategy == "block") != (block is not None), "block_structure [bn, bk] goes with strategy block, and only with it"),
+        (block is not None and not (isinstance(block, list) and len(block) == 2 and all(map(_posint, block))),
+         f"block_structure {block!r} must be two positive integers"),
+        (strategy == "token" and not d.get("dynamic", False), "token strategy needs dynamic: true"),
+        (d.get("actorder") in ("group", "dynamic"), "vLLM no longer loads group/dynamic activation ordering"),
+    ]
+    bad = next((msg for cond, msg in problems if cond), None)
+    if bad:
+        raise _Bad(where, bad)
+    return {**d, "num_bits": bits, "type": typ, "strategy": strategy}
+
+
+def _scheme(key: str, group: dict, fmt: str) -> Scheme:
+    where = f"config_groups.{key}"
+    w = _args(group.get("weights"), f"{where}.weights")
+    ia = group.get("input_activations")
+    a = _args(ia, f"{where}.input_activations") if ia else None
+    packed = fmt.endswith("pack-quantized")
+    kind = (PACKED if packed and w["type"] == "int" else "other" if packed
+            else "fp8" if (w["type"], w["num_bits"]) == ("float", 8) else "int8" if w["num_bits"] == 8 else "other")
+    return Scheme(key, kind, w["type"], w["num_bits"], w["strategy"], tuple(w["block_structure"]) if w.get("block_structure") else None,
+                  w.get("group_size") if _posint(w.get("group_size")) else None, w.get("symmetric", True) is not False,
+                  a is not None and a.get("dynamic", False) is False, packed)
+
+
+def _parse_ct(raw: dict) -> tuple[dict[str, Scheme], list[str]]:
+    """Targets and ignore list of a compressed-tensors config (``CompressedTensorsConfig.from_config``).
+
+    Raises: _Bad at the first problem vLLM would refuse (or that leaves the layout undefined)."""
+    fmt, groups, ignore, kv = raw.get("format"), raw.get("config_groups"), raw.get("ignore"), raw.get("kv_cache_scheme")
+    if not isinstance(fmt, str):
+        raise _Bad("format", "is missing: vLLM needs the compression format (e.g. \"float-quantized\")")
+    if not isinstance(groups, dict) or not groups:
+        raise _Bad("config_groups", "must be a non-empty object of quantization groups")
+    targets: dict[str, Scheme] = {}
+    for key, group in groups.items():
+        tg = group.get("targets") if isinstance(group, dict) else None
+        if not (isinstance(tg, list) and tg and all(isinstance(t, str) for t in tg)):
+            raise _Bad(f"config_groups.{key}.targets", "must be a non-empty list of layer names, re: patterns or module classes")
+        if len(tg) == 1 and tg[0].endswith("Attention"):
+            continue  # vLLM drops attention-only groups: KV-cache quantization is kv_cache_scheme's
+        gfmt = group.get("format") or fmt
+        if not isinstance(gfmt, str):
+            raise _Bad(f"config_groups.{key}.format", "must be a string")
+        scheme = _scheme(key, group, gfmt)
+        for t in tg:
+            _regex(t, f"config_groups.{key}.targets")
+            targets[t] = scheme  # a later group wins a repeated target, keeping its place (vLLM's dict)
+    if not (isinstance(ignore, list) and all(isinstance(e, str) for e in ignore)):
+        raise _Bad("ignore", "must be a list of names or re: patterns (with lm_head and embed_tokens in it)")
+    for e in ignore:
+        _regex(e, "ignore")
+    if kv is not None and not (isinstance(kv, dict) and kv.get("type") == "float" and kv.get("num_bits") == 8
+                               and kv.get("strategy") in ("tensor", "attn_head") and kv.get("symmetric")):
+        raise _Bad("kv_cache_scheme", "vLLM loads only symmetric 8-bit float KV-cache scales per tensor or attention head")
+    return targets, ignore
+
+
+def read_quant_config(drafter: Drafter) -> QuantConfig | None:
+    """The drafter's quantization config: ``config.json`` ``quantization_config``, else
+    ``hf_quant_config.json`` (legacy ModelOpt; ``quant_method`` inferred from ``quant_algo``), as vLLM
+    reads them (``transformers_utils/config.py``). ``None`` when there is none, or when
+    ``quantization_config`` is not an object (``E-CONFIG-SCHEMA`` reports that). A malformed config
+    comes back with ``error`` set (one E-QUANT-CONFIG finding)."""
+    raw, source = drafter.config.get("quantization_config"), "quantization_config"
+    if raw is None:
+        path = Path(drafter.path) / "hf_quant_config.json"
+        if not path.is_file():
+            return None
+        source = path.name
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            return QuantConfig("modelopt", source, error=finding("E-QUANT-CONFIG", source, f"{source} cannot be read: {exc}"))
+        quant = raw.get("quantization") if isinstance(raw, dict) else None
+        if isinstance(quant, dict) and "quant_method" not in raw:
+            raw = {**raw, "quant_method": "modelopt_fp4" if "FP4" in str(quant.get("quant_algo", "")).upper() else "modelopt"}
+    if not isinstance(raw, dict):
+        return None if source == "quantization_config" else QuantConfig("modelopt", source, error=finding(
+            "E-QUANT-CONFIG", source, f"{source} is not a JSON object"))
+    method = raw.get("quant_method")
+    qc = QuantConfig(method if isinstance(method, str) else "?", source)
+    try:
+        if method == CT:
+            qc.targets, qc.ignore = _parse_ct(raw)
+        elif not isinstance(method, str) or method not in LOOSE_METHODS:
+            raise _Bad("quant_method", f"{method!r} is not a method eaglehub checks for drafters: {CT!r} (tensor by tensor) or "
+                       f"{', '.join(sorted(LOOSE_METHODS))} (scales by name); quantize-publish.md §5")
+    except _Bad as bad:
+        subject = f"{source}.{bad.subject}"
+        qc.error = finding("E-QUANT-CONFIG", subject, f"{subject} {bad}")
+    return qc
+
+
+def _low_weight(name: str, dtype: str) -> bool:
+    return name.endswith(".weight") and dtype not in HIGH_PRECISION or name.endswith(".weight_packed")
+
+
+def quantization_tensors(drafter: Drafter) -> set[str]:
+    """Names of quantized payloads (low-precision ``*.weight``, ``*.weight_packed``) and quantization
+    parameters (scales, zero points, ``weight_shape``, KV scales), whatever the config says: the dtype
+    check (``E-TENSOR-DTYPE``) leaves them to this module."""
+    return {n for n, i in drafter.tensors.items() if _low_weight(n, i.dtype) or n.rpartition(".")[2] in ALL_PARAMS}
+
+
+def quantized_specs(drafter: Drafter, specs: list[TensorSpec]) -> list[TensorSpec]:
+    """``specs`` (:func:`eaglehub.shapes.expected_tensors`) extended by the tensors of a quantized drafter
+    (one with a quantization config or any low-precision weight; others come back unchanged).
+
+    For every ``B.weight [out, in]``: ``B.weight_packed [out, ⌈in·bits/w⌉]`` (``w`` = 32 for int32, 8 for
+    uint8 storage; ``bits`` from the config's pack-quantized groups, else unknown), optional, and then
+    ``B.weight`` is optional too; a uint8 ``B.weight`` (two FP4 values a byte) is ``[out, ?]``. The
+    quantization parameters of the method (:data:`CT_PARAMS`, :data:`LOOSE_PARAMS`; both without a
+    config) that are present, and ``<layer>.self_attn.{k,v}_scale``, are allowed with their stored
+    shapes: :func:`check` owns those shapes and reports missing ones."""
+    t = drafter.tensors
+    qc = read_quant_config(drafter)
+    if qc is None and not any(_low_weight(n, i.dtype) for n, i in t.items()):
+        return specs
+    params = CT_PARAMS if qc and qc.method == CT else LOOSE_PARAMS if qc and qc.method in LOOSE_METHODS else ALL_PARAMS
+    bits = {s.bits for s in qc.targets.values() if s.packed} if qc else set()
+    out = []
+    for s in specs:
+        base = s.name.removesuffix(".weight")
+        if base == s.name:
+            out.append(s)
+            continue
+        packed, stored = f"{base}.weight_packed", t.get(s.name)
+        two_d = len(s.shape) == 2
+        fp4_bytes = stored is not None and stored.dtype == "uint8" and two_d
+        out.append(replace(s, required=s.required and packed not in t, shape=(s.shape[0], None) if fp4_bytes else s.shape))
+        if two_d:
+            word = {"int32": 32, "uint8": 8}.get(t[packed].dtype if packed in t else "int32")
+            cols = math.ceil(s.shape[1] * next(iter(bits)) / word) if len(bits) == 1 and word and s.shape[1] else None
+            out.append(TensorSpec(packed, (s.shape[0], cols), required=False))
+        names = [f"{base}.{p}" for p in params]
+        if base.endswith("self_attn.o_proj"):  # KV-cache scales hang off the attention module
+            names += [f"{base.removesuffix('o_proj')}{p}" for p in KV_PARAMS]
+        out += [TensorSpec(n, t[n].shape, required=False) for n in names if n in t]
+    return out
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One Linear module as vLLM builds it. ``name``: canonical-style name of the module (e.g.
+    ``midlayer.self_attn.qkv_proj``); ``shards``: ``(checkpoint base, [out, in])`` of the Linears it is
+    loaded from; ``fused``: the leaf names vLLM expands a fused name into (empty if not fused)."""
+
+    name: str
+    shards: tuple[tuple[str, tuple], ...]
+    fused: tuple[str, ...]
+
+    @property
+    def cls(self) -> str:
+        return CLASSES.get(self.name.rpartition(".")[2], "ColumnParallelLinear")
+
+    def vllm_names(self, n_target: int) -> tuple[str, list[str]]:
+        """vLLM's prefixed name and its shards' names for a target with ``n_target`` layers."""
+        name = vllm_name(self.name, n_target)
+        leaf = self.name.rpartition(".")[2]
+        return name, [name[: -len(leaf)] + s for s in self.fused]
+
+
+def vllm_name(base: str, n_target: int | None) -> str:
+    """Canonical module name -> the name vLLM gives it: ``model.`` prefix (all but ``lm_head``), drafter
+    layer ``i`` at index ``n_target + i`` (``midlayer.`` is layer 0; ``N+i`` when ``n_target`` is ``None``)."""
+    m = re.match(r"(?:midlayer|layers\.(\d+))\.(.*)", base)
+    if m:
+        i = int(m[1] or 0)
+        index = n_target + i if n_target is not None else f"N+{i}" if i else "N"
+        return f"model.layers.{index}.{m[2]}"
+    return base if base == "lm_head" else f"model.{base}"
+
+
+def vllm_layers(drafter: Drafter) -> list[Layer]:
+    """The quantizable Linear modules vLLM builds for ``drafter``, fused as its packed_modules_mapping says
+    (a fused family with one member present, e.g. MLA ``kv_a_proj_with_mqa`` without a query LoRA, stays unfused)."""
+    fused = FUSED[MLA if layer_kind(drafter.config) == MLA else "llama"]
+    into = {leaf: f for f, leaves in fused.items() for leaf in leaves}
+    groups: dict[str, list] = {}
+    for s in expected_tensors(drafter):
+        base = s.name.removesuffix(".weight")
+        prefix, _, leaf = base.rpartition(".")
+        if base != s.name and leaf in QUANTIZABLE and len(s.shape) == 2:
+            groups.setdefault(f"{prefix}.{into[leaf]}" if leaf in into else base, []).append((base, s.shape))
+    layers = []
+    for name, shards in groups.items():
+        if len(shards) == 1:
+            layers.append(Layer(shards[0][0], tuple(shards), ()))
+        else:
+            layers.append(Layer(name, tuple(shards), fused[name.rpartition(".")[2]]))
+    return layers
+
+
+def _match(value: str, pattern: str) -> bool:
+    """vLLM ``is_equal_or_regex_match``: exact, or ``re:`` + ``re.match``."""
+    return re.match(pattern[3:], value) is not None if pattern.startswith("re:") else pattern == value
+
+
+def _decide(name: str, shards: list[str], cls: str, ignore: list[str], targets: dict[str, Scheme]) -> tuple[str, str | None]:
+    """vLLM's verdict on one Linear: ``("split", None)`` (shards ignored in part: vLLM refuses),
+    ``("ignored", entry)``, ``("unmatched", None)`` or ``("quantized", target)``."""
+    hits = [p for p in ignore if _match(name, p)]
+    if not hits and shards:
+        per = [[p for p in ignore if _match(s, p)] for s in shards]
+        if any(per) and not all(per):
+            return "split", None
+        hits = per[0] if all(per) else []
+    if hits:
+        return "ignored", hits[0]
+    target = next((t for t in targets if _match(name, t)), None)
+    if target is None and shards:
+        per = [next((t for t in targets if _match(s, t)), None) for s in shards]
+        target = per[0] if all(per) else None
+    if target is None:
+        target = next((t for t in targets if (_match(cls, t) if t.startswith("re:") else t.lower() in cls.lower())), None)
+    return ("quantized", target) if target is not None else ("unmatched", None)
+
+
+def _suggest(entry: str) -> str:
+    """The anchored regex a bare ignore entry meant (``fc`` -> ``re:.*fc$``)."""
+    rest = re.sub(r"^(model\.)?(midlayer\.|layers\.\d+\.)?", "", entry.strip("*."))
+    return f"re:.*{re.escape(rest)}$"
+
+
+def _state(t: dict, base: str) -> str | None:
+    if f"{base}.weight_packed" in t:
+        return PACKED
+    w = t.get(f"{base}.weight")
+    return None if w is None else PLAIN if w.dtype in HIGH_PRECISION else LOW
+
+
+def _payload(t: dict, base: str) -> str:
+    return f"{base}.weight_packed" if f"{base}.weight_packed" in t else f"{base}.weight"
+
+
+def _fits(shape: tuple, want) -> bool:
+    return want is None or (tuple(shape) in ((), (1,)) if want == SCALAR else tuple(shape) == tuple(want))
+
+
+def _fmt(shape) -> str:
+    return "[] or [1]" if shape == SCALAR else "[" + ", ".join("?" if s is None else str(s) for s in shape) + "]"
+
+
+def _has_scale(t: dict, base: str) -> list[Finding]:
+    """Methods checked by name: a quantized weight needs a weight_scale (or weight_scale_inv)."""
+    if f"{base}.weight_scale" in t or f"{base}.weight_scale_inv" in t:
+        return []
+    payload = _payload(t, base)
+    return [finding("E-QUANT-SCALE", f"{base}.weight_scale", f"{payload} is {t[payload].dtype} but {base}.weight_scale is missing: "
+                    "vLLM does not report it and keeps its placeholder scale")]
+
+
+def _scheme_findings(t: dict, base: str, shape: tuple, scheme: Scheme) -> list[Finding]:
+    """A quantized Linear against the scheme vLLM builds it with: payload name and dtype, each parameter present
+    with its shape, none it has no parameter for."""
+    if scheme.kind == "other":
+        return _has_scale(t, base)
+    suffix, dtype = scheme.payload
+    payload, stored = f"{base}.{suffix}", _payload(t, base)
+    if payload != stored or t[stored].dtype != dtype:
+        return [finding("E-QUANT-MISMATCH", stored, f"{stored} is {t[stored].dtype}, but {scheme.describe()} stores {payload} as {dtype}")]
+    out = []
+    want = scheme.params(*shape)
+    for p, shp in want.items():
+        n = f"{base}.{p}"
+        if n not in t:
+            as_shape = "" if shp is None else f" as {_fmt(shp)}"
+            out.append(finding("E-QUANT-SCALE", n, f"{n} is missing: {scheme.describe()} needs it{as_shape}"))
+        elif not _fits(t[n].shape, shp):
+            out.append(finding("E-QUANT-SCALE", n, f"{n} is {_fmt(t[n].shape)}, {scheme.describe()} implies {_fmt(shp)}"))
+    for p in CT_PARAMS:
+        n = f"{base}.{p}"
+        if n in t and p not in want:
+            out.append(finding("E-QUANT-MISMATCH", n, f"{n} is present but {scheme.describe()} has no such parameter "
+                               "(vLLM fails on the unknown name)"))
+    return out
+
+
+def _block_fit(layer: Layer, scheme: Scheme, source: str) -> list[Finding]:
+    """vLLM ``validate_fp8_block_shape``: every shard of a fused layer but the last must fill whole blocks."""
+    bad = [(b, s[0]) for b, s in layer.shards[:-1] if s[0] and s[0] % scheme.block[0]]
+    if not bad:
+        return []
+    subject = f"{source}.config_groups.{scheme.group}.weights.block_structure"
+    (base, rows), fused = bad[0], layer.name.rpartition(".")[2]
+    return [finding("E-QUANT-CONFIG", subject, f"block_structure {list(scheme.block)}: {base} has {rows} rows, not a multiple of "
+                    f"{scheme.block[0]}; vLLM refuses the fused {fused} (\"not divisible by weight quantization block_n\")",
+                    "pick a block size that divides every fused projection's rows, or ignore those layers")]
+
+
+def _agreement(t: dict, layer: Layer) -> list[Finding]:
+    """Without a definite verdict: the shards of a fused layer are all quantized or all not."""
+    states = {b: _state(t, b) for b, _ in layer.shards}
+    q = [b.rpartition(".")[2] for b, s in states.items() if s not in (None, PLAIN)]
+    plain = [b for b, s in states.items() if s == PLAIN]
+    if not (q and plain):
+        return []
+    rest = ", ".join(p.rpartition(".")[2] for p in plain)
+    return [finding("E-QUANT-MISMATCH", f"{plain[0]}.weight", f"{', '.join(q)} quantized but {rest} not: vLLM fuses them into "
+                    f"{layer.name.rpartition('.')[2]} and requires all shards to agree")]
+
+
+def _verdict(layer: Layer, worlds: list[tuple[int, list[str]]], qc: QuantConfig) -> tuple[str, str | None] | None:
+    """``(kind, target or entry)`` of :func:`_decide` if every world (target layer count × reading of the
+    ignore list) agrees on the kind and target, else ``None``."""
+    seen = {}
+    for n, ignore in worlds:
+        name, shards = layer.vllm_names(n)
+        kind, detail = _decide(name, shards, layer.cls, ignore, qc.targets)
+        seen.setdefault((kind, detail if kind == "quantized" else None), (kind, detail))
+    return next(iter(seen.values())) if len(seen) == 1 else None
+
+
+def _ignore_findings(qc: QuantConfig, layers: list[Layer], ns) -> tuple[list[Finding], list[str]]:
+    """Bare entries (matching no prefixed name for any ``N``) and lm_head/embed_tokens not ignored; returns the
+    findings and the ignore list as meant (bare entries replaced by their regex)."""
+    names = {"lm_head", "model.embed_tokens"}
+    for layer in layers:
+        for n in ns:
+            name, shards = layer.vllm_names(n)
+            names.update([name, *shards])
+    where, out, meant = f"{qc.source}.ignore", [], []
+    for e in qc.ignore:
+        if e.startswith("re:") or e in names:
+            meant.append(e)
+            continue
+        meant.append(_suggest(e))
+        out.append(finding("E-QUANT-IGNORE", where, f"ignore entry {e!r} matches no layer: vLLM compares entries with its prefixed "
+                           f"names (model.fc, model.layers.N+i.…, lm_head); write {_suggest(e)!r}"))
+    for module, vname in (("lm_head", "lm_head"), ("embed_tokens", "model.embed_tokens")):
+        if not any(_match(vname, p) for p in meant):
+            out.append(finding("E-QUANT-IGNORE", where, f"no ignore entry matches {module} (vLLM name {vname}): quantization tools "
+                               f"then quantize it (quantize-publish.md §3); add 're:.*{module}$'"))
+    return out, meant
+
+
+def _never_quantized(t: dict) -> list[Finding]:
+    """E-QUANT-UNSUPPORTED: lm_head, embed_tokens and norms stored quantized or with quantization parameters."""
+    by_base: dict[str, list[str]] = {}
+    for n, info in t.items():
+        base, _, leaf = n.rpartition(".")
+        if (base in ("lm_head", "embed_tokens") or "norm" in base) and (_low_weight(n, info.dtype) or leaf in ALL_PARAMS):
+            by_base.setdefault(base, []).append(n)
+    listed = {base: ", ".join(f"{n} {t[n].dtype}" for n in names) for base, names in by_base.items()}
+    return [finding("E-QUANT-UNSUPPORTED", f"{base}.weight", f"{base} is stored quantized ({tensors}): vLLM builds {base} unquantized, "
+                    "so these tensors do not load as meant") for base, tensors in listed.items()]
+
+
+def _layer_findings(t: dict, layer: Layer, verdict: tuple[str, str | None], name: str, qc: QuantConfig) -> list[Finding]:
+    """One vLLM Linear (shown as ``name``) whose verdict is definite, against its checkpoint shards."""
+    kind, detail = verdict
+    if kind == "split":
+        return [finding("E-QUANT-MISMATCH", f"{qc.source}.ignore", f"ignore matches some but not all of {', '.join(layer.fused)} of "
+                        f"{name}: vLLM fuses them and refuses shards with different schemes")]
+    scheme = qc.targets[detail] if kind == "quantized" else None
+    fused = f" (fused from {', '.join(layer.fused)}; all shards must agree)" if layer.fused else ""
+    out = []
+    for base, shape in layer.shards:
+        state, payload = _state(t, base), _payload(t, base)
+        if state is None:
+            continue  # E-TENSOR-MISSING
+        if scheme is None and state != PLAIN:
+            why = f"ignore entry {detail!r} matches it" if kind == "ignored" else "no config_groups target matches it"
+            out.append(finding("E-QUANT-MISMATCH", payload, f"{payload} is {t[payload].dtype} but vLLM builds {name} unquantized "
+                               f"({why}){fused}"))
+        elif scheme is not None and state == PLAIN:
+            out.append(finding("E-QUANT-MISMATCH", payload, f"{payload} is {t[payload].dtype} but vLLM builds {name} quantized (target "
+                               f"{detail!r}, {scheme.describe()}){fused}: the unquantized weight does not load"))
+        elif scheme is not None:
+            out += _scheme_findings(t, base, shape, scheme)
+    if scheme is not None and scheme.block and layer.fused:
+        out += _block_fit(layer, scheme, qc.source)
+    return out
 
 
 def check(ctx: Context) -> list[Finding]:
-    return []
+    """E-QUANT-* findings for the drafter (see the module docstring). An unquantized drafter (no quantization
+    config, no low-precision weight) gets none.
+
+    * no config but quantized Linears: one E-QUANT-MISMATCH; a config but none quantized: one too;
+    * a malformed config or unknown ``quant_method``: one E-QUANT-CONFIG, and nothing else of the config;
+    * compressed-tensors: bare ignore entries and lm_head/embed_tokens not ignored (E-QUANT-IGNORE); per vLLM
+      Linear its verdict (:func:`_decide`) against the tensors (E-QUANT-MISMATCH: quantized but built
+      unquantized, unquantized but built quantized, shards ignored in part), the scheme's payload dtype
+      (E-QUANT-MISMATCH) and parameters (E-QUANT-SCALE), block sizes of fused layers (E-QUANT-CONFIG);
+    * other methods, and verdicts that depend on the unknown target layer count: fused shards agree
+      (E-QUANT-MISMATCH), quantized weights have a scale (E-QUANT-SCALE);
+    * always: lm_head, embed_tokens, norms quantized (E-QUANT-UNSUPPORTED).
+    """
+    d = ctx.drafter
+    t = d.tensors
+    out = _never_quantized(t)
+    qc = read_quant_config(d)
+    if qc is None and d.config.get("quantization_config") is not None:
+        return out  # not an object: E-CONFIG-SCHEMA reports it
+    layers = vllm_layers(d)
+    quantized = [_payload(t, b) for layer in layers for b, _ in layer.shards if _state(t, b) in (PACKED, LOW)]
+    if qc is None:
+        if quantized:
+            out.append(finding("E-QUANT-MISMATCH", quantized[0], f"{len(quantized)} Linear weight(s) are quantized (e.g. {quantized[0]} "
+                               f"{t[quantized[0]].dtype}) but there is no quantization_config: vLLM builds them unquantized, reads the "
+                               "raw values as weights and has no parameter for their scales", "add the quantization_config the weights "
+                               "were quantized with (quantize-publish.md §2), or ship the unquantized weights"))
+        return out
+    if qc.error:
+        return out + [qc.error]
+    if not quantized:
+        return out + [finding("E-QUANT-MISMATCH", qc.source, f"{qc.source} is present but no Linear weight is quantized",
+                              "drop the quantization config, or ship the quantized weights")]
+    ns = [ctx.target.layers] if ctx.target is not None and ctx.target.layers else UNKNOWN_TARGET_LAYERS
+    worlds = [(n, qc.ignore) for n in ns]
+    if qc.checked:
+        found, meant = _ignore_findings(qc, layers, ns)
+        out += found
+        if meant != qc.ignore:  # report only what holds whichever way the bare entries are read
+            worlds += [(n, meant) for n in ns]
+    for layer in layers:
+        verdict = _verdict(layer, worlds, qc) if qc.checked else None
+        if verdict is None:
+            out += _agreement(t, layer)
+            out += [f for b, _ in layer.shards if _state(t, b) in (PACKED, LOW) for f in _has_scale(t, b)]
+        else:
+            out += _layer_findings(t, layer, verdict, vllm_name(layer.name, ns[0] if len(ns) == 1 else None), qc)
+    return out

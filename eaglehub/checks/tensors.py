@@ -13,6 +13,7 @@ from ..drafter import config_dtype
 from ..findings import Finding, finding
 from ..shapes import MLA, expected_tensors, layer_kind
 from .context import Context, drafter_array
+from .quant import quantization_tensors
 
 INIT_MIN_NUMEL = 4096  # smaller matrices are too noisy for the std test
 INIT_SAMPLE_NUMEL = 1 << 18  # rows loaded for the std test, bounded
@@ -81,9 +82,11 @@ def check_expected(ctx: Context) -> list[Finding]:
 
 
 def check_dtypes(ctx: Context) -> list[Finding]:
-    """Float weights share one dtype, the config's ``torch_dtype`` if given (F18)."""
+    """Float weights share one dtype, the config's ``torch_dtype`` if given (F18). Quantized payloads and
+    quantization parameters are :mod:`.quant`'s (:func:`.quant.quantization_tensors`)."""
     want = config_dtype(ctx.drafter.config)
-    floats = {n: i.dtype for n, i in ctx.drafter.tensors.items() if i.is_float}
+    quantized = quantization_tensors(ctx.drafter)
+    floats = {n: i.dtype for n, i in ctx.drafter.tensors.items() if i.is_float and n not in quantized}
     counts = Counter(floats.values())
     if not counts:
         return []
