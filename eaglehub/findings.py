@@ -193,7 +193,7 @@ RULES: tuple[Rule, ...] = (
     _r("W-ROPE-MISMATCH", "RoPE settings (theta, scaling) differ from the target's", "rope_theta, rope_scaling, rope_parameters",
        "keep RoPE fields as trained; if a converter dropped them, copy them from the training config", "failure-kinds.md F14", "F14"),
     _r("W-CONTEXT-SHORT", "the drafter was configured or trained for fewer positions than the target serves: acceptance falls on "
-       "longer prompts", "max_position_embeddings", "measure acceptance on long prompts; train on longer sequences if it collapses",
+       "longer prompts", "max_position_embeddings, training.json max_seq_len", "measure acceptance on long prompts; train on longer sequences if it collapses",
        "failure-kinds.md F13; vLLM speculative.py (#48894)", "F13"),
     # --- target pairing -------------------------------------------------------------------------
     _r("E-TARGET-CONFIG", "the target's config.json cannot be read; the target checks were skipped", "target config.json",
@@ -215,18 +215,23 @@ RULES: tuple[Rule, ...] = (
     _r("W-TOKENIZER-MISMATCH", "the drafter ships a tokenizer that differs from the target's", "tokenizer.json",
        "ship the target's tokenizer files, or none", "failure-kinds.md F25", "F25"),
     _r("W-TEMPLATE-CHANGED", "the target's chat template is not the one the drafter's training data was rendered with",
-       "chat_template (target), training.json chat_template_sha256", "retrain on data rendered with the current template, or serve the old one",
+       "chat_template.jinja / tokenizer_config.json chat_template (target), training.json or eaglehub.json chat_template_sha256",
+       "retrain on data rendered with the current template, or serve the old one",
        "failure-kinds.md F25", "F25"),
     _r("I-QUANT-PAIRING", "a quantized target with an unquantized drafter: vLLM before PR #25883 gave the drafter the target's quant config",
-       "target quantization_config", "the vLLM versions this tool targets (>= 0.22) have the fix; verify the pair on older ones", "failure-kinds.md F19", "F19"),
+       "target quantization_config, hf_quant_config.json", "the vLLM versions this tool targets (>= 0.22) have the fix; verify the pair on older ones",
+       "failure-kinds.md F19", "F19"),
     # --- quantized drafters ---------------------------------------------------------------------
-    _r("E-QUANT-CONFIG", "quantization_config is malformed or names a method vLLM does not load for drafters", "quantization_config",
-       "write the compressed-tensors block of quantize-publish.md §2 (`eaglehub quantize` does)", "quantize-publish.md §2, §5", "F20"),
+    _r("E-QUANT-CONFIG", "quantization_config is malformed, names a method vLLM does not load for drafters, or uses blocks that do not "
+       "divide a fused layer's rows (vLLM refuses the layer)", "quantization_config",
+       "write the compressed-tensors block of quantize-publish.md §2; use blocks that divide every fused layer's rows",
+       "quantize-publish.md §2, §5 and its CPU notes", "F20"),
     _r("E-QUANT-IGNORE", "an ignore entry is a bare name (vLLM matches prefixed names: it never matches), or lm_head/embed_tokens "
        "are not ignored", "quantization_config.ignore", 'use anchored regexes: "re:.*lm_head$", "re:.*embed_tokens$", "re:.*fc$"',
        "quantize-publish.md §3", "F20"),
-    _r("E-QUANT-SCALE", "a quantized weight lacks its scale (or the scale has the wrong shape)", "<layer>.weight_scale",
-       "re-quantize: every quantized weight needs weight_scale (and input_scale for static activations)", "quantize-publish.md §2", "F20"),
+    _r("E-QUANT-SCALE", "a quantized weight lacks a quantization parameter (weight_scale, input_scale for static activations, "
+       "W4A16 weight_shape / weight_zero_point) or has one of the wrong shape", "<layer>.weight_scale, input_scale, weight_shape",
+       "re-quantize: every quantized weight needs its scales", "quantize-publish.md §2", "F20"),
     _r("E-QUANT-MISMATCH", "tensors and quantization_config disagree: quantized weights without a config, a layer quantized that the "
        "config ignores, or one left unquantized that vLLM will build quantized", "quantization_config, the tensors named",
        "re-quantize with one config for the whole drafter", "quantize-publish.md §2, §3, §5", "F20"),
@@ -287,6 +292,7 @@ class Finding:
 
 def finding(code: str, subject: str, message: str, hint: str | None = None) -> Finding:
     """Build a finding; the severity follows from the code's first letter, the hint defaults to the rule's.
+    Subject, message and hint are made one line each (they may quote untrusted config values).
 
     Raises:
         KeyError: ``code`` is not in the registry (a programming error, caught by the tests).
@@ -294,7 +300,13 @@ def finding(code: str, subject: str, message: str, hint: str | None = None) -> F
     rule = RULES_BY_CODE.get(code)
     if rule is None:
         raise KeyError(f"unregistered finding code {code}")
-    return Finding(code=code, severity=rule.severity, subject=subject, message=message, hint=rule.hint if hint is None else hint)
+    return Finding(code=code, severity=rule.severity, subject=_one_line(subject), message=_one_line(message),
+                   hint=_one_line(rule.hint if hint is None else hint))
+
+
+def _one_line(text: str) -> str:
+    # messages quote config values, which are untrusted: a newline in one must not break the one-line contract
+    return " ".join(str(text).splitlines())
 
 
 def count_by_severity(findings: list[Finding]) -> dict[str, int]:

@@ -2,8 +2,9 @@
 
 Hub ids are resolved through huggingface_hub's cache with ``hf_hub_download``, which honours
 ``HF_HUB_OFFLINE``, ``HF_HUB_CACHE``/``HF_HOME`` and stored tokens. Only ``config.json``, the
-weight files (index + the shards it names, or ``model.safetensors``, or ``pytorch_model.bin``) and
-eaglehub's own ``eaglehub.json`` are fetched — never the rest of the repository.
+weight files (index + the shards it names, or ``model.safetensors``, or ``pytorch_model.bin``),
+eaglehub's own ``eaglehub.json`` and the two small side files ``validate`` compares with the target
+(:data:`SIDE_FILES`: the training record and the tokenizer) are fetched — never the rest of the repository.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from .errors import EaglehubError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 WEIGHT_CANDIDATES = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin")
+#: optional files validate reads from a drafter: eaglehub.json (provenance), training.json (chat-template
+#: hash, training length: F13, F25), tokenizer.json (compared with the target's)
+SIDE_FILES = ("eaglehub.json", "training.json", "tokenizer.json")
 
 
 def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
@@ -46,7 +50,8 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
     else:
         raise EaglehubError(f"{spec} has no weights ({', '.join(WEIGHT_CANDIDATES)})",
                             hint="check the repo id and revision (offline: download the files into the cache first)")
-    fetch(spec, "eaglehub.json", revision)
+    for name in SIDE_FILES:
+        fetch(spec, name, revision)
     snapshot = Path(config).parent
     return snapshot, {"repo_id": spec, "revision": snapshot.name}
 

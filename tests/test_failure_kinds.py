@@ -233,9 +233,9 @@ def test_f17_convert_moves_misplaced_switches_to_the_top_level(make_drafter, tmp
         assert [f["code"] for f in validate(tmp_path / f"fixed-{fmt}")["findings"]] == []
 
 
-#: engine-side kinds are tested where the engine rules live (scripted engines, the sampling toy):
-#: kind -> (module, tests), at least the report's repro and a variant each
-ENGINE_SIDE = {
+#: kinds tested where their rules live (verify on scripted engines, the sampling toy, the target's side
+#: files): kind -> (module, tests), at least the report's repro and a variant between them and the cases above
+ELSEWHERE = {
     "F5": ("test_verify", ["test_f5_valid_nontrivial_d2t_still_not_wired_from_engine_counters",
                            "test_several_drafters_share_one_baseline_and_fail_by_code"]),
     "F13": ("test_verify", ["test_low_acceptance_length_warns_per_category_and_overall_without_failing"]),
@@ -243,17 +243,19 @@ ENGINE_SIDE = {
     "F24": ("test_sampling", ["test_broken_variants_are_biased_on_the_f24_toy", "test_planted_one_percent_acceptance_bias_is_detected",
                               "test_random_16_token_vocabulary"]),
     "F26": ("test_verify", ["test_al_regression_against_reference_names_both_engines_and_k", "test_reference_comparison_outcomes"]),
+    "F25": ("test_target_findings", ["test_changed_template_file", "test_changed_template_in_tokenizer_config_recorded_in_provenance",
+                                     "test_drafter_ships_another_tokenizer"]),
 }
 
 
 def test_every_failure_kind_has_a_repro_and_a_variant():
     """Each F-entry has at least two inputs: the report's repro and a variant (static cases here, the
-    repair tests registered with :func:`covers`, and the engine-side tests of :data:`ENGINE_SIDE`)."""
+    repair tests registered with :func:`covers`, and the tests of :data:`ELSEWHERE`)."""
     import importlib
 
-    for module, tests in ENGINE_SIDE.values():
+    for module, tests in ELSEWHERE.values():
         mod = importlib.import_module(module)
         assert all(callable(getattr(mod, t, None)) for t in tests), (module, tests)
-    count = {k: sum(c.kind == k for c in STATIC) + len(COVERED_BY_TESTS.get(k, ())) + len(ENGINE_SIDE.get(k, ("", []))[1])
+    count = {k: sum(c.kind == k for c in STATIC) + len(COVERED_BY_TESTS.get(k, ())) + len(ELSEWHERE.get(k, ("", []))[1])
              for k in KINDS}
     assert {k: n for k, n in count.items() if n < 2} == {}

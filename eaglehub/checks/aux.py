@@ -1,5 +1,6 @@
 """Aux hidden-state layer ids: distinct, sorted, in range, count == A == fc width / Ht; convention
-(formats.md §3, vllm.md §7, §11; F10, F11). vLLM's defaults are checked when the drafter has no list."""
+(formats.md §3, vllm.md §7, §11; F10, F11). vLLM's defaults are checked when the drafter has no list;
+with a target, an explicit list is compared with those defaults (F12)."""
 
 from __future__ import annotations
 
@@ -92,13 +93,32 @@ def _conflict(ctx: Context, n_layers: int | None) -> list[Finding]:
                     "keep one list, the one the drafter was trained with (`eaglehub convert` writes each format's list from one)")]
 
 
+def _nondefault(ctx: Context, n_layers: int) -> list[Finding]:
+    """F12: explicit C-in ids other than vLLM's default ``(2, N//2, N-3)``. vLLM captures the drafter's
+    list (vllm.md §7), but engines that hard-code the default capture layers (TokenSpeed before PR #526,
+    SGLang before PR #32334: a gpt-oss-120b drafter trained on [24, 30, 36] ran at AL 1.00) feed it
+    other states. Compared as layer sets: vLLM concatenates in ascending order either way."""
+    aux = ctx.drafter.aux
+    defaults = default_aux_ids(n_layers)
+    if sorted(aux.c_in) == sorted(defaults):
+        return []
+    shown = f"C-in {aux.c_in}" + (f" (stored {aux.convention} as {aux.raw})" if aux.c_in != aux.raw else "")
+    return [finding("W-AUX-NONDEFAULT", aux.key,
+                    f"aux-layer ids {shown} differ from the default {defaults} of this {n_layers}-layer target: vLLM reads the "
+                    "drafter's ids, engines that capture only the default layers feed it other hidden states (AL ≈ 1)")]
+
+
 def check(ctx: Context) -> list[Finding]:
     d, aux = ctx.drafter.dims, ctx.drafter.aux
     n = ctx.target.layers if ctx.target else None
     undeclared = _hidden_undeclared(ctx)
     out = undeclared + ([] if undeclared else _fc_count(ctx)) + _conflict(ctx, n)
     if aux.raw is not None:
-        return out + check_ids(aux.raw, aux.key, n, d.A) + _convention(ctx, n)
+        found = check_ids(aux.raw, aux.key, n, d.A)
+        # broken ids (duplicate, out of range, miscounted) are errors already; the default comparison
+        # is about a list that works in vLLM but not in default-only engines
+        usable = n is not None and not any(f.severity == "error" for f in found)
+        return out + found + _convention(ctx, n) + (_nondefault(ctx, n) if usable else [])
     if n is None:
         return out + [finding("I-AUX-DEFAULT", AUX_KEY, "no explicit aux-layer ids: vLLM captures the target's default (2, N//2, N-3)",
                               "pass --target to check the defaults, or write explicit ids")]

@@ -7,6 +7,7 @@ so ``validate`` never imports torch for safetensors checkpoints.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -14,9 +15,11 @@ from ..drafter import Drafter, config_dtype, read_config
 from ..errors import EaglehubError
 from ..tensorio import TensorIndex, read_index
 
-#: target files the checks read besides config.json (never weights): tokenizer, template, generation defaults
+#: target files the checks read besides config.json (never weights): tokenizer, template, generation
+#: defaults, ModelOpt's quantization record (``hf_quant_config.json``, failure-kinds.md F19)
 TARGET_SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
-                     "special_tokens_map.json")
+                     "special_tokens_map.json", "hf_quant_config.json")
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,8 @@ class Options:
 
     ``tp``: tensor-parallel size the pair will be served with (vLLM builds the drafter with the
     target's TP; failure-kinds.md F21), ``None`` = not checked. ``vllm_version``: the vLLM version it
-    will be served with, e.g. ``"0.32.0"``; ``None`` = the installed one, if any (:meth:`resolved`).
+    will be served with, e.g. ``"0.32.0"``; ``None`` = the installed one, if any (:meth:`resolved`);
+    ``""`` = unknown (version rules then warn about features newer than vLLM 0.22).
     """
 
     tp: int | None = None
@@ -69,6 +73,38 @@ class TargetInfo:
         """The language-model part of the config (``text_config`` of multimodal targets, else the config)."""
         text = self.config.get("text_config")
         return text if isinstance(text, dict) else self.config
+
+    def side_json(self, name: str) -> dict | None:
+        """Side file ``name`` parsed as a JSON object, or ``None`` when the target has none or it is
+        not a readable JSON object (side files are optional: a broken one only skips its checks)."""
+        path = self.files.get(name)
+        if path is None:
+            return None
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def chat_template(self) -> tuple[str, str] | None:
+        """``(template, where)``: the chat template transformers applies for this target, or ``None``.
+
+        As ``PreTrainedTokenizerBase.from_pretrained`` (transformers 5): ``chat_template.jinja``
+        wins over ``tokenizer_config.json`` ``chat_template``, which is a string or a list of
+        ``{"name", "template"}`` (the one named ``default`` is applied). The file is read as text
+        in utf-8, the way transformers reads it, so the string is the one prompts are rendered with.
+        """
+        path = self.files.get(CHAT_TEMPLATE_FILE)
+        if path is not None:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    return fh.read(), CHAT_TEMPLATE_FILE
+            except (OSError, UnicodeDecodeError):
+                return None
+        template = (self.side_json("tokenizer_config.json") or {}).get("chat_template")
+        if isinstance(template, list):
+            template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None)
+        return (template, "tokenizer_config.json chat_template") if isinstance(template, str) else None
 
     def index(self) -> TensorIndex | None:
         """Header index of the target's weights, or ``None`` when none are on disk. Raises EaglehubError
