@@ -7,7 +7,9 @@ import contextlib
 from rich.markup import escape
 
 from rich.console import Console
+from rich.padding import Padding
 from rich.table import Table
+from rich.text import Text
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
@@ -47,16 +49,16 @@ def print_inspect(report: dict, console: Console) -> None:
 
 
 def print_findings(report: dict, console: Console) -> None:
-    console.print(f"[bold]{report['drafter']}[/]  layout [bold]{report['layout']}[/]"
-                  + (f"  target {report['target']}" if report["target"] else ""), highlight=False)
-    if report["findings"]:
-        table = Table(show_edge=False, show_lines=False)
-        for col in ("severity", "code", "subject", "message", "hint"):
-            table.add_column(col, overflow="fold")
-        for f in report["findings"]:
-            style = SEVERITY_STYLE[f["severity"]]
-            table.add_row(f"[{style}]{f['severity']}[/]", f["code"], f["subject"], f["message"], f["hint"])
-        console.print(table)
+    """One block per finding (severity, code, subject; then the message and the fix hint, indented), so
+    long messages stay readable at any terminal width; then the verdict line."""
+    console.print(f"[bold]{escape(report['drafter'])}[/]  layout [bold]{report['layout']}[/]"
+                  + (f"  target {escape(report['target'])}" if report["target"] else ""), highlight=False)
+    for f in report["findings"]:
+        style = SEVERITY_STYLE[f["severity"]]
+        console.print(f"[{style}]{f['severity']:<7}[/] [bold]{f['code']}[/]  {escape(f['subject'])}", highlight=False)
+        console.print(Padding(Text(f["message"]), (0, 0, 0, 8), expand=False))
+        if f["hint"]:
+            console.print(Padding(Text(f"fix: {f['hint']}", style="dim"), (0, 0, 0, 8), expand=False))
     c = report["counts"]
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
     console.print(f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info", highlight=False)
