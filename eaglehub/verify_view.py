@@ -20,7 +20,7 @@ def _rates(xs: list[float | None]) -> str:
 
 def acceptance_table(d: dict, k: int) -> Table:
     """Per-category and overall: prompts matched, AL, per-position rates, draft acceptance rate."""
-    t = Table(title=f"{d['drafter']}  (k = {k})", title_justify="left")
+    t = Table(title=f"{escape(d['drafter'])}  (k = {k})", title_justify="left")
     for col, just in (("category", "left"), ("matched", "right"), ("drafts", "right"), ("AL", "right"),
                       ("per position (uncond.)", "right"), ("conditional", "right"), ("draft acc. rate", "right")):
         t.add_column(col, justify=just)
