@@ -37,8 +37,7 @@ ModelOpt, Quark) are checked by name only: their scale tensors (:data:`LOOSE_PAR
 and every low-precision weight needs a ``weight_scale`` (or ``weight_scale_inv``).
 
 Reading the config is :mod:`.quant_config`'s. Payload shapes are checked through :func:`quantized_specs`
-(``E-TENSOR-SHAPE``); parameter shapes
-here (``E-QUANT-SCALE``), so one defect gives one finding. ``d2t``/``t2d`` dtypes are the vocabulary
+(``E-TENSOR-SHAPE``), parameter shapes here (``E-QUANT-SCALE``), so one defect gives one finding. ``d2t``/``t2d`` dtypes are the vocabulary
 checks' (``E-D2T-DTYPE``, ``E-T2D-DTYPE``).
 """
 
