@@ -12,26 +12,51 @@ from rich.markup import escape
 
 from . import __version__
 from .errors import EaglehubError
+from .findings import printable
 
 console = Console()
 err_console = Console(stderr=True)
 
 
+def _fail(message: str, hint: str | None, code: int):
+    # escape(): messages carry paths and package names like `vllm[cpu]` that rich would eat as markup
+    err_console.print(f"[bold red]error:[/] {escape(printable(message))}", highlight=False, soft_wrap=True)
+    if hint:
+        err_console.print(f"[dim]hint: {escape(printable(hint))}[/]", highlight=False, soft_wrap=True)
+    sys.exit(code)
+
+
 def handle_errors(fn):
-    """Turn EaglehubError (and missing files) into a one-line error plus hint, never a traceback."""
+    """Turn EaglehubError into a one-line error plus hint, never a traceback; an output stream that
+    cannot be written (a full disk, a closed pipe) is one line too."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except EaglehubError as exc:
-            # escape(): messages carry paths and package names like `vllm[cpu]` that rich would eat as markup
-            err_console.print(f"[bold red]error:[/] {escape(exc.message)}", highlight=False, soft_wrap=True)
-            if exc.hint:
-                err_console.print(f"[dim]hint: {escape(exc.hint)}[/]", highlight=False, soft_wrap=True)
-            sys.exit(exc.exit_code)
+            _fail(exc.message, exc.hint, exc.exit_code)
+        except OSError as exc:  # only output is left unconverted: every read raises EaglehubError
+            _fail(f"cannot write the output: {exc.strerror or exc}", "check the disk or the pipe the output goes to", 2)
 
     return wrapper
+
+
+class Group(click.Group):
+    """Click's usage errors as eaglehub's own errors: one line and a hint, exit 2."""
+
+    def main(self, *args, **kwargs):
+        kwargs["standalone_mode"] = False
+        try:
+            return super().main(*args, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # bare `eaglehub`: the help, as click itself prints it
+            click.echo(exc.ctx.get_help())
+            sys.exit(2)
+        except click.UsageError as exc:
+            cmd = exc.ctx.command_path if exc.ctx else "eaglehub"
+            _fail(exc.format_message(), f"see `{cmd} --help`", 2)
+        except click.Abort:
+            _fail("aborted", None, 1)
 
 
 #: output/source format names (eaglehub.layouts.FORMATS; listed here so --help needs no import)
@@ -42,7 +67,7 @@ def print_json(obj) -> None:
     click.echo(json.dumps(obj, indent=2, sort_keys=False))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="eaglehub")
 def main() -> None:
     """Inspect, validate, upgrade and verify EAGLE-3 / EAGLE-3.1 speculative-decoding drafters."""
@@ -116,9 +141,15 @@ def validate_cmd(src: str | None, source_format: str | None, revision: str | Non
     from .render import print_findings, print_rules
     from .validate import Options, validate
 
+    if markdown and not list_rules:
+        raise click.UsageError("--markdown goes with --list-rules")
     if list_rules:
         from .findings import rule_catalogue, rules_markdown
 
+        if src is not None:
+            raise click.UsageError(f"--list-rules prints the catalogue and validates nothing; drop {src!r} or --list-rules")
+        if markdown and as_json:
+            raise click.UsageError("pick one of --markdown and --json")
         if markdown:
             click.echo(rules_markdown(), nl=False)
             return

@@ -9,16 +9,27 @@ I, V, Vd) with the defaults vLLM's ``llama_eagle3.py`` applies (vllm.md §3).
 
 from __future__ import annotations
 
-import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import jsonio
 from .errors import EaglehubError
 from .tensorio import TensorIndex, TensorInfo
 
 LAYER0 = "midlayer."
+_LAYER_NAME = re.compile(r"layers\.([0-9]{1,6})\.")
 AUX_KEY = "eagle_aux_hidden_state_layer_ids"
 C_IN, C_OUT, UNKNOWN = "C-in", "C-out", "unknown"
+
+
+def layer_index(name: str) -> int | None:
+    """Decoder-layer index of a canonical tensor name: 0 for ``midlayer.*``, ``i`` for ``layers.{i}.*``
+    (ASCII digits only: names are untrusted), else ``None``."""
+    if name.startswith(LAYER0):
+        return 0
+    m = _LAYER_NAME.match(name)
+    return int(m[1]) if m else None
 
 
 def read_config(root: Path, name: str = "config.json") -> dict:
@@ -34,10 +45,10 @@ def read_config(root: Path, name: str = "config.json") -> dict:
     if not path.is_file():
         raise EaglehubError(f"{path} is missing", hint="a drafter directory needs config.json next to its weights", code="E-INPUT-MISSING", subject=name)
     try:
-        cfg = json.loads(path.read_text())
+        cfg = jsonio.read(path)
     except OSError as exc:
         raise EaglehubError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions", code="E-INPUT-MISSING", subject=name) from exc
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except ValueError as exc:
         raise EaglehubError(f"cannot parse {path}: {exc}", hint="fix the JSON syntax", code="E-INPUT-CONFIG", subject=name) from exc
     if not isinstance(cfg, dict):
         raise EaglehubError(f"{path} is not a JSON object", hint="config.json must be a JSON object", code="E-INPUT-CONFIG", subject=name)
@@ -201,6 +212,7 @@ class Drafter:
     carried: dict[str, dict] = field(default_factory=dict)
     target: dict | None = None
     provenance: dict | None = None
+    provenance_error: EaglehubError | None = None  # a broken eaglehub.json, when read leniently
 
     @property
     def layout(self) -> str:

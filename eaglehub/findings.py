@@ -99,7 +99,8 @@ RULES: tuple[Rule, ...] = (
        "store un-prefixed names (fc.weight, midlayer.*, ...)", "vllm.md §4.2"),
     _r("E-TENSOR-NONFINITE", "--deep: a float tensor holds NaN or Inf values", "the tensor named",
        "re-export the weights from a healthy training checkpoint", "the drafter's logits would be NaN"),
-    _r("W-TENSOR-INIT", "--deep: a tensor looks untrained (all-ones norm, constant, std = initializer_range)", "the tensor named",
+    _r("W-TENSOR-INIT", "--deep: a tensor looks untrained (all-ones norm, constant, std = initializer_range, all-zero scale)",
+       "the tensor named",
        "check that the converter copied the trained weight", "failure-kinds.md F2", "F2"),
     _r("E-LMHEAD-MISSING", "no lm_head.weight: engines share the target head or leave it random", "lm_head.weight",
        "export lm_head.weight [Vd, H] (for Vd == V and H == target hidden, the target's head can be copied)",
@@ -226,8 +227,8 @@ RULES: tuple[Rule, ...] = (
        "divide a fused layer's rows (vLLM refuses the layer)", "quantization_config",
        "write the compressed-tensors block of quantize-publish.md §2; use blocks that divide every fused layer's rows",
        "quantize-publish.md §2, §5 and its CPU notes", "F20"),
-    _r("E-QUANT-IGNORE", "an ignore entry is a bare name (vLLM matches prefixed names: it never matches), or lm_head/embed_tokens "
-       "are not ignored", "quantization_config.ignore", 'use anchored regexes: "re:.*lm_head$", "re:.*embed_tokens$", "re:.*fc$"',
+    _r("E-QUANT-IGNORE", "an ignore entry is a bare name (vLLM matches prefixed names: it never matches), or a stored lm_head / "
+       "embed_tokens that a config target matches is not ignored", "quantization_config.ignore", 'use anchored regexes: "re:.*lm_head$", "re:.*embed_tokens$", "re:.*fc$"',
        "quantize-publish.md §3", "F20"),
     _r("E-QUANT-SCALE", "a quantized weight lacks a quantization parameter (weight_scale, input_scale for static activations, "
        "W4A16 weight_shape / weight_zero_point) or has one of the wrong shape", "<layer>.weight_scale, input_scale, weight_shape",
@@ -265,7 +266,8 @@ RULES: tuple[Rule, ...] = (
     _r("E-VERIFY-AL-REGRESSION", "acceptance length fell below a reference report's by more than the tolerance", "acceptance_length",
        "compare the engine versions the two reports name; pin the version that met the reference", "failure-kinds.md F26", "F26", "verify"),
     _r("W-VERIFY-LOW-AL", "acceptance length below 1.3: speculation is likely slower than plain decoding", "acceptance_length",
-       "check the drafter's training length and data against these prompts (long prompts: F13)", "failure-kinds.md F13", "F13", "verify"),
+       "an uncalibrated 3.1 upgrade (validate: W-FCNORM-UNIT) needs calibrated gains or fine-tuning; otherwise compare the "
+       "drafter's training data and length with these prompts (long prompts: F13)", "failure-kinds.md F13", "F13", "verify"),
     _r("E-SAMPLING-BIASED", "speculative sampling does not reproduce the target's distribution (goodness-of-fit test fails)",
        "acceptance rule, residual distribution", "accept with min(1, p/q) for the q actually sampled; resample from norm(max(0, p - q))",
        "Leviathan et al. 2023, Chen et al. 2023; failure-kinds.md F24", "F24", "verify"),
@@ -292,7 +294,7 @@ class Finding:
 
 def finding(code: str, subject: str, message: str, hint: str | None = None) -> Finding:
     """Build a finding; the severity follows from the code's first letter, the hint defaults to the rule's.
-    Subject, message and hint are made one line each (they may quote untrusted config values).
+    Subject, message and hint go through :func:`printable` (they may quote untrusted config values).
 
     Raises:
         KeyError: ``code`` is not in the registry (a programming error, caught by the tests).
@@ -300,13 +302,15 @@ def finding(code: str, subject: str, message: str, hint: str | None = None) -> F
     rule = RULES_BY_CODE.get(code)
     if rule is None:
         raise KeyError(f"unregistered finding code {code}")
-    return Finding(code=code, severity=rule.severity, subject=_one_line(subject), message=_one_line(message),
-                   hint=_one_line(rule.hint if hint is None else hint))
+    return Finding(code=code, severity=rule.severity, subject=printable(subject), message=printable(message),
+                   hint=printable(rule.hint if hint is None else hint))
 
 
-def _one_line(text: str) -> str:
-    # messages quote config values, which are untrusted: a newline in one must not break the one-line contract
-    return " ".join(str(text).splitlines())
+def printable(text) -> str:
+    """``text`` with every non-printable character (newlines, terminal escapes, lone surrogates) written
+    as its backslash escape: findings and tables quote config values and tensor names, which are
+    untrusted, and must stay one line that no terminal interprets."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text))
 
 
 def count_by_severity(findings: list[Finding]) -> dict[str, int]:
@@ -328,7 +332,10 @@ def rules_markdown() -> str:
     lines = ["# eaglehub rule catalogue", "",
              "Generated from `eaglehub/findings.py` (`eaglehub validate --list-rules --markdown`); do not edit by hand.",
              "Severity is the code's first letter: E error (exit 1), W warning (exit 1 with `--strict`), I info.",
-             "Failure kinds refer to the entries F1–F26 of the project's failure-kinds reference.", ""]
+             "Failure kinds refer to the entries F1–F26 of the project's failure-kinds reference.",
+             "Sources: `formats.md`, `vllm.md`, `quantize-publish.md` and `failure-kinds.md` are the project's reference notes",
+             "(kept in `shared/reference/` beside this repository), which cite the upstream code and public reports; vLLM module",
+             "paths are those of vLLM 0.32.0 unless a version is named, and `#NNNN` are pull requests or issues of the project named.", ""]
     for stage in STAGES:
         rules = [r for r in RULES if r.stage == stage]
         lines += [f"## `eaglehub {stage}` ({len(rules)} rules)", "",

@@ -8,10 +8,10 @@ eaglehub and disjoint from any benchmark and from the drafter's training data.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import jsonio
 from .errors import EaglehubError
 from .schemas import schema_errors
 
@@ -62,9 +62,9 @@ def load_prompts(
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise EaglehubError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from exc
+            row = jsonio.loads(line)
+        except ValueError as exc:
+            raise EaglehubError(f"{path}:{lineno}: not valid JSON ({str(exc).splitlines()[0]})") from exc
         errors = schema_errors(row, PROMPTS_SCHEMA)
         if errors:
             where, message = errors[0]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import __version__
+from . import __version__, jsonio
 from .errors import EaglehubError
 from .schemas import schema_errors
 
@@ -30,8 +30,8 @@ def read_provenance(root: Path) -> dict | None:
     if not path.is_file():
         return None
     try:
-        obj = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        obj = jsonio.read(path)
+    except (OSError, ValueError) as exc:
         raise EaglehubError(f"cannot parse {path}: {exc}", hint=f"fix or delete {PROVENANCE_FILE}", code="E-INPUT-CONFIG", subject=PROVENANCE_FILE) from exc
     errors = schema_errors(obj, "provenance")
     if errors:

@@ -4,14 +4,27 @@ from __future__ import annotations
 
 import contextlib
 
-from rich.markup import escape
-
 from rich.console import Console
+from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from .findings import printable
+
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
+
+
+def _clean(obj):
+    """The report with every string made :func:`~eaglehub.findings.printable`: tables show config values
+    and tensor names, which are untrusted (terminal escapes, newlines, lone surrogates)."""
+    if isinstance(obj, str):
+        return printable(obj)
+    if isinstance(obj, dict):
+        return {_clean(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean(x) for x in obj]
+    return obj
 
 
 def _size(n: int) -> str:
@@ -23,9 +36,10 @@ def _size(n: int) -> str:
 
 
 def print_inspect(report: dict, console: Console) -> None:
+    report = _clean(report)
     d, v, a = report["dims"], report["vocab"], report["aux"]
     flags = ", ".join(f"{k}={'true' if x else 'false'}" for k, x in report["flags"].items())
-    console.print(f"[bold]{escape(report['path'])}[/]  format [bold]{report['format']}[/] ({report['architecture']}, "
+    console.print(f"[bold]{escape(report['path'])}[/]  format [bold]{report['format']}[/] ({escape(str(report['architecture']))}, "
                   f"{report['layer_kind']}), EAGLE-{report['eagle_version']}, {report['weights_format']}, {report['dtype']}", highlight=False)
     console.print(f"evidence: {escape('; '.join(report['format_evidence']))}", highlight=False)
     if report["target"]:
@@ -43,7 +57,7 @@ def print_inspect(report: dict, console: Console) -> None:
     for col, just in (("tensor", "left"), ("shape", "left"), ("dtype", "left"), ("size", "right")):
         table.add_column(col, justify=just)
     for t in report["tensors"]:
-        table.add_row(t["name"], str(t["shape"]), t["dtype"], _size(t["bytes"]))
+        table.add_row(escape(t["name"]), str(t["shape"]), escape(t["dtype"]), _size(t["bytes"]))
     console.print(table)
     console.print(f"{report['parameters']:,} parameters, {_size(report['bytes'])}", highlight=False)
 
@@ -51,6 +65,7 @@ def print_inspect(report: dict, console: Console) -> None:
 def print_findings(report: dict, console: Console) -> None:
     """One block per finding (severity, code, subject; then the message and the fix hint, indented), so
     long messages stay readable at any terminal width; then the verdict line."""
+    report = _clean(report)
     console.print(f"[bold]{escape(report['drafter'])}[/]  layout [bold]{report['layout']}[/]"
                   + (f"  target {escape(report['target'])}" if report["target"] else ""), highlight=False)
     for f in report["findings"]:
@@ -76,6 +91,7 @@ def print_rules(rules: list[dict], console: Console) -> None:
 
 
 def print_convert(report: dict, console: Console, err_console: Console) -> None:
+    report = _clean(report)
     console.print(f"converted {report['source']} ({report['source_format']}) → {report['destination']} "
                   f"({report['format']}, EAGLE-{report['version']})", highlight=False)
     for t in report["added_tensors"]:

@@ -29,11 +29,19 @@ def _registry():
 
 
 @functools.cache
-def _validator(name: str):
-    from jsonschema import Draft202012Validator
+def _validator_class():
+    """Draft 2020-12 where ``integer`` means a JSON integer literal: the standard also counts ``576.0``,
+    but the configs' readers (vLLM, transformers, eaglehub) take such a value as a float, not a size."""
+    from jsonschema import Draft202012Validator, validators
 
+    checker = Draft202012Validator.TYPE_CHECKER.redefine("integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
+    return validators.extend(Draft202012Validator, type_checker=checker)
+
+
+@functools.cache
+def _validator(name: str):
     # the schemas themselves are meta-validated by the test suite; skipping it here keeps start-up fast
-    return Draft202012Validator(load_schema(name), registry=_registry())
+    return _validator_class()(load_schema(name), registry=_registry())
 
 
 def schema_errors(obj, name: str) -> list[tuple[str, str]]:

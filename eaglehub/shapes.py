@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .drafter import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_kind  # noqa: F401 (re-exported)
+from .drafter import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_index, layer_kind  # noqa: F401 (re-exported)
+
+#: fc_norm gain vectors described at most: a config may claim any num_aux_hidden_states, and
+#: E-AUX-COUNT already reports a count the fc width does not bear out
+MAX_AUX_DESCRIBED = 64
 
 def _posint(cfg: dict, key: str) -> int | None:
     v = cfg.get(key)
@@ -116,6 +120,15 @@ def _mla_layer(prefix: str, d, m: MlaDims, width_in: int | None, hidden_norm: bo
     return specs
 
 
+def described_layers(drafter: Drafter) -> int:
+    """Decoder layers :func:`expected_tensors` describes: the config's ``num_hidden_layers``, but at most
+    one past the highest layer the checkpoint stores tensors for. A config may claim any number of
+    layers; the first missing one is described tensor by tensor, the rest are reported once
+    (``check_expected``)."""
+    stored = max((i for n in drafter.names if (i := layer_index(n)) is not None), default=0) + 1
+    return max(1, min(drafter.dims.layers, stored + 1))
+
+
 def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
     """Every tensor the drafter's config implies or allows, by canonical name.
 
@@ -140,6 +153,7 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
     stored shapes, which :mod:`eaglehub.checks.quant` checks (:func:`eaglehub.checks.quant.quantized_specs`).
     """
     d, f = drafter.dims, drafter.flags
+    layers = described_layers(drafter)
     pruned = d.Vd is not None and d.V is not None and d.Vd < d.V
     mla = layer_kind(drafter.config) == MLA
     specs = [TensorSpec("fc.weight", (d.H, _mul(d.A, d.Ht)))]
@@ -147,18 +161,18 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
         m = mla_dims(drafter.config)
         q_proj = m.q_lora is None and f"{LAYER0}self_attn.q_proj.weight" in drafter.tensors
         specs += _mla_layer(LAYER0, d, m, _mul(2, d.H), hidden_norm=True, q_proj=q_proj)
-        for i in range(1, d.layers):
+        for i in range(1, layers):
             specs += _mla_layer(f"layers.{i}.", d, m, d.H, hidden_norm=False, q_proj=q_proj)
     else:
         specs += _layer(LAYER0, d, _mul(2, d.H), hidden_norm=True)
-        for i in range(1, d.layers):
+        for i in range(1, layers):
             specs += _layer(f"layers.{i}.", d, d.H, hidden_norm=False)
     specs += [
         TensorSpec("norm.weight", (d.H,)),
         TensorSpec("lm_head.weight", (d.Vd, d.H), missing_code="E-LMHEAD-MISSING"),
         TensorSpec("d2t", (d.Vd,), required=pruned, missing_code="E-D2T-MISSING"),
         TensorSpec("t2d", (d.V,), required=False),
-        TensorSpec("embed_tokens.weight", (d.V, d.H), required=d.H != d.Ht, missing_code="E-EMBED-MISSING"),
+        TensorSpec("embed_tokens.weight", (d.V, d.H), required=None not in (d.H, d.Ht) and d.H != d.Ht, missing_code="E-EMBED-MISSING"),
     ]
     if mla:  # deepseek_eagle3.py has no pre-FC norm (vllm.md §5)
         specs.append(TensorSpec("input_norm.weight", (_mul(d.A, d.Ht),), required=False, unused_code="E-MLA-NORMBEFOREFC"))
@@ -168,7 +182,7 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
     specs += [
         TensorSpec(f"fc_norm.{i}.weight", (d.Ht,), required=f.fc_norm, missing_code="E-FCNORM-MISSING",
                    unused_code=None if f.fc_norm else "W-FCNORM-UNUSED")
-        for i in range(d.A)
+        for i in range(min(d.A, MAX_AUX_DESCRIBED))
     ]
     from .checks.quant import quantized_specs  # here, not at the top: the checks package imports this module
 

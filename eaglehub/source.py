@@ -41,9 +41,9 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
         if found is None:
             continue
         if name.endswith(".index.json"):
-            import json
+            from .tensorio import read_weight_map
 
-            shards = sorted(set(json.loads(Path(found).read_text()).get("weight_map", {}).values()))
+            shards = sorted(set(read_weight_map(Path(found)).values()))
             for shard in shards:
                 fetch(spec, shard, revision, required=True)
         break

@@ -20,12 +20,12 @@ Public API: :data:`DTYPES` (and :data:`DTYPE_BY_TORCH`), :class:`DType`, :class:
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import jsonio
 from .errors import EaglehubError
 
 #: Largest header the library accepts (``MAX_HEADER_SIZE`` in safetensors ``lib.rs``).
@@ -146,6 +146,21 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
+def _has_surrogate(obj: object) -> bool:
+    """Any string (key or value) in ``obj`` holding a lone surrogate; iterative, as headers may nest deeply."""
+    stack = [obj]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, str):
+            if any("\ud800" <= c <= "\udfff" for c in x):
+                return True
+        elif isinstance(x, dict):
+            stack += [*x.keys(), *x.values()]
+        elif isinstance(x, list):
+            stack += x
+    return False
+
+
 def _uints(value: object) -> bool:
     return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)
 
@@ -178,11 +193,13 @@ def read_header(path: str | Path) -> Header:
     path = Path(path)
     size, raw = _read_prefix(path)
     try:
-        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
+        header = jsonio.loads(raw.decode("utf-8"), object_pairs_hook=_no_duplicates)
     except UnicodeDecodeError as exc:
         raise _fail(path, f"header is not UTF-8 ({exc.reason} at byte {exc.start})") from exc
-    except ValueError as exc:  # json.JSONDecodeError and _no_duplicates
+    except ValueError as exc:  # malformed JSON (jsonio.loads) and _no_duplicates
         raise _fail(path, f"header is not valid JSON ({str(exc).splitlines()[0]})") from exc
+    if _has_surrogate(header):  # serde_json, which the library parses with, refuses lone surrogate escapes
+        raise _fail(path, "header holds a lone UTF-16 surrogate escape (not valid Unicode)")
     if not isinstance(header, dict):
         raise _fail(path, f"header is a JSON {type(header).__name__}, not an object")
     metadata = header.pop(METADATA_KEY, None)

@@ -103,7 +103,11 @@ def resolve_target(spec: str, build: bool = True) -> Path:
     Raises:
         EaglehubError: the spec names nothing available offline.
     """
+    if not spec.strip():
+        raise EaglehubError("the target is an empty string", hint="pass a model directory, a cached Hub id, or `smollm2`")
     path = Path(spec).expanduser()
+    if path.is_file():
+        raise EaglehubError(f"target {spec} is a file", hint="pass the model directory that holds config.json, not a file in it")
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise EaglehubError(f"{path} has no config.json", hint="point --target at a Hugging Face model directory")

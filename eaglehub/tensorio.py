@@ -13,11 +13,11 @@ only a tensor's byte range, so indexing and numpy loading never import torch (``
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import jsonio
 from .errors import EaglehubError
 from .stformat import DTYPE_BY_TORCH, DTYPES, read_header
 
@@ -305,18 +305,21 @@ def find_weight_files(root: Path) -> tuple[str, list[str]]:
     root = Path(root)
     if not root.is_dir():
         raise EaglehubError(f"{root} is not a directory", hint="pass a local checkpoint directory", code="E-INPUT-MISSING")
+    indexes = sorted(root.glob("*.safetensors.index.json"))
+    if indexes:  # as vLLM: an index names the files that load, even next to a model.safetensors
+        return "safetensors-sharded", sorted(set(read_weight_map(indexes[0]).values()))
     if (root / SINGLE_SAFETENSORS).is_file():
         return "safetensors", [SINGLE_SAFETENSORS]
-    indexes = sorted(root.glob("*.safetensors.index.json"))
-    if indexes:
-        with _reading(indexes[0]):
-            weight_map = json.loads(indexes[0].read_text())["weight_map"]
-        return "safetensors-sharded", sorted(set(weight_map.values()))
     if (root / PYTORCH_BIN).is_file():
         return "pytorch", [PYTORCH_BIN]
     singles = sorted(p.name for p in root.glob("*.safetensors"))
     if len(singles) == 1:
         return "safetensors", singles
+    if singles:
+        raise EaglehubError(f"{root} holds {len(singles)} safetensors files ({', '.join(singles[:3])}{', …' if len(singles) > 3 else ''}) "
+                            "but no model.safetensors.index.json: which tensors form the drafter is undefined (vLLM would load every file)",
+                            hint="write the index that maps each tensor to its shard, or merge the files into model.safetensors",
+                            code="E-INPUT-WEIGHTS")
     if (root / ".metadata").exists() or any(root.glob("*/model/.metadata")):
         raise EaglehubError(f"{root} is a raw TorchSpec FSDP checkpoint", hint="export it with TorchSpec tools/convert_to_hf.py first", code="E-INPUT-RAW")
     if (root / "training_state.pt").exists():
@@ -370,10 +373,33 @@ def read_index(root: Path) -> TensorIndex:
     return TensorIndex(root, fmt, files, tensors, STRIP_PREFIX if stripped else None, metadata)
 
 
+def read_weight_map(index: Path) -> dict[str, str]:
+    """``weight_map`` of a sharded-checkpoint index: tensor name → shard file name, every shard a plain
+    file name inside the index's directory (vLLM refuses references it cannot find there).
+
+    Raises: EaglehubError (E-INPUT-WEIGHTS): unreadable JSON, no ``weight_map`` object, a non-string
+    entry, or a shard outside the directory.
+    """
+    def bad(why: str) -> EaglehubError:
+        return EaglehubError(f"cannot read {index}: {why}", hint="rebuild the index from the shards", code="E-INPUT-WEIGHTS")
+
+    try:
+        doc = jsonio.read(index)
+    except (OSError, ValueError) as exc:
+        raise bad(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from exc
+    weight_map = doc.get("weight_map") if isinstance(doc, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise bad("no weight_map object (tensor name -> shard file)")
+    for name, shard in weight_map.items():
+        if not isinstance(shard, str) or not shard or Path(shard).name != shard or shard in (".", ".."):
+            raise bad(f"tensor {name!r} maps to {shard!r}, not a file name in the checkpoint directory")
+    return weight_map
+
+
 def _check_weight_map(root: Path, found: dict[str, str]) -> None:
     """The index must list exactly the tensors the shards hold, each in its shard (loaders trust it)."""
     index = sorted(root.glob("*.safetensors.index.json"))[0]
-    listed = json.loads(index.read_text())["weight_map"]
+    listed = read_weight_map(index)
     wrong = sorted(n for n in set(listed) | set(found) if listed.get(n) != found.get(n))
     if wrong:
         n = wrong[0]

@@ -111,9 +111,11 @@ def validate(drafter_dir: str | Path, target: str | Path | None = None, source_f
                 raise
             pre.append(finding("E-TARGET-CONFIG", "target config.json", exc.message))
     try:
-        drafter = read_drafter(path, fmt=source_format)
+        drafter = read_drafter(path, fmt=source_format, strict_provenance=False)
     except EaglehubError as exc:
         if exc.code is None:
             raise
         return make_report(path, pre + [input_finding(exc)], tinfo, deep)
+    if drafter.provenance_error is not None:  # optional record: report it, check the drafter all the same
+        pre.append(input_finding(drafter.provenance_error))
     return make_report(drafter, pre + run_checks(drafter, tinfo, deep=deep, options=opts), tinfo, deep)

@@ -84,7 +84,6 @@ CASES = [  # (id, fmt, break the written files, expected code, subject)
     ("missing-shard", "sharded", _missing_shard, "E-INPUT-MISSING", "weight files"),
     ("bad-json", "safetensors", lambda p: (p / "config.json").write_text('{"hidden_size": 64,'), "E-INPUT-CONFIG", "config.json"),
     ("config-array", "safetensors", _config_array, "E-INPUT-CONFIG", "config.json"),
-    ("bad-provenance", "safetensors", _bad_provenance, "E-INPUT-CONFIG", "eaglehub.json"),
     ("data-cut", "safetensors", _data_cut, "E-INPUT-WEIGHTS", "weight files"),
     ("header-garbage", "safetensors", lambda p: (p / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json!!!!!!}"),
      "E-INPUT-WEIGHTS", "weight files"),
@@ -108,6 +107,17 @@ def test_unreadable_content_is_one_finding(make_drafter, case):
         assert report["layout"] == "unreadable" and report["ok"] is False
         assert [(f["code"], f["subject"]) for f in report["findings"]] == [(code, subject)]
         assert report["findings"][0]["hint"] and "\n" not in report["findings"][0]["message"]
+
+
+def test_broken_provenance_is_a_finding_and_the_drafter_is_still_checked(make_drafter):
+    """eaglehub.json is an optional record: a broken one is reported, and every other check still runs."""
+    path = make_drafter(mutate=lambda cfg, t: cfg.update(eagle_aux_hidden_state_layer_ids=[4, 2, 5]))
+    _bad_provenance(path)
+    report = validate(path)
+    validate_json(report, "validate-report")
+    assert report["layout"] == "vllm"
+    assert [(f["code"], f["subject"]) for f in report["findings"]] == [("E-INPUT-CONFIG", "eaglehub.json"),
+                                                                       ("E-AUX-ORDER", "eagle_aux_hidden_state_layer_ids")]
 
 
 def test_ambiguous_layout_names_the_candidates(make_drafter):

@@ -200,8 +200,20 @@ def test_bare_fc_in_ignore(make_drafter):
     assert "'re:.*fc$'" in report["findings"][0]["message"]
 
 
-def test_lm_head_not_ignored(make_drafter):
-    assert findings(make_drafter(mutate=fp8(ignore=IGNORE[1:]))) == [("E-QUANT-IGNORE", "quantization_config.ignore")]
+def test_head_not_ignored_matters_only_when_a_target_matches_it(make_drafter):
+    """llm-compressor's usual ignore list names only lm_head; with targets ["Linear"] neither ParallelLMHead
+    nor VocabParallelEmbedding is matched, so nothing is wrong. A target that matches every layer name
+    makes vLLM build the stored bf16 lm_head quantized: that needs the ignore entry."""
+    assert findings(make_drafter("linear", mutate=fp8(ignore=IGNORE[1:]))) == []
+    assert findings(make_drafter("no-embed-entry", mutate=fp8(ignore=[IGNORE[0], IGNORE[2]]))) == []
+
+    def everything(cfg, t):
+        fp8(ignore=IGNORE[1:])(cfg, t)
+        cfg["quantization_config"]["config_groups"]["group_0"]["targets"] = ["re:.*"]
+
+    report = validate(make_drafter("all", mutate=everything))
+    hits = [f for f in report["findings"] if f["code"] == "E-QUANT-IGNORE"]
+    assert [f["subject"] for f in hits] == ["quantization_config.ignore"] and "lm_head" in hits[0]["message"]
 
 
 def test_ignore_uses_the_target_layer_index(make_drafter, make_target):

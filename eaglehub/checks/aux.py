@@ -119,6 +119,9 @@ def check(ctx: Context) -> list[Finding]:
         # is about a list that works in vLLM but not in default-only engines
         usable = n is not None and not any(f.severity == "error" for f in found)
         return out + found + _convention(ctx, n) + (_nondefault(ctx, n) if usable else [])
+    raw = ctx.drafter.raw_config
+    if AUX_KEY in raw or AUX_KEY in (raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}):
+        return out  # a list is stored but is not a list of integers: E-CONFIG-SCHEMA says so; no default applies
     if n is None:
         return out + [finding("I-AUX-DEFAULT", AUX_KEY, "no explicit aux-layer ids: vLLM captures the target's default (2, N//2, N-3)",
                               "pass --target to check the defaults, or write explicit ids")]

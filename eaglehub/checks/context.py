@@ -7,10 +7,10 @@ so ``validate`` never imports torch for safetensors checkpoints.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .. import jsonio
 from ..drafter import Drafter, config_dtype, read_config
 from ..errors import EaglehubError
 from ..tensorio import TensorIndex, read_index
@@ -77,14 +77,7 @@ class TargetInfo:
     def side_json(self, name: str) -> dict | None:
         """Side file ``name`` parsed as a JSON object, or ``None`` when the target has none or it is
         not a readable JSON object (side files are optional: a broken one only skips its checks)."""
-        path = self.files.get(name)
-        if path is None:
-            return None
-        try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            return None
-        return data if isinstance(data, dict) else None
+        return jsonio.read_object(self.files.get(name))
 
     def chat_template(self) -> tuple[str, str] | None:
         """``(template, where)``: the chat template transformers applies for this target, or ``None``.
@@ -134,7 +127,7 @@ def read_target(spec: str | Path) -> TargetInfo:
 
     def get(key):
         v = text.get(key, cfg.get(key))
-        return v if isinstance(v, int) and not isinstance(v, bool) else None
+        return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None  # else E-TARGET-CONFIG
 
     return TargetInfo(path, cfg, get("num_hidden_layers"), get("hidden_size"), get("vocab_size"),
                       config_dtype(text) or config_dtype(cfg), files)

@@ -65,7 +65,7 @@ def _versions(ctx: Context) -> list[Finding]:
         if not rule.applies(ctx):
             continue
         need = parse_version(rule.minimum)
-        if have is not None and have.release < need.release:
+        if have is not None and parse_version(have.public) < need:  # a pre-release of the minimum is older than it
             out.append(finding("E-ENGINE-VERSION", rule.subject, f"{rule.why}; this drafter will be served with vLLM {given}",
                                f"serve with vLLM >= {rule.minimum}"))
         elif have is None and need > parse_version(BASELINE):

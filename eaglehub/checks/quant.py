@@ -139,7 +139,7 @@ class Layer:
 def vllm_name(base: str, n_target: int | None) -> str:
     """Canonical module name -> the name vLLM gives it: ``model.`` prefix (all but ``lm_head``), drafter
     layer ``i`` at index ``n_target + i`` (``midlayer.`` is layer 0; ``N+i`` when ``n_target`` is ``None``)."""
-    m = re.match(r"(?:midlayer|layers\.(\d+))\.(.*)", base)
+    m = re.match(r"(?:midlayer|layers\.([0-9]{1,6}))\.(.*)", base)
     if m:
         i = int(m[1] or 0)
         index = n_target + i if n_target is not None else f"N+{i}" if i else "N"
@@ -287,9 +287,16 @@ def _verdict(layer: Layer, worlds: list[tuple[int, list[str]]], qc: QuantConfig)
     return next(iter(seen.values())) if len(seen) == 1 else None
 
 
-def _ignore_findings(qc: QuantConfig, layers: list[Layer], ns) -> tuple[list[Finding], list[str]]:
-    """Bare entries (matching no prefixed name for any ``N``) and lm_head/embed_tokens not ignored; returns the
-    findings and the ignore list as meant (bare entries replaced by their regex)."""
+#: the drafter's heads vLLM builds under the draft quant config: checkpoint name, vLLM name, vLLM class
+#: (``llama_eagle3.py`` passes the quant config to ``ParallelLMHead`` and ``VocabParallelEmbedding``)
+HEADS = (("lm_head", "lm_head", "ParallelLMHead"), ("embed_tokens", "model.embed_tokens", "VocabParallelEmbedding"))
+
+
+def _ignore_findings(qc: QuantConfig, layers: list[Layer], ns, stored: set[str]) -> tuple[list[Finding], list[str]]:
+    """Bare entries (matching no prefixed name for any ``N``), and a head the drafter stores unquantized
+    that a config target would make vLLM build quantized (``targets: ["Linear"]`` matches neither head's
+    class; ``re:.*`` matches both); returns the findings and the ignore list as meant (bare entries
+    replaced by their regex)."""
     names = {"lm_head", "model.embed_tokens"}
     for layer in layers:
         for n in ns:
@@ -303,10 +310,12 @@ def _ignore_findings(qc: QuantConfig, layers: list[Layer], ns) -> tuple[list[Fin
         meant.append(_suggest(e))
         out.append(finding("E-QUANT-IGNORE", where, f"ignore entry {e!r} matches no layer: vLLM compares entries with its prefixed "
                            f"names (model.fc, model.layers.N+i.…, lm_head); write {_suggest(e)!r}"))
-    for module, vname in (("lm_head", "lm_head"), ("embed_tokens", "model.embed_tokens")):
-        if not any(_match(vname, p) for p in meant):
-            out.append(finding("E-QUANT-IGNORE", where, f"no ignore entry matches {module} (vLLM name {vname}): quantization tools "
-                               f"then quantize it (quantize-publish.md §3); add 're:.*{module}$'"))
+    for module, vname, cls in HEADS:
+        verdict, target = _decide(vname, [], cls, meant, qc.targets)
+        if f"{module}.weight" in stored and verdict == "quantized":
+            out.append(finding("E-QUANT-IGNORE", where, f"no ignore entry matches {module} (vLLM name {vname}) and the target {target!r} "
+                               f"does: vLLM builds it quantized, and the stored {module}.weight does not load "
+                               f"(quantize-publish.md §3); add 're:.*{module}$'"))
     return out, meant
 
 
@@ -386,7 +395,7 @@ def check(ctx: Context) -> list[Finding]:
     ns = [ctx.target.layers] if ctx.target is not None and ctx.target.layers else UNKNOWN_TARGET_LAYERS
     worlds = [(n, qc.ignore) for n in ns]
     if qc.checked:
-        found, meant = _ignore_findings(qc, layers, ns)
+        found, meant = _ignore_findings(qc, layers, ns, set(t))
         out += found
         if meant != qc.ignore:  # report only what holds whichever way the bare entries are read
             worlds += [(n, meant) for n in ns]

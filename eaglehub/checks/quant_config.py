@@ -6,12 +6,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import jsonio
 from ..drafter import Drafter
 from ..findings import Finding, finding
 
@@ -191,8 +191,8 @@ def read_quant_config(drafter: Drafter) -> QuantConfig | None:
             return None
         source = path.name
         try:
-            raw = json.loads(path.read_text())
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raw = jsonio.read(path)
+        except (OSError, ValueError) as exc:
             return QuantConfig("modelopt", source, error=finding("E-QUANT-CONFIG", source, f"{source} cannot be read: {exc}"))
         quant = raw.get("quantization") if isinstance(raw, dict) else None
         if isinstance(quant, dict) and "quant_method" not in raw:

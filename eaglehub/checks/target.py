@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import jsonio
 from ..drafter import MLA, Drafter, int_field
 from ..errors import EaglehubError
 from ..findings import Finding, finding
@@ -101,7 +102,9 @@ def rope_settings(cfg: dict) -> tuple[float, dict | None]:
         scaling.setdefault("rope_type", scaling.pop("type"))
     if scaling.get("rope_type", "default") == "default" and set(scaling) <= {"rope_type"}:
         scaling = {}
-    return float(theta) if isinstance(theta, (int, float)) else theta, scaling or None
+    if isinstance(theta, (int, float)) and not isinstance(theta, bool) and abs(theta) < 1e300:  # huge ints overflow float()
+        theta = float(theta)
+    return theta, scaling or None
 
 
 def _first_str(x) -> str | None:
@@ -178,20 +181,11 @@ def _family(ctx: Context) -> list[Finding]:
     return []
 
 
-def _read_json(path: Path) -> dict | None:
-    """``path`` parsed as a JSON object, ``None`` when absent or unreadable (optional records)."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def drafter_record(d: Drafter, key: str) -> tuple[object, str] | None:
     """``(value, file)`` of ``key`` at the top level of the drafter's ``training.json``, else of its
     ``eaglehub.json`` (as read with the drafter, read-only); ``None`` when neither records it. An
     unreadable ``training.json`` counts as absent: it is an optional record, not part of the drafter."""
-    for name, data in ((TRAINING_FILE, _read_json(Path(d.path) / TRAINING_FILE)), (PROVENANCE_FILE, d.provenance)):
+    for name, data in ((TRAINING_FILE, jsonio.read_object(Path(d.path) / TRAINING_FILE)), (PROVENANCE_FILE, d.provenance)):
         if isinstance(data, dict) and data.get(key) is not None:
             return data[key], name
     return None
@@ -307,7 +301,7 @@ def _tokenizer(ctx: Context) -> list[Finding]:
         return []
     size, extra = facts.size, ""
     decoder = (t.side_json("tokenizer_config.json") or {}).get("added_tokens_decoder")
-    if isinstance(decoder, dict) and (ids := [int(k) for k in decoder if k.isdigit()]) and max(ids) + 1 > size:
+    if isinstance(decoder, dict) and (ids := [int(k) for k in decoder if k.isascii() and k.isdigit() and len(k) < 19]) and max(ids) + 1 > size:
         size, extra = max(ids) + 1, f"; tokenizer_config.json added_tokens_decoder adds ids up to {max(ids)}"
     out = []
     vocabs = [("vocab_size", "the drafter", d.dims.V)]
@@ -344,7 +338,7 @@ def _template(ctx: Context) -> list[Finding]:
         return [finding("W-TEMPLATE-CHANGED", "chat_template",
                         f"the drafter's training data was rendered with chat template sha256 {recorded[:12]}… ({where}), "
                         "but the target has no chat template now")]
-    digest = hashlib.sha256(current[0].encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(current[0].encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate cannot match, must not crash
     if digest == recorded:
         return []
     return [finding("W-TEMPLATE-CHANGED", "chat_template",
@@ -372,7 +366,7 @@ def _quant_pairing(ctx: Context) -> list[Finding]:
     method = _quant_method(t.config, t.side_json("hf_quant_config.json")) or _quant_method(t.text_config, None)
     if method is None:
         return []
-    if _quant_method(d.raw_config, _read_json(Path(d.path) / "hf_quant_config.json")) or _quant_method(d.config, None):
+    if _quant_method(d.raw_config, jsonio.read_object(Path(d.path) / "hf_quant_config.json")) or _quant_method(d.config, None):
         return []
     subject = "target quantization_config" if "quantization_config" in t.config or "quantization_config" in t.text_config \
         else "target hf_quant_config.json"
@@ -381,11 +375,29 @@ def _quant_pairing(ctx: Context) -> list[Finding]:
                     "target's quant config and failed on its unquantized weights (KeyError layers.0.mlp.down_proj.weight)")]
 
 
+#: target config fields the pairing checks compare; a stated one that is not a positive integer
+#: skips its checks, which is said (E-TARGET-CONFIG) rather than done silently
+TARGET_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "vocab_size", "max_position_embeddings", "num_attention_heads")
+
+
+def _malformed_sizes(t: TargetInfo) -> list[Finding]:
+    out = []
+    for key in TARGET_SIZE_KEYS:
+        for cfg in (t.text_config, t.config):
+            if key in cfg:
+                v = cfg[key]
+                if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+                    out.append(finding("E-TARGET-CONFIG", f"target {key}", f"the target's {key} is {v!r}, not a positive integer: "
+                                       "the checks that compare it were skipped"))
+                break
+    return out
+
+
 def check(ctx: Context) -> list[Finding]:
     t = ctx.target
     if t is None:
         return []
-    d, out = ctx.drafter, []
+    d, out = ctx.drafter, _malformed_sizes(t)
     if t.hidden is not None and d.dims.Ht is not None and d.dims.Ht != t.hidden:
         out.append(finding("E-HIDDEN-MISMATCH", "target_hidden_size", f"drafter expects aux states of width {d.dims.Ht}, target hidden_size is {t.hidden}",
                            "pair the drafter with the target it was trained on, or fix target_hidden_size"))

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..drafter import config_dtype
 from ..findings import Finding, finding
-from ..shapes import MLA, expected_tensors, layer_kind
+from ..shapes import MAX_AUX_DESCRIBED, MLA, described_layers, expected_tensors, layer_kind
 from .context import Context, drafter_array
 from .quant import quantization_tensors
 
@@ -74,6 +74,11 @@ def check_expected(ctx: Context) -> list[Finding]:
         if len(info.shape) != len(spec.shape) or any(e is not None and e != a for e, a in zip(spec.shape, info.shape)):
             out.append(finding("E-TENSOR-SHAPE", name, f"{name} is {_fmt(info.shape)}, the config implies {_fmt(spec.shape)}",
                                "fix the config dimensions or re-export the tensor"))
+    declared, described = ctx.drafter.dims.layers, described_layers(ctx.drafter)
+    if declared > described:  # one finding, however many layers the config claims
+        span = f"layer {described} has" if declared == described + 1 else f"layers {described}..{declared - 1} have"
+        out.append(finding("E-TENSOR-MISSING", f"layers.{described}", f"config declares num_hidden_layers {declared}: {span} no tensors at all",
+                           "set num_hidden_layers to the layers the drafter has, or export the missing layers"))
     for name in tensors:
         if name not in specs:
             out.append(finding("E-TENSOR-UNEXPECTED", name, f"{name} is not a tensor of this layout ({on_unknown})",
@@ -102,8 +107,9 @@ def check_dtypes(ctx: Context) -> list[Finding]:
 
 
 def check_init(ctx: Context) -> list[Finding]:
-    """Warn on weights that look untrained: RMSNorm weights all ones, all-zero tensors, or a matrix whose
-    std equals ``initializer_range`` (what ``strict=False`` loaders save, F2). ``fc_norm.*`` are skipped
+    """Warn on weights that look untrained: RMSNorm weights all ones, all-zero tensors, a matrix whose
+    std equals ``initializer_range`` (what ``strict=False`` loaders save, F2), all-zero quantization
+    scales (every value dequantizes to 0). ``fc_norm.*`` are skipped
     (the 3.1 upgrade initialises them to ones by design), so is ``embed_tokens`` (copied from the target)."""
     d = ctx.drafter
     ir = d.config.get("initializer_range", 0.02)
@@ -111,7 +117,11 @@ def check_init(ctx: Context) -> list[Finding]:
     for name, info in d.tensors.items():
         if info.dtype not in FLOAT_CHECKED or name.startswith("fc_norm.") or name == "embed_tokens.weight" or not info.numel:
             continue
-        if len(info.shape) == 1 and name.endswith("norm.weight"):
+        if name.endswith(("weight_scale", "input_scale")):  # a zero scale dequantizes every weight (or input) to 0
+            if not bool(drafter_array(d, name).any()):
+                out.append(finding("W-TENSOR-INIT", name, f"{name} is all zeros: the layer's quantized values all dequantize to 0",
+                                   "re-quantize the layer (scales come from the weights' absolute maxima)"))
+        elif len(info.shape) == 1 and name.endswith("norm.weight"):
             t = drafter_array(d, name)
             if bool((t == 1).all()):
                 out.append(finding("W-TENSOR-INIT", name, f"{name} is all ones (a freshly initialised RMSNorm)",
@@ -135,8 +145,10 @@ def check_fc_norm_unit(ctx: Context) -> list[Finding]:
     aux chunk per token, so the drafter is no longer the 3.0 one; measured here: AL 1.657 → 1.104).
     Reads only the ``A`` gain vectors ``[Ht]``."""
     d = ctx.drafter
+    if not d.flags.fc_norm or d.dims.A > MAX_AUX_DESCRIBED:  # an absurd count is E-AUX-COUNT's
+        return []
     names = [f"fc_norm.{i}.weight" for i in range(d.dims.A)]
-    if not d.flags.fc_norm or not all(n in d.tensors and d.tensors[n].is_float for n in names):
+    if not all(n in d.tensors and d.tensors[n].is_float for n in names):
         return []
     if not all(bool((drafter_array(d, n) == 1).all()) for n in names):
         return []

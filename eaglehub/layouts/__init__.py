@@ -168,19 +168,27 @@ def _given_format(fmt: str, raw: dict, index: TensorIndex, recorded: str | None)
 
 
 def read_drafter(path: Path, index: TensorIndex | None = None, fmt: str | None = None,
-                 aux_convention: str | None = None) -> Drafter:
+                 aux_convention: str | None = None, strict_provenance: bool = True) -> Drafter:
     """Read a drafter directory from headers only into the canonical :class:`Drafter`.
 
     ``fmt`` names the source format (skips detection, resolves ambiguity); ``aux_convention``
     (``C-in``/``C-out``) overrides the convention of stored aux ids. Rejected kinds keep their stored
-    names. Raises: EaglehubError (missing/unreadable config or weights, ambiguous format: exit 2).
+    names. A broken ``eaglehub.json`` raises, unless ``strict_provenance`` is false: then it is left
+    out and kept in :attr:`Drafter.provenance_error` (validate reports it and checks the rest).
+    Raises: EaglehubError (missing/unreadable config or weights, ambiguous format: exit 2).
     """
     from ..provenance import read_provenance
 
     path = Path(path)
     raw = read_config(path)
     index = index or read_index(path)
-    prov = read_provenance(path)
+    prov_error = None
+    try:
+        prov = read_provenance(path)
+    except EaglehubError as exc:
+        if strict_provenance:
+            raise
+        prov, prov_error = None, exc
     recorded = ((prov or {}).get("conversion") or {}).get("format")
     if fmt is not None:
         name, evidence = _given_format(fmt, raw, index, recorded)
@@ -200,7 +208,7 @@ def read_drafter(path: Path, index: TensorIndex | None = None, fmt: str | None =
 
         aux = read_aux(raw)
     return Drafter(path, name, cfg, derive_dims(cfg), aux, read_flags(cfg), index, names, raw_config=raw,
-                   evidence=evidence, carried=carried, target=target, provenance=prov)
+                   evidence=evidence, carried=carried, target=target, provenance=prov, provenance_error=prov_error)
 
 
 __all__ = ["FORMATS", "FORMAT_NAMES", "Format", "Loss", "REJECTED", "architecture", "detect", "read_drafter",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..drafter import AUX_KEY, C_IN, C_OUT, LAYER0, UNKNOWN, AuxIds, Drafter, infer_convention, nested_config
+from ..drafter import AUX_KEY, C_IN, C_OUT, LAYER0, UNKNOWN, AuxIds, Drafter, infer_convention, layer_index, nested_config
 
 #: drafter classes of related methods that vLLM runs through its EAGLE-3 Llama drafter (vllm.md §1); a
 #: format that cannot name the class would silently turn them into plain EAGLE-3 drafters
@@ -143,7 +143,7 @@ class Format:
         if d.layer_kind == "mla" and not self.mla:
             out.append(Loss(f"{self.name} has no MLA drafters (layer kind of {d.config.get('model_type')})", fatal=True))
         if self.max_layers is not None and d.dims.layers > self.max_layers:
-            extra = tuple(n for n in names if n.startswith("layers.") and int(n.split(".")[1]) >= self.max_layers)
+            extra = tuple(n for n in names if (i := layer_index(n)) is not None and i >= self.max_layers)
             out.append(Loss(f"{self.name} drafters have {self.max_layers} decoder layer(s), this one has {d.dims.layers}",
                             tensors=tuple(sorted(extra)), keys=("num_hidden_layers",)))
         if not self.embed and "embed_tokens.weight" in names:
