@@ -737,6 +737,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--speculators", type=Path, default=None,
                     help="speculators executable (default: WORK/speculators-venv/bin/speculators)")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before one command is killed (default 3600)")
+    return checked_args(ap, argv)
+
+
+def checked_args(ap: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """Parse, refuse ``--repeat`` < 1, resolve ``--work`` (shared by the benchmarks of this folder)."""
     a = ap.parse_args(argv)
     if a.repeat < 1:
         ap.error("--repeat must be ≥ 1")

@@ -36,7 +36,8 @@ from pathlib import Path
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from convert_speed import GB, REPO, all_sources, checkpoint_bytes, console, generate, load_cached, measure, warm_page_cache  # noqa: E402
+from convert_speed import (GB, REPO, all_sources, checked_args, checkpoint_bytes, console, generate, load_cached,  # noqa: E402
+                           measure, warm_page_cache)
 
 SCHEMA_ID = "eaglehub.bench-validate/1"
 HEADERS_ONLY_MAX_S = 1.0  # the target for a Llama-3.1-8B-shaped drafter without --deep
@@ -74,11 +75,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--json", type=Path, dest="json_out", help="write all raw numbers here (schemas/bench-validate.schema.json)")
     ap.add_argument("--eaglehub", default=str(Path(sys.executable).parent / "eaglehub"), help="eaglehub executable")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before one command is killed")
-    a = ap.parse_args(argv)
-    if a.repeat < 1:
-        ap.error("--repeat must be ≥ 1")
-    a.work = a.work.resolve()
-    return a
+    return checked_args(ap, argv)
 
 
 def main(argv=None) -> int:
