@@ -81,7 +81,8 @@ def print_findings(report: dict, console: Console) -> None:
 
 def print_rules(rules: list[dict], console: Console) -> None:
     table = Table(show_edge=False, show_lines=False)
-    for col in ("code", "severity", "stage", "title", "concerns", "fix hint"):
+    table.add_column("code", no_wrap=True)  # codes are what people grep for: never split one
+    for col in ("severity", "stage", "title", "concerns", "fix hint"):
         table.add_column(col, overflow="fold")
     for r in rules:
         table.add_row(r["code"], f"[{SEVERITY_STYLE[r['severity']]}]{r['severity']}[/]", r["stage"], escape(r["title"]),
