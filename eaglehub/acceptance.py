@@ -28,6 +28,8 @@ AL_DEFINITION = ("mean acceptance length AL = 1 + num_accepted_tokens / num_draf
 PER_POSITION_DEFINITION = ("acceptance rate per draft position i, unconditional = accepted_per_pos[i] / num_drafts "
                            "(AL = 1 + sum); conditional = accepted_per_pos[i] / accepted_per_pos[i-1]")
 DRAFT_RATE_DEFINITION = "draft acceptance rate = num_accepted_tokens / num_draft_tokens"
+PER_REQUEST_DEFINITION = ("per-request mean acceptance length = mean over prompts of each prompt's 1 + accepted / drafts "
+                          "(request-weighted; null where the engine counts per batch only, as vLLM's offline counters)")
 NOT_WIRED_THRESHOLD = 0.02
 """Position-0 unconditional acceptance below this (or no drafts at all) ⇒ "drafter not wired"
 (failure-kinds.md, Cross-cutting). A trained drafter, even a weak one (AL 1.2), sits near 0.2."""
@@ -66,6 +68,15 @@ def acceptance_length(c: SpecCounters) -> float | None:
     """AL = 1 + num_accepted_tokens / num_drafts (tokens per verify pass, bonus included); ``None``
     when nothing was drafted."""
     return None if not c.num_drafts else 1.0 + c.num_accepted_tokens / c.num_drafts
+
+
+def per_request_mean(counters: Iterable[SpecCounters] | None) -> float | None:
+    """Request-weighted AL: the mean over requests of each request's own AL (NVIDIA specdec_bench's
+    figure, benchmarks.md §3), over the requests that drafted; ``None`` when not counted per request."""
+    if counters is None:
+        return None
+    als = [a for c in counters if (a := acceptance_length(c)) is not None]
+    return sum(als) / len(als) if als else None
 
 
 def low_acceptance_length(al: float | None, threshold: float = LOW_AL_THRESHOLD) -> bool:

@@ -7,6 +7,7 @@ import json
 import sys
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 
@@ -205,13 +206,18 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
 
 
 @main.command("verify")
-@click.option("--target", "target_spec", required=True, help="Target: model directory, cached Hub id, or `smollm2`.")
-@click.option("--drafter", "drafters", multiple=True, required=True,
-              help="EAGLE-3 drafter directory; repeat to verify several drafters against one target-alone run.")
+@click.option("--target", "target_spec", default=None,
+              help="Target: model directory, cached Hub id, or `smollm2`; with a manifest, a target's name or spec "
+                   "(without --drafter: every drafter registered for it).")
+@click.option("--drafter", "drafters", multiple=True,
+              help="EAGLE-3 drafter directory; repeat to verify several drafters against one target-alone run. "
+                   "With --manifest: a drafter's name or directory in it.")
 @click.option("-k", "--num-speculative-tokens", "k", type=int, default=3, show_default=True, help="Draft tokens per step.")
 @click.option("--max-tokens", type=int, default=64, show_default=True, help="Output tokens per prompt (cap).")
 @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
-              help="Prompt JSONL (schemas/prompts.schema.json); default fixtures/prompts/eval.jsonl.")
+              help="Prompt file, format detected from its first line: eaglehub JSONL (schemas/prompts.schema.json), "
+                   "MT-Bench / Spec-Bench question.jsonl (schemas/prompts-mtbench.schema.json; multi-turn), or plain "
+                   "text (one prompt per line, category = file name); default fixtures/prompts/eval.jsonl.")
 @click.option("--category", "categories", multiple=True, help="Only this prompt category (repeatable).")
 @click.option("--limit", type=int, default=None, help="At most N prompts per category.")
 @click.option("--dtype", default="float32", show_default=True, help="Engine compute dtype.")
@@ -225,10 +231,21 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
                    "there by more than --al-tolerance; no comparison when k, max tokens, dtype or prompts differ.")
 @click.option("--al-tolerance", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.05, show_default=True,
               help="Relative AL drop tolerated against --reference-report (0.05 = 5 %, vLLM's CI rtol).")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
+@click.option("--manifest", type=click.Path(dir_okay=False), default=None,
+              help="Pairing manifest (TOML or YAML, schemas/manifest.schema.json): verify its pairs; without --drafter, "
+                   "./eaglehub.toml is read when present.")
+@click.option("--report-dir", type=click.Path(file_okay=False), default=None,
+              help="With a manifest: write each pair's report as DIR/<target>--<drafter>.json and DIR/summary.json "
+                   "(schemas/verify-summary.schema.json).")
+@click.option("--tensor-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM tensor parallelism (GPUs).")
+@click.option("--pipeline-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM pipeline stages.")
+@click.option("--distributed-executor-backend", type=click.Choice(["mp", "ray", "uni", "external_launcher"]), default=None,
+              help="How vLLM starts its workers.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report (with a manifest: the summary) as JSON instead of tables.")
 @handle_errors
 def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, limit, dtype, engine_log, report_path,
-               plot_path, reference_report, al_tolerance, as_json) -> None:
+               plot_path, reference_report, al_tolerance, as_json, manifest, report_dir, tensor_parallel_size,
+               pipeline_parallel_size, distributed_executor_backend) -> None:
     """Prove TARGET + DRAFTER lossless in vLLM (greedy) and measure acceptance.
 
     Exit code 1 when any drafter has an error finding: a prompt not token-identical to the target
@@ -236,14 +253,43 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
     inconsistent engine counters (E-VERIFY-COUNTERS) or an AL regression against --reference-report
     (E-VERIFY-AL-REGRESSION); warnings (W-VERIFY-LOW-AL: AL below 1.3) never fail. 0 otherwise;
     2 for usage errors, a bad reference report or a missing engine.
+
+    With a pairing manifest (--manifest FILE, or ./eaglehub.toml without --drafter) every pair is
+    verified, pairs of one target with the same settings sharing one target-alone run; the manifest's
+    engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
     """
     from .engines.vllm_engine import VllmEngine
     from .verify import VerifyOptions, exit_code, run_verify, write_plot, write_report
     from .verify_view import render_report
 
-    opts = VerifyOptions(target=target_spec, drafters=list(drafters), k=k, max_tokens=max_tokens,
+    from .pairing import render_summary, run_pairs, select
+    from .pairing import exit_code as pairs_exit_code
+
+    engine_options = {name: value for name, value in (
+        ("tensor_parallel_size", tensor_parallel_size), ("pipeline_parallel_size", pipeline_parallel_size),
+        ("distributed_executor_backend", distributed_executor_backend)) if value is not None}
+    opts = VerifyOptions(target=target_spec or "", drafters=list(drafters), k=k, max_tokens=max_tokens,
                          prompts_file=prompts_file, categories=list(categories), limit=limit, dtype=dtype,
-                         reference_report=reference_report, al_tolerance=al_tolerance)
+                         reference_report=reference_report, al_tolerance=al_tolerance, engine_options=engine_options)
+    selection = select(manifest, target_spec, drafters)
+    if selection is None and report_dir:
+        raise EaglehubError("--report-dir needs a manifest (one report per pair)", hint="use --report FILE with --drafter")
+    if selection is not None:
+        if report_path or plot_path:
+            raise EaglehubError("--report and --plot write one report; a manifest gives one per pair",
+                                hint="use --report-dir DIR with a manifest")
+        ctx = click.get_current_context()
+        defaults = (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)  # given options override the manifest
+        given = {n for n in ("k", "dtype") if ctx.get_parameter_source(n) not in defaults}
+        overrides = {**engine_options, **({"num_speculative_tokens": k} if "k" in given else {}),
+                     **({"dtype": dtype} if "dtype" in given else {})}
+        summary = run_pairs(selection, opts, overrides, engine=VllmEngine(log_dir=engine_log), console=err_console,
+                            report_dir=report_dir)
+        if as_json:
+            print_json(summary)
+        else:
+            render_summary(summary, console)
+        sys.exit(pairs_exit_code(summary))
     report = run_verify(opts, engine=VllmEngine(log_dir=engine_log), console=err_console)
     if report_path:
         write_report(report, report_path)
@@ -257,6 +303,115 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
             if path:
                 console.print(f"{label}: {path}", highlight=False)
     sys.exit(exit_code(report))
+
+
+# --- speedup (eaglehub.speedup) ---------------------------------------------------------------
+
+
+@main.command("speedup")
+@click.option("--target", "target_spec", required=True, help="Target: model directory, cached Hub id, or `smollm2`.")
+@click.option("--drafter", required=True, help="EAGLE-3 drafter directory.")
+@click.option("-k", "--num-speculative-tokens", "k", type=int, default=3, show_default=True, help="Draft tokens per step.")
+@click.option("--concurrency", default="1,4,16", show_default=True,
+              help="Comma-separated concurrency levels: prompts decoded together in one batch.")
+@click.option("--max-tokens", type=int, default=64, show_default=True, help="Output tokens per prompt (cap).")
+@click.option("--limit", type=int, default=None, help="At most N prompts per category (cycled to fill each batch).")
+@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
+              help="Prompt JSONL (schemas/prompts.schema.json); default fixtures/prompts/eval.jsonl.")
+@click.option("--dtype", default="float32", show_default=True, help="Engine and cost-timing compute dtype.")
+@click.option("--prefix-tokens", type=int, default=256, show_default=True,
+              help="KV-cache length (tokens) behind the timed target and drafter forwards.")
+@click.option("--repeats", type=int, default=10, show_default=True, help="Timed repeats per forward (median).")
+@click.option("--engine-log", type=click.Path(file_okay=False), default=None, help="Keep the engine logs in this directory.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the JSON report here (schemas/speedup-report.schema.json).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Write a PNG of tokens/s and measured vs expected speedup per concurrency.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
+@handle_errors
+def speedup_cmd(target_spec, drafter, k, concurrency, max_tokens, limit, prompts_file, dtype, prefix_tokens, repeats,
+                engine_log, report_path, plot_path, as_json) -> None:
+    """Output tokens/s of TARGET alone and with DRAFTER per concurrency level (vLLM, greedy), and the
+    speedup expected from the measured acceptance length and forward costs (Leviathan et al. 2023).
+
+    CPU speedups are not GPU speedups: on a CPU a (k+1)-token verify costs about 1.7 single-token
+    forwards. Exit 0 when measured; 2 for usage errors or a missing engine; 1 when the drafter fails
+    validation or the engine fails.
+    """
+    from .engines.vllm_engine import VllmEngine
+    from .speedup import SpeedupOptions, parse_concurrency, plot_speedup, render_report, run_speedup, write_report
+
+    opts = SpeedupOptions(target=target_spec, drafter=drafter, k=k, concurrency=parse_concurrency(concurrency),
+                          max_tokens=max_tokens, prompts_file=prompts_file, limit=limit, dtype=dtype,
+                          prefix_tokens=prefix_tokens, repeats=repeats)
+    report = run_speedup(opts, engine=VllmEngine(log_dir=engine_log), console=err_console)
+    if report_path:
+        write_report(report, report_path)
+    if plot_path:
+        plot_speedup(report, plot_path)
+    if as_json:
+        print_json(report)
+    else:
+        render_report(report, console)
+        for label, path in (("report", report_path), ("plot", plot_path)):
+            if path:
+                console.print(f"{label}: {path}", highlight=False)
+
+
+# --- diagnose (eaglehub.diagnose) -------------------------------------------------------------
+
+
+@main.command("diagnose")
+@click.option("--target", "target_spec", required=True, help="Target: model directory, cached Hub id, or `smollm2`.")
+@click.option("--drafter", "drafters", multiple=True, required=True,
+              help="EAGLE-3 / EAGLE-3.1 drafter directory; repeat to compare (labelled by EAGLE version).")
+@click.option("--engine", "engine_name", type=click.Choice(["reference", "vllm"]), default="reference", show_default=True,
+              help="reference: PyTorch, also hidden-state norm and sink attention per depth; vllm: counters only.")
+@click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
+              help="Device of the reference engine.")
+@click.option("--depth", type=click.IntRange(1, 8), default=8, show_default=True,
+              help="Draft tokens per step (k), i.e. the deepest draft position measured.")
+@click.option("--contexts", default="0,1024,2048,4096", show_default=True,
+              help="Prompt lengths in target tokens (chat template included) to pad to; 0 = unpadded. "
+                   "Lengths the target's context cannot hold with --max-tokens are skipped.")
+@click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
+              help="Prompt JSONL (schemas/prompts.schema.json); default fixtures/prompts/eval.jsonl.")
+@click.option("--category", "categories", multiple=True, help="Only this prompt category (repeatable).")
+@click.option("--limit", type=int, default=None, help="At most N prompts per category.")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True, help="Output tokens per prompt (cap).")
+@click.option("--dtype", default="float32", show_default=True, help="Engine compute dtype.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the JSON report here (schemas/diagnose-report.schema.json).")
+@click.option("--plot-dir", type=click.Path(file_okay=False), default=None,
+              help="Write PNG plots here: conditional acceptance per position, AL vs context, and with the "
+                   "reference engine hidden-state norm and sink attention mass per depth.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON instead of tables.")
+@handle_errors
+def diagnose_cmd(target_spec, drafters, engine_name, device, depth, contexts, prompts_file, categories, limit, max_tokens,
+                 dtype, report_path, plot_dir, as_json) -> None:
+    """Show the drift EAGLE 3.1 targets: acceptance per draft position (conditional) and acceptance
+    length at growing context lengths, prompts padded with real text to exact token counts.
+
+    Exit 0 when measured (the numbers never fail); 2 for usage errors, a context list the target
+    cannot hold or a missing engine; 1 when a drafter fails validation or the engine fails.
+    """
+    from .diagnose import DiagnoseOptions, parse_contexts, render_report, run_diagnose, write_plots, write_report
+
+    opts = DiagnoseOptions(target=target_spec, drafters=list(drafters), engine=engine_name, depth=depth,
+                           contexts=parse_contexts(contexts), prompts_file=prompts_file, categories=list(categories),
+                           limit=limit, max_tokens=max_tokens, dtype=dtype, device=device)
+    report = run_diagnose(opts, console=err_console)
+    if report_path:
+        write_report(report, report_path)
+    plots = write_plots(report, plot_dir) if plot_dir else []
+    if as_json:
+        print_json(report)
+    else:
+        render_report(report, console)
+        if report_path:
+            console.print(f"report: {report_path}", highlight=False)
+        for path in plots:
+            console.print(f"plot: {path}", highlight=False)
 
 
 if __name__ == "__main__":

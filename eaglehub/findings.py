@@ -271,6 +271,13 @@ RULES: tuple[Rule, ...] = (
     _r("E-SAMPLING-BIASED", "speculative sampling does not reproduce the target's distribution (goodness-of-fit test fails)",
        "acceptance rule, residual distribution", "accept with min(1, p/q) for the q actually sampled; resample from norm(max(0, p - q))",
        "Leviathan et al. 2023, Chen et al. 2023; failure-kinds.md F24", "F24", "verify"),
+    _r("W-VERIFY-NEAR-TIE", "greedy outputs diverge only at numerical near-ties of the target (top-2 logits within epsilon)",
+       "outputs", "none needed: a (k+1)-token verify pass reduces in another order than 1-token decoding; compare in float32 "
+       "to confirm", "benchmarks.md §4 pitfall 1; failure-kinds.md F23", "F23", "verify"),
+    _r("E-VERIFY-ENGINES-DISAGREE", "two engines give acceptance lengths for the same pair and prompts that differ by more than "
+       "the tolerance", "acceptance_length, engines", "one engine drafts differently: compare the drafter's flags (fc_norm, "
+       "norm_output, norm_before_residual) and aux ids with what each engine reads, and the engine versions",
+       "vllm.md §3; drafter-training.md (a PyTorch re-implementation predicted vLLM's AL within 0.02)", (), "verify"),
 )
 
 RULES_BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}

@@ -114,6 +114,33 @@ def accept_or_resample(x: np.ndarray, accept_prob: np.ndarray, residual: np.ndar
     return tokens, accepted
 
 
+class AcceptanceRule:
+    """The accept/reject step an engine applies at temperature > 0: the standard rule of the module
+    doc. The reference engine calls :meth:`acceptance_probability` and :meth:`residual` per draft
+    position; :meth:`sample` applies the same two methods to ``n`` independent trials (a
+    :data:`Sampler`), which is what :func:`sampling_test` checks. Subclasses that change either
+    method model broken engines (tests plant a bias this way)."""
+
+    name = "standard"
+
+    def acceptance_probability(self, p: np.ndarray, q: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """``min(1, p[x] / q[x])`` (:func:`acceptance_probability`)."""
+        return acceptance_probability(p, q, x)
+
+    def residual(self, p: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """``norm(max(0, p − q))`` (:func:`residual_distribution`)."""
+        return residual_distribution(p, q)
+
+    def sample(self, p, q, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` trials of one draft token ``x ~ q`` through this rule; emitted ids int64 ``[n]``."""
+        p, q = _pair(p, q)
+        x = sample_tokens(q, n, rng)
+        return accept_or_resample(x, self.acceptance_probability(p, q, x), self.residual(p, q), rng)[0]
+
+
+STANDARD_RULE = AcceptanceRule()
+
+
 def speculative_sample(p, q, n: int, rng: np.random.Generator) -> np.ndarray:
     """The standard rule (module doc) for ``n`` independent trials of one draft token.
 
@@ -225,3 +252,46 @@ def sampling_test(sampler: Sampler, p, q, trials: int, rng: np.random.Generator,
             f"emitted tokens are not distributed as the target p over {trials} trials: chi-square {result['statistic']:.1f} "
             f"({result['dof']} dof), p-value {result['p_value']:.3g} < alpha {alpha:g}; total variation {result['tv']:.4f}").as_dict()
     return result
+
+
+BINNED_TEST = ("Pearson chi-square goodness of fit of the emitted tokens against the target p, on a partition of the "
+               "vocabulary fixed before sampling: the {top} tokens of highest p each alone, the rest pooled by the sign "
+               "of q - p (where a broken acceptance rule or residual moves mass); prefixes combined by summing "
+               "statistics and degrees of freedom")
+
+
+def vocabulary_bins(p, q, top: int = 8) -> np.ndarray:
+    """Bin index per token ``[V]`` for :func:`binned_goodness_of_fit`: ``0..top−1`` the ``top``
+    tokens of highest ``p``, then ``top`` for the other tokens with ``q > p`` and ``top + 1`` for
+    the rest. Pooling keeps every expected count large (the chi-square approximation holds) and
+    keeps the power of the test against a biased rule, which moves mass across ``q = p``."""
+    p, q = _pair(p, q)
+    bins = np.where(q > p, top, top + 1)
+    bins[np.argsort(-p, kind="stable")[:top]] = np.arange(min(top, p.size))
+    return bins
+
+
+def binned_goodness_of_fit(tokens: np.ndarray, p, q, top: int = 8, alpha: float = 1e-3) -> dict:
+    """Chi-square goodness of fit of ``tokens`` against ``p`` over :func:`vocabulary_bins` (bins
+    with zero expected mass are dropped; a token emitted there is an outright failure).
+
+    Returns :func:`goodness_of_fit`'s keys (``tv`` over the bins) plus ``bins`` (the count used).
+    """
+    p, q = _pair(p, q)
+    bins = vocabulary_bins(p, q, top)
+    nbins = int(bins.max()) + 1
+    p_bin = np.bincount(bins, weights=p, minlength=nbins)
+    tok_bin = bins[np.asarray(tokens)]
+    result = goodness_of_fit(tok_bin, p_bin / p_bin.sum(), alpha)
+    result["bins"] = int((p_bin > 0).sum())
+    return result
+
+
+def combine_tests(results: list[dict], alpha: float = 1e-3) -> dict:
+    """Independent chi-square tests combined: statistic and dof summed, one p-value (scipy ``chi2.sf``)."""
+    from scipy.stats import chi2
+
+    statistic = float(sum(r["statistic"] for r in results))
+    dof = int(sum(r["dof"] for r in results))
+    p_value = 0.0 if not np.isfinite(statistic) else (float(chi2.sf(statistic, dof)) if dof else 1.0)
+    return {"statistic": statistic, "dof": dof, "p_value": p_value, "alpha": alpha, "passed": p_value >= alpha}

@@ -9,13 +9,21 @@ numerical-tie divergence is expected, benchmarks.md §4 pitfall 1). Acceptance m
 
 Each drafter gets findings with the registered ``stage="verify"`` codes of :mod:`eaglehub.findings`:
 
-* ``E-VERIFY-LOSSLESS``: a prompt's output differs from the baseline (failure-kinds.md F23);
+* ``E-VERIFY-LOSSLESS``: a prompt's output differs from the baseline (failure-kinds.md F23) and
+  divergence forensics (:mod:`eaglehub.forensics`) does not show a numerical near-tie there;
+* ``W-VERIFY-NEAR-TIE``: every divergence is a near-tie of the target's top-2 logits;
 * ``E-VERIFY-NOT-WIRED``: position-0 acceptance ≈ 0 (Cross-cutting: F2, F5, F6, F8, F12, F17);
 * ``E-VERIFY-COUNTERS``: a category's counters break their invariants (an engine bug);
 * ``W-VERIFY-LOW-AL``: AL below :data:`~eaglehub.acceptance.LOW_AL_THRESHOLD`, overall or per
   category (F13);
 * ``E-VERIFY-AL-REGRESSION``: with ``--reference-report``, AL below the reference drafter's by more
-  than the tolerance (F26; see :func:`compare_with_reference`).
+  than the tolerance (F26; see :func:`compare_with_reference`);
+* ``E-VERIFY-ENGINES-DISAGREE`` and the other engine's errors: with two engines
+  (:mod:`eaglehub.cross_engine`);
+* ``E-SAMPLING-BIASED``: with ``--sampling-trials``, the T > 0 test of :mod:`eaglehub.sampling_check`.
+
+Engines: ``vllm`` (:mod:`eaglehub.engines.vllm_engine`), ``reference`` (the embedded PyTorch engine,
+:mod:`eaglehub.engines.reference`), ``auto`` = vLLM when installed, else the reference engine.
 
 A drafter passes when it has no error finding; warnings never change the exit code. The report (a
 dict valid against ``schemas/verify-report.schema.json``) records all of it; :func:`exit_code` is 1
@@ -30,7 +38,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, acceptance
+from . import __version__, acceptance, cross_engine, forensics
 from .atomic import atomic_file
 from .engines.base import Engine, RunResult, RunSpec, SpecCounters
 from .errors import EaglehubError
@@ -60,6 +68,19 @@ class VerifyOptions:
     max_model_len: int = 2048
     reference_report: str | None = None
     al_tolerance: float = acceptance.DEFAULT_AL_TOLERANCE
+    engine_options: dict = field(default_factory=dict)
+    """vLLM pass-through (:attr:`RunSpec.engine_options`): ``tensor_parallel_size``,
+    ``pipeline_parallel_size``, ``distributed_executor_backend``, ``max_num_seqs``; unset keys are absent."""
+    engines: list[str] = field(default_factory=lambda: ["auto"])
+    """Engine names (:func:`make_engines`); the first is primary, the others are compared with it."""
+    engine_tolerance: float = acceptance.DEFAULT_AL_TOLERANCE
+    tie_epsilon: float | None = None
+    """Near-tie threshold in logit units (default per dtype, :data:`eaglehub.forensics.TIE_EPSILON`)."""
+    sampling_trials: int = 0
+    """Trials per prefix of the T > 0 sampling test (0: no test)."""
+    sampling_temperature: float = 1.0
+    sampling_prefixes: int = 4
+    device: str = "cpu"
 
 
 def serve_command(target: Path, drafter: Path, k: int) -> str:
@@ -67,6 +88,33 @@ def serve_command(target: Path, drafter: Path, k: int) -> str:
     from .engines.vllm_engine import speculative_config
 
     return f"vllm serve {shlex.quote(str(target))} --speculative-config {shlex.quote(json.dumps(speculative_config(drafter, k)))}"
+
+
+ENGINE_NAMES = ("auto", "vllm", "reference")
+
+
+def make_engines(names: list[str], log_dir: Path | None = None, device: str = "cpu") -> list[Engine]:
+    """Engines by name: ``vllm``, ``reference``, or ``auto`` (vLLM when installed, else the reference
+    engine). Repeated names collapse to one engine.
+
+    Raises:
+        EaglehubError: an unknown name (exit 2).
+    """
+    import importlib.util
+
+    from .engines.reference import ReferenceEngine
+    from .engines.vllm_engine import VllmEngine
+
+    out, seen = [], set()
+    for name in names or ["auto"]:
+        if name not in ENGINE_NAMES:
+            raise EaglehubError(f"unknown engine {name!r}", hint=f"choose from {', '.join(ENGINE_NAMES)}")
+        if name == "auto":
+            name = "vllm" if importlib.util.find_spec("vllm") is not None else "reference"
+        if name not in seen:
+            seen.add(name)
+            out.append(VllmEngine(log_dir=log_dir) if name == "vllm" else ReferenceEngine(device=device))
+    return out
 
 
 def _resolve_drafter(spec: str) -> Path:
@@ -116,15 +164,27 @@ def _overall(run: RunResult) -> SpecCounters:
     return acceptance.total(run.group_counters.values())
 
 
+def _where(rows: list[dict]) -> str:
+    return ", ".join(f"{r['id']}@{r['first_divergence']}" for r in rows[:8]) + (" …" if len(rows) > 8 else "")
+
+
 def _lossless_findings(rows: list[dict]) -> list[Finding]:
+    """E-VERIFY-LOSSLESS for divergences forensics did not explain as near-ties (all of them when no
+    forensics ran), else one W-VERIFY-NEAR-TIE."""
     bad = [r for r in rows if not r["match"]]
     if not bad:
         return []
-    where = ", ".join(f"{r['id']}@{r['first_divergence']}" for r in bad[:8]) + (" …" if len(bad) > 8 else "")
+    faults = [r for r in bad if (r.get("forensics") or {}).get("classification") != "near_tie"]
+    if not faults:
+        return [finding("W-VERIFY-NEAR-TIE", "outputs",
+                        f"{len(bad)} of {len(rows)} prompts diverge, each at a near-tie of the target's top-2 logits "
+                        f"(id@first divergent token: {_where(bad)})")]
+    explained = sum(r.get("forensics") is not None for r in faults)
     return [finding("E-VERIFY-LOSSLESS", "outputs",
-                    f"{len(bad)} of {len(rows)} prompts differ from the target alone (id@first divergent token: {where})",
+                    f"{len(faults)} of {len(rows)} prompts differ from the target alone (id@first divergent token: "
+                    f"{_where(faults)}){'; forensics: not near-ties' if explained else ''}",
                     hint="greedy float32 on CPU must be token-identical; check the target/drafter pairing and the engine "
-                         "version, then look at the target's top-1/top-2 margin at the divergence")]
+                         "version; the prompts' forensics give the target's top-2 logits at the divergence")]
 
 
 def _low_al_findings(overall: SpecCounters, per_category: dict[str, SpecCounters]) -> list[Finding]:
@@ -170,12 +230,18 @@ def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
 
 
 def drafter_report(drafter: Path, target: Path, k: int, prompts: list[Prompt], baseline: RunResult, run: RunResult,
-                   reference: ReferenceContext | None = None) -> dict:
+                   reference: ReferenceContext | None = None, explain=None) -> dict:
     """The report section of one drafter: outputs compared, acceptance per category and overall,
-    findings, and (with ``reference``) the comparison with the reference report."""
+    findings, and (with ``reference``) the comparison with the reference report.
+
+    ``explain(rows, run) -> ({prompt id: forensics dict}, note or None)``: divergence forensics for
+    the divergent rows (:func:`forensics_for`); ``None``: none (each row's ``forensics`` stays ``None``)."""
     from .engines.vllm_engine import speculative_config
 
     rows = compare_outputs(prompts, baseline, run)
+    explained, note = explain([r for r in rows if not r["match"]], run) if explain else ({}, None)
+    for r in rows:
+        r["forensics"] = explained.get(r["id"])
     findings = drafter_findings(rows, run, k)
     overall = _overall(run)
     comparison = None
@@ -193,6 +259,7 @@ def drafter_report(drafter: Path, target: Path, k: int, prompts: list[Prompt], b
         "acceptance": {
             "overall": acceptance.acceptance_stats(overall),
             "per_category": {g: acceptance.acceptance_stats(c) for g, c in run.group_counters.items()},
+            "per_request_mean_acceptance_length": acceptance.per_request_mean(run.prompt_counters),
         },
         "timing": _timing(run),
         "speed_ratio": round(run.output_tokens_per_second / baseline.output_tokens_per_second, 3)
@@ -201,6 +268,7 @@ def drafter_report(drafter: Path, target: Path, k: int, prompts: list[Prompt], b
         "findings": [f.as_dict() for f in findings],
         "passed": not any(f.severity == "error" for f in findings),
         "reference": comparison,
+        "forensics_note": note,
     }
 
 
@@ -330,21 +398,24 @@ def compare_with_reference(drafter: Path, al: float | None, ctx: ReferenceContex
 
 
 def build_report(opts: VerifyOptions, target: Path, prompts: list[Prompt], prompts_file: Path,
-                 baseline: RunResult, runs: list[tuple[Path, RunResult]], reference: Reference | None = None) -> dict:
+                 baseline: RunResult, runs: list[tuple[Path, RunResult]], reference: Reference | None = None,
+                 explain=None) -> dict:
     """Assemble the full report (schema: ``schemas/verify-report.schema.json``); with ``reference``,
-    every drafter is compared with it at ``opts.al_tolerance`` (:func:`compare_with_reference`)."""
+    every drafter is compared with it at ``opts.al_tolerance`` (:func:`compare_with_reference`);
+    ``explain``: divergence forensics (:func:`drafter_report`)."""
     categories: dict[str, int] = {}
     for p in prompts:
         categories[p.category] = categories.get(p.category, 0) + 1
     engine = {"name": baseline.engine, "version": baseline.engine_version}
     settings = {"num_speculative_tokens": opts.k, "max_tokens": opts.max_tokens, "dtype": opts.dtype,
                 "temperature": 0.0, "seed": opts.seed, "max_model_len": opts.max_model_len,
+                "engine_options": dict(opts.engine_options),
                 "batching": "one batch per prompt category, identical for every run; counters read between batches"}
     prompts_section = {"file": str(prompts_file), "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
                        "count": len(prompts), "categories": categories}
     ctx = None if reference is None else ReferenceContext(
         reference, opts.al_tolerance, engine, opts.k, settings_differences(settings, prompts_section, reference.report))
-    drafters = [drafter_report(d, target, opts.k, prompts, baseline, r, ctx) for d, r in runs]
+    drafters = [drafter_report(d, target, opts.k, prompts, baseline, r, ctx, explain) for d, r in runs]
     return {
         "report_version": REPORT_VERSION,
         "tool": {"name": "eaglehub", "version": __version__},
@@ -355,7 +426,10 @@ def build_report(opts: VerifyOptions, target: Path, prompts: list[Prompt], promp
         "definitions": {"acceptance_length": acceptance.AL_DEFINITION,
                         "acceptance_rate_per_position": acceptance.PER_POSITION_DEFINITION,
                         "draft_acceptance_rate": acceptance.DRAFT_RATE_DEFINITION,
-                        "first_divergence": "0-based index of the first output token that differs from the target alone"},
+                        "per_request_mean_acceptance_length": acceptance.PER_REQUEST_DEFINITION,
+                        "first_divergence": "0-based index of the first output token that differs from the target alone",
+                        "forensics": forensics.DEFINITION,
+                        "cross_engine": cross_engine.DEFINITION},
         "baseline": _timing(baseline),
         "drafters": drafters,
         "passed": all(d["passed"] for d in drafters),
@@ -408,10 +482,47 @@ def exit_code(report: dict) -> int:
     return 0 if report["passed"] else 1
 
 
-def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None) -> dict:
-    """Run the baseline and every drafter, return the validated report.
+def forensics_for(prompt_ids: dict[str, list[int]], baseline: RunResult, load_target, dtype: str,
+                  epsilon: float | None, decode=None):
+    """The ``explain`` callable of :func:`drafter_report`: loads the target (``load_target()`` →
+    :class:`~eaglehub.engines.reference.ReferenceTarget`) only when a prompt diverges, then
+    :func:`eaglehub.forensics.explain` on each divergence."""
+    order = {pid: i for i, pid in enumerate(prompt_ids)}
 
-    ``console``: a rich Console for the progress bar (``None``: no progress display).
+    def explain(rows: list[dict], run: RunResult) -> tuple[dict[str, dict], str | None]:
+        if not rows:
+            return {}, None
+        divs = [forensics.Divergence(r["id"], prompt_ids[r["id"]], baseline.outputs[order[r["id"]]],
+                                     run.outputs[order[r["id"]]], r["first_divergence"]) for r in rows]
+        try:
+            target = load_target()
+        except EaglehubError as exc:  # forensics explains; it must not hide the divergence it cannot explain
+            return {}, f"no divergence forensics: {exc.message}"
+        found = forensics.explain(target, divs, forensics.tie_epsilon(dtype, epsilon), decode)
+        return {f["id"]: f for f in found}, None
+
+    return explain
+
+
+def _check_options(opts: VerifyOptions) -> None:
+    if opts.k < 1 or opts.max_tokens < 1:
+        raise EaglehubError("-k and --max-tokens must be at least 1")
+    if not opts.drafters:
+        raise EaglehubError("give at least one --drafter")
+    for name, value in (("--al-tolerance", opts.al_tolerance), ("--engine-tolerance", opts.engine_tolerance)):
+        if not 0.0 <= value < 1.0:  # also refuses NaN
+            raise EaglehubError(f"{name} must be a fraction in [0, 1), got {value}", hint="5 % is 0.05")
+    if opts.sampling_trials < 0 or (opts.sampling_trials and not opts.sampling_temperature > 0):
+        raise EaglehubError("--sampling-trials must be >= 0 and --sampling-temperature > 0",
+                            hint="e.g. --sampling-trials 2000000 --sampling-temperature 1.0")
+
+
+def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, engines: list[Engine] | None = None) -> dict:
+    """Run the baseline and every drafter in each engine, return the validated report.
+
+    ``engines`` (or one ``engine``; default :func:`make_engines` of ``opts.engines``): the first is
+    primary; each further one is compared with it (:mod:`eaglehub.cross_engine`). ``console``: a rich
+    Console for the progress bar (``None``: no progress display).
 
     Raises:
         EaglehubError: bad target/drafter/prompts/options or reference report (exit 2), engine
@@ -421,19 +532,12 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None) 
     from .engines.chat import encode_chat
     from .target import resolve_target
 
-    if opts.k < 1 or opts.max_tokens < 1:
-        raise EaglehubError("-k and --max-tokens must be at least 1")
-    if not opts.drafters:
-        raise EaglehubError("give at least one --drafter")
-    if not 0.0 <= opts.al_tolerance < 1.0:  # also refuses NaN
-        raise EaglehubError(f"--al-tolerance must be a fraction in [0, 1), got {opts.al_tolerance}", hint="5 % is 0.05")
+    _check_options(opts)
     # a bad reference is a usage error: refuse it before minutes of engine work
     reference = load_reference_report(opts.reference_report) if opts.reference_report else None
-    if engine is None:
-        from .engines.vllm_engine import VllmEngine
-
-        engine = VllmEngine()
-    engine.version()  # fail fast, before any model work, when the engine is missing
+    engines = engines or ([engine] if engine is not None else make_engines(opts.engines, device=opts.device))
+    for e in engines:
+        e.version()  # fail fast, before any model work, when an engine is missing
     drafters = [_resolve_drafter(d) for d in opts.drafters]
     target = resolve_target(opts.target)
     for d in drafters:
@@ -442,13 +546,73 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None) 
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     ids = encode_chat(target, [p.text for p in prompts])
     groups = [p.category for p in prompts]
-    specs = [RunSpec(target, None, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len)]
-    specs += [RunSpec(target, d, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len) for d in drafters]
-    results = _run_all(engine, specs, ids, groups, console)
-    report = build_report(opts, target, prompts, (prompts_file or default_prompts_path()).resolve(), results[0],
-                          list(zip(drafters, results[1:])), reference)
+    specs = [RunSpec(target, None, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len,
+                     engine_options=dict(opts.engine_options))]
+    specs += [RunSpec(target, d, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len,
+                      engine_options=dict(opts.engine_options)) for d in drafters]
+    prompt_ids = {p.id: i for p, i in zip(prompts, ids)}
+    load_target = _target_loader(engines, target, opts)
+    file = (prompts_file or default_prompts_path()).resolve()
+    reports, all_results = [], []
+    for e in engines:
+        results = _run_all(e, specs, ids, groups, console)
+        explain = forensics_for(prompt_ids, results[0], load_target, opts.dtype, opts.tie_epsilon)
+        reports.append(build_report(opts, target, prompts, file, results[0], list(zip(drafters, results[1:])),
+                                    reference, explain))
+        all_results.append(results)
+    report = reports[0]
+    if len(engines) > 1:
+        _attach_cross_engine(report, reports[1:], all_results, opts.engine_tolerance)
+    if opts.sampling_trials:
+        _attach_sampling_tests(report, engines, specs[1:], prompts, ids, opts)
     validate_report(report)
     return report
+
+
+def _target_loader(engines: list[Engine], target: Path, opts: VerifyOptions):
+    """Forensics' target: the reference engine's loaded one when it runs, else loaded once on demand."""
+    from .engines.reference import ReferenceEngine
+
+    ref = next((e for e in engines if isinstance(e, ReferenceEngine)), None) or ReferenceEngine(device=opts.device)
+    return lambda: ref.target(target, opts.dtype)
+
+
+def _refresh_passed(report: dict) -> None:
+    for d in report["drafters"]:
+        d["findings"].sort(key=lambda f: f["severity"] != "error")
+        d["passed"] = not any(f["severity"] == "error" for f in d["findings"])
+    report["passed"] = all(d["passed"] for d in report["drafters"])
+
+
+def _attach_cross_engine(report: dict, others: list[dict], results: list[list[RunResult]], tolerance: float) -> None:
+    """``cross_engine`` section: each other engine's report parts and its comparison with the primary."""
+    section = {"tolerance": tolerance, "engines": []}
+    for other, runs in zip(others, results[1:]):
+        rows, extra = cross_engine.compare(report, other, results[0], runs, tolerance)
+        for d, found in zip(report["drafters"], extra):
+            d["findings"] += [f.as_dict() for f in found]
+        section["engines"].append({"engine": other["engine"], "baseline": other["baseline"], "comparison": rows,
+                                   "drafters": other["drafters"]})
+    report["cross_engine"] = section
+    _refresh_passed(report)
+
+
+def _attach_sampling_tests(report: dict, engines: list[Engine], specs: list[RunSpec], prompts: list[Prompt],
+                           ids: list[list[int]], opts: VerifyOptions) -> None:
+    """Each drafter's ``sampling_test`` section (:mod:`eaglehub.sampling_check`), on the reference engine."""
+    from dataclasses import replace
+
+    from .engines.reference import ReferenceEngine
+    from .sampling_check import first_per_category, run_sampling_test
+
+    ref = next((e for e in engines if isinstance(e, ReferenceEngine)), None) or ReferenceEngine(device=opts.device)
+    chosen = first_per_category(prompts, ids, opts.sampling_prefixes)
+    for d, spec in zip(report["drafters"], specs):
+        section, found = run_sampling_test(ref, replace(spec, temperature=opts.sampling_temperature), chosen,
+                                           opts.sampling_trials)
+        d["sampling_test"] = section
+        d["findings"] += [f.as_dict() for f in found]
+    _refresh_passed(report)
 
 
 def _run_all(engine: Engine, specs: list[RunSpec], ids: list[list[int]], groups: list[str], console) -> list[RunResult]:

@@ -125,7 +125,10 @@ def test_several_drafters_share_one_baseline_and_fail_by_code(setup):
     assert f["hint"]
     rows = {r["id"]: r for r in lossy["prompts"]}
     assert rows["m2"] == {"id": "m2", "category": "math", "match": False, "first_divergence": 1,
-                          "num_output_tokens": 3, "num_output_tokens_target": 3}
+                          "num_output_tokens": 3, "num_output_tokens_target": 3, "forensics": None}
+    # the scripted target has no weights: forensics says so instead of hiding the divergence
+    assert lossy["forensics_note"].startswith("no divergence forensics: cannot load target")
+    assert good["forensics_note"] is None
     assert rows["c2"]["first_divergence"] == 2 and rows["c2"]["num_output_tokens"] == 2
     assert rows["m1"]["match"] and rows["m1"]["first_divergence"] is None
     assert not report["passed"] and verify.exit_code(report) == 1

@@ -6,8 +6,8 @@ inputs. It decodes greedily and returns, per prompt, the output token ids, plus 
 decoding counters of each prompt group (vLLM's ``get_metrics()`` counters, shared/reference/vllm.md
 §9: ``num_drafts``, ``num_draft_tokens``, ``num_accepted_tokens``, ``accepted_per_pos[k]``).
 
-Implementations: :mod:`eaglehub.engines.vllm_engine` (vLLM); a PyTorch reference engine can be
-added behind the same :class:`Engine` protocol.
+Implementations: :mod:`eaglehub.engines.vllm_engine` (vLLM) and :mod:`eaglehub.engines.reference`
+(the embedded PyTorch + transformers reference engine).
 """
 
 from __future__ import annotations
@@ -73,7 +73,12 @@ class RunSpec:
 
     ``k`` is ``num_speculative_tokens``; ``max_tokens`` caps the output tokens per prompt;
     ``dtype`` is the engine's compute dtype; ``seed`` is the engine seed (greedy decoding does not
-    depend on it, it is fixed anyway so runs are comparable).
+    depend on it, it is fixed anyway so runs are comparable); ``temperature`` 0 is greedy.
+    ``engine_options``: engine pass-through settings (vLLM: ``tensor_parallel_size``,
+    ``pipeline_parallel_size``, ``distributed_executor_backend``, ``max_num_seqs`` = concurrency);
+    an engine ignores the keys it has no use for. ``diagnostics``: the reference engine also
+    records per draft depth the drafter's hidden-state norm and attention mass on the first tokens
+    (:attr:`RunResult.diagnostics`).
     """
 
     target: Path
@@ -83,6 +88,9 @@ class RunSpec:
     dtype: str = "float32"
     seed: int = 0
     max_model_len: int = 2048
+    temperature: float = 0.0
+    engine_options: dict = field(default_factory=dict)
+    diagnostics: bool = False
 
 
 @dataclass
@@ -94,8 +102,16 @@ class RunResult:
         group_counters: per prompt group (category), the counters accumulated while that group ran;
             empty for a target-alone run.
         generate_seconds: wall time spent generating (s), excluding model loading.
+        group_seconds: per prompt group, the wall time of its batch (s; they sum to
+            ``generate_seconds``), where the engine times each batch; empty otherwise.
         load_seconds: wall time to start the engine and load the weights (s).
         engine: engine name (e.g. ``vllm``); ``engine_version``: its version string.
+        prompt_counters: per prompt (input order), its own counters, where the engine can count per
+            request (the reference engine); ``None`` otherwise (vLLM aggregates per batch).
+        diagnostics: with :attr:`RunSpec.diagnostics`, per draft depth d = 0..k−1 (lists of length
+            k): ``hidden_state_norm`` (mean L2 norm of the drafter state that produced draft d),
+            ``sink_attention_mass`` (mean attention probability on the first ``sink_tokens``
+            positions, over heads and layers), ``samples`` (draft steps averaged); ``None`` otherwise.
     """
 
     outputs: list[list[int]]
@@ -104,6 +120,9 @@ class RunResult:
     load_seconds: float = 0.0
     engine: str = ""
     engine_version: str = ""
+    prompt_counters: list[SpecCounters] | None = None
+    diagnostics: dict | None = None
+    group_seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def num_output_tokens(self) -> int:
@@ -122,6 +141,9 @@ class RunResult:
             "load_seconds": self.load_seconds,
             "engine": self.engine,
             "engine_version": self.engine_version,
+            "prompt_counters": None if self.prompt_counters is None else [c.to_dict() for c in self.prompt_counters],
+            "diagnostics": self.diagnostics,
+            "group_seconds": self.group_seconds,
         }
 
     @classmethod
@@ -133,6 +155,10 @@ class RunResult:
             load_seconds=float(d["load_seconds"]),
             engine=d["engine"],
             engine_version=d["engine_version"],
+            prompt_counters=None if d.get("prompt_counters") is None
+            else [SpecCounters.from_dict(c) for c in d["prompt_counters"]],
+            diagnostics=d.get("diagnostics"),
+            group_seconds={g: float(s) for g, s in (d.get("group_seconds") or {}).items()},
         )
 
 

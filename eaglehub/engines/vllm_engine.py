@@ -45,11 +45,45 @@ METRIC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 METRIC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 METRIC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 LOG_TAIL_LINES = 25
+ENGINE_OPTION_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "max_num_seqs")
+"""The :attr:`RunSpec.engine_options` keys passed on to ``LLM(...)`` (others are ignored)."""
 
 
 def speculative_config(drafter: Path, k: int) -> dict:
     """The ``speculative_config`` for an EAGLE-3 drafter (vllm.md §8: method + absolute path)."""
     return {"method": "eagle3", "model": str(Path(drafter).resolve()), "num_speculative_tokens": int(k)}
+
+
+def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list[str], kv_cache_bytes: int) -> dict:
+    """The worker's request JSON for ``spec``: paths made absolute, the decoding settings, and of
+    ``spec.engine_options`` only the :data:`ENGINE_OPTION_KEYS` that are set (not ``None``)."""
+    return {
+        "target": str(Path(spec.target).resolve()),
+        "drafter": str(Path(spec.drafter).resolve()) if spec.drafter else None,
+        "k": spec.k, "max_tokens": spec.max_tokens, "dtype": spec.dtype, "seed": spec.seed,
+        "temperature": spec.temperature, "max_model_len": spec.max_model_len, "kv_cache_bytes": kv_cache_bytes,
+        "engine_options": {key: spec.engine_options[key] for key in ENGINE_OPTION_KEYS
+                           if spec.engine_options.get(key) is not None},
+        "prompt_token_ids": prompt_token_ids, "groups": groups,
+    }
+
+
+def llm_kwargs(req: dict) -> dict:
+    """``vllm.LLM(...)`` arguments for a request (:func:`build_request`). The engine options are
+    added only when set, so a run without them starts vLLM exactly as before they existed."""
+    kwargs = dict(model=req["target"], tokenizer=req["target"], dtype=req["dtype"], seed=req["seed"],
+                  enforce_eager=True, disable_log_stats=False, max_model_len=req["max_model_len"],
+                  kv_cache_memory_bytes=req["kv_cache_bytes"])
+    if req["drafter"]:
+        kwargs["speculative_config"] = speculative_config(Path(req["drafter"]), req["k"])
+    kwargs.update(req["engine_options"])
+    return kwargs
+
+
+def sampling_kwargs(req: dict) -> dict:
+    """``vllm.SamplingParams(...)`` arguments: the request's temperature (0 = greedy) and seed,
+    token ids only (no detokenisation)."""
+    return dict(temperature=req["temperature"], max_tokens=req["max_tokens"], seed=req["seed"], detokenize=False)
 
 
 def counters_from_metrics(metrics) -> SpecCounters:
@@ -103,13 +137,7 @@ class VllmEngine:
                 carries the tail of vLLM's log).
         """
         version = self.version()
-        request = {
-            "target": str(Path(spec.target).resolve()),
-            "drafter": str(Path(spec.drafter).resolve()) if spec.drafter else None,
-            "k": spec.k, "max_tokens": spec.max_tokens, "dtype": spec.dtype, "seed": spec.seed,
-            "max_model_len": spec.max_model_len, "kv_cache_bytes": self.kv_cache_bytes,
-            "prompt_token_ids": prompt_token_ids, "groups": groups,
-        }
+        request = build_request(spec, prompt_token_ids, groups, self.kv_cache_bytes)
         with tempfile.TemporaryDirectory(prefix="eaglehub-vllm-") as tmp:
             tmp = Path(tmp)
             log_dir = Path(self.log_dir) if self.log_dir else tmp
@@ -164,34 +192,30 @@ def _worker(request_path: str, result_path: str) -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    kwargs = dict(model=req["target"], tokenizer=req["target"], dtype=req["dtype"], seed=req["seed"],
-                  enforce_eager=True, disable_log_stats=False, max_model_len=req["max_model_len"],
-                  kv_cache_memory_bytes=req["kv_cache_bytes"])
-    if req["drafter"]:
-        kwargs["speculative_config"] = speculative_config(Path(req["drafter"]), req["k"])
     t0 = time.perf_counter()
-    llm = LLM(**kwargs)
+    llm = LLM(**llm_kwargs(req))
     load_seconds = time.perf_counter() - t0
     events.write(json.dumps({"event": "loaded", "seconds": load_seconds}) + "\n")
 
-    params = SamplingParams(temperature=0.0, max_tokens=req["max_tokens"], seed=req["seed"], detokenize=False)
+    params = SamplingParams(**sampling_kwargs(req))
     ids, groups = req["prompt_token_ids"], req["groups"]
     outputs: list[list[int] | None] = [None] * len(ids)
     group_counters: dict[str, SpecCounters] = {}
-    generate_seconds = 0.0
+    group_seconds: dict[str, float] = {}
     for group in dict.fromkeys(groups):  # first-appearance order
         idx = [i for i, g in enumerate(groups) if g == group]
         before = counters_from_metrics(llm.get_metrics())
         t0 = time.perf_counter()
         outs = llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in idx], params, use_tqdm=False)
-        generate_seconds += time.perf_counter() - t0
+        group_seconds[group] = time.perf_counter() - t0
         for i, out in zip(idx, outs):
             outputs[i] = list(out.outputs[0].token_ids)
         group_counters[group] = counters_from_metrics(llm.get_metrics()) - before
         events.write(json.dumps({"event": "group_done", "group": group, "n": len(idx)}) + "\n")
 
     result = RunResult(outputs=outputs, group_counters=group_counters if req["drafter"] else {},
-                       generate_seconds=generate_seconds, load_seconds=load_seconds)
+                       generate_seconds=sum(group_seconds.values()), load_seconds=load_seconds,
+                       group_seconds=group_seconds)
     Path(result_path).write_text(json.dumps(result.to_dict()))
     events.close()
 
