@@ -16,7 +16,10 @@ OUT := reports
 K ?= 3
 MAX_TOKENS ?= 128
 
-.PHONY: setup demo test clean-venv
+DIAG_LIMIT ?= 1
+DIAG_MAX_TOKENS ?= 32
+
+.PHONY: setup demo test diagnose cross-engine clean-venv
 
 setup: $(STAMP)
 
@@ -45,6 +48,21 @@ demo: setup
 test: setup
 	$(BIN)/eaglehub target build smollm2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# Drift diagnostics (README "Drift diagnostics"): the fixture and its 3.1 upgrade, depth 8, contexts
+# up to 4k tokens, in the reference engine (hidden-state norm and sink attention need it).
+diagnose: setup
+	$(BIN)/eaglehub target build smollm2
+	$(BIN)/eaglehub convert $(DRAFTER) $(OUT)/smollm2-eagle3.1 --to 3.1 --overwrite
+	$(BIN)/eaglehub diagnose --target smollm2 --drafter $(DRAFTER) --drafter $(OUT)/smollm2-eagle3.1 \
+		--engine reference --depth 8 --contexts 0,1024,2048,4096 --limit $(DIAG_LIMIT) \
+		--max-tokens $(DIAG_MAX_TOKENS) --report $(OUT)/diagnose.json --plot-dir $(OUT)/diagnose
+
+# The reference engine against vLLM on the fixture pair (README "Verification").
+cross-engine: setup
+	$(BIN)/eaglehub target build smollm2
+	$(BIN)/eaglehub verify --target smollm2 --drafter $(DRAFTER) --engine vllm --engine reference \
+		-k $(K) --max-tokens $(MAX_TOKENS) --report $(OUT)/verify-cross-engine.json
 
 clean-venv:
 	rm -rf $(VENV)

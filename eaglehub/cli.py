@@ -241,25 +241,42 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
 @click.option("--pipeline-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM pipeline stages.")
 @click.option("--distributed-executor-backend", type=click.Choice(["mp", "ray", "uni", "external_launcher"]), default=None,
               help="How vLLM starts its workers.")
+@click.option("--engine", "engines", multiple=True, type=click.Choice(["auto", "vllm", "reference"]),
+              help="Engine: vllm, reference (embedded PyTorch + transformers) or auto (vLLM when installed, else the "
+                   "reference engine; the default). Give two to compare them on the same pairs and prompts.")
+@click.option("--engine-tolerance", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.05, show_default=True,
+              help="With two engines: relative AL difference tolerated (E-VERIFY-ENGINES-DISAGREE beyond).")
+@click.option("--device", default="cpu", show_default=True, help="Reference engine device (cpu, cuda).")
+@click.option("--tie-epsilon", type=click.FloatRange(min=0.0), default=None,
+              help="Divergence forensics: top-2 logit gap below which a flip is a numerical near-tie "
+                   "(default by dtype: float32 0.01, float16 0.1, bfloat16 0.25).")
+@click.option("--sampling-trials", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Also test sampling (T > 0) losslessness with this many trials per prefix on the reference "
+                   "engine (2000000 finds a 1 % bias in the acceptance probability); 0: no test.")
+@click.option("--sampling-temperature", type=float, default=1.0, show_default=True, help="Temperature of the sampling test.")
+@click.option("--sampling-prefixes", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Prefixes of the sampling test: the first prompt of this many categories.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report (with a manifest: the summary) as JSON instead of tables.")
 @handle_errors
 def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, limit, dtype, engine_log, report_path,
                plot_path, reference_report, al_tolerance, as_json, manifest, report_dir, tensor_parallel_size,
-               pipeline_parallel_size, distributed_executor_backend) -> None:
-    """Prove TARGET + DRAFTER lossless in vLLM (greedy) and measure acceptance.
+               pipeline_parallel_size, distributed_executor_backend, engines, engine_tolerance, device, tie_epsilon,
+               sampling_trials, sampling_temperature, sampling_prefixes) -> None:
+    """Prove TARGET + DRAFTER lossless (greedy) and measure acceptance, in vLLM or the reference engine.
 
     Exit code 1 when any drafter has an error finding: a prompt not token-identical to the target
     alone (E-VERIFY-LOSSLESS), a drafter not wired (position-0 acceptance ~ 0, E-VERIFY-NOT-WIRED),
-    inconsistent engine counters (E-VERIFY-COUNTERS) or an AL regression against --reference-report
-    (E-VERIFY-AL-REGRESSION); warnings (W-VERIFY-LOW-AL: AL below 1.3) never fail. 0 otherwise;
-    2 for usage errors, a bad reference report or a missing engine.
+    inconsistent engine counters (E-VERIFY-COUNTERS), an AL regression against --reference-report
+    (E-VERIFY-AL-REGRESSION), two engines disagreeing (E-VERIFY-ENGINES-DISAGREE) or a biased
+    sampling test (E-SAMPLING-BIASED); warnings (W-VERIFY-LOW-AL: AL below 1.3; W-VERIFY-NEAR-TIE:
+    divergences only at numerical near-ties, shown by forensics) never fail. 0 otherwise; 2 for
+    usage errors, a bad reference report or a missing engine.
 
     With a pairing manifest (--manifest FILE, or ./eaglehub.toml without --drafter) every pair is
     verified, pairs of one target with the same settings sharing one target-alone run; the manifest's
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
     """
-    from .engines.vllm_engine import VllmEngine
-    from .verify import VerifyOptions, exit_code, run_verify, write_plot, write_report
+    from .verify import VerifyOptions, exit_code, make_engines, run_verify, write_plot, write_report
     from .verify_view import render_report
 
     from .pairing import render_summary, run_pairs, select
@@ -270,7 +287,11 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
         ("distributed_executor_backend", distributed_executor_backend)) if value is not None}
     opts = VerifyOptions(target=target_spec or "", drafters=list(drafters), k=k, max_tokens=max_tokens,
                          prompts_file=prompts_file, categories=list(categories), limit=limit, dtype=dtype,
-                         reference_report=reference_report, al_tolerance=al_tolerance, engine_options=engine_options)
+                         reference_report=reference_report, al_tolerance=al_tolerance, engine_options=engine_options,
+                         engines=list(engines) or ["auto"], engine_tolerance=engine_tolerance, tie_epsilon=tie_epsilon,
+                         sampling_trials=sampling_trials, sampling_temperature=sampling_temperature,
+                         sampling_prefixes=sampling_prefixes, device=device)
+    chosen = make_engines(opts.engines, log_dir=engine_log, device=device)
     selection = select(manifest, target_spec, drafters)
     if selection is None and report_dir:
         raise EaglehubError("--report-dir needs a manifest (one report per pair)", hint="use --report FILE with --drafter")
@@ -283,14 +304,13 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
         given = {n for n in ("k", "dtype") if ctx.get_parameter_source(n) not in defaults}
         overrides = {**engine_options, **({"num_speculative_tokens": k} if "k" in given else {}),
                      **({"dtype": dtype} if "dtype" in given else {})}
-        summary = run_pairs(selection, opts, overrides, engine=VllmEngine(log_dir=engine_log), console=err_console,
-                            report_dir=report_dir)
+        summary = run_pairs(selection, opts, overrides, engines=chosen, console=err_console, report_dir=report_dir)
         if as_json:
             print_json(summary)
         else:
             render_summary(summary, console)
         sys.exit(pairs_exit_code(summary))
-    report = run_verify(opts, engine=VllmEngine(log_dir=engine_log), console=err_console)
+    report = run_verify(opts, engines=chosen, console=err_console)
     if report_path:
         write_report(report, report_path)
     if plot_path:

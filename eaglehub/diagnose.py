@@ -19,17 +19,15 @@ never fails on the numbers (exit 0), only on bad input (2) or a broken drafter o
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, acceptance
-from .atomic import atomic_file
 from .context_padding import PaddedPrompts, Skipped, build_contexts, max_context, padding_source
 from .engines.base import Engine, RunResult, RunSpec
 from .errors import EaglehubError
 from .prompts import Prompt, default_prompts_path, load_prompts
-from .schemas import schema_errors
+from .schemas import check_output, write_output
 
 REPORT_SCHEMA = "diagnose-report"
 REPORT_VERSION = 1
@@ -201,11 +199,7 @@ def build_report(opts: DiagnoseOptions, target: Path, prompts: list[Prompt], pro
 
 def validate_report(report: dict) -> None:
     """Check ``report`` against its schema. Raises: EaglehubError (exit 1: a bug in eaglehub)."""
-    errors = schema_errors(report, REPORT_SCHEMA)
-    if errors:
-        where, message = errors[0]
-        raise EaglehubError(f"internal error: diagnose report breaks its schema at {where}: {' '.join(message.split())[:200]}",
-                            exit_code=1)
+    check_output(report, REPORT_SCHEMA, "diagnose report")
 
 
 def write_report(report: dict, path: str | Path) -> Path:
@@ -214,14 +208,7 @@ def write_report(report: dict, path: str | Path) -> Path:
     Raises:
         EaglehubError: schema violation (exit 1) or the file cannot be written (exit 2).
     """
-    validate_report(report)
-    path = Path(path)
-    try:
-        with atomic_file(path) as tmp:
-            tmp.write_text(json.dumps(report, indent=2) + "\n")
-    except OSError as exc:
-        raise EaglehubError(f"cannot write report {path}: {exc.strerror or exc}") from exc
-    return path
+    return write_output(report, path, REPORT_SCHEMA, "diagnose report")
 
 
 def write_plots(report: dict, plot_dir: str | Path) -> list[Path]:

@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .checks.target import rope_settings
+from .drafter_model import LayerCache, cached_attention
 from .errors import EaglehubError
 from .shapes import mla_dims
 
@@ -130,7 +131,7 @@ class MLARope:
 
     def cos_sin(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """cos and sin ``[T, dim/2]`` (float32, magnitude ``cos_sin_mscale``) for integer ``positions [T]``."""
-        freqs = positions.to(torch.float32)[:, None] * self.inv_freq()[None, :]
+        freqs = positions.to(torch.float32)[:, None] * self.inv_freq().to(positions.device)[None, :]
         return freqs.cos() * self.cos_sin_mscale, freqs.sin() * self.cos_sin_mscale
 
     def apply(self, x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -139,25 +140,6 @@ class MLARope:
         cos, sin = (t[:, None, :] for t in self.cos_sin(positions))
         even, odd = x[..., 0::2], x[..., 1::2]
         return torch.stack((even * cos - odd * sin, odd * cos + even * sin), dim=-1).flatten(-2)
-
-
-class LayerCache:
-    """Per-layer cache of decompressed keys ``[L, nh, qk]`` and values ``[L, nh, v_head]`` (float32)."""
-
-    def __init__(self):
-        self.k: torch.Tensor | None = None
-        self.v: torch.Tensor | None = None
-
-    @property
-    def length(self) -> int:
-        """Cached tokens ``L``."""
-        return 0 if self.k is None else self.k.shape[0]
-
-    def append(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Append ``k [T, nh, qk]``, ``v [T, nh, v_head]``; return all keys and values ``[L+T, ...]``."""
-        self.k = k if self.k is None else torch.cat([self.k, k])
-        self.v = v if self.v is None else torch.cat([self.v, v])
-        return self.k, self.v
 
 
 def _required(value: int | None, key: str) -> int:
@@ -234,18 +216,16 @@ class MLAAttention(nn.Module):
     def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: LayerCache, return_probs: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x [T, in]``: new tokens at absolute ``positions [T]`` (int64), coming right after the
-        ``cache.length`` cached ones; their keys and values are appended to ``cache``. Token ``i``
-        attends to every cached token and to new tokens ``≤ i``.
+        ``cache.length`` cached ones; their keys ``[T, nh, qk]`` and values ``[T, nh, v_head]`` (float32)
+        are appended to ``cache`` (:class:`eaglehub.drafter_model.LayerCache`). Token ``i`` attends to
+        every cached token and to new tokens ``≤ i`` (:func:`eaglehub.drafter_model.cached_attention`,
+        one key/value head per query head).
 
-        Returns ``o_proj`` output ``[T, H]`` (float32) and, with ``return_probs``, the attention
-        probabilities ``[nh, T, L+T]`` (float32; rows sum to 1, zero above the causal diagonal).
+        Returns ``o_proj`` output ``[T, H]`` in ``x``'s dtype (the residual stream's, so a bfloat16
+        drafter stays bfloat16) and, with ``return_probs``, the attention probabilities ``[nh, T, L+T]``
+        (float32; rows sum to 1, zero above the causal diagonal).
         """
         q, k, v = self.qkv(x, positions)
-        past = cache.length
-        k_all, v_all = cache.append(k, v)
-        T, total = q.shape[0], k_all.shape[0]
-        scores = torch.einsum("thd,shd->hts", q, k_all) * self.scaling
-        allowed = torch.arange(total)[None, :] <= past + torch.arange(T)[:, None]
-        probs = scores.masked_fill(~allowed, float("-inf")).softmax(dim=-1)
-        out = torch.einsum("hts,shd->thd", probs, v_all).reshape(T, self.num_heads * self.v_head)
-        return _linear(self.o_proj, out), (probs if return_probs else None)
+        keys, values = cache.append(k, v)
+        out, probs = cached_attention(q, keys, values, self.scaling, return_probs)
+        return _linear(self.o_proj, out).to(x.dtype), probs

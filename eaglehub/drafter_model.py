@@ -141,7 +141,7 @@ def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     T, L = q.shape[0], k.shape[0]
     rep = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-    mask = torch.arange(L)[None, :] <= torch.arange(L - T, L)[:, None]  # [T, L]
+    mask = torch.arange(L, device=q.device)[None, :] <= torch.arange(L - T, L, device=q.device)[:, None]  # [T, L]
     qh, kh, vh = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
     if not return_probs:
         out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale)
@@ -208,7 +208,7 @@ _MidLayer = _DecoderLayer  # the recipe's checkpoints and tests name layer 0 thi
 
 def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Neox-style RoPE tables ``[T, hd]`` for integer ``positions [T]`` (vLLM ``get_rope``, Llama)."""
-    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim))
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device) / head_dim))
     freqs = positions.float()[:, None] * inv[None, :]
     emb = torch.cat([freqs, freqs], dim=-1)
     return emb.cos(), emb.sin()

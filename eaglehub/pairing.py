@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import __version__
-from .atomic import atomic_file
 from .errors import EaglehubError
 from .manifest import DEFAULT_MANIFEST, Manifest, Pair, load_manifest
-from .schemas import schema_errors
+from .schemas import check_output, write_output
 from .verify import VerifyOptions, run_verify, write_report
 
 SUMMARY_SCHEMA = "verify-summary"
@@ -224,10 +223,7 @@ def validate_summary(summary: dict) -> None:
     Raises:
         EaglehubError: it breaks the schema (a bug in eaglehub; exit code 1).
     """
-    errors = schema_errors(summary, SUMMARY_SCHEMA)
-    if errors:
-        where, message = errors[0]
-        raise EaglehubError(f"internal error: verify summary breaks its schema at {where}: {message}", exit_code=1)
+    check_output(summary, SUMMARY_SCHEMA, "verify summary")
 
 
 def write_summary(summary: dict, path: Path) -> None:
@@ -236,12 +232,7 @@ def write_summary(summary: dict, path: Path) -> None:
     Raises:
         EaglehubError: schema violation (:func:`validate_summary`) or the file cannot be written.
     """
-    validate_summary(summary)
-    try:
-        with atomic_file(Path(path)) as tmp:
-            tmp.write_text(json.dumps(summary, indent=2) + "\n")
-    except OSError as exc:
-        raise EaglehubError(f"cannot write summary {path}: {exc}") from exc
+    write_output(summary, path, SUMMARY_SCHEMA, "verify summary")
 
 
 def exit_code(summary: dict) -> int:

@@ -57,3 +57,36 @@ def validate_json(obj, name: str) -> None:
     err = best_match(_validator(name).iter_errors(obj))
     if err is not None:
         raise err
+
+
+def check_output(obj, name: str, what: str) -> None:
+    """Check a JSON document eaglehub built (``what``: e.g. "verify report") against ``schemas/<name>``.
+
+    Raises:
+        EaglehubError: it breaks the schema — a bug in eaglehub (exit code 1; the first violation, one line).
+    """
+    errors = schema_errors(obj, name)
+    if errors:
+        where, message = errors[0]
+        raise EaglehubError(f"internal error: {what} breaks its schema at {where}: {' '.join(message.split())[:200]}",
+                            exit_code=1)
+
+
+def write_output(obj, path, name: str, what: str):
+    """:func:`check_output`, then write ``obj`` as indented JSON to ``path`` atomically; returns the path.
+
+    Raises:
+        EaglehubError: schema violation (exit 1) or the file cannot be written (exit 2).
+    """
+    from pathlib import Path
+
+    from .atomic import atomic_file
+
+    check_output(obj, name, what)
+    path = Path(path)
+    try:
+        with atomic_file(path) as tmp:
+            tmp.write_text(json.dumps(obj, indent=2) + "\n")
+    except OSError as exc:
+        raise EaglehubError(f"cannot write {what} {path}: {exc.strerror or exc}") from exc
+    return path

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import math
 import statistics
 import time
@@ -40,7 +39,7 @@ from .atomic import atomic_file
 from .engines.base import Engine, RunResult, RunSpec, SpecCounters
 from .errors import EaglehubError
 from .prompts import default_prompts_path, load_prompts
-from .schemas import schema_errors
+from .schemas import check_output, write_output
 
 REPORT_SCHEMA = "speedup-report"
 REPORT_VERSION = 1
@@ -476,10 +475,7 @@ def build_report(opts: SpeedupOptions, target: Path, drafter: Path, prompts_file
 
 def validate_report(report: dict) -> None:
     """Raises: EaglehubError (exit 1) when ``report`` breaks its schema (a bug in eaglehub)."""
-    errors = schema_errors(report, REPORT_SCHEMA)
-    if errors:
-        where, message = errors[0]
-        raise EaglehubError(f"internal error: speedup report breaks its schema at {where}: {message}", exit_code=1)
+    check_output(report, REPORT_SCHEMA, "speedup report")
 
 
 def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None, costs: Costs | None = None) -> dict:
@@ -533,12 +529,7 @@ def write_report(report: dict, path: Path) -> None:
     Raises:
         EaglehubError: schema violation (exit 1) or the file cannot be written.
     """
-    validate_report(report)
-    try:
-        with atomic_file(Path(path)) as tmp:
-            tmp.write_text(json.dumps(report, indent=2) + "\n")
-    except OSError as exc:
-        raise EaglehubError(f"cannot write report {path}: {exc}") from exc
+    write_output(report, path, REPORT_SCHEMA, "speedup report")
 
 
 # --- output ------------------------------------------------------------------------------------------
@@ -558,8 +549,8 @@ def render_report(report: dict, console) -> None:
     t = Table(title=f"speedup of {escape(report['drafter'])} (k = {s['num_speculative_tokens']}, max_tokens "
                     f"{s['max_tokens']}, {s['dtype']}, {report['engine']['name']} {report['engine']['version']})",
               title_justify="left")
-    for col in ("concurrency", "tok/s target", "tok/s + drafter", "measured speedup", "AL", "implied α",
-                "expected (Leviathan)", "expected (general)"):
+    # short headers: the table must fit an 80-column terminal; the report's definitions spell them out
+    for col in ("conc.", "tok/s alone", "tok/s +drafter", "speedup", "AL", "α", "exp. Leviathan", "exp. general"):
         t.add_column(col, justify="right")
     for lv in report["levels"]:
         t.add_row(str(lv["concurrency"]), _f(lv["target_alone"]["output_tokens_per_second"], 1),

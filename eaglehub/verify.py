@@ -5,7 +5,10 @@ token ids (chat template applied once, :mod:`eaglehub.engines.chat`), greedy dec
 seed and the same batches (one batch per prompt category, so the counters are read per category).
 Per prompt the output token ids are compared with the baseline (exact ids: on CPU float32 no
 numerical-tie divergence is expected, benchmarks.md §4 pitfall 1). Acceptance metrics follow
-:mod:`eaglehub.acceptance` (vllm.md §9).
+:mod:`eaglehub.acceptance` (vllm.md §9). Multi-turn prompts (MT-Bench, Spec-Bench) are one request
+per (prompt, turn), ids ``<id>``, ``<id>#2``, …: the baseline runs turn by turn so that its
+decoded outputs become the replies in the next turn's input, and every other run receives those
+same ids (:func:`run_by_turn`, :data:`MULTI_TURN_DEFINITION`).
 
 Each drafter gets findings with the registered ``stage="verify"`` codes of :mod:`eaglehub.findings`:
 
@@ -35,6 +38,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shlex
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +47,7 @@ from .atomic import atomic_file
 from .engines.base import Engine, RunResult, RunSpec, SpecCounters
 from .errors import EaglehubError
 from .findings import Finding, finding
-from .prompts import Prompt, default_prompts_path, load_prompts
+from .prompts import Prompt, default_prompts_path, describe_prompts, load_prompts
 from .schemas import schema_errors
 
 REPORT_SCHEMA = "verify-report"
@@ -150,12 +154,13 @@ def _timing(run: RunResult) -> dict:
             "output_tokens_per_second": round(run.output_tokens_per_second, 3)}
 
 
-def compare_outputs(prompts: list[Prompt], baseline: RunResult, run: RunResult) -> list[dict]:
-    """Per prompt: id, category, match, first divergent output position, output token counts."""
+def compare_outputs(requests: list[Request], baseline: RunResult, run: RunResult) -> list[dict]:
+    """Per request (:class:`Request`, the runs' output order): id, turn, category, match, first
+    divergent output position, output token counts."""
     rows = []
-    for p, ref, out in zip(prompts, baseline.outputs, run.outputs):
+    for r, ref, out in zip(requests, baseline.outputs, run.outputs):
         div = acceptance.first_divergence(ref, out)
-        rows.append({"id": p.id, "category": p.category, "match": div is None, "first_divergence": div,
+        rows.append({"id": r.id, "turn": r.turn, "category": r.category, "match": div is None, "first_divergence": div,
                      "num_output_tokens": len(out), "num_output_tokens_target": len(ref)})
     return rows
 
@@ -229,16 +234,17 @@ def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
     return findings
 
 
-def drafter_report(drafter: Path, target: Path, k: int, prompts: list[Prompt], baseline: RunResult, run: RunResult,
+def drafter_report(drafter: Path, target: Path, k: int, requests: list[Request], baseline: RunResult, run: RunResult,
                    reference: ReferenceContext | None = None, explain=None) -> dict:
-    """The report section of one drafter: outputs compared, acceptance per category and overall,
-    findings, and (with ``reference``) the comparison with the reference report.
+    """The report section of one drafter: outputs compared per request (``requests``: the runs'
+    output order, :func:`requests_of`), acceptance per category and overall, findings, and (with
+    ``reference``) the comparison with the reference report.
 
-    ``explain(rows, run) -> ({prompt id: forensics dict}, note or None)``: divergence forensics for
+    ``explain(rows, run) -> ({request id: forensics dict}, note or None)``: divergence forensics for
     the divergent rows (:func:`forensics_for`); ``None``: none (each row's ``forensics`` stays ``None``)."""
     from .engines.vllm_engine import speculative_config
 
-    rows = compare_outputs(prompts, baseline, run)
+    rows = compare_outputs(requests, baseline, run)
     explained, note = explain([r for r in rows if not r["match"]], run) if explain else ({}, None)
     for r in rows:
         r["forensics"] = explained.get(r["id"])
@@ -399,23 +405,28 @@ def compare_with_reference(drafter: Path, al: float | None, ctx: ReferenceContex
 
 def build_report(opts: VerifyOptions, target: Path, prompts: list[Prompt], prompts_file: Path,
                  baseline: RunResult, runs: list[tuple[Path, RunResult]], reference: Reference | None = None,
-                 explain=None) -> dict:
+                 explain=None, requests: list[Request] | None = None) -> dict:
     """Assemble the full report (schema: ``schemas/verify-report.schema.json``); with ``reference``,
     every drafter is compared with it at ``opts.al_tolerance`` (:func:`compare_with_reference`);
-    ``explain``: divergence forensics (:func:`drafter_report`)."""
-    categories: dict[str, int] = {}
-    for p in prompts:
-        categories[p.category] = categories.get(p.category, 0) + 1
+    ``explain``: divergence forensics (:func:`drafter_report`); ``requests``: the order of the runs'
+    outputs (default :func:`requests_of` ``prompts``)."""
+    requests = requests_of(prompts) if requests is None else requests
+    described = describe_prompts(prompts)
     engine = {"name": baseline.engine, "version": baseline.engine_version}
+    batching = "one batch per prompt category, identical for every run; counters read between batches"
+    if described["multi_turn"]:  # turn n + 1's input needs the baseline's turn-n output, so it cannot run in one go
+        batching = ("one batch per prompt category, all its turns together; the primary engine's target-alone run "
+                    "goes turn by turn (one batch per category and turn); counters read between batches")
     settings = {"num_speculative_tokens": opts.k, "max_tokens": opts.max_tokens, "dtype": opts.dtype,
                 "temperature": 0.0, "seed": opts.seed, "max_model_len": opts.max_model_len,
-                "engine_options": dict(opts.engine_options),
-                "batching": "one batch per prompt category, identical for every run; counters read between batches"}
+                "engine_options": dict(opts.engine_options), "batching": batching}
     prompts_section = {"file": str(prompts_file), "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
-                       "count": len(prompts), "categories": categories}
+                       "count": len(prompts), "categories": described["categories"],
+                       **{key: described[key] for key in ("format", "max_turns", "multi_turn")},
+                       "requests": len(requests)}
     ctx = None if reference is None else ReferenceContext(
         reference, opts.al_tolerance, engine, opts.k, settings_differences(settings, prompts_section, reference.report))
-    drafters = [drafter_report(d, target, opts.k, prompts, baseline, r, ctx, explain) for d, r in runs]
+    drafters = [drafter_report(d, target, opts.k, requests, baseline, r, ctx, explain) for d, r in runs]
     return {
         "report_version": REPORT_VERSION,
         "tool": {"name": "eaglehub", "version": __version__},
@@ -429,7 +440,8 @@ def build_report(opts: VerifyOptions, target: Path, prompts: list[Prompt], promp
                         "per_request_mean_acceptance_length": acceptance.PER_REQUEST_DEFINITION,
                         "first_divergence": "0-based index of the first output token that differs from the target alone",
                         "forensics": forensics.DEFINITION,
-                        "cross_engine": cross_engine.DEFINITION},
+                        "cross_engine": cross_engine.DEFINITION,
+                        "multi_turn": MULTI_TURN_DEFINITION},
         "baseline": _timing(baseline),
         "drafters": drafters,
         "passed": all(d["passed"] for d in drafters),
@@ -517,6 +529,125 @@ def _check_options(opts: VerifyOptions) -> None:
                             hint="e.g. --sampling-trials 2000000 --sampling-temperature 1.0")
 
 
+MULTI_TURN_DEFINITION = (
+    "a request is one (prompt, user turn): id = the prompt id for turn 1, <prompt id>#<n> for turn n; the input of "
+    "turn n + 1 holds the assistant reply of turn n = the primary engine's target-alone output for turn n, decoded with "
+    "special tokens skipped, so every run of every engine receives the same token ids; a drafter run's own outputs are "
+    "only compared with the target's, never fed back")
+"""The reply rule of :mod:`eaglehub.engines.chat`, as the report's ``definitions.multi_turn``."""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One engine request: user turn ``turn`` (1-based) of ``prompt``, after the replies to the
+    turns before it (:data:`MULTI_TURN_DEFINITION`).
+
+    ``id``: the prompt id for turn 1, ``<prompt id>#<turn>`` after (prompt ids never hold ``#``,
+    ``schemas/prompts*.schema.json``, so request ids are unique); ``category``: the prompt's (its
+    batch and counter group)."""
+
+    prompt: Prompt
+    turn: int = 1
+
+    @property
+    def id(self) -> str:
+        return self.prompt.id if self.turn == 1 else f"{self.prompt.id}#{self.turn}"
+
+    @property
+    def category(self) -> str:
+        return self.prompt.category
+
+
+def requests_of(prompts: list[Prompt]) -> list[Request]:
+    """Every (prompt, turn) in conversation order: p1 turn 1, p1 turn 2, …, p2 turn 1, … (one per
+    prompt for single-turn sets, so request ids are the prompt ids)."""
+    return [Request(p, n) for p in prompts for n in range(1, len(p.turns) + 1)]
+
+
+def merge_runs(phases: list[tuple[list[int], RunResult]], n: int) -> RunResult:
+    """One run of ``n`` requests from runs over disjoint parts of them (the turns of a baseline).
+
+    ``phases``: ``(request indices, run)`` pairs that cover 0..n−1 once. Outputs, and per-request
+    counters where every phase has them, go to their indices; seconds and counters are summed (per
+    group for group counters and group seconds); engine name and version are the first phase's;
+    ``diagnostics`` is dropped (per-phase means). A single phase is returned as it is.
+
+    Raises:
+        ValueError: the indices do not cover 0..n−1 exactly once (a caller's bug).
+    """
+    if sorted(i for index, _ in phases for i in index) != list(range(n)):
+        raise ValueError(f"phases must cover requests 0..{n - 1} once each")
+    if len(phases) == 1:
+        return phases[0][1]
+    outputs: list = [None] * n
+    counters: list = [None] * n
+    group_counters: dict[str, SpecCounters] = {}
+    group_seconds: dict[str, float] = {}
+    for index, run in phases:
+        for i, out in zip(index, run.outputs):
+            outputs[i] = out
+        for i, c in zip(index, run.prompt_counters or ()):
+            counters[i] = c
+        for g, c in run.group_counters.items():
+            group_counters[g] = group_counters[g] + c if g in group_counters else c
+        for g, sec in run.group_seconds.items():
+            group_seconds[g] = group_seconds.get(g, 0.0) + sec
+    first = phases[0][1]
+    return RunResult(outputs=outputs, group_counters=group_counters,
+                     generate_seconds=sum(r.generate_seconds for _, r in phases),
+                     load_seconds=sum(r.load_seconds for _, r in phases), engine=first.engine,
+                     engine_version=first.engine_version,
+                     prompt_counters=counters if all(r.prompt_counters is not None for _, r in phases) else None,
+                     group_seconds=group_seconds)
+
+
+def run_by_turn(run, requests: list[Request], encode, decode) -> tuple[RunResult, list[list[int]]]:
+    """The target-alone baseline turn by turn, and the input token ids of every request.
+
+    ``run(ids, groups, turn) -> RunResult`` runs one phase: the requests of user turn ``turn``, in
+    request order, grouped by category. ``encode([(turns, replies)]) -> [ids]`` renders and
+    tokenizes (:meth:`~eaglehub.engines.chat.ChatTokenizer.encode_turn`); ``decode(output ids) ->
+    str`` (:meth:`~eaglehub.engines.chat.ChatTokenizer.decode`; only called when a later turn exists).
+    The reply before turn n + 1 is the same prompt's phase-n output decoded (the rule of
+    :mod:`eaglehub.engines.chat`).
+
+    Returns:
+        ``(baseline, ids)``: the phases merged (:func:`merge_runs`) and one id list per request,
+        both in request order.
+
+    Raises:
+        EaglehubError: as ``run`` and ``encode`` raise.
+    """
+    ids: list = [None] * len(requests)
+    replies: dict[str, list[str]] = {r.prompt.id: [] for r in requests}
+    phases = []
+    for turn in range(1, max(r.turn for r in requests) + 1):
+        index = [i for i, r in enumerate(requests) if r.turn == turn]
+        batch = encode([(requests[i].prompt.turns[:turn], replies[requests[i].prompt.id]) for i in index])
+        result = run(batch, [requests[i].category for i in index], turn)
+        for i, x, out in zip(index, batch, result.outputs):
+            ids[i] = x
+            if turn < len(requests[i].prompt.turns):
+                replies[requests[i].prompt.id].append(decode(out))
+        phases.append((index, result))
+    return merge_runs(phases, len(requests)), ids
+
+
+def _chat_codec(target: Path, prompts: list[Prompt]):
+    """``(encode, decode)`` for :func:`run_by_turn`. Single-turn sets go through
+    :func:`~eaglehub.engines.chat.encode_chat` as before multi-turn support; multi-turn sets load
+    one :class:`~eaglehub.engines.chat.ChatTokenizer` and render the longest chat once with empty
+    replies, so a template that refuses multi-turn chats fails before any engine work."""
+    from .engines import chat
+
+    if all(len(p.turns) == 1 for p in prompts):
+        return (lambda convs: chat.encode_chat(target, [turns[0] for turns, _ in convs])), None
+    tok = chat.ChatTokenizer(target)
+    longest = max(prompts, key=lambda p: len(p.turns))
+    tok.render(longest.turns, [""] * (len(longest.turns) - 1))
+    return (lambda convs: [tok.encode_turn(turns, replies) for turns, replies in convs]), tok.decode
+
+
 def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, engines: list[Engine] | None = None) -> dict:
     """Run the baseline and every drafter in each engine, return the validated report.
 
@@ -524,12 +655,17 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, 
     primary; each further one is compared with it (:mod:`eaglehub.cross_engine`). ``console``: a rich
     Console for the progress bar (``None``: no progress display).
 
+    Multi-turn prompts (MT-Bench, Spec-Bench): each (prompt, turn) is a :class:`Request`. The primary
+    engine runs the target alone turn by turn (:func:`run_by_turn`), its outputs becoming the
+    replies in the next turn's input; every other run (each drafter, each further engine's baseline
+    and drafters) then takes all requests at once with those token ids. Single-turn sets run the
+    baseline once, as one phase.
+
     Raises:
         EaglehubError: bad target/drafter/prompts/options or reference report (exit 2), engine
             missing (exit 2), a drafter with error findings (exit 1, :func:`preflight`) or engine
             failure (exit 1).
     """
-    from .engines.chat import encode_chat
     from .target import resolve_target
 
     _check_options(opts)
@@ -544,27 +680,36 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, 
         preflight(d, target)
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else None
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
-    ids = encode_chat(target, [p.text for p in prompts])
-    groups = [p.category for p in prompts]
+    requests = requests_of(prompts)
+    encode, decode = _chat_codec(target, prompts)
+    groups = [r.category for r in requests]
     specs = [RunSpec(target, None, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len,
                      engine_options=dict(opts.engine_options))]
     specs += [RunSpec(target, d, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len,
                       engine_options=dict(opts.engine_options)) for d in drafters]
-    prompt_ids = {p.id: i for p, i in zip(prompts, ids)}
     load_target = _target_loader(engines, target, opts)
     file = (prompts_file or default_prompts_path()).resolve()
-    reports, all_results = [], []
+    multi_turn = any(r.turn > 1 for r in requests)
+    reports, all_results, ids = [], [], None
     for e in engines:
-        results = _run_all(e, specs, ids, groups, console)
-        explain = forensics_for(prompt_ids, results[0], load_target, opts.dtype, opts.tie_epsilon)
+        if ids is None:  # the primary engine's baseline writes the replies every later input holds
+            with _progress(console) as run:
+                baseline, ids = run_by_turn(
+                    lambda x, g, turn: run(e, specs[0], x, g, _label(specs[0], turn if multi_turn else None)),
+                    requests, encode, decode)
+                results = [baseline] + [run(e, s, ids, groups, _label(s)) for s in specs[1:]]
+        else:
+            results = _run_all(e, specs, ids, groups, console)
+        explain = forensics_for({r.id: i for r, i in zip(requests, ids)}, results[0], load_target, opts.dtype,
+                                opts.tie_epsilon)
         reports.append(build_report(opts, target, prompts, file, results[0], list(zip(drafters, results[1:])),
-                                    reference, explain))
+                                    reference, explain, requests))
         all_results.append(results)
     report = reports[0]
     if len(engines) > 1:
         _attach_cross_engine(report, reports[1:], all_results, opts.engine_tolerance)
     if opts.sampling_trials:
-        _attach_sampling_tests(report, engines, specs[1:], prompts, ids, opts)
+        _attach_sampling_tests(report, engines, specs[1:], requests, ids, opts)
     validate_report(report)
     return report
 
@@ -597,16 +742,17 @@ def _attach_cross_engine(report: dict, others: list[dict], results: list[list[Ru
     _refresh_passed(report)
 
 
-def _attach_sampling_tests(report: dict, engines: list[Engine], specs: list[RunSpec], prompts: list[Prompt],
+def _attach_sampling_tests(report: dict, engines: list[Engine], specs: list[RunSpec], requests: list[Request],
                            ids: list[list[int]], opts: VerifyOptions) -> None:
-    """Each drafter's ``sampling_test`` section (:mod:`eaglehub.sampling_check`), on the reference engine."""
+    """Each drafter's ``sampling_test`` section (:mod:`eaglehub.sampling_check`), on the reference
+    engine, at the first request of each category (its id and category stand in for a prompt's)."""
     from dataclasses import replace
 
     from .engines.reference import ReferenceEngine
     from .sampling_check import first_per_category, run_sampling_test
 
     ref = next((e for e in engines if isinstance(e, ReferenceEngine)), None) or ReferenceEngine(device=opts.device)
-    chosen = first_per_category(prompts, ids, opts.sampling_prefixes)
+    chosen = first_per_category(requests, ids, opts.sampling_prefixes)
     for d, spec in zip(report["drafters"], specs):
         section, found = run_sampling_test(ref, replace(spec, temperature=opts.sampling_temperature), chosen,
                                            opts.sampling_trials)
@@ -616,16 +762,30 @@ def _attach_sampling_tests(report: dict, engines: list[Engine], specs: list[RunS
 
 
 def _run_all(engine: Engine, specs: list[RunSpec], ids: list[list[int]], groups: list[str], console) -> list[RunResult]:
-    """Run every spec in order, with a rich progress bar (one task per run, in prompts)."""
+    """Run every spec in order, with a rich progress bar (one task per run, in requests)."""
+    with _progress(console) as run:
+        return [run(engine, s, ids, groups, _label(s)) for s in specs]
+
+
+def _label(spec: RunSpec, turn: int | None = None) -> str:
+    if spec.drafter:
+        return f"target + drafter {spec.drafter.name} (k={spec.k})"
+    return "target alone" if turn is None else f"target alone (turn {turn})"
+
+
+@contextmanager
+def _progress(console):
+    """Yields ``run(engine, spec, ids, groups, label) -> RunResult``, each call one task of a rich
+    progress bar on ``console`` (in requests); ``console`` None: no display."""
     if console is None:
-        return [engine.run(s, ids, groups) for s in specs]
+        yield lambda engine, spec, ids, groups, label: engine.run(spec, ids, groups)
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    results = []
     with Progress(*columns, console=console, transient=False) as bar:
-        for s in specs:
-            label = f"target + drafter {s.drafter.name} (k={s.k})" if s.drafter else "target alone"
+        def run(engine, spec, ids, groups, label):
             task = bar.add_task(label, total=len(ids))
-            results.append(engine.run(s, ids, groups, progress=lambda _g, n, t=task: bar.advance(t, n)))
-    return results
+            return engine.run(spec, ids, groups, progress=lambda _g, n: bar.advance(task, n))
+
+        yield run

@@ -44,12 +44,26 @@ def divergence_table(d: dict) -> Table | None:
     if not bad:
         return None
     t = Table(title="prompts not token-identical to the target alone", title_justify="left")
-    for col in ("id", "category", "first divergent token", "output tokens (drafter / target)"):
+    for col in ("id", "category", "first divergent token", "output tokens (drafter / target)", "target top-2 gap",
+                "forensics"):
         t.add_column(col)
     for r in bad:
+        f = r.get("forensics")
         t.add_row(r["id"], r["category"], str(r["first_divergence"]),
-                  f"{r['num_output_tokens']} / {r['num_output_tokens_target']}")
+                  f"{r['num_output_tokens']} / {r['num_output_tokens_target']}",
+                  _f(f["gap"], 4) if f else "—", escape(f"{f['classification']}: {f['reason']}") if f else "—")
     return t
+
+
+def print_sampling_test(d: dict, console: Console) -> None:
+    """One line on the T > 0 sampling test (nothing without ``--sampling-trials``)."""
+    st = d.get("sampling_test")
+    if st:
+        c = st["combined"]
+        verdict = "[green]passed[/]" if c["passed"] else "[red]failed[/]"
+        console.print(f"sampling test (T={st['temperature']}, {st['trials_per_prefix']} trials x {len(st['prefixes'])} "
+                      f"prefixes, {st['engine']} engine, {escape(st['rule'])} rule): chi-square {c['statistic']:.1f} "
+                      f"({c['dof']} dof), p-value {c['p_value']:.3g} {verdict} at alpha {c['alpha']:g}", highlight=False)
 
 
 _SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
@@ -77,6 +91,25 @@ def print_reference(d: dict, console: Console) -> None:
                       f"{r['status']}: {escape(r['note'])}", highlight=False)
 
 
+def cross_engine_table(report: dict) -> Table | None:
+    """AL per engine and their relative difference, per drafter (None with one engine)."""
+    section = report.get("cross_engine")
+    if not section:
+        return None
+    primary = report["engine"]["name"]
+    t = Table(title=f"engines compared (tolerance {section['tolerance']:.0%})", title_justify="left")
+    for col in ("drafter", "engine", f"AL {primary}", "AL engine", "relative difference", "outputs identical", "agree"):
+        t.add_column(col)
+    for e in section["engines"]:
+        for row in e["comparison"]:
+            name = row["engine"]
+            t.add_row(escape(row["drafter"]), f"{name} {e['engine']['version']}", _f(row["acceptance_length"][primary]),
+                      _f(row["acceptance_length"][name]),
+                      "—" if row["relative_difference"] is None else f"{row['relative_difference']:+.2%}",
+                      f"{row['outputs_identical']}/{row['num_prompts']}", "yes" if row["agree"] else "[red]no[/]")
+    return t
+
+
 def render_report(report: dict, console: Console) -> None:
     """Print the whole report: settings, one table per drafter, findings, reference comparison, timings, serve line."""
     s, e = report["settings"], report["engine"]
@@ -99,6 +132,11 @@ def render_report(report: dict, console: Console) -> None:
                       f"{t['output_tokens_per_second']:.1f} tok/s (load {t['load_seconds']:.1f} s; "
                       f"ratio to target alone {_f(d['speed_ratio'], 2)})", highlight=False)
         print_findings(d, console)
+        print_sampling_test(d, console)
         print_reference(d, console)
         console.print("serve with:", highlight=False)
         console.print(d["serve_command"], highlight=False, soft_wrap=True, markup=False)
+    table = cross_engine_table(report)
+    if table is not None:
+        console.print()
+        console.print(table)

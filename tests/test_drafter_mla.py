@@ -1,4 +1,4 @@
-"""MLA attention of the reference drafter against transformers' DeepseekV3Attention, its own cache, and
+"""MLA attention of the reference drafter against transformers' DeepseekV3Attention, drafter_model's cache, and
 the tensor names eaglehub validates (eaglehub/drafter_mla.py; vLLM deepseek_eagle3.py / deepseek_v2.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from torch import nn
 from transformers import DeepseekV3Config
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention, DeepseekV3RotaryEmbedding
 
-from eaglehub.drafter_mla import LayerCache, MLAAttention, MLARope
+from eaglehub.drafter_mla import MLAAttention, MLARope
+from eaglehub.drafter_model import LayerCache
 from eaglehub.errors import EaglehubError
 from eaglehub.layouts import read_drafter
 from eaglehub.shapes import expected_tensors
@@ -153,8 +154,8 @@ def test_incremental_decoding_through_the_cache_equals_one_pass(rope):
     torch.testing.assert_close(torch.cat(parts), full, rtol=1e-5, atol=1e-6)
     assert cache.length == 8 and probs.shape == (NH, 1, 8)
     torch.testing.assert_close(probs, full_probs[:, 7:8], rtol=1e-5, atol=1e-7)
-    torch.testing.assert_close(cache.k, full_cache.k)
-    assert full_cache.k.shape == (8, NH, NOPE + ROPE) and full_cache.v.shape == (8, NH, V_HEAD)
+    torch.testing.assert_close(cache.keys, full_cache.keys)
+    assert full_cache.keys.shape == (8, NH, NOPE + ROPE) and full_cache.values.shape == (8, NH, V_HEAD)
     torch.testing.assert_close(full_probs.sum(-1), torch.ones(NH, 8))
     causal = torch.ones(8, 8, dtype=torch.bool).tril()
     assert torch.all(full_probs[:, ~causal] == 0) and torch.all(full_probs[:, causal] > 0)

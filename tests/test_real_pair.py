@@ -101,9 +101,16 @@ def test_verify_fixture_and_upgrade_in_vllm(upgraded, converted, tmp_path):
     report_path = tmp_path / "verify.json"
     drafters = [FIXTURE, upgraded, *converted]
     res = _run("verify", "--target", "smollm2", *[a for d in drafters for a in ("--drafter", str(d))],
-               "-k", str(K), "--max-tokens", "48", "--limit", "2", "--report", str(report_path))
+               "-k", str(K), "--max-tokens", "48", "--limit", "2", "--report", str(report_path),
+               "--engine", "vllm", "--engine", "reference")
     report = json.loads(report_path.read_text())
     assert res.exit_code == 0, res.output
+    # the embedded reference engine agrees with vLLM (issue 5: AL within 5 %) and is lossless too, in every layout
+    other = report["cross_engine"]["engines"][0]
+    assert other["engine"]["name"] == "reference"
+    for row, d in zip(other["comparison"], other["drafters"]):
+        assert row["agree"] and abs(row["relative_difference"]) <= 0.05, row
+        assert d["lossless"] and d["passed"]
     for d in report["drafters"]:
         assert all(p["match"] for p in d["prompts"]) and len(d["prompts"]) == 12
         a = d["acceptance"]["overall"]

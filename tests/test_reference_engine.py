@@ -10,7 +10,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from safetensors.torch import save_file
 
 from conftest import BASE_CONFIG, add_fc_norm, drafter_tensors, target_config, target_tensors, vocab_maps, write_checkpoint
 from eaglehub import acceptance, forensics, verify
@@ -116,6 +115,7 @@ def test_greedy_speculation_is_token_identical_for_every_switch(tmp_path, target
     produced = len(PROMPTS) + total.num_drafts + total.num_accepted_tokens  # + each prompt's prefill token
     assert produced >= sum(len(o) for o in run.outputs) >= produced - len(PROMPTS) * 3
     assert base.group_counters == {} and base.prompt_counters is None
+    assert set(run.group_seconds) == {"a", "b"} and run.generate_seconds == pytest.approx(sum(run.group_seconds.values()))
 
 
 def test_drafter_cache_equals_a_full_recompute():
@@ -256,6 +256,7 @@ def test_verify_with_the_reference_engine_and_near_tie_forensics(tmp_path, targe
     assert [f["code"] for f in d["findings"] if f["code"] != "W-VERIFY-LOW-AL"] == ["W-VERIFY-NEAR-TIE"]
     assert d["passed"] and not d["lossless"]
     assert d["prompts"][0]["forensics"]["classification"] == "near_tie"
+    assert "near_tie: the target's top-2 differ by" in _rendered(report)
     opts.tie_epsilon = 0.0
     report = verify.run_verify(opts, engine=engine)
     assert [f["code"] for f in report["drafters"][0]["findings"] if f["code"] != "W-VERIFY-LOW-AL"] == ["E-VERIFY-LOSSLESS"]
@@ -276,6 +277,7 @@ def test_two_engines_are_compared(tmp_path, target, monkeypatch):
     row = report["cross_engine"]["engines"][0]["comparison"][0]
     assert row["relative_difference"] == 0.0 and row["agree"] and row["outputs_identical"] == 2
     assert report["passed"]
+    assert "engines compared (tolerance 5%)" in _rendered(report) and "+0.00%" in _rendered(report)
     # an engine that accepts less: its AL differs beyond 5 %
     real = other.run
 
@@ -293,6 +295,16 @@ def test_two_engines_are_compared(tmp_path, target, monkeypatch):
     assert any(f["subject"].startswith("engines.reference-copy.") for f in report["drafters"][0]["findings"]
                if f["code"] == "E-VERIFY-NOT-WIRED")
     verify.validate_report(report)
+
+
+def _rendered(report: dict) -> str:
+    from rich.console import Console
+
+    from eaglehub.verify_view import render_report
+
+    console = Console(record=True, width=250)
+    render_report(report, console)
+    return console.export_text()
 
 
 def test_make_engines():

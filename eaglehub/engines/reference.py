@@ -116,7 +116,7 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
         EaglehubError: a quantized drafter (dequantise first or use vLLM), or tensors the module has
             but the checkpoint lacks (``eaglehub validate`` names them).
     """
-    import torch
+    from functools import partial
 
     from ..drafter import MLA, default_aux_ids
     from ..drafter_model import DrafterDims, Eagle3Drafter
@@ -131,8 +131,7 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
     if d.layer_kind == MLA:
         from ..drafter_mla import MLAAttention
 
-        def factory(in_features: int):
-            return MLAAttention(cfg, in_features)
+        factory = partial(MLAAttention, cfg)
     dims = DrafterDims.from_config(cfg)
     model = Eagle3Drafter(dims, attention_factory=factory)
     tensors = d.load_all()
@@ -229,7 +228,7 @@ class ReferenceEngine:
         rng = np.random.default_rng(spec.seed)
         diag = _Diag.zeros(spec.k) if spec.diagnostics and drafter else None
         outputs, counters = [], []
-        generate_seconds = 0.0
+        group_seconds: dict[str, float] = {}
         for group in dict.fromkeys(groups):
             idx = [i for i, g in enumerate(groups) if g == group]
             t0 = time.perf_counter()
@@ -238,7 +237,7 @@ class ReferenceEngine:
                 out, c = decode.run(prompt_token_ids[i])
                 outputs.append((i, out))
                 counters.append((i, c))
-            generate_seconds += time.perf_counter() - t0
+            group_seconds[group] = time.perf_counter() - t0
             if progress:
                 progress(group, len(idx))
         outputs = [o for _, o in sorted(outputs)]
@@ -247,8 +246,9 @@ class ReferenceEngine:
         if drafter:
             for g, c in zip(groups, per_prompt):
                 group_counters[g] = group_counters.get(g, SpecCounters(accepted_per_pos=(0,) * spec.k)) + c
-        return RunResult(outputs=outputs, group_counters=group_counters, generate_seconds=generate_seconds,
+        return RunResult(outputs=outputs, group_counters=group_counters, generate_seconds=sum(group_seconds.values()),
                          load_seconds=load_seconds, engine=self.name, engine_version=self.version(),
+                         group_seconds=group_seconds,
                          prompt_counters=per_prompt if drafter else None,
                          diagnostics=diag.to_dict() if diag is not None else None)
 
@@ -308,7 +308,7 @@ class _Decode:
         logits = self._draft_logits(normed)
         qd = torch.softmax(logits.double() / self.spec.temperature, dim=-1)
         q = torch.zeros(self.target.config.vocab_size, dtype=torch.float64)
-        q[m.to_target_ids(torch.arange(qd.shape[0]))] = qd.cpu()
+        q[m.to_target_ids(torch.arange(qd.shape[0], device=qd.device)).cpu()] = qd.cpu()
         return q.numpy()
 
     def _draft_logits(self, normed):
@@ -345,7 +345,7 @@ class _Decode:
 
         if self.greedy:
             draft_id = int(self._draft_logits(self.last_normed).argmax())
-            return int(self.drafter.model.to_target_ids(torch.tensor(draft_id))), None
+            return int(self.drafter.model.to_target_ids(torch.tensor(draft_id, device=self.target.device))), None
         q = self.draft_probs(self.last_normed)
         return int(self.rng.choice(q.size, p=q / q.sum())), q
 
