@@ -202,6 +202,21 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
         print_convert(report, console, err_console)
 
 
+def _write_and_show(report: dict, as_json: bool, render, *outputs) -> None:
+    """Write each ``(writer, path, label)`` whose path is set, then print the report as JSON or through
+    ``render(report, console)`` followed by the written paths."""
+    for writer, path, _ in outputs:
+        if path:
+            writer(report, path)
+    if as_json:
+        print_json(report)
+        return
+    render(report, console)
+    for _, path, label in outputs:
+        if path:
+            console.print(f"{label}: {path}", highlight=False)
+
+
 # --- verify (eaglehub.verify) -----------------------------------------------------------------
 
 
@@ -311,17 +326,7 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
             render_summary(summary, console)
         sys.exit(pairs_exit_code(summary))
     report = run_verify(opts, engines=chosen, console=err_console)
-    if report_path:
-        write_report(report, report_path)
-    if plot_path:
-        write_plot(report, plot_path)
-    if as_json:
-        print_json(report)
-    else:
-        render_report(report, console)
-        for label, path in (("report", report_path), ("plot", plot_path)):
-            if path:
-                console.print(f"{label}: {path}", highlight=False)
+    _write_and_show(report, as_json, render_report, (write_report, report_path, "report"), (write_plot, plot_path, "plot"))
     sys.exit(exit_code(report))
 
 
@@ -365,17 +370,7 @@ def speedup_cmd(target_spec, drafter, k, concurrency, max_tokens, limit, prompts
                           max_tokens=max_tokens, prompts_file=prompts_file, limit=limit, dtype=dtype,
                           prefix_tokens=prefix_tokens, repeats=repeats)
     report = run_speedup(opts, engine=VllmEngine(log_dir=engine_log), console=err_console)
-    if report_path:
-        write_report(report, report_path)
-    if plot_path:
-        plot_speedup(report, plot_path)
-    if as_json:
-        print_json(report)
-    else:
-        render_report(report, console)
-        for label, path in (("report", report_path), ("plot", plot_path)):
-            if path:
-                console.print(f"{label}: {path}", highlight=False)
+    _write_and_show(report, as_json, render_report, (write_report, report_path, "report"), (plot_speedup, plot_path, "plot"))
 
 
 # --- diagnose (eaglehub.diagnose) -------------------------------------------------------------

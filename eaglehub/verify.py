@@ -43,12 +43,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__, acceptance, cross_engine, forensics
-from .atomic import atomic_file
 from .engines.base import Engine, RunResult, RunSpec, SpecCounters
 from .errors import EaglehubError
 from .findings import Finding, finding
 from .prompts import Prompt, default_prompts_path, describe_prompts, load_prompts
-from .schemas import schema_errors
+from .schemas import check_output, schema_errors, write_output
 
 REPORT_SCHEMA = "verify-report"
 REPORT_VERSION = 2
@@ -454,10 +453,7 @@ def validate_report(report: dict) -> None:
     Raises:
         EaglehubError: the report breaks the schema (a bug in eaglehub; exit code 1).
     """
-    errors = schema_errors(report, REPORT_SCHEMA)
-    if errors:
-        where, message = errors[0]
-        raise EaglehubError(f"internal error: verify report breaks its schema at {where}: {message}", exit_code=1)
+    check_output(report, REPORT_SCHEMA, "verify report")
 
 
 def write_report(report: dict, path: Path) -> None:
@@ -466,13 +462,7 @@ def write_report(report: dict, path: Path) -> None:
     Raises:
         EaglehubError: schema violation (see :func:`validate_report`) or the file cannot be written.
     """
-    validate_report(report)
-    path = Path(path)
-    try:
-        with atomic_file(path) as tmp:
-            tmp.write_text(json.dumps(report, indent=2) + "\n")
-    except OSError as exc:
-        raise EaglehubError(f"cannot write report {path}: {exc}") from exc
+    write_output(report, path, REPORT_SCHEMA, "verify report")
 
 
 def write_plot(report: dict, path: Path) -> None:
