@@ -271,12 +271,15 @@ def _write_and_show(report: dict, as_json: bool, render, *outputs) -> None:
 @click.option("--sampling-temperature", type=float, default=1.0, show_default=True, help="Temperature of the sampling test.")
 @click.option("--sampling-prefixes", type=click.IntRange(min=1), default=4, show_default=True,
               help="Prefixes of the sampling test: the first prompt of this many categories.")
+@click.option("--engine-samples", type=click.IntRange(min=0), default=2000, show_default=True,
+              help="With --sampling-trials: samples per prefix of vLLM's own sampled output (its second token "
+                   "tested against the target's distribution); 0: skip.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report (with a manifest: the summary) as JSON instead of tables.")
 @handle_errors
 def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, limit, dtype, engine_log, report_path,
                plot_path, reference_report, al_tolerance, as_json, manifest, report_dir, tensor_parallel_size,
                pipeline_parallel_size, distributed_executor_backend, engines, engine_tolerance, device, tie_epsilon,
-               sampling_trials, sampling_temperature, sampling_prefixes) -> None:
+               sampling_trials, sampling_temperature, sampling_prefixes, engine_samples) -> None:
     """Prove TARGET + DRAFTER lossless (greedy) and measure acceptance, in vLLM or the reference engine.
 
     Exit code 1 when any drafter has an error finding: a prompt not token-identical to the target
@@ -305,7 +308,7 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
                          reference_report=reference_report, al_tolerance=al_tolerance, engine_options=engine_options,
                          engines=list(engines) or ["auto"], engine_tolerance=engine_tolerance, tie_epsilon=tie_epsilon,
                          sampling_trials=sampling_trials, sampling_temperature=sampling_temperature,
-                         sampling_prefixes=sampling_prefixes, device=device)
+                         sampling_prefixes=sampling_prefixes, engine_samples=engine_samples, device=device)
     chosen = make_engines(opts.engines, log_dir=engine_log, device=device)
     selection = select(manifest, target_spec, drafters)
     if selection is None and report_dir:

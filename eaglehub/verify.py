@@ -83,6 +83,9 @@ class VerifyOptions:
     """Trials per prefix of the T > 0 sampling test (0: no test)."""
     sampling_temperature: float = 1.0
     sampling_prefixes: int = 4
+    engine_samples: int = 2000
+    """With the sampling test: samples per prefix of each non-reference engine's own output test
+    (:func:`eaglehub.sampling_check.run_engine_sampling_test`); 0: none."""
     device: str = "cpu"
 
 
@@ -739,13 +742,19 @@ def _attach_sampling_tests(report: dict, engines: list[Engine], specs: list[RunS
     from dataclasses import replace
 
     from .engines.reference import ReferenceEngine
-    from .sampling_check import first_per_category, run_sampling_test
+    from .sampling_check import first_per_category, run_engine_sampling_test, run_sampling_test
 
     ref = next((e for e in engines if isinstance(e, ReferenceEngine)), None) or ReferenceEngine(device=opts.device)
     chosen = first_per_category(requests, ids, opts.sampling_prefixes)
     for d, spec in zip(report["drafters"], specs):
-        section, found = run_sampling_test(ref, replace(spec, temperature=opts.sampling_temperature), chosen,
-                                           opts.sampling_trials)
+        hot = replace(spec, temperature=opts.sampling_temperature)
+        section, found = run_sampling_test(ref, hot, chosen, opts.sampling_trials)
+        section["engine_outputs"] = []
+        for e in engines:
+            if opts.engine_samples and not isinstance(e, ReferenceEngine):  # the reference rule is tested above
+                part, more = run_engine_sampling_test(e, hot, chosen, opts.engine_samples, ref.target(spec.target, opts.dtype))
+                section["engine_outputs"].append(part)
+                found += more
         d["sampling_test"] = section
         d["findings"] += [f.as_dict() for f in found]
     _refresh_passed(report)

@@ -115,7 +115,8 @@ def render_report(report: dict, console: Console) -> None:
     s, e = report["settings"], report["engine"]
     console.print(f"[bold]verify[/] target {report['target']['path']}  ·  engine {e['name']} {e['version']}  ·  "
                   f"k={s['num_speculative_tokens']}  max_tokens={s['max_tokens']}  dtype={s['dtype']}  greedy  ·  "
-                  f"{report['prompts']['count']} prompts in {len(report['prompts']['categories'])} categories",
+                  f"{report['prompts']['count']} prompts in {len(report['prompts']['categories'])} categories"
+                  + (f" ({report['prompts']['requests']} requests: one per turn)" if report["prompts"].get("multi_turn") else ""),
                   highlight=False)
     console.print(f"[dim]{report['definitions']['acceptance_length']}[/]", highlight=False)
     b = report["baseline"]

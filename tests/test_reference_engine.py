@@ -312,3 +312,54 @@ def test_make_engines():
     assert names == ["reference", "vllm"]  # vLLM is installed in this venv; repeats collapse
     with pytest.raises(EaglehubError, match="unknown engine"):
         verify.make_engines(["tgi"])
+
+
+class _SamplingEngine:
+    """Samples two tokens per request like an engine at T = 1: the first always the target's argmax,
+    the second from the target's p(· | prompt, first) raised to ``power`` (1 = correct)."""
+
+    name = "fake-sampler"
+
+    def __init__(self, target_path, power: float = 1.0):
+        self.t = ReferenceEngine().target(target_path, "float32")
+        self.power = power
+        self.calls = []
+
+    def version(self):
+        return "1"
+
+    def run(self, spec, ids, groups, progress=None):
+        from eaglehub.engines.base import RunResult
+
+        self.calls.append((spec.max_tokens, spec.distinct_seeds, len(ids), len(set(groups))))
+        rng, dists, outputs = np.random.default_rng(spec.seed), {}, []
+        with torch.inference_mode():
+            for prompt in ids:
+                if tuple(prompt) not in dists:  # the same prompt repeated: its distributions once
+                    logits, _ = self.t.forward(prompt, self.t.new_cache(), None)
+                    first = int(logits[-1].argmax())
+                    logits, _ = self.t.forward(prompt + [first], self.t.new_cache(), None)
+                    p = torch.softmax(logits[-1].double(), -1).numpy() ** self.power
+                    dists[tuple(prompt)] = first, np.cumsum(p / p.sum())
+                first, cdf = dists[tuple(prompt)]
+                outputs.append([first, int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))])
+        return RunResult(outputs=outputs)
+
+
+def test_engine_sampling_test_on_an_engine_s_own_outputs(target):
+    from eaglehub.prompts import Prompt
+    from eaglehub.sampling_check import MIN_GROUP, run_engine_sampling_test
+
+    ref = ReferenceEngine().target(target, "float32")
+    chosen = [(Prompt("p0", "a", "x"), PROMPTS[0]), (Prompt("p1", "b", "x"), PROMPTS[2])]
+    spec = RunSpec(target, None, 3, 32, temperature=1.0)
+    good = _SamplingEngine(target)
+    section, found = run_engine_sampling_test(good, spec, chosen, 4000, ref)
+    assert good.calls == [(2, True, 8000, 2)]  # two tokens, independent seeds, one run, one batch per prefix
+    assert found == [] and section["combined"]["passed"] and len(section["groups"]) == 2
+    assert section["groups"][0]["samples"] == 4000
+    flat = _SamplingEngine(target, power=0.8)  # a broken rule that flattens the target's distribution
+    section, found = run_engine_sampling_test(flat, spec, chosen, 4000, ref)
+    assert [f.code for f in found] == ["E-SAMPLING-BIASED"] and not section["combined"]["passed"]
+    section, found = run_engine_sampling_test(good, spec, chosen, MIN_GROUP - 1, ref)
+    assert section["combined"] is None and "not tested" in section["note"] and found == []

@@ -57,3 +57,27 @@ def test_verify_smollm2_with_tiny_drafter(tmp_path):
     assert ("W-VERIFY-LOW-AL", "acceptance.overall") in [(f["code"], f["subject"]) for f in d["findings"]]
     assert res.exit_code == 0, res.output
     assert "vllm serve" in res.output
+
+
+def test_vllm_sampled_outputs_follow_the_target_distribution():
+    """vLLM at T = 1 with the fixture drafter: the second output token (the first to go through draft +
+    verify) of 2000 independent samples per prefix is distributed as the target's p(· | prompt, first)."""
+    from pathlib import Path
+
+    from eaglehub.engines.base import RunSpec
+    from eaglehub.engines.chat import encode_chat
+    from eaglehub.engines.reference import ReferenceEngine
+    from eaglehub.engines.vllm_engine import VllmEngine
+    from eaglehub.prompts import load_prompts
+    from eaglehub.sampling_check import MIN_GROUP, first_per_category, run_engine_sampling_test
+    from eaglehub.target import resolve_target
+
+    target = resolve_target("smollm2")
+    prompts = load_prompts(None, ["coding", "math"], 1)
+    chosen = first_per_category(prompts, encode_chat(target, [p.text for p in prompts]), 2)
+    fixture = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
+    spec = RunSpec(target, fixture, K, 2, temperature=1.0, seed=0)
+    section, findings = run_engine_sampling_test(VllmEngine(), spec, chosen, 2000, ReferenceEngine().target(target, "float32"))
+    assert section["engine"] == "vllm" and findings == [], section
+    assert section["groups"] and all(g["samples"] >= MIN_GROUP for g in section["groups"])
+    assert section["combined"]["passed"] and section["combined"]["dof"] >= 1

@@ -91,6 +91,9 @@ class RunSpec:
     temperature: float = 0.0
     engine_options: dict = field(default_factory=dict)
     diagnostics: bool = False
+    distinct_seeds: bool = False
+    """At temperature > 0: request ``i`` samples with seed ``seed + i``, so repeated prompts draw
+    independent samples (vLLM seeds each request's generator from its own seed)."""
 
 
 @dataclass

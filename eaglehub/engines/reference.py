@@ -60,7 +60,9 @@ class ReferenceTarget:
     def __init__(self, path: Path, dtype: str = "float32", device: str = "cpu"):
         import torch
         from transformers import AutoModelForCausalLM
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # verify draws its own progress bar
         try:
             self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_torch_dtype(dtype)).to(device).eval()
         except (OSError, ValueError) as exc:

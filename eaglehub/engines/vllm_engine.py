@@ -64,7 +64,7 @@ def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list
         "temperature": spec.temperature, "max_model_len": spec.max_model_len, "kv_cache_bytes": kv_cache_bytes,
         "engine_options": {key: spec.engine_options[key] for key in ENGINE_OPTION_KEYS
                            if spec.engine_options.get(key) is not None},
-        "prompt_token_ids": prompt_token_ids, "groups": groups,
+        "prompt_token_ids": prompt_token_ids, "groups": groups, "distinct_seeds": spec.distinct_seeds,
     }
 
 
@@ -199,6 +199,8 @@ def _worker(request_path: str, result_path: str) -> None:
 
     params = SamplingParams(**sampling_kwargs(req))
     ids, groups = req["prompt_token_ids"], req["groups"]
+    if req.get("distinct_seeds"):
+        params = [SamplingParams(**{**sampling_kwargs(req), "seed": req["seed"] + i}) for i in range(len(ids))]
     outputs: list[list[int] | None] = [None] * len(ids)
     group_counters: dict[str, SpecCounters] = {}
     group_seconds: dict[str, float] = {}
@@ -206,7 +208,8 @@ def _worker(request_path: str, result_path: str) -> None:
         idx = [i for i, g in enumerate(groups) if g == group]
         before = counters_from_metrics(llm.get_metrics())
         t0 = time.perf_counter()
-        outs = llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in idx], params, use_tqdm=False)
+        batch_params = [params[i] for i in idx] if isinstance(params, list) else params
+        outs = llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in idx], batch_params, use_tqdm=False)
         group_seconds[group] = time.perf_counter() - t0
         for i, out in zip(idx, outs):
             outputs[i] = list(out.outputs[0].token_ids)
