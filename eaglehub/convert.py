@@ -106,8 +106,18 @@ def _repair(d: Drafter) -> tuple[Drafter, list[dict]]:
                    carried={**d.carried, d.format: carried}), changes
 
 
-def _upgrade(d: Drafter, norm_output: bool) -> tuple[Drafter, dict[str, OutTensor], list[dict]]:
-    """The 3.1 view of ``d``: flags set, ``fc_norm.{i}.weight`` = ones ``[Ht]`` in ``fc``'s dtype."""
+def tensor_bytes(t, code: str) -> bytes:
+    """A torch tensor's values as little-endian bytes of safetensors dtype ``code`` (e.g. ``"BF16"``)."""
+    import torch
+
+    from .stformat import DTYPES
+
+    return t.detach().to(getattr(torch, DTYPES[code].torch)).contiguous().cpu().view(torch.uint8).numpy().tobytes()
+
+
+def _upgrade(d: Drafter, norm_output: bool, gains: list | None = None) -> tuple[Drafter, dict[str, OutTensor], list[dict]]:
+    """The 3.1 view of ``d``: flags set, ``fc_norm.{i}.weight`` = ones ``[Ht]`` in ``fc``'s dtype, or
+    ``gains[i]`` (calibrated, :mod:`eaglehub.calibrate`)."""
     if d.is_31:
         raise EaglehubError(f"{d.path} is already an EAGLE-3.1 drafter (fc_norm/norm_output set or fc_norm.* tensors present)",
                             hint="drop --to to change only the format")
@@ -115,7 +125,8 @@ def _upgrade(d: Drafter, norm_output: bool) -> tuple[Drafter, dict[str, OutTenso
     code = DTYPE_BY_TORCH[fc.dtype].code
     if code not in ONE:
         raise EaglehubError(f"fc.weight is {fc.dtype}; fc_norm weights need a float dtype", hint="upgrade the unquantized drafter, then quantize")
-    added = {f"fc_norm.{i}.weight": OutTensor(f"fc_norm.{i}.weight", code, (d.dims.Ht,), d.dims.Ht * len(ONE[code]), data=ONE[code] * d.dims.Ht)
+    added = {f"fc_norm.{i}.weight": OutTensor(f"fc_norm.{i}.weight", code, (d.dims.Ht,), d.dims.Ht * len(ONE[code]),
+                                              data=ONE[code] * d.dims.Ht if gains is None else tensor_bytes(gains[i], code))
              for i in range(d.dims.A)}
     updates = {"fc_norm": True, "norm_output": norm_output}
     changes = [{"key": k, "old": d.config.get(k), "new": v} for k, v in updates.items() if d.config.get(k) != v]
@@ -156,6 +167,14 @@ def _source_tensor(d: Drafter, canonical: str, stored: str) -> OutTensor:
         return d.load(name).contiguous().reshape(-1).view(torch.uint8).numpy()
 
     return OutTensor(stored, code, info.shape, info.nbytes, buffer=buffer)
+
+
+def _replaced_tensor(d: Drafter, canonical: str, stored: str, value) -> OutTensor:
+    info = d.tensors[canonical]
+    code = info.st_dtype or DTYPE_BY_TORCH[info.dtype].code
+    if tuple(value.shape) != tuple(info.shape):
+        raise EaglehubError(f"internal error: new {canonical} has shape {tuple(value.shape)}, the source {tuple(info.shape)}", exit_code=1)
+    return OutTensor(stored, code, info.shape, info.nbytes, data=tensor_bytes(value, code))
 
 
 def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, OutTensor], list[str], list[str]]:
@@ -286,10 +305,12 @@ class Plan:
 
 
 def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str, force: bool, norm_output: bool,
-          verifier: str | None) -> Plan:
+          verifier: str | None, gains: list | None = None, replaced: dict | None = None) -> Plan:
     """Everything the write needs, computed from headers and config only (plus ``d2t`` when a format
-    needs ``t2d`` derived): the output config, the tensor list, the provenance document."""
-    view, added, changes = _upgrade(view, norm_output) if to else (view, {}, [])
+    needs ``t2d`` derived): the output config, the tensor list, the provenance document.
+    ``gains``/``replaced``: calibrated ``fc_norm`` gains and fine-tuned tensors (canonical name →
+    torch tensor, written in the source tensor's dtype instead of its bytes)."""
+    view, added, changes = _upgrade(view, norm_output, gains) if to else (view, {}, [])
     view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
     aux_plan = _aux_plan(view, out_fmt)
     target = dict(view.target) if view.target else None
@@ -307,7 +328,8 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
     canon = sorted((n for n in view.names if n not in omitted and n not in added),
                    key=lambda n: (view.tensors[n].file, view.tensors[n].offset or 0))
     stored = writer.stored_names([*canon, *added, *maps], carried.get(out_fmt, {}))
-    tensors = [_source_tensor(view, n, stored[n]) for n in canon]
+    tensors = [_source_tensor(view, n, stored[n]) if n not in (replaced or {}) else _replaced_tensor(view, n, stored[n], replaced[n])
+               for n in canon]
     tensors += [replace(t, name=stored[n]) for n, t in {**added, **maps}.items()]
     prov = make_provenance(
         {**source, "format": d.format, "version": d.version},
@@ -322,7 +344,7 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
 def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | None = None, force: bool = False,
             overwrite: bool = False, max_shard_size: int | str | None = None, source_format: str | None = None,
             norm_output: bool = True, verifier: str | None = None, revision: str | None = None,
-            aux_convention: str | None = None, progress=None) -> dict:
+            aux_convention: str | None = None, progress=None, calibration=None) -> dict:
     """Convert ``src`` (directory or hub repo id) into ``dst`` and return the report
     (``schemas/convert-report.schema.json``).
 
@@ -330,7 +352,9 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
     ``norm_output``; ``fmt`` picks the output format (default: the source's). Output: ``config.json``,
     ``model.safetensors`` (or shards of at most ``max_shard_size`` + index), ``eaglehub.json``, and
     the source's side files (tokenizer, card, ...). ``progress(total_bytes)`` returns an ``advance(n)``
-    callback for a progress bar.
+    callback for a progress bar. ``calibration`` (:class:`eaglehub.calibrate.Calibration`, with
+    ``to="3.1"``): its gains replace the unit ``fc_norm`` weights, its ``norm_output`` choice and
+    fine-tuned weights are written, its report becomes the report's ``calibration`` section.
 
     Raises:
         EaglehubError: nothing to do; unknown format; ``dst`` exists without ``overwrite`` or is the
@@ -355,7 +379,10 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
                             hint="drop --aux-convention")
     repaired, repairs = _repair(d)
     _source_errors(repaired)
-    plan = _plan(d, repaired, source, to, fmt or d.format, force, norm_output, verifier)
+    if calibration is not None:
+        norm_output = calibration.norm_output
+    plan = _plan(d, repaired, source, to, fmt or d.format, force, norm_output, verifier,
+                 calibration.gains if calibration is not None else None, calibration.weights if calibration is not None else None)
     keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
     advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else (lambda n: None)
     try:
@@ -368,7 +395,7 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
     except OSError as exc:
         raise EaglehubError(f"cannot write {dst}: {exc.strerror or exc}", hint="check permissions and free space of its directory") from exc
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
-    warnings = [NOT_EQUIVALENT.format(extra=extra)] if to else []
+    warnings = [NOT_EQUIVALENT.format(extra=extra)] if to and calibration is None else []
     warnings += [f"dropped with --force: {x['what']}" for x in plan.dropped] + aux_warnings(d)
     return {
         "schema": REPORT_SCHEMA,
@@ -391,6 +418,7 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         "copied_files": side,
         "skipped_files": skipped,
         "warnings": warnings,
+        "calibration": calibration.report if calibration is not None else None,
     }
 
 

@@ -1,4 +1,5 @@
-"""The PyTorch drafter and the recipe's training-time-test unroll against step-by-step drafting."""
+"""The PyTorch drafter and the training-time-test unroll (eaglehub.ttt, used by the recipe and by calibration)
+against step-by-step drafting."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from safetensors.torch import save_file
 
 from conftest import BASE_CONFIG, load_recipe
 from eaglehub.drafter_model import DrafterDims, Eagle3Drafter, attention
+from eaglehub.ttt import ttt_loss, unroll
 from eaglehub.validate import validate
 
 def _model(seed: int = 0, **flags) -> Eagle3Drafter:
@@ -51,7 +53,7 @@ def test_to_target_ids_adds_offsets():
 @pytest.mark.parametrize("norm_output", [False, True])
 def test_ttt_unroll_equals_step_by_step_drafting(norm_output):
     """Step j at base i must see exactly the keys vLLM's drafter sees: step-1 keys ≤ i and its own chain."""
-    train = load_recipe("train")
+    assert load_recipe("train").ttt_loss is ttt_loss  # the recipe trains with this very unroll
     m = _model(seed=1, norm_output=norm_output)
     d = m.dims
     steps, L, V = 3, 7, d.vocab_size
@@ -60,7 +62,7 @@ def test_ttt_unroll_equals_step_by_step_drafting(norm_output):
     ids = torch.randint(0, V, (1, L + steps + 1), generator=g)
     aux = torch.randn(1, L, d.num_aux * d.target_hidden_size, generator=g) * 3
     with torch.no_grad():
-        got = train.unroll(m, embed, ids, aux, torch.tensor([L]), steps)
+        got = unroll(m, embed, ids, aux, torch.tensor([L]), steps)
         pos = torch.arange(L)
         q, k, v, resid = m.layer_qkv(m.combine(aux[0]), embed[ids[0, 1 : L + 1]], pos)
         normed, fed = m.layer_out(attention(q, k, v, pos[None, :] <= pos[:, None]), resid)

@@ -1,0 +1,117 @@
+"""Calibrated 3 → 3.1 upgrade (eaglehub.calibrate) on tiny generated pairs: the closed-form fit on
+synthetic hidden states, what --steps 0 writes, fine-tuning scopes, the norm_output choice, the report."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file
+
+from eaglehub import calibrate
+from eaglehub.cli import main
+from eaglehub.schemas import schema_errors
+from test_reference_engine import PROMPTS, _constant_drafter, target  # noqa: F401  (fixture)
+
+A, HT = 3, 64
+
+
+def _shards(x: torch.Tensor, lengths: list[int]) -> list[dict]:
+    out, at = [], 0
+    for n in lengths:
+        out.append({"ids": torch.zeros(n, dtype=torch.long), "aux": x[at:at + n], "answer_start": 1})
+        at += n
+    return out
+
+
+def test_fit_recovers_known_gains_when_each_layer_has_one_scale():
+    """x = s_i · n with n of unit RMS: g·n matches x exactly for g = s_i in every channel."""
+    g = torch.Generator().manual_seed(0)
+    n = torch.randn(400, A, HT, generator=g, dtype=torch.float64)
+    n = n / n.pow(2).mean(-1, keepdim=True).sqrt()
+    scales = torch.tensor([2.9, 11.4, 27.4], dtype=torch.float64)  # drafter-training.md's SmolLM2 layers
+    x = (n * scales[None, :, None]).reshape(400, A * HT).float()
+    gains, stats = calibrate.fit_gains(_shards(x, [100, 150, 150]), A, eps=0.0)
+    for i in range(A):
+        assert torch.allclose(gains[i], torch.full((HT,), float(scales[i])), rtol=1e-4)
+        assert stats[i]["tokens"] == 397 and stats[i]["mean_rms"] == pytest.approx(float(scales[i]), rel=1e-4)
+
+
+def test_fit_is_the_per_channel_least_squares_solution_and_skips_the_first_position():
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(60, A * HT, generator=g) * torch.rand(60, 1, generator=g) * 10
+    x[0] = 1000.0  # an attention-sink position: excluded
+    gains, _ = calibrate.fit_gains(_shards(x, [60]), A, eps=1e-5)
+    xs = x[1:].double().reshape(59, A, HT)
+    nrm = xs / (xs.pow(2).mean(-1, keepdim=True) + 1e-5).sqrt()
+    expected = (nrm * xs).sum(0) / nrm.pow(2).sum(0)
+    for i in range(A):
+        assert torch.allclose(gains[i].double(), expected[i], rtol=1e-5)
+        # no other gain does better in least squares (perturbing it raises the residual)
+        res = lambda gg: ((gg * nrm[:, i] - xs[:, i]) ** 2).sum()  # noqa: E731
+        assert res(expected[i]) < res(expected[i] * 1.01) and res(expected[i]) < res(expected[i] * 0.99)
+
+
+@pytest.fixture
+def pair(tmp_path, target, monkeypatch):  # noqa: F811
+    drafter, _ = _constant_drafter(tmp_path, target)
+    prompts = tmp_path / "calib.jsonl"
+    prompts.write_text("".join(json.dumps({"id": f"c{i}", "category": "ab"[i % 2], "prompt": f"q{i}"}) + "\n" for i in range(6)))
+    ids = {f"q{i}": PROMPTS[i % len(PROMPTS)] for i in range(6)}
+    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [ids[m] for m in msgs])
+    return drafter, target, prompts
+
+
+def _opts(target, prompts, **over):
+    return calibrate.CalibrationOptions(target=str(target), prompts_file=str(prompts), max_new_tokens=8, eval_tokens=12,
+                                        held_out=1, **over)
+
+
+def test_steps_0_adds_only_the_gains_and_the_flags(tmp_path, pair):
+    drafter, target, prompts = pair
+    report = calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts))
+    assert schema_errors(report, "convert-report") == []
+    src, out = load_file(str(drafter / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert set(out) - set(src) == {f"fc_norm.{i}.weight" for i in range(3)}
+    assert all(torch.equal(src[k], out[k]) for k in src)  # bit-exact
+    cal = report["calibration"]
+    for i in range(3):
+        assert not torch.equal(out[f"fc_norm.{i}.weight"], torch.ones(64))  # fitted, not the plain unit gains
+        assert out[f"fc_norm.{i}.weight"].mean().item() == pytest.approx(cal["gains"][i]["gain_mean"], rel=1e-3)
+    before = json.loads((drafter / "config.json").read_text())
+    after = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert {k for k in after if after.get(k) != before.get(k)} == {"fc_norm", "norm_output"}
+    assert after["fc_norm"] is True and after["norm_output"] is cal["norm_output"]["chosen"]
+    assert cal["prompts"]["fit"] == 4 and cal["prompts"]["held_out"] == 2 and cal["fine_tuning"] is None
+    assert {c["norm_output"] for c in cal["norm_output"]["candidates"]} == {False, True}
+    acc = cal["acceptance"]
+    assert acc["source"]["acceptance_length"] >= 1 and acc["plain_upgrade"]["num_drafts"] > 0
+    best = max(c["acceptance_length"] for c in cal["norm_output"]["candidates"])
+    assert acc["calibrated"]["acceptance_length"] == best
+
+
+def test_fine_tuning_scopes(tmp_path, pair):
+    drafter, target, prompts = pair
+    norms = calibrate.calibrated_upgrade(drafter, tmp_path / "norms", _opts(target, prompts, steps=2, norm_output=False))
+    src, out = load_file(str(drafter / "model.safetensors")), load_file(str(tmp_path / "norms" / "model.safetensors"))
+    assert all(torch.equal(src[k], out[k]) for k in src)  # norms only: the rest is bit-exact
+    tune = norms["calibration"]["fine_tuning"]
+    assert tune["steps"] == 2 and tune["train"] == "norms" and tune["lr"] == 1e-2
+    assert norms["calibration"]["norm_output"]["reason"] == "forced by --no-norm-output"
+    calibrate.calibrated_upgrade(drafter, tmp_path / "all", _opts(target, prompts, steps=2, train="all", lr=1e-3))
+    every = load_file(str(tmp_path / "all" / "model.safetensors"))
+    assert torch.equal(every["d2t"], src["d2t"]) and torch.equal(every["t2d"], src["t2d"])
+    assert not torch.equal(every["fc.weight"], src["fc.weight"])
+    assert every["fc.weight"].dtype == src["fc.weight"].dtype
+
+
+def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
+    drafter, target, prompts = pair
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate"])
+    assert res.exit_code == 2 and "--calibrate needs --to 3.1 and --target" in res.output
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
+                                    str(target), "--calibration-prompts", str(prompts), "--lr", "-1"])
+    assert res.exit_code == 2 and "--lr must be > 0" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "x").exists()
