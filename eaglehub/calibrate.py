@@ -6,7 +6,7 @@ per-token RMS ≈ 2.9 / 11.4 / 27.4 for SmolLM2's layers 2, 15, 27). Steps:
 
 1. **Calibration data**: the target continues each calibration prompt greedily (``max_new_tokens``),
    then one forward over prompt + continuation gives the aux states of every position
-   (:func:`collect`); the bundled set is ``fixtures/prompts/calibration.jsonl`` (96 prompts, 6
+   (:func:`collect`); the bundled set is ``fixtures/prompts/calibration.jsonl`` (72 prompts of at most 600 characters, 6
    categories, disjoint from the evaluation prompts). Per category the last ``held_out`` prompts are
    held out for the acceptance measurements.
 2. **Closed-form gains** (:func:`fit_gains`): per chunk ``i`` and channel ``c``, the gain ``g`` that
@@ -20,8 +20,11 @@ per-token RMS ≈ 2.9 / 11.4 / 27.4 for SmolLM2's layers 2, 15, 27). Steps:
 4. **Fine-tuning** (``steps > 0``): training-time test (:mod:`eaglehub.ttt`, 3 unrolled steps) on the
    target's own greedy continuations; ``train="norms"`` trains the ``fc_norm`` gains only (every other
    tensor stays bit-exact), ``"all"`` every drafter weight (``d2t``/``t2d`` excepted).
-5. **Acceptance before/after** on the held-out prompts in the reference engine: the source (3.0), the
-   plain upgrade (unit gains, ``norm_output`` on, what ``convert --to 3.1`` writes) and the result.
+5. **Acceptance before/after** on the held-out prompts: the source (3.0), the plain upgrade (unit
+   gains, ``norm_output`` on, what ``convert --to 3.1`` writes) and the result, each decoded greedily
+   by the reference engine's loop over the target's recorded greedy continuation of those prompts
+   (:class:`eaglehub.engines.reference.ReplayTarget`: the target runs once, every candidate costs
+   drafter passes only).
 
 AL = 1 + accepted / drafts (tokens per verify pass, bonus included), greedy, k = ``num_speculative_tokens``.
 """
@@ -157,12 +160,13 @@ def fit_gains(shards: list[dict], num_aux: int, eps: float) -> tuple[list, list[
 # --- measurement ----------------------------------------------------------------------------------------
 
 
-def measure(engine, target: Path, drafter: Path, ids: list[list[int]], groups: list[str], k: int, max_tokens: int) -> dict:
-    """Greedy acceptance of ``drafter`` on the held-out prompts in ``engine`` (AL, rate per position, drafts)."""
-    from .engines.base import RunSpec
+def measure(engine, live, drafter: Path, records: list[dict], k: int) -> dict:
+    """Greedy acceptance of ``drafter`` on the held-out records (AL, rate per position, drafts): the
+    reference engine's decode loop over the target's recorded greedy continuations
+    (:func:`eaglehub.engines.reference.replay_acceptance`: drafter passes only)."""
+    from .engines.reference import replay_acceptance
 
-    run = engine.run(RunSpec(target, drafter, k, max_tokens), ids, groups)
-    stats = acceptance.acceptance_stats(acceptance.total(run.group_counters.values()))
+    stats = acceptance.acceptance_stats(replay_acceptance(engine, live, drafter, records, k))
     return {"acceptance_length": stats["acceptance_length"], "acceptance_rate_per_position": stats["acceptance_rate_per_position"],
             "num_drafts": stats["num_drafts"]}
 
@@ -283,11 +287,11 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
         shards = collect(target, encode_chat(target_path, [p.text for p in fit]), aux_ids, opts.max_new_tokens)
         collect_s = time.perf_counter() - t0
     gains, stats = fit_gains(shards, d.dims.A, float(d.config.get("rms_norm_eps", 1e-5)))
-    held_ids = encode_chat(target_path, [p.text for p in held])
-    held_groups = [p.category for p in held]
+    with phase(f"held-out records: {len(held)} prompts x {opts.eval_tokens} target tokens"):
+        held_records = collect(target, encode_chat(target_path, [p.text for p in held]), aux_ids, opts.eval_tokens)
 
     def al(path: Path) -> dict:
-        return measure(engine, target_path, path, held_ids, held_groups, opts.k, opts.eval_tokens)
+        return measure(engine, target, path, held_records, opts.k)
 
     with tempfile.TemporaryDirectory(prefix="eaglehub-calibrate-") as tmp:
         tmp = Path(tmp)
@@ -328,7 +332,9 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
         "fine_tuning": tune,
         "acceptance": {"engine": engine.name, "engine_version": engine.version(), "num_speculative_tokens": opts.k,
                        "max_tokens": opts.eval_tokens, "source": source_al, "plain_upgrade": plain_al, "calibrated": result_al},
-        "definitions": {"acceptance_length": acceptance.AL_DEFINITION + "; greedy, on the held-out calibration prompts",
+        "definitions": {"acceptance_length": acceptance.AL_DEFINITION + "; greedy, on the held-out calibration prompts, "
+                                              "replaying the target's recorded greedy continuation through the reference "
+                                              "engine's decode loop",
                         "gain": "per channel: argmin_g sum_t (g * n_t - x_t)^2 with n_t = x_t / rms(x_t) over the calibration "
                                 "tokens (first position of each sequence excluded)",
                         "mean_rms": "mean over calibration tokens of sqrt(mean_c x_c^2 + eps) of one aux chunk"},
@@ -376,3 +382,51 @@ def calibrated_upgrade(src: str | Path, dst: str | Path, opts: CalibrationOption
 
     cal = calibrate(path, opts, write_candidate, console)
     return convert(src, dst, to="3.1", calibration=cal, **convert_kwargs)
+
+
+def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, **convert_kwargs) -> dict:
+    """``convert --to 3 --force --target T``: the nearest EAGLE-3 approximation of a 3.1 drafter.
+
+    ``fc_norm`` computes ``g ⊙ x / rms(x)`` per token; with the token's RMS replaced by the chunk's mean
+    RMS ``r̄_i`` over calibration tokens (the target's continuations of the calibration prompts),
+    ``fc(g ⊙ x / r̄)`` is linear in ``x``, so chunk ``i``'s columns of ``fc.weight`` become
+    ``W[:, i] · g_i / r̄_i``; ``fc_norm.*`` and both flags go. Not equivalent (tokens whose RMS is far
+    from the mean change most; ``norm_output`` cannot be kept): the report's warning says so.
+
+    Raises:
+        EaglehubError: the source is not 3.1, or the target / prompts cannot be used.
+    """
+    import torch
+
+    from .convert import convert
+    from .drafter import default_aux_ids
+    from .engines.chat import encode_chat
+    from .engines.reference import ReferenceEngine
+    from .layouts import read_drafter
+    from .prompts import load_prompts
+    from .source import resolve_source
+    from .target import resolve_target
+
+    check_options(opts)
+    path, _ = resolve_source(str(src), convert_kwargs.get("revision"))
+    d = read_drafter(path)
+    if not d.is_31:
+        raise EaglehubError(f"{path} is already an EAGLE-3 drafter", hint="drop --to to change only the format")
+    target_path = resolve_target(opts.target)
+    target = ReferenceEngine(device=opts.device).target(target_path, "float32")
+    prompts = load_prompts(Path(opts.prompts_file) if opts.prompts_file else default_calibration_prompts(), None, opts.limit or 4)
+    aux_ids = sorted(d.aux.c_in) if d.aux.c_in else default_aux_ids(target.num_layers)
+    shards = collect(target, encode_chat(target_path, [p.text for p in prompts]), aux_ids, opts.max_new_tokens)
+    eps = float(d.config.get("rms_norm_eps", 1e-5))
+    x = torch.cat([s["aux"][SINK_POSITIONS:].double() for s in shards if s["aux"].shape[0] > SINK_POSITIONS])
+    rms = [float(torch.sqrt(c.pow(2).mean(-1) + eps).mean()) for c in x.chunk(d.dims.A, dim=-1)]
+    fc = d.load("fc.weight").double()
+    gains = [d.load(f"fc_norm.{i}.weight").double() if f"fc_norm.{i}.weight" in d.names else torch.ones(d.dims.Ht, dtype=torch.float64)
+             for i in range(d.dims.A)]
+    folded = torch.cat([w * (g / r)[None, :] for w, g, r in zip(fc.chunk(d.dims.A, dim=1), gains, rms)], dim=1)
+    report = convert(src, dst, to="3", calibration=Calibration(None, False, {"fc.weight": folded.float()}), **convert_kwargs)
+    report["warnings"].append(
+        "nearest EAGLE-3 approximation, not equivalent: fc columns scaled by fc_norm gain / mean RMS per aux chunk "
+        f"({', '.join(f'{r:.2f}' for r in rms)}, over {x.shape[0]} calibration tokens of {target_path.name}); norm_output "
+        "dropped; re-measure acceptance with eaglehub verify")
+    return report

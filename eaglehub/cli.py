@@ -168,7 +168,9 @@ def validate_cmd(src: str | None, source_format: str | None, revision: str | Non
 @main.command("convert")
 @click.argument("src")
 @click.argument("dst")
-@click.option("--to", "to", type=click.Choice(["3.1"]), default=None, help="Upgrade to this EAGLE version (adds fc_norm weights).")
+@click.option("--to", "to", type=click.Choice(["3.1", "3"]), default=None,
+              help="EAGLE version: 3.1 adds fc_norm weights; 3 (from 3.1) is refused unless --force --target T, which "
+                   "writes the nearest approximation.")
 @click.option("--format", "fmt", type=FORMAT_CHOICE, default=None, help="Output format (default: the source's).")
 @click.option("--from", "source_format", type=FORMAT_CHOICE, default=None, help="Source format, when detection is ambiguous.")
 @click.option("--force", is_flag=True, help="Write even if the output format cannot express everything; drops are recorded.")
@@ -209,7 +211,13 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
 
     common = dict(fmt=fmt, force=force, overwrite=overwrite, max_shard_size=max_shard_size, source_format=source_format,
                   verifier=verifier, revision=revision, aux_convention=aux_convention)
-    if calibrate:
+    if to == "3" and force and target_spec:
+        from .calibrate import CalibrationOptions, fold_to_eagle3
+
+        report = fold_to_eagle3(src, dst, CalibrationOptions(target=target_spec, prompts_file=calibration_prompts,
+                                                             limit=calibration_limit, max_new_tokens=calibration_tokens,
+                                                             device=device), **common)
+    elif calibrate:
         from .calibrate import CalibrationOptions, calibrated_upgrade
 
         if to != "3.1" or not target_spec:

@@ -30,7 +30,9 @@ from .stformat import DTYPE_BY_TORCH
 from .streaming import INDEX_FILE, OutTensor, write_checkpoint
 
 REPORT_SCHEMA = "eaglehub.convert-report/2"
-VERSIONS = ("3.1",)
+VERSIONS = ("3.1", "3")
+NOT_FOLDABLE = ("an EAGLE-3.1 drafter cannot become EAGLE-3 exactly: fc_norm rescales each aux state per token by its own RMS, "
+                "which no fixed fc weight can fold away, and norm_output changes the state fed to every later draft step")
 NOT_EQUIVALENT = (
     "the 3.1 drafter is not numerically equivalent to the source: unit-weight fc_norm still rescales each aux "
     "chunk per token{extra}; re-measure acceptance (eaglehub verify) and expect to fine-tune"
@@ -133,6 +135,16 @@ def _upgrade(d: Drafter, norm_output: bool, gains: list | None = None) -> tuple[
     cfg = {**d.config, **updates}
     view = replace(d, config=cfg, flags=read_flags(cfg), names={**d.names, **{n: n for n in added}})
     return view, added, changes
+
+
+def _downgrade(d: Drafter) -> tuple[Drafter, list[dict]]:
+    """The EAGLE-3 view of a 3.1 drafter: ``fc_norm.*`` dropped, ``fc_norm``/``norm_output`` off (the
+    folded ``fc.weight`` comes in ``replaced``, :func:`eaglehub.calibrate.fold_to_eagle3`)."""
+    updates = {"fc_norm": False, "norm_output": False}
+    changes = [{"key": k, "old": d.config.get(k), "new": v} for k, v in updates.items() if d.config.get(k) not in (None, v)]
+    cfg = {k: v for k, v in d.config.items() if k not in updates}
+    names = {c: n for c, n in d.names.items() if not c.startswith("fc_norm.")}
+    return replace(d, config=cfg, flags=read_flags(cfg), names=names), changes
 
 
 def _apply_losses(d: Drafter, losses: list[Loss], fmt: str, force: bool) -> tuple[Drafter, list[dict]]:
@@ -310,7 +322,9 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
     needs ``t2d`` derived): the output config, the tensor list, the provenance document.
     ``gains``/``replaced``: calibrated ``fc_norm`` gains and fine-tuned tensors (canonical name →
     torch tensor, written in the source tensor's dtype instead of its bytes)."""
-    view, added, changes = _upgrade(view, norm_output, gains) if to else (view, {}, [])
+    view, added, changes = _upgrade(view, norm_output, gains) if to == "3.1" else (view, {}, [])
+    if to == "3":
+        view, changes = _downgrade(view)
     view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
     aux_plan = _aux_plan(view, out_fmt)
     target = dict(view.target) if view.target else None
@@ -333,7 +347,7 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
     tensors += [replace(t, name=stored[n]) for n, t in {**added, **maps}.items()]
     prov = make_provenance(
         {**source, "format": d.format, "version": d.version},
-        {"format": out_fmt, "version": "3.1" if to or d.is_31 else "3", "added_tensors": sorted(added),
+        {"format": out_fmt, "version": to or ("3.1" if d.is_31 else "3"), "added_tensors": sorted(added),
          "synthesized_tensors": synthesized, "omitted_tensors": sorted(omitted), "dropped": dropped, "aux": aux_plan},
         carried, target, original, d.provenance)
     nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
@@ -374,6 +388,12 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
     path, source = resolve_source(str(src), revision)
     dst = _destination(path, Path(dst), overwrite)
     d = read_drafter(path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention))
+    if to == "3" and not d.is_31:
+        raise EaglehubError(f"{path} is already an EAGLE-3 drafter", hint="drop --to to change only the format")
+    if to == "3" and calibration is None:
+        raise EaglehubError(NOT_FOLDABLE, exit_code=1,
+                            hint="--to 3 --force --target T writes the nearest EAGLE-3 approximation: each fc column "
+                                 "scaled by its fc_norm gain over the chunk's mean RMS measured on T")
     if aux_convention and d.aux.key and not d.aux.key.startswith("eagle_config."):
         raise EaglehubError(f"--aux-convention applies to nested (eagle_config) ids; {d.aux.key} is C-in by definition",
                             hint="drop --aux-convention")
@@ -418,7 +438,7 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         "copied_files": side,
         "skipped_files": skipped,
         "warnings": warnings,
-        "calibration": calibration.report if calibration is not None else None,
+        "calibration": (calibration.report or None) if calibration is not None else None,
     }
 
 

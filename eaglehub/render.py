@@ -95,8 +95,9 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
     report = _clean(report)
     console.print(f"converted {report['source']} ({report['source_format']}) → {report['destination']} "
                   f"({report['format']}, EAGLE-{report['version']})", highlight=False)
+    cal = report.get("calibration")
     for t in report["added_tensors"]:
-        console.print(f"  + {t['name']} {t['shape']} {t['dtype']} (ones)", highlight=False)
+        console.print(f"  + {t['name']} {t['shape']} {t['dtype']} ({'fitted' if cal else 'ones'})", highlight=False)
     for n in report["synthesized_tensors"]:
         console.print(f"  + {n} (derived: the format stores it)", highlight=False)
     for n in report["omitted_tensors"]:
@@ -109,8 +110,35 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
                       f"{aux['output_ids']} (C-in {aux['c_in']})", highlight=False)
     console.print(f"  {report['copied_tensors']} tensors copied byte for byte ({_size(report['bytes_copied'])}), "
                   f"{len(report['copied_files'])} other file(s) copied → {', '.join(report['files'])}", highlight=False)
+    if cal:
+        print_calibration(cal, console)
     for w in report["warnings"]:
         err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
+
+
+def print_calibration(cal: dict, console: Console) -> None:
+    """The calibration section of a convert report: data, gains, norm_output choice, acceptance before/after."""
+    p, acc = cal["prompts"], cal["acceptance"]
+    console.print(f"  calibration: {p['fit']} prompts, {p['tokens']} target tokens ({p['answer_tokens']} generated), "
+                  f"{cal['seconds']['total']:.0f} s", highlight=False)
+    for i, g in enumerate(cal["gains"]):
+        console.print(f"    fc_norm.{i}: mean RMS {g['mean_rms']:.2f}, gains {g['gain_mean']:.2f} "
+                      f"({g['gain_min']:.2f}–{g['gain_max']:.2f})", highlight=False)
+    console.print(f"  norm_output {'on' if cal['norm_output']['chosen'] else 'off'}: {escape(cal['norm_output']['reason'])}",
+                  highlight=False)
+    if cal["fine_tuning"]:
+        t = cal["fine_tuning"]
+        console.print(f"  fine-tuned {t['train']} for {t['steps']} steps (lr {t['lr']:g}): loss {t['loss_first']:.3f} → "
+                      f"{t['loss_last']:.3f}, {t['seconds']:.0f} s", highlight=False)
+    t = Table(title=f"acceptance on {p['held_out']} held-out prompts ({acc['engine']} engine, k = {acc['num_speculative_tokens']}, "
+                    f"{acc['max_tokens']} tokens, greedy; AL = 1 + accepted / drafts)", title_justify="left")
+    for col in ("drafter", "AL", "rate per position"):
+        t.add_column(col)
+    for label, key in (("source (EAGLE-3)", "source"), ("plain upgrade (unit gains)", "plain_upgrade"), ("calibrated", "calibrated")):
+        m = acc[key]
+        t.add_row(label, "—" if m["acceptance_length"] is None else f"{m['acceptance_length']:.3f}",
+                  " / ".join("—" if r is None else f"{r:.2f}" for r in m["acceptance_rate_per_position"]))
+    console.print(t)
 
 
 @contextlib.contextmanager

@@ -115,3 +115,36 @@ def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
                                     str(target), "--calibration-prompts", str(prompts), "--lr", "-1"])
     assert res.exit_code == 2 and "--lr must be > 0" in res.output and "Traceback" not in res.output
     assert not (tmp_path / "x").exists()
+
+
+def test_cli_prints_the_calibration(tmp_path, pair):
+    drafter, target, prompts = pair
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "out"), "--to", "3.1", "--calibrate",
+                                    "--target", str(target), "--calibration-prompts", str(prompts),
+                                    "--calibration-tokens", "8", "--calibration-limit", "2"])
+    assert res.exit_code == 0, res.output
+    assert "(fitted)" in res.output and "calibration: 2 prompts" in res.output  # 2 per category: 1 fit, 1 held out
+    assert "acceptance on 2 held-out prompts" in res.output and "plain upgrade (unit gains)" in res.output
+
+
+def test_to_3_is_refused_unless_forced_then_folds_the_gains(tmp_path, pair):
+    drafter, target, prompts = pair
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "v31"), "--to", "3.1"])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["convert", str(tmp_path / "v31"), str(tmp_path / "v3"), "--to", "3"])
+    assert res.exit_code == 1 and "cannot become EAGLE-3 exactly" in res.output and "--force --target" in res.output
+    res = CliRunner().invoke(main, ["convert", str(tmp_path / "v31"), str(tmp_path / "v3"), "--to", "3", "--force",
+                                    "--target", str(target), "--calibration-prompts", str(prompts), "--calibration-tokens", "8",
+                                    "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert any("nearest EAGLE-3 approximation" in w for w in report["warnings"]) and report["version"] == "3"
+    out, src = load_file(str(tmp_path / "v3" / "model.safetensors")), load_file(str(tmp_path / "v31" / "model.safetensors"))
+    assert not any(k.startswith("fc_norm.") for k in out)
+    cfg = json.loads((tmp_path / "v3" / "config.json").read_text())
+    assert not cfg.get("fc_norm") and not cfg.get("norm_output")
+    # unit gains: every fc column scaled by 1 / (its chunk's mean RMS), one factor per chunk
+    ratio = (out["fc.weight"].double() / src["fc.weight"].double()).chunk(3, dim=1)
+    for r in ratio:
+        assert torch.allclose(r, r.flatten()[0].expand_as(r), rtol=1e-3) and 0 < float(r.flatten()[0]) < 1
+    assert all(torch.equal(src[k], out[k]) for k in out if k != "fc.weight")

@@ -363,3 +363,24 @@ def test_engine_sampling_test_on_an_engine_s_own_outputs(target):
     assert [f.code for f in found] == ["E-SAMPLING-BIASED"] and not section["combined"]["passed"]
     section, found = run_engine_sampling_test(good, spec, chosen, MIN_GROUP - 1, ref)
     assert section["combined"] is None and "not tested" in section["note"] and found == []
+
+
+def test_replaying_a_recorded_target_run_gives_the_engine_s_counters(tmp_path, target):
+    """Greedy acceptance from the recorded continuation (drafter passes only) equals a live engine run."""
+    from eaglehub.engines.reference import replay_acceptance
+
+    drafter, _ = _constant_drafter(tmp_path, target)
+    engine = ReferenceEngine()
+    live = engine.target(target, "float32")
+    base = engine.run(RunSpec(target, None, 3, 24), PROMPTS, ["a"] * len(PROMPTS))
+    run = engine.run(RunSpec(target, drafter, 3, 24), PROMPTS, ["a"] * len(PROMPTS))
+    aux_ids = load_drafter(drafter, live).aux_ids
+    records = []
+    for prompt, out in zip(PROMPTS, base.outputs):
+        _, aux = live.forward(prompt + out, live.new_cache(), aux_ids)
+        records.append({"ids": torch.tensor(prompt + out), "aux": aux.detach(), "answer_start": len(prompt)})
+    replayed = replay_acceptance(engine, live, drafter, records, 3)
+    live_total = acceptance.total(run.group_counters.values())
+    assert replayed.num_accepted_tokens > 0
+    assert (replayed.num_drafts, replayed.num_accepted_tokens, replayed.accepted_per_pos) == \
+        (live_total.num_drafts, live_total.num_accepted_tokens, live_total.accepted_per_pos)
