@@ -102,10 +102,19 @@ def total(counters: Iterable[SpecCounters]) -> SpecCounters:
     return out
 
 
+MIN_DRAFTS_TO_JUDGE = 25
+"""Fewer drafts than this are no evidence of a drafter that is not wired: a working drafter whose
+first draft is accepted 40 % of the time is rejected 6 times in a row with probability 0.6⁶ ≈ 5 %,
+25 times with 0.6²⁵ ≈ 3·10⁻⁶."""
+
+
 def drafter_not_wired(c: SpecCounters, threshold: float = NOT_WIRED_THRESHOLD) -> bool:
-    """True when nothing was drafted or position-0 acceptance is below ``threshold`` (a rate, 0–1)."""
+    """True when nothing was drafted, or over at least :data:`MIN_DRAFTS_TO_JUDGE` drafts position-0
+    acceptance is below ``threshold`` (a rate, 0–1)."""
     if not c.num_drafts:
         return True
+    if c.num_drafts < MIN_DRAFTS_TO_JUDGE:
+        return False
     first = c.accepted_per_pos[0] if c.accepted_per_pos else 0
     return first / c.num_drafts < threshold
 

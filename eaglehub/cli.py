@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import sys
@@ -37,8 +38,15 @@ def handle_errors(fn):
             return fn(*args, **kwargs)
         except EaglehubError as exc:
             _fail(exc.message, exc.hint, exc.exit_code)
-        except OSError as exc:  # only output is left unconverted: every read raises EaglehubError
+        except OSError as exc:  # mostly output (reads raise EaglehubError); a path the OS refuses outright too
+            if exc.errno == errno.ENAMETOOLONG:
+                _fail(f"a path is too long: {exc.strerror}", "shorten the file or directory names given", 2)
             _fail(f"cannot write the output: {exc.strerror or exc}", "check the disk or the pipe the output goes to", 2)
+        except (RuntimeError, ValueError) as exc:
+            # pathlib's own refusals of a path argument, before any eaglehub check sees it
+            if "home directory" in str(exc) or "null byte" in str(exc):
+                _fail(f"unusable path: {exc}", "give a plain path (no ~user of an unknown user, no NUL character)", 2)
+            raise
 
     return wrapper
 
@@ -381,7 +389,8 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
 @click.option("--max-tokens", type=int, default=64, show_default=True, help="Output tokens per prompt (cap).")
 @click.option("--limit", type=int, default=None, help="At most N prompts per category (cycled to fill each batch).")
 @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
-              help="Prompt JSONL (schemas/prompts.schema.json); default fixtures/prompts/eval.jsonl.")
+              help="Prompt file in any format verify reads (eaglehub JSONL, MT-Bench / Spec-Bench JSONL, plain text); "
+                   "the first turn of each prompt is used; default fixtures/prompts/eval.jsonl.")
 @click.option("--dtype", default="float32", show_default=True, help="Engine and cost-timing compute dtype.")
 @click.option("--prefix-tokens", type=int, default=256, show_default=True,
               help="KV-cache length (tokens) behind the timed target and drafter forwards.")
@@ -429,7 +438,8 @@ def speedup_cmd(target_spec, drafter, k, concurrency, max_tokens, limit, prompts
               help="Prompt lengths in target tokens (chat template included) to pad to; 0 = unpadded. "
                    "Lengths the target's context cannot hold with --max-tokens are skipped.")
 @click.option("--prompts", "prompts_file", type=click.Path(dir_okay=False), default=None,
-              help="Prompt JSONL (schemas/prompts.schema.json); default fixtures/prompts/eval.jsonl.")
+              help="Prompt file in any format verify reads (eaglehub JSONL, MT-Bench / Spec-Bench JSONL, plain text); "
+                   "the first turn of each prompt is used; default fixtures/prompts/eval.jsonl.")
 @click.option("--category", "categories", multiple=True, help="Only this prompt category (repeatable).")
 @click.option("--limit", type=int, default=None, help="At most N prompts per category.")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=64, show_default=True, help="Output tokens per prompt (cap).")

@@ -228,6 +228,9 @@ def read_prompt_file(path: Path | str | None = None) -> tuple[str, list[Prompt]]
             if prompt.id in seen:
                 what = f"prompt id {row['id']!r}" if fmt == "eaglehub" else f"question_id {row['question_id']!r}"
                 raise EaglehubError(f"{path}:{lineno}: duplicate {what}", hint="prompt ids must be unique")
+        if any(_unencodable(t) for t in prompt.turns):
+            raise EaglehubError(f"{path}:{lineno}: a prompt holds a lone surrogate (an escape like \\ud800 that is no "
+                                "character), which no tokenizer can encode", hint="fix or remove that escape")
         if originals.setdefault(prompt.category, prompt.original_category) != prompt.original_category:
             raise EaglehubError(f"{path}:{lineno}: categories {originals[prompt.category]!r} and "
                                 f"{prompt.original_category!r} both normalise to {prompt.category!r}",
@@ -235,6 +238,14 @@ def read_prompt_file(path: Path | str | None = None) -> tuple[str, list[Prompt]]
         seen.add(prompt.id)
         prompts.append(prompt)
     return fmt, prompts
+
+
+def _unencodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def load_prompts(

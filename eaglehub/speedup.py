@@ -287,6 +287,10 @@ def measure_costs(target: Path, drafter_config: dict, k: int, prefix_tokens: int
 # --- throughput plan and assembly ------------------------------------------------------------------
 
 
+MAX_CONCURRENCY = 1024
+"""Far above vLLM's default ``max_num_seqs`` (256): a larger level would only queue."""
+
+
 def parse_concurrency(text: str) -> list[int]:
     """``"1,4,16"`` → ``[1, 4, 16]``: distinct integers ≥ 1, in ascending order.
 
@@ -299,8 +303,8 @@ def parse_concurrency(text: str) -> list[int]:
         raise EaglehubError("--concurrency is empty", hint=hint)
     levels = []
     for p in parts:
-        if not p.isdigit() or int(p) < 1:
-            raise EaglehubError(f"--concurrency {text!r}: {p!r} is not an integer >= 1", hint=hint)
+        if not (p.isascii() and p.isdigit()) or not 1 <= int(p) <= MAX_CONCURRENCY:
+            raise EaglehubError(f"--concurrency {text!r}: {p!r} is not an integer in [1, {MAX_CONCURRENCY}]", hint=hint)
         levels.append(int(p))
     if len(set(levels)) != len(levels):
         raise EaglehubError(f"--concurrency {text!r} repeats a level", hint=hint)

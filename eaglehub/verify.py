@@ -97,6 +97,8 @@ def serve_command(target: Path, drafter: Path, k: int) -> str:
 
 
 ENGINE_NAMES = ("auto", "vllm", "reference")
+MIN_SAMPLING_TRIALS = 1000
+MAX_K = 64
 
 
 def make_engines(names: list[str], log_dir: Path | None = None, device: str = "cpu") -> list[Engine]:
@@ -511,15 +513,24 @@ def forensics_for(prompt_ids: dict[str, list[int]], baseline: RunResult, load_ta
 
 def _check_options(opts: VerifyOptions) -> None:
     if opts.k < 1 or opts.max_tokens < 1:
-        raise EaglehubError("-k and --max-tokens must be at least 1")
+        raise EaglehubError("-k and --max-tokens must be at least 1", hint="e.g. -k 3 --max-tokens 64")
     if not opts.drafters:
         raise EaglehubError("give at least one --drafter")
     for name, value in (("--al-tolerance", opts.al_tolerance), ("--engine-tolerance", opts.engine_tolerance)):
         if not 0.0 <= value < 1.0:  # also refuses NaN
             raise EaglehubError(f"{name} must be a fraction in [0, 1), got {value}", hint="5 % is 0.05")
-    if opts.sampling_trials < 0 or (opts.sampling_trials and not opts.sampling_temperature > 0):
-        raise EaglehubError("--sampling-trials must be >= 0 and --sampling-temperature > 0",
-                            hint="e.g. --sampling-trials 2000000 --sampling-temperature 1.0")
+    if opts.sampling_trials and not MIN_SAMPLING_TRIALS <= opts.sampling_trials:
+        raise EaglehubError(f"--sampling-trials {opts.sampling_trials} is too few for a chi-square test",
+                            hint=f"give at least {MIN_SAMPLING_TRIALS} (2000000 finds a 1 % bias), or 0 for no test")
+    if opts.sampling_trials and not 0.05 <= opts.sampling_temperature <= 10:  # also refuses NaN and inf
+        raise EaglehubError(f"--sampling-temperature must be in [0.05, 10], got {opts.sampling_temperature}",
+                            hint="the sampling test needs T > 0; 1.0 is the target's own distribution")
+    if opts.tie_epsilon is not None and not 0 <= opts.tie_epsilon < 10:
+        raise EaglehubError(f"--tie-epsilon must be a logit gap in [0, 10), got {opts.tie_epsilon}",
+                            hint="leave it out for the dtype's default (float32: 0.01)")
+    if opts.k > MAX_K:
+        raise EaglehubError(f"-k {opts.k} is more draft tokens than any EAGLE drafter proposes usefully",
+                            hint=f"use at most {MAX_K} (the manifest schema's bound too)")
 
 
 MULTI_TURN_DEFINITION = (

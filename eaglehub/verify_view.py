@@ -74,7 +74,7 @@ def print_findings(d: dict, console: Console) -> None:
     counts = {s: sum(f["severity"] == s for f in d["findings"]) for s in _SEVERITY_STYLE}
     extra = ", ".join(f"{n} {s}{'s' if n > 1 and s != 'info' else ''}" for s, n in counts.items() if n and s != "error")
     verdict = "[bold green]PASS[/]" if d["passed"] else "[bold red]FAIL[/]"
-    console.print(f"{verdict}{f' ({extra})' if extra else ''} lossless: {d['num_prompts_matched']}/{d['num_prompts']} "
+    console.print(f"{verdict}{f' ({extra})' if extra else ''} · lossless: {d['num_prompts_matched']}/{d['num_prompts']} "
                   "prompts token-identical", highlight=False)
     for f in d["findings"]:
         style = _SEVERITY_STYLE[f["severity"]]

@@ -108,3 +108,10 @@ def test_counters_from_metrics_sums_engines_and_ignores_others():
     ]
     assert counters_from_metrics(snap) == TEN_STEPS
     assert counters_from_metrics([]) == SpecCounters(0, 0, 0, ())
+
+
+def test_a_handful_of_drafts_is_no_evidence_of_a_dead_drafter():
+    few = SpecCounters(acceptance.MIN_DRAFTS_TO_JUDGE - 1, 3 * (acceptance.MIN_DRAFTS_TO_JUDGE - 1), 0, (0, 0, 0))
+    assert not acceptance.drafter_not_wired(few)
+    enough = SpecCounters(acceptance.MIN_DRAFTS_TO_JUDGE, 3 * acceptance.MIN_DRAFTS_TO_JUDGE, 0, (0, 0, 0))
+    assert acceptance.drafter_not_wired(enough)

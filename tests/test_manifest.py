@@ -22,12 +22,12 @@ from eaglehub.verify import VerifyOptions
 REPO = Path(__file__).resolve().parent.parent
 BASE = [[5, 6, 7, 8], [9, 10, 11], [12, 13], [14, 15, 16]]  # the target alone, per prompt (m1 m2 c1 c2)
 LOSSY = [[5, 6, 7, 8], [9, 99, 11], [12, 13], [14, 15]]  # m2 differs at token 1, c2 stops at 2
-PER_POS = (8, 4, 2, 1, 0, 0, 0, 0)  # accepted per position over 10 drafts: AL(k=3) = 2.4, AL(k=5) = 2.5
+PER_POS = (24, 12, 6, 3, 0, 0, 0, 0)  # accepted per position over 30 drafts: AL(k=3) = 2.4, AL(k=5) = 2.5
 
 
 def counters(k: int, dead: bool = False) -> dict[str, SpecCounters]:
     pos = (0,) * k if dead else PER_POS[:k]
-    c = SpecCounters(10, 10 * k, sum(pos), pos)
+    c = SpecCounters(30, 30 * k, sum(pos), pos)
     return {"math": c, "coding": c}
 
 

@@ -311,7 +311,7 @@ def test_cli_table_json_report_and_plot(setup, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("extra, match", [
-    (["--concurrency", "1,x"], "error: --concurrency '1,x': 'x' is not an integer >= 1"),
+    (["--concurrency", "1,x"], "error: --concurrency '1,x': 'x' is not an integer in [1, 1024]"),
     (["--concurrency", ""], "error: --concurrency is empty"),
     (["-k", "0"], "error: -k must be at least 1, got 0"),
 ])
@@ -324,3 +324,9 @@ def test_cli_usage_errors_are_one_line_exit_2(setup, monkeypatch, extra, match):
     lines = res.stderr.splitlines()
     assert lines[0] == match and all(line.startswith("hint:") for line in lines[1:]) and len(lines) <= 2, res.stderr
     assert "Traceback" not in res.output and engine.runs == []
+
+
+@pytest.mark.parametrize("text", ["１", "٣", "99999999999999999999999999", "1025"])
+def test_concurrency_must_be_ascii_and_bounded(text):
+    with pytest.raises(EaglehubError, match=r"not an integer in \[1, 1024\]"):
+        speedup.parse_concurrency(text)

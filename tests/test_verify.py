@@ -43,7 +43,7 @@ class ScriptedEngine:
 
 
 GOOD = {"math": SpecCounters(6, 18, 9, (5, 3, 1)), "coding": SpecCounters(4, 12, 2, (2, 0, 0))}  # AL 2.5 / 1.5, overall 2.1
-DEAD = {"math": SpecCounters(6, 18, 0, (0, 0, 0)), "coding": SpecCounters(4, 12, 0, (0, 0, 0))}
+DEAD = {"math": SpecCounters(16, 48, 0, (0, 0, 0)), "coding": SpecCounters(14, 42, 0, (0, 0, 0))}
 
 
 def counters_with_al(al: float, drafts: int = 100, k: int = 3) -> dict[str, SpecCounters]:
@@ -449,3 +449,27 @@ def test_broken_drafter_is_refused_before_any_engine_run(setup, make_drafter):
     assert exc.value.exit_code == 1
     assert "E-FCNORM-MISSING" in exc.value.message
     assert engine.calls == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sampling-trials", "1"], "is too few for a chi-square test"),
+    (["--sampling-trials", "5000", "--sampling-temperature", "inf"], "--sampling-temperature must be in [0.05, 10]"),
+    (["--tie-epsilon", "nan"], "--tie-epsilon must be a logit gap"),
+    (["-k", "100"], "-k 100 is more draft tokens"),
+    (["--engine", "reference", "--device", "foo"], "unknown device 'foo'"),
+    (["--engine", "reference", "--device", "cuda"], "no CUDA device"),
+])
+def test_cli_bad_verification_options_are_one_line_errors(setup, args, message):
+    tmp_path, target, prompts, _ = setup
+    res = CliRunner().invoke(main, ["verify", "--target", str(target), "--drafter", str(tmp_path / "good"), *args])
+    assert res.exit_code == 2 and message in res.output and "hint:" in res.output, res.output
+    assert "Traceback" not in res.output
+
+
+@pytest.mark.parametrize("drafter", ["~no-such-user-here/x", "a" * 300])
+def test_cli_paths_the_os_refuses_are_one_line_errors(setup, drafter):
+    tmp_path, target, prompts, _ = setup
+    res = CliRunner().invoke(main, ["verify", "--target", str(target), "--drafter", drafter])
+    assert res.exit_code == 2 and ("unusable path" in res.output or "not a directory" in res.output
+                                   or "too long" in res.output), res.output
+    assert res.exception is None or isinstance(res.exception, SystemExit)

@@ -92,8 +92,8 @@ class RunSpec:
     engine_options: dict = field(default_factory=dict)
     diagnostics: bool = False
     distinct_seeds: bool = False
-    """At temperature > 0: request ``i`` samples with seed ``seed + i``, so repeated prompts draw
-    independent samples (vLLM seeds each request's generator from its own seed)."""
+    """At temperature > 0: repeated prompts must draw independent samples (vLLM: no per-request seed,
+    the engine's generator seeded once at start-up draws them all; the reference engine always does)."""
 
 
 @dataclass

@@ -54,6 +54,20 @@ def _torch_dtype(name: str):
     return getattr(torch, name)
 
 
+def check_device(device: str) -> None:
+    """Raises: EaglehubError (exit 2) for a device torch does not know or this machine lacks."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError) as exc:
+        raise EaglehubError(f"unknown device {device!r}", hint="use --device cpu or --device cuda") from exc
+    if kind not in ("cpu", "cuda"):
+        raise EaglehubError(f"the reference engine runs on cpu or cuda, not {device!r}", hint="use --device cpu")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise EaglehubError(f"--device {device}: this torch build or machine has no CUDA device", hint="use --device cpu")
+
+
 class ReferenceTarget:
     """A transformers causal LM with its aux hidden states and a croppable KV cache."""
 
@@ -194,6 +208,7 @@ class ReferenceEngine:
     name = "reference"
 
     def __init__(self, device: str = "cpu", rule: AcceptanceRule = STANDARD_RULE):
+        check_device(device)
         self.device = device
         self.rule = rule
         self._targets: dict[tuple, ReferenceTarget] = {}

