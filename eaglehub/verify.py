@@ -36,6 +36,7 @@ when any drafter fails, else 0.
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import shlex
 from contextlib import contextmanager
@@ -525,8 +526,8 @@ def _check_options(opts: VerifyOptions) -> None:
     if opts.sampling_trials and not 0.05 <= opts.sampling_temperature <= 10:  # also refuses NaN and inf
         raise EaglehubError(f"--sampling-temperature must be in [0.05, 10], got {opts.sampling_temperature}",
                             hint="the sampling test needs T > 0; 1.0 is the target's own distribution")
-    if opts.tie_epsilon is not None and not 0 <= opts.tie_epsilon < 10:
-        raise EaglehubError(f"--tie-epsilon must be a logit gap in [0, 10), got {opts.tie_epsilon}",
+    if opts.tie_epsilon is not None and not (math.isfinite(opts.tie_epsilon) and opts.tie_epsilon >= 0):
+        raise EaglehubError(f"--tie-epsilon must be a finite logit gap >= 0, got {opts.tie_epsilon}",
                             hint="leave it out for the dtype's default (float32: 0.01)")
     if opts.k > MAX_K:
         raise EaglehubError(f"-k {opts.k} is more draft tokens than any EAGLE drafter proposes usefully",

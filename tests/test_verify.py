@@ -454,7 +454,7 @@ def test_broken_drafter_is_refused_before_any_engine_run(setup, make_drafter):
 @pytest.mark.parametrize("args, message", [
     (["--sampling-trials", "1"], "is too few for a chi-square test"),
     (["--sampling-trials", "5000", "--sampling-temperature", "inf"], "--sampling-temperature must be in [0.05, 10]"),
-    (["--tie-epsilon", "nan"], "--tie-epsilon must be a logit gap"),
+    (["--tie-epsilon", "nan"], "--tie-epsilon must be a finite logit gap"),
     (["-k", "100"], "-k 100 is more draft tokens"),
     (["--engine", "reference", "--device", "foo"], "unknown device 'foo'"),
     (["--engine", "reference", "--device", "cuda"], "no CUDA device"),
