@@ -107,8 +107,9 @@ class ReferenceTarget:
         t = torch.tensor([ids], dtype=torch.long, device=self.device)
         start = cache.get_seq_length()
         pos = torch.arange(start, start + len(ids), device=self.device)[None]
-        out = self.model(input_ids=t, past_key_values=cache, use_cache=True, position_ids=pos,
-                         output_hidden_states=aux_ids is not None)
+        with torch.inference_mode():  # never part of a graph: calibration trains the drafter on these as data
+            out = self.model(input_ids=t, past_key_values=cache, use_cache=True, position_ids=pos,
+                             output_hidden_states=aux_ids is not None)
         aux = None
         if aux_ids is not None:
             aux = torch.cat([out.hidden_states[i][0] for i in aux_ids], dim=-1)
