@@ -246,6 +246,32 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
         print_convert(report, console, err_console)
 
 
+@main.command("quantize")
+@click.argument("src")
+@click.argument("dst", required=False)
+@click.option("--scheme", type=click.Choice(["fp8-dynamic", "fp8-block"]), default="fp8-dynamic", show_default=True,
+              help="fp8-dynamic: float8 weights with per-channel scales, activations per token at run time; fp8-block: "
+                   "128x128 weight blocks (layers vLLM would refuse stay unquantized).")
+@click.option("--ignore", "ignore", multiple=True,
+              help="Keep this module unquantized too (repeatable): re:<regex> matched against vLLM's module names "
+                   "(model.layers.N.mlp.down_proj) or a module name (down_proj).")
+@click.option("--keep-fc/--quantize-fc", "keep_fc", default=True, show_default=True,
+              help="Keep fc (the aux-state fusion) unquantized.")
+@click.option("--dry-run", is_flag=True, help="Print what would be quantized and kept, with sizes; write nothing.")
+@click.option("--revision", default=None, help="Branch, tag or commit when SRC is a hub repo id.")
+@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/quantize-report.schema.json).")
+@handle_errors
+def quantize_cmd(src, dst, scheme, ignore, keep_fc, dry_run, revision, overwrite, as_json) -> None:
+    """Quantize drafter SRC into DST in the compressed-tensors FP8 layout vLLM loads; lm_head, embed_tokens,
+    norms, d2t and t2d keep their dtype. DST is written atomically; SRC is never modified."""
+    from .quantize import quantize, render_report
+
+    report = quantize(src, dst, scheme=scheme, ignore=ignore, keep_fc=keep_fc, overwrite=overwrite, dry_run=dry_run,
+                      revision=revision)
+    print_json(report) if as_json else render_report(report, console)
+
+
 def _write_and_show(report: dict, as_json: bool, render, *outputs) -> None:
     """Write each ``(writer, path, label)`` whose path is set, then print the report as JSON or through
     ``render(report, console)`` followed by the written paths."""
@@ -318,12 +344,14 @@ def _write_and_show(report: dict, as_json: bool, render, *outputs) -> None:
 @click.option("--engine-samples", type=click.IntRange(min=0), default=2000, show_default=True,
               help="With --sampling-trials: samples per prefix of vLLM's own sampled output (its second token "
                    "tested against the target's distribution); 0: skip.")
+@click.option("--baseline-drafter", default=None,
+              help="A drafter to compare the others with on the same prompts (e.g. the unquantized source of a quantized drafter): both acceptance lengths, their ratio and the size on disk of both.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report (with a manifest: the summary) as JSON instead of tables.")
 @handle_errors
 def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, limit, dtype, engine_log, report_path,
                plot_path, reference_report, al_tolerance, as_json, manifest, report_dir, tensor_parallel_size,
                pipeline_parallel_size, distributed_executor_backend, engines, engine_tolerance, device, tie_epsilon,
-               sampling_trials, sampling_temperature, sampling_prefixes, engine_samples) -> None:
+               sampling_trials, sampling_temperature, sampling_prefixes, engine_samples, baseline_drafter) -> None:
     """Prove TARGET + DRAFTER lossless (greedy) and measure acceptance, in vLLM or the reference engine.
 
     Exit code 1 when any drafter has an error finding: a prompt not token-identical to the target
@@ -352,12 +380,16 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
                          reference_report=reference_report, al_tolerance=al_tolerance, engine_options=engine_options,
                          engines=list(engines) or ["auto"], engine_tolerance=engine_tolerance, tie_epsilon=tie_epsilon,
                          sampling_trials=sampling_trials, sampling_temperature=sampling_temperature,
-                         sampling_prefixes=sampling_prefixes, engine_samples=engine_samples, device=device)
+                         sampling_prefixes=sampling_prefixes, engine_samples=engine_samples, device=device,
+                         baseline_drafter=baseline_drafter)
     chosen = make_engines(opts.engines, log_dir=engine_log, device=device)
     selection = select(manifest, target_spec, drafters)
     if selection is None and report_dir:
         raise EaglehubError("--report-dir needs a manifest (one report per pair)", hint="use --report FILE with --drafter")
     if selection is not None:
+        if baseline_drafter:
+            raise EaglehubError("--baseline-drafter compares drafters of one run; a manifest runs pairs",
+                                hint="use --target T --drafter D --baseline-drafter B")
         if report_path or plot_path:
             raise EaglehubError("--report and --plot write one report; a manifest gives one per pair",
                                 hint="use --report-dir DIR with a manifest")
@@ -373,7 +405,10 @@ def verify_cmd(target_spec, drafters, k, max_tokens, prompts_file, categories, l
             render_summary(summary, console)
         sys.exit(pairs_exit_code(summary))
     report = run_verify(opts, engines=chosen, console=err_console)
-    _write_and_show(report, as_json, render_report, (write_report, report_path, "report"), (write_plot, plot_path, "plot"))
+    from .baseline_compare import render_baseline
+
+    _write_and_show(report, as_json, lambda r, c: (render_report(r, c), render_baseline(r, c)), (write_report, report_path, "report"),
+                    (write_plot, plot_path, "plot"))
     sys.exit(exit_code(report))
 
 
@@ -476,6 +511,81 @@ def diagnose_cmd(target_spec, drafters, engine_name, device, depth, contexts, pr
             console.print(f"report: {report_path}", highlight=False)
         for path in plots:
             console.print(f"plot: {path}", highlight=False)
+
+
+# --- publish / pipeline (eaglehub.publish, eaglehub.pipeline) ------------------------------------
+
+
+@main.command("publish")
+@click.argument("src")
+@click.option("--repo", required=True, help="Destination Hub repo, ORG/NAME (created when missing).")
+@click.option("--revision", default="main", show_default=True,
+              help="Branch to commit to, or the pull request's base branch.")
+@click.option("--pr/--no-pr", "create_pr", default=True, show_default=True,
+              help="Open a pull request (refs/pr/N) instead of committing to the branch.")
+@click.option("--tag", default=None, help="Tag the new commit.")
+@click.option("--private", is_flag=True, help="Create the repo private (when it does not exist).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (files, sizes, status, repo, revision, parent commit); "
+                                               "read only, nothing is written.")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Verify report for SRC (default: SRC/eaglehub-verify.json, SRC.verify.json or verify.json beside SRC).")
+@click.option("--force", is_flag=True, help="Publish although validation or verification fails or is missing "
+                                            "(recorded in the card).")
+@click.option("--target", "target_spec", default=None,
+              help="Target to validate against (default: the verify report's).")
+@click.option("--base-model", default=None, help="Card base_model (default: the target's Hub id when known).")
+@click.option("--parent-commit", default=None,
+              help="Fail unless the revision is still at this commit (the parent_commit of a reviewed dry run).")
+@click.option("--message", default=None, help="Commit message.")
+@click.option("--endpoint", default=None, help="Hub endpoint (default: huggingface_hub's configured one, HF_ENDPOINT).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/publish-report.schema.json).")
+@handle_errors
+def publish_cmd(src, repo, revision, create_pr, tag, private, dry_run, report_path, force, target_spec, base_model,
+                parent_commit, message, endpoint, as_json) -> None:
+    """Publish drafter SRC to the Hugging Face Hub in one commit (a pull request by default), pinned to
+    the revision's head: a concurrent change makes it fail, never overwritten.
+
+    SRC must pass `eaglehub validate` and have a passing verify report for these very files (sha256);
+    the model card (metadata, provenance, measured acceptance, the `vllm serve` line) is generated.
+    The token comes from HF_TOKEN or the saved login and is never printed. Exit 0 published (or
+    planned), 1 refused or the revision moved, 2 token / permission / repo / usage errors.
+    """
+    from .publish import PublishOptions, publish
+    from .publish.view import render_publish
+
+    opts = PublishOptions(src=src, repo=repo, revision=revision, create_pr=create_pr, tag=tag, private=private,
+                          dry_run=dry_run, force=force, report=report_path, target=target_spec, base_model=base_model,
+                          endpoint=endpoint, parent_commit=parent_commit, message=message)
+    with err_console.status("publish: hashing, validating, reading the Hub"):
+        report = publish(opts)
+    print_json(report) if as_json else render_publish(report, console)
+
+
+@main.command("pipeline")
+@click.argument("manifest", type=click.Path(dir_okay=False))
+@click.option("--work-dir", type=click.Path(file_okay=False), default="pipeline-work", show_default=True,
+              help="Where converted / quantized checkpoints and verify reports go (DIR/<target>--<drafter>/).")
+@click.option("--publish", "do_publish", is_flag=True,
+              help="Really publish the drafters with a `publish` section (default: a dry run that writes nothing).")
+@click.option("--drafter", "drafters", multiple=True, help="Only this drafter of the manifest (name or directory; repeatable).")
+@click.option("--endpoint", default=None, help="Hub endpoint (default: huggingface_hub's configured one, HF_ENDPOINT).")
+@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None,
+              help="Write the summary here (schemas/pipeline-report.schema.json).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@handle_errors
+def pipeline_cmd(manifest, work_dir, do_publish, drafters, endpoint, report_path, as_json) -> None:
+    """For each drafter of MANIFEST: validate → convert → (quantize) → verify → publish, as its
+    manifest entry says (schemas/manifest.schema.json: `convert`, `quantize`, `verify`, `publish`).
+
+    Publishing is a dry run unless --publish. Exit 0 when every drafter passed every step, 1 when a
+    step failed (that drafter's later steps are skipped), 2 for a bad manifest or options.
+    """
+    from .pipeline import exit_code, render_summary, run_pipeline, write_summary
+
+    summary = run_pipeline(manifest, work_dir, publish=do_publish, endpoint=endpoint, drafters=drafters,
+                           console=err_console)
+    _write_and_show(summary, as_json, render_summary, (write_summary, report_path, "report"))
+    sys.exit(exit_code(summary))
 
 
 if __name__ == "__main__":

@@ -224,9 +224,10 @@ RULES: tuple[Rule, ...] = (
        "failure-kinds.md F19", "F19"),
     # --- quantized drafters ---------------------------------------------------------------------
     _r("E-QUANT-CONFIG", "quantization_config is malformed, names a method vLLM does not load for drafters, or uses blocks that do not "
-       "divide a fused layer's rows (vLLM refuses the layer)", "quantization_config",
-       "write the compressed-tensors block of quantize-publish.md §2; use blocks that divide every fused layer's rows",
-       "quantize-publish.md §2, §5 and its CPU notes", "F20"),
+       "divide a fused layer's rows or, at --tp N, a partition (vLLM refuses the layer)", "quantization_config",
+       "write the compressed-tensors block of quantize-publish.md §2; use blocks that divide every fused layer's rows and every "
+       "TP partition (eaglehub quantize --scheme fp8-block keeps such layers unquantized)",
+       "quantize-publish.md §2, §5 and its CPU notes; vLLM fp8_utils.py validate_fp8_block_shape", "F20"),
     _r("E-QUANT-IGNORE", "an ignore entry is a bare name (vLLM matches prefixed names: it never matches), or a stored lm_head / "
        "embed_tokens that a config target matches is not ignored", "quantization_config.ignore", 'use anchored regexes: "re:.*lm_head$", "re:.*embed_tokens$", "re:.*fc$"',
        "quantize-publish.md §3", "F20"),

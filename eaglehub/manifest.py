@@ -41,6 +41,8 @@ ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_ex
                "max_model_len", "dtype")
 """Keys of a manifest ``engine`` table (``schemas/manifest.schema.json#/$defs/engine``)."""
 HINT = "see schemas/manifest.schema.json and the README's \"Manifests\" section"
+STAGE_KEYS = ("convert", "quantize", "verify", "publish")
+"""Per-drafter sections only ``eaglehub pipeline`` reads (``schemas/manifest.schema.json#/$defs/*_stage``)."""
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,9 @@ class Pair:
     name: str
     settings: dict
     where: str
+    stages: dict = field(default_factory=dict)
+    """``eaglehub pipeline``'s per-drafter sections as written (``convert``, ``quantize``, ``verify``,
+    ``publish``; :data:`STAGE_KEYS`); verify ignores them."""
 
     @property
     def label(self) -> str:
@@ -269,7 +274,8 @@ def load_manifest(path: str | Path) -> Manifest:
         settings = {**targets[d["target"]].engine, **d.get("engine", {})}
         if "num_speculative_tokens" in d:
             settings["num_speculative_tokens"] = d["num_speculative_tokens"]
-        entries.append(Pair(targets[d["target"]], drafter, name, settings, where))
+        entries.append(Pair(targets[d["target"]], drafter, name, settings, where,
+                            {key: d[key] for key in STAGE_KEYS if key in d}))
     return Manifest(path, targets, tuple(entries))
 
 

@@ -88,13 +88,20 @@ class VerifyOptions:
     """With the sampling test: samples per prefix of each non-reference engine's own output test
     (:func:`eaglehub.sampling_check.run_engine_sampling_test`); 0: none."""
     device: str = "cpu"
+    baseline_drafter: str | None = None
+    """A drafter to compare every other one with (:mod:`eaglehub.baseline_compare`); it runs as the last drafter."""
 
 
-def serve_command(target: Path, drafter: Path, k: int) -> str:
-    """The ready-to-paste ``vllm serve`` line for the pair (vllm.md §8: method + absolute path)."""
+def serve_command(target: Path | str, drafter: Path | str, k: int) -> str:
+    """The ready-to-paste ``vllm serve`` line for the pair (vllm.md §8: method + absolute path).
+
+    A ``str`` target or drafter is a Hub repo id and is written as given (a published drafter's card)."""
     from .engines.vllm_engine import speculative_config
 
-    return f"vllm serve {shlex.quote(str(target))} --speculative-config {shlex.quote(json.dumps(speculative_config(drafter, k)))}"
+    config = speculative_config(Path(drafter), k)
+    if isinstance(drafter, str):
+        config["model"] = drafter
+    return f"vllm serve {shlex.quote(str(target))} --speculative-config {shlex.quote(json.dumps(config))}"
 
 
 ENGINE_NAMES = ("auto", "vllm", "reference")
@@ -260,8 +267,11 @@ def drafter_report(drafter: Path, target: Path, k: int, requests: list[Request],
         comparison, regression = compare_with_reference(drafter, acceptance.acceptance_length(overall), reference)
         findings += regression
     findings.sort(key=lambda f: f.severity != "error")  # errors first, each group in check order (stable sort)
+    from .digest import files_sha256
+
     return {
         "drafter": str(drafter),
+        "files_sha256": files_sha256(drafter),  # what `eaglehub publish` matches a checkpoint against
         "speculative_config": speculative_config(drafter, k),
         "serve_command": serve_command(target, drafter, k),
         "lossless": all(r["match"] for r in rows),
@@ -679,7 +689,7 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, 
     engines = engines or ([engine] if engine is not None else make_engines(opts.engines, device=opts.device))
     for e in engines:
         e.version()  # fail fast, before any model work, when an engine is missing
-    drafters = [_resolve_drafter(d) for d in opts.drafters]
+    drafters = [_resolve_drafter(d) for d in [*opts.drafters, *([opts.baseline_drafter] if opts.baseline_drafter else [])]]
     target = resolve_target(opts.target)
     for d in drafters:
         preflight(d, target)
@@ -715,6 +725,10 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, 
         _attach_cross_engine(report, reports[1:], all_results, opts.engine_tolerance)
     if opts.sampling_trials:
         _attach_sampling_tests(report, engines, specs[1:], requests, ids, opts)
+    if opts.baseline_drafter:
+        from .baseline_compare import attach_baseline
+
+        attach_baseline(report, drafters[-1])
     validate_report(report)
     return report
 

