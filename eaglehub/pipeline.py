@@ -53,7 +53,7 @@ def _validate(pair) -> tuple[dict, None]:
 def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dict, Path]:
     from .convert import convert
 
-    common = dict(to=section.get("to"), fmt=section.get("format"), overwrite=True)
+    common = dict(fmt=section.get("format"), overwrite=True)
     if section.get("calibrate"):
         # the plain 3.1 upgrade loses most of the acceptance (unit fc_norm gains); calibrating keeps it
         from .calibrate import CalibrationOptions, calibrated_upgrade
@@ -62,7 +62,7 @@ def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dic
                                   norm_output=section.get("norm_output"))
         report = calibrated_upgrade(src, dst, opts, **common)
     else:
-        report = convert(src, dst, norm_output=section.get("norm_output", True), **common)
+        report = convert(src, dst, to=section.get("to"), norm_output=section.get("norm_output", True), **common)
     out = {"output": str(dst), "to": section.get("to"), "format": report.get("output_format", section.get("format")),
            "warnings": report.get("warnings", [])}
     cal = report.get("calibration")

@@ -75,6 +75,9 @@ def test_the_manifest_sections_load_and_verify_ignores_them(tiny):
     bad.write_text((tmp_path / "pipeline.toml").read_text().replace('scheme = "fp8-dynamic"', 'scheme = "int3"'))
     res = _run("pipeline", bad)
     assert res.exit_code == 2 and "drafters[0].quantize.scheme" in res.stderr
+    bad.write_text((tmp_path / "pipeline.toml").read_text().replace('convert = { to = "3.1" }', 'convert = { calibrate = true }'))
+    res = _run("pipeline", bad)
+    assert res.exit_code == 2 and "drafters[0].convert" in res.stderr and "'to' is a required property" in res.stderr
     assert load_manifest(ROOT / "fixtures" / "manifests" / "smollm2.toml").entries[0].stages == {}
 
 
