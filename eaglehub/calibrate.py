@@ -83,7 +83,11 @@ class Calibration:
 
 
 def check_options(opts: CalibrationOptions) -> None:
-    """Raises: EaglehubError (exit 2) for values out of range."""
+    """Raises: EaglehubError (exit 2) for values out of range or a calibration prompt file that is not there."""
+    if opts.prompts_file and not Path(opts.prompts_file).is_file():
+        raise EaglehubError(f"calibration prompt file {opts.prompts_file} not found",
+                            hint="pass --calibration-prompts FILE (eaglehub JSONL, MT-Bench question.jsonl or text), or "
+                                 "drop it for the bundled set")
     if opts.train not in TRAIN_SCOPES:
         raise EaglehubError(f"--train must be one of {', '.join(TRAIN_SCOPES)}, got {opts.train!r}")
     if opts.steps < 0 or opts.max_new_tokens < 1 or opts.held_out < 1 or opts.k < 1 or opts.eval_tokens < 1:
@@ -427,6 +431,7 @@ def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, *
     report = convert(src, dst, to="3", calibration=Calibration(None, False, {"fc.weight": folded.float()}), **convert_kwargs)
     report["warnings"].append(
         "nearest EAGLE-3 approximation, not equivalent: fc columns scaled by fc_norm gain / mean RMS per aux chunk "
-        f"({', '.join(f'{r:.2f}' for r in rms)}, over {x.shape[0]} calibration tokens of {target_path.name}); norm_output "
-        "dropped; re-measure acceptance with eaglehub verify")
+        f"({', '.join(f'{r:.2f}' for r in rms)}, over {x.shape[0]} calibration tokens of {target_path.name})"
+        + ("; norm_output (the post-norm state fed back) cannot be kept" if d.flags.norm_output else "")
+        + "; re-measure acceptance with eaglehub verify")
     return report

@@ -217,6 +217,12 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
     from .convert import convert
     from .render import byte_progress, print_convert
 
+    if not calibrate and (steps or train_scope != "norms" or lr is not None):
+        raise EaglehubError("--steps, --train and --lr fine-tune a calibrated upgrade: they need --calibrate",
+                            hint="add --to 3.1 --calibrate --target T")
+    if to == "3" and force and not target_spec:
+        raise EaglehubError("--to 3 --force needs --target T: the folded fc columns use the aux states' mean RMS on T",
+                            hint="e.g. --to 3 --force --target smollm2")
     common = dict(fmt=fmt, force=force, overwrite=overwrite, max_shard_size=max_shard_size, source_format=source_format,
                   verifier=verifier, revision=revision, aux_convention=aux_convention)
     if to == "3" and force and target_spec:

@@ -323,9 +323,14 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
     ``gains``/``replaced``: calibrated ``fc_norm`` gains and fine-tuned tensors (canonical name →
     torch tensor, written in the source tensor's dtype instead of its bytes)."""
     view, added, changes = _upgrade(view, norm_output, gains) if to == "3.1" else (view, {}, [])
+    folded = []
     if to == "3":
+        folded = [{"what": "EAGLE-3.1 fc_norm (folded into fc.weight: each aux chunk's columns x gain / mean RMS, an "
+                           "approximation) and its switches", "tensors": sorted(n for n in view.names if n.startswith("fc_norm.")),
+                   "keys": sorted(k for k in ("fc_norm", "norm_output") if k in view.config)}]
         view, changes = _downgrade(view)
     view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
+    dropped = folded + dropped
     aux_plan = _aux_plan(view, out_fmt)
     target = dict(view.target) if view.target else None
     if verifier:
@@ -416,7 +421,9 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         raise EaglehubError(f"cannot write {dst}: {exc.strerror or exc}", hint="check permissions and free space of its directory") from exc
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
     warnings = [NOT_EQUIVALENT.format(extra=extra)] if to and calibration is None else []
-    warnings += [f"dropped with --force: {x['what']}" for x in plan.dropped] + aux_warnings(d)
+    forced = plan.dropped[1:] if to == "3" else plan.dropped  # the fold (first) has its own warning
+    warnings += [f"dropped with --force: {x['what']}" for x in forced]
+    warnings += aux_warnings(d)
     return {
         "schema": REPORT_SCHEMA,
         "source": str(src),

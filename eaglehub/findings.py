@@ -267,8 +267,8 @@ RULES: tuple[Rule, ...] = (
     _r("E-VERIFY-AL-REGRESSION", "acceptance length fell below a reference report's by more than the tolerance", "acceptance_length",
        "compare the engine versions the two reports name; pin the version that met the reference", "failure-kinds.md F26", "F26", "verify"),
     _r("W-VERIFY-LOW-AL", "acceptance length below 1.3: speculation is likely slower than plain decoding", "acceptance_length",
-       "an uncalibrated 3.1 upgrade (validate: W-FCNORM-UNIT) needs calibrated gains or fine-tuning; otherwise compare the "
-       "drafter's training data and length with these prompts (long prompts: F13)", "failure-kinds.md F13", "F13", "verify"),
+       "compare the drafter's training data and length with these prompts (long prompts: F13); a 3.1 upgrade with unit "
+       "fc_norm gains (validate: W-FCNORM-UNIT) needs eaglehub convert --to 3.1 --calibrate", "failure-kinds.md F13", "F13", "verify"),
     _r("E-SAMPLING-BIASED", "speculative sampling does not reproduce the target's distribution (goodness-of-fit test fails)",
        "acceptance rule, residual distribution", "accept with min(1, p/q) for the q actually sampled; resample from norm(max(0, p - q))",
        "Leviathan et al. 2023, Chen et al. 2023; failure-kinds.md F24", "F24", "verify"),

@@ -131,7 +131,7 @@ class Manifest:
                     names = ", ".join(dict.fromkeys(p.name for p in selected))
                     raise self._error("drafters", f"no drafter named {d!r} or at that path"
                                       f"{'' if target is None else f' for target {target!r}'} (drafters: {names})",
-                                      "pass a drafter name from the manifest, or drop --manifest to verify a directory")
+                                      "pass a drafter name from the manifest or its directory")
                 by_request += [p for p in hits if p not in by_request]
             selected = [p for p in selected if p in by_request]
         for p in selected:

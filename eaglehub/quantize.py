@@ -160,6 +160,12 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
                 written.append(_layer_pattern(layer))
                 not_divisible.append({"layer": layer.name, "shards": [{"name": b, "shape": list(s)} for b, s in layer.shards],
                                       "reason": refused[0].message})
+    names = [n for layer in layers for name, shards in [layer.vllm_names(1)] for n in (name, *shards)]
+    names += ["lm_head", "model.embed_tokens", "model.fc"]
+    for pattern in dict.fromkeys(_anchored(p) for p in ignore):
+        if not any(_match(n, pattern) for n in names):  # most likely a typo: say so instead of writing a dead entry
+            raise EaglehubError(f"--ignore {pattern!r} matches no module vLLM builds for this drafter",
+                                hint=f"vLLM's names: {', '.join(names[:4])}, ...; e.g. --ignore 're:.*mlp\\.down_proj$'")
     verdicts: dict[str, tuple[str, str | None]] = {}
     layer_rows = []
     for layer in layers:
@@ -212,7 +218,8 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
         entries.append(Entry(canonical, canonical, info.shape, info.dtype, info.nbytes, False, reason))
     if not any(e.quantized for e in entries):
         raise EaglehubError(f"nothing to quantize in {d.path} with {scheme} and this ignore list", exit_code=1,
-                            hint="drop --ignore entries (or pass --quantize-fc), or use --scheme fp8-dynamic (no block constraint)")
+                            hint="drop --ignore entries (or pass --quantize-fc)" + (", or use --scheme fp8-dynamic (no block constraint)"
+                                                                  if scheme == "fp8-block" else ""))
     written += _library_extra_ignores(entries, written, sch)
     config = {
         "quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
@@ -388,7 +395,13 @@ class _Quantizer:
         import torch
 
         if canonical not in self.cache:
-            self.cache = {canonical: quantize_weight(self.d.load(canonical), self.scheme)}
+            weight = self.d.load(canonical)
+            if not torch.isfinite(weight).all():
+                # a NaN / inf would become the row's scale and poison every weight of the row
+                raise EaglehubError(f"{canonical} holds non-finite values: nothing was written", exit_code=1,
+                                    hint=f"eaglehub validate --deep {self.d.path} names them (E-TENSOR-NONFINITE); "
+                                         "fix the source checkpoint first")
+            self.cache = {canonical: quantize_weight(weight, self.scheme)}
         return self.cache[canonical][i].reshape(-1).view(torch.uint8).numpy()
 
 

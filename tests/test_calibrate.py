@@ -114,6 +114,11 @@ def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
                                     str(target), "--calibration-prompts", str(prompts), "--lr", "-1"])
     assert res.exit_code == 2 and "--lr must be > 0" in res.output and "Traceback" not in res.output
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--steps", "5"])
+    assert res.exit_code == 2 and "they need --calibrate" in res.output
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
+                                    str(target), "--calibration-prompts", str(tmp_path / "none.jsonl")])
+    assert res.exit_code == 2 and "calibration prompt file" in res.output and "--calibration-prompts FILE" in res.output
     assert not (tmp_path / "x").exists()
 
 
@@ -133,12 +138,19 @@ def test_to_3_is_refused_unless_forced_then_folds_the_gains(tmp_path, pair):
     assert res.exit_code == 0, res.output
     res = CliRunner().invoke(main, ["convert", str(tmp_path / "v31"), str(tmp_path / "v3"), "--to", "3"])
     assert res.exit_code == 1 and "cannot become EAGLE-3 exactly" in res.output and "--force --target" in res.output
+    res = CliRunner().invoke(main, ["convert", str(tmp_path / "v31"), str(tmp_path / "v3"), "--to", "3", "--force"])
+    assert res.exit_code == 2 and "--to 3 --force needs --target T" in res.output
     res = CliRunner().invoke(main, ["convert", str(tmp_path / "v31"), str(tmp_path / "v3"), "--to", "3", "--force",
                                     "--target", str(target), "--calibration-prompts", str(prompts), "--calibration-tokens", "8",
                                     "--json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert any("nearest EAGLE-3 approximation" in w for w in report["warnings"]) and report["version"] == "3"
+    assert any("norm_output (the post-norm state fed back) cannot be kept" in w for w in report["warnings"])  # on in v31
+    fold = report["dropped"][0]
+    assert fold["tensors"] == ["fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight"]
+    assert fold["keys"] == ["fc_norm", "norm_output"] and "folded into fc.weight" in fold["what"]
+    assert json.loads((tmp_path / "v3" / "eaglehub.json").read_text())["conversion"]["dropped"] == report["dropped"]
     out, src = load_file(str(tmp_path / "v3" / "model.safetensors")), load_file(str(tmp_path / "v31" / "model.safetensors"))
     assert not any(k.startswith("fc_norm.") for k in out)
     cfg = json.loads((tmp_path / "v3" / "config.json").read_text())

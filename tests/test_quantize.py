@@ -226,6 +226,8 @@ def test_errors_exit_non_zero_with_one_line(tmp_path, make_drafter):
         ((src, tmp_path / "x", "--ignore", "gate_proj"), 2, "matches gate_proj but not the fused gate_up_proj"),
         ((src, tmp_path / "x", "--ignore", "re:(unclosed"), 2, "not a valid regular expression"),
         ((src, tmp_path / "x", "--ignore", "re:.*proj$"), 1, "nothing to quantize"),
+        ((src, tmp_path / "x", "--ignore", "down_prj"), 2, "matches no module vLLM builds"),
+        ((src, tmp_path / "x", "--ignore", "re:.*nonexistent$"), 2, "matches no module vLLM builds"),
         ((src,), 2, "DST is missing"),
         ((tmp_path / "nowhere", tmp_path / "x"), 2, "neither a directory"),
     ]
@@ -237,6 +239,16 @@ def test_errors_exit_non_zero_with_one_line(tmp_path, make_drafter):
         assert "Traceback" not in res.output
     assert not (tmp_path / "x").exists()
     assert _cli(src, tmp_path / "y", "--scheme", "int4").exit_code == 2
+
+
+def test_non_finite_weights_are_refused_and_nothing_is_written(tmp_path, make_drafter):
+    def poison(cfg, t):
+        t["midlayer.mlp.down_proj.weight"][0, 0] = float("nan")
+
+    res = _cli(make_drafter("nan", mutate=poison), tmp_path / "out")
+    assert res.exit_code == 1 and "midlayer.mlp.down_proj.weight holds non-finite values" in res.output
+    assert "E-TENSOR-NONFINITE" in res.output and not (tmp_path / "out").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary directory left behind
 
 
 def test_source_with_error_findings_is_refused(tmp_path, make_drafter):
