@@ -38,6 +38,7 @@ vLLM-native layout (speculators' adapter is not known to keep a quantization con
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import re
@@ -433,10 +434,8 @@ def quantize(src: str | Path, dst: str | Path | None, scheme: str = "fp8-dynamic
         raise EaglehubError(f"unknown scheme {scheme!r}", hint=f"use --scheme {' | '.join(SCHEMES)}")
     if dst is None and not dry_run:
         raise EaglehubError("DST is missing", hint="pass the output directory, or --dry-run to only plan")
-    try:
-        import compressed_tensors  # noqa: F401
-    except ImportError as exc:
-        raise EaglehubError("quantize needs compressed-tensors (and torch)", hint="pip install 'eaglehub[quant]'") from exc
+    if importlib.util.find_spec("compressed_tensors") is None:
+        raise EaglehubError("quantize needs compressed-tensors (and torch)", hint="pip install 'eaglehub[quant]'")
     path, source = resolve_source(str(src), revision)
     out_dir = _destination(path, Path(dst), overwrite) if dst is not None else None
     d = read_drafter(path)

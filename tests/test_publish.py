@@ -83,6 +83,8 @@ def test_publish_opens_a_pull_request_whose_files_download_back_byte_identical(v
     assert '"model": "org/tiny"' in card.text and "num_speculative_tokens\": 3" in card.text
     assert "`[2, 4, 5]` via `eagle_aux_hidden_state_layer_ids` (C-in" in card.text
     assert "scripted 1.0" in card.text and "Trained on tests." in card.text
+    # not converted by eaglehub (no eaglehub.json): the checkpoint's own card is this drafter's notes
+    assert "## Notes from the checkpoint" in card.text and "Card of the source checkpoint" not in card.text
     uploaded = json.loads(pr["eaglehub-verify.json"])
     validate_json(uploaded, "verify-report")
     assert [d["files_sha256"] for d in uploaded["drafters"]] == [files_sha256(src)]
@@ -259,8 +261,8 @@ def test_republishing_sends_only_changes_and_removes_stale_files(verified, fake_
     assert [(f["path"], f["status"]) for f in third["files"] if f["status"] != "unchanged"] == [
         ("model-00001-of-00002.safetensors", "deleted")]
     assert "model-00001-of-00002.safetensors" not in fake_hub.files("org/tiny")
-    res = publish(fake_hub, src, "--no-pr", "--tag", "v1")  # an existing tag: 409 → one line
-    assert res.exit_code == 1 and "conflict on org/tiny (409" in res.stderr and "choose another --tag" in res.stderr
+    res = publish(fake_hub, src, "--no-pr", "--tag", "v1")  # an existing tag: refused by the plan
+    assert res.exit_code == 1 and "tag 'v1' already exists on org/tiny" in res.stderr and "choose another --tag" in res.stderr
     assert json.loads(publish(fake_hub, src, "--no-pr", "--tag", "v2", "--json").stdout)["result"]["tag"] == "v2"
     assert repo.tags["v2"] == repo.refs["main"]
 
@@ -309,3 +311,96 @@ def test_card_metadata_the_hub_rejects_is_one_line(verified, fake_hub, hf_env, m
     assert res.exit_code == 1 and "huggingface_hub refused the request for org/tiny" in res.stderr
     assert "bad base_model" in res.stderr and "Traceback" not in res.output
     assert not [p for p in fake_hub.posts() if "/commit/" in p]
+
+
+def test_an_existing_tag_is_refused_before_anything_is_sent(verified, fake_hub, hf_env):
+    src, _ = verified
+    repo = fake_hub.create("org/tiny")
+    head = repo.refs["main"]
+    repo.tags["v1"] = head
+    fake_hub.log.clear()
+    dry = publish(fake_hub, src, "--no-pr", "--tag", "v1", "--dry-run")
+    assert dry.exit_code == 1, dry.output  # the dry run says the real run would fail
+    assert f"tag 'v1' already exists on org/tiny (at commit {head}): publishing would fail; nothing was sent" in dry.stderr
+    assert "choose another --tag, or delete it first (`hf repos tag delete org/tiny v1`)" in dry.stderr
+    assert ("GET", "/api/models/org/tiny/refs") in fake_hub.log  # list_repo_refs
+    res = publish(fake_hub, src, "--no-pr", "--tag", "v1")
+    assert res.exit_code == 1 and "tag 'v1' already exists on org/tiny" in res.stderr and "refusing to publish" in res.stderr
+    assert "Traceback" not in res.output and [line.split(":")[0] for line in res.stderr.strip().splitlines()] == ["error", "hint"]
+    assert fake_hub.posts() == [] and repo.refs["main"] == head and repo.tags == {"v1": head}
+    # a free tag name is planned without complaint
+    assert publish(fake_hub, src, "--no-pr", "--tag", "v2", "--dry-run").exit_code == 0
+
+
+def test_a_tag_created_after_the_plan(verified, fake_hub, hf_env):
+    src, _ = verified
+    repo = fake_hub.create("org/tiny")
+    head = repo.refs["main"]
+    # between the plan and the commit: the re-check with the head refuses, nothing is committed
+    fake_hub.before("whoami", lambda hub: repo.tags.__setitem__("v1", head))
+    res = publish(fake_hub, src, "--no-pr", "--tag", "v1")
+    assert res.exit_code == 1 and "refusing to publish; nothing was sent" in res.stderr
+    assert not [p for p in fake_hub.posts() if "/commit/" in p] and repo.refs["main"] == head
+    # between the commit and create_tag (a race): the commit landed, only the tag failed, and it says so
+    fake_hub.before("tag", lambda hub: repo.tags.__setitem__("v2", head))
+    res = publish(fake_hub, src, "--no-pr", "--tag", "v2")
+    landed = repo.refs["main"]
+    assert res.exit_code == 1 and landed != head and "model.safetensors" in fake_hub.files("org/tiny")
+    assert (f"the commit landed on org/tiny@main ({landed}, {fake_hub.url}/org/tiny/commit/{landed}) but tagging it "
+            "'v2' failed: conflict on org/tiny (409: Tag v2 already exists)") in res.stderr
+    assert f"hf repos tag create org/tiny TAG --revision {landed}" in res.stderr and "Traceback" not in res.output
+    assert repo.tags == {"v1": head, "v2": head}
+
+
+def test_forced_reasons_top_the_card_without_local_paths(verified, fake_hub, hf_env, tmp_path, make_drafter):
+    def card_of(src, *args):
+        res = publish(fake_hub, src, "--force", "--dry-run", "--json", *args)
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        return doc["gate"]["reasons"], ModelCard(doc["card"]["text"]).text
+
+    dead = tmp_path / "dead"
+    reasons, text = card_of(dead)
+    assert reasons == ["verify failed (E-VERIFY-NOT-WIRED) in ../dead.verify.json"]
+    # right below the title, before the description and the serve line
+    assert text.lstrip().startswith("# tiny\n\n> **Published with `--force`** despite: verify failed (E-VERIFY-NOT-WIRED) in "
+                           "../dead.verify.json\n")
+    assert str(tmp_path) not in text
+    # the tester's case: the report inside SRC is named relative to it
+    (dead / "eaglehub-verify.json").write_bytes((tmp_path / "dead.verify.json").read_bytes())
+    reasons, text = card_of(dead)
+    assert reasons == ["verify failed (E-VERIFY-NOT-WIRED) in eaglehub-verify.json"] and str(tmp_path) not in text
+    other = make_drafter("other", seed=3)
+    reasons, text = card_of(other)
+    assert reasons == ["no verify report covers these files (no verify report given (--report) or found at "
+                       "eaglehub-verify.json, ../other.verify.json, ../verify.json)"]
+    assert str(tmp_path) not in text and text.index("Published with `--force`") < text.index("## Use with vLLM")
+    reasons, _ = card_of(other, "--report", tmp_path / "good.verify.json")
+    assert reasons == ["no verify report covers these files (../good.verify.json: no drafter with these files' sha256)"]
+
+
+def test_a_converted_or_quantized_drafter_labels_the_source_card(verified, fake_hub, hf_env, tmp_path):
+    src, _ = verified
+    for args, words in [(["convert", src, tmp_path / "v31", "--to", "3.1"], "conversion"),
+                        (["quantize", src, tmp_path / "fp8"], "quantization"),
+                        (["quantize", tmp_path / "v31", tmp_path / "v31-fp8"], "conversion and quantization")]:
+        made = CliRunner().invoke(main, list(map(str, args)))
+        assert made.exit_code == 0, made.output
+        out = Path(args[2])
+        assert (out / "README.md").read_text() == (src / "README.md").read_text()  # carried over as is
+        res = publish(fake_hub, out, "--force", "--dry-run", "--json")
+        assert res.exit_code == 0, res.output
+        text = ModelCard(json.loads(res.stdout)["card"]["text"]).text
+        assert "## Notes from the checkpoint" not in text
+        label = (f"## Card of the source checkpoint\n\n*Before {words}: this is the card the source checkpoint came "
+                 "with; its figures (dtype, size, acceptance, …) describe that checkpoint, not this drafter (see above).*"
+                 "\n\nTrained on tests.")
+        assert label in text and text.index("## How it was made") < text.index(label)
+
+
+def test_an_unreadable_report_is_called_a_verify_report(verified, fake_hub, hf_env, tmp_path):
+    src, _ = verified
+    missing = tmp_path / "nonexist.json"
+    res = publish(fake_hub, src, "--report", missing, "--dry-run")
+    assert res.exit_code == 2 and f"verify report {missing}: cannot read it" in res.stderr
+    assert "reference report" not in res.stderr and fake_hub.log == []

@@ -139,6 +139,15 @@ def _made_section(inspect: dict, config: dict, provenance: dict | None) -> list[
     return lines
 
 
+def _conversion_words(provenance: dict) -> str:
+    """``"conversion"``, ``"quantization"`` or ``"conversion and quantization"``: what the
+    ``eaglehub.json`` chain did to the source (a step with ``conversion.quantization`` quantized)."""
+    steps = list(provenance.get("history") or []) + [provenance]
+    quantized = any(step["conversion"].get("quantization") for step in steps)
+    converted = any(not step["conversion"].get("quantization") for step in steps)
+    return " and ".join(w for w, on in (("conversion", converted), ("quantization", quantized)) if on)
+
+
 def build_card(*, repo_id: str, base_model: str | None, target_spec: str, k: int, inspect: dict, config: dict,
                provenance: dict | None, training: dict | None, validate_report: dict, entry: dict | None,
                report: dict | None, others: list[dict], forced: list[str], source_card: str | None) -> str:
@@ -147,7 +156,9 @@ def build_card(*, repo_id: str, base_model: str | None, target_spec: str, k: int
     ``entry``: the matched drafter section of the verify ``report`` (``None`` only under ``--force``);
     ``others``: the report's other drafters (e.g. the unquantized source), shown for comparison;
     ``forced``: the gate failures ``--force`` overrode; ``source_card``: the text of the checkpoint's
-    own ``README.md`` or ``None`` (its body is kept under "Notes", its license and datasets carried over).
+    own ``README.md`` or ``None`` (its body is kept under "Notes from the checkpoint", or under "Card of
+    the source checkpoint", labelled as describing the source, when ``provenance`` shows the drafter
+    was converted or quantized; its license and datasets are carried over).
     """
     from huggingface_hub import ModelCard, ModelCardData
 
@@ -160,14 +171,14 @@ def build_card(*, repo_id: str, base_model: str | None, target_spec: str, k: int
     name = repo_id.split("/")[-1]
     # a local target directory by its name only: the card must not leak machine paths
     target_shown = base_model or (Path(target_spec).name if Path(target_spec).is_dir() else target_spec)
-    lines = [f"# {name}", "",
-             f"An EAGLE-{inspect['eagle_version']} speculative-decoding drafter for "
-             f"{f'[{base_model}](https://huggingface.co/{base_model})' if base_model else f'`{target_shown}`'}: a small head that "
-             "reads the target's hidden states and proposes draft tokens the target verifies, so the output "
-             "is the target's own.", "",
-             "## Use with vLLM", "", "```bash", serve_command(target_shown, repo_id, k), "```", ""]
-    if forced:
+    lines = [f"# {name}", ""]
+    if forced:  # first thing a reader sees: the figures below were not (all) checked
         lines += ["> **Published with `--force`** despite: " + "; ".join(forced), ""]
+    lines += [f"An EAGLE-{inspect['eagle_version']} speculative-decoding drafter for "
+              f"{f'[{base_model}](https://huggingface.co/{base_model})' if base_model else f'`{target_shown}`'}: a small head that "
+              "reads the target's hidden states and proposes draft tokens the target verifies, so the output "
+              "is the target's own.", "",
+              "## Use with vLLM", "", "```bash", serve_command(target_shown, repo_id, k), "```", ""]
     if entry is not None and report is not None:
         lines += _verify_section(entry, report, others)
     lines += _made_section(inspect, config, provenance)
@@ -183,6 +194,12 @@ def build_card(*, repo_id: str, base_model: str | None, target_spec: str, k: int
     if source_body.strip():
         body = re.sub(r"^# .*\n", "", source_body.strip() + "\n", count=1).strip()
         body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.M)  # its headings sit below "Notes"
-        lines += ["", "## Notes from the checkpoint", "", body]
+        if provenance:  # converted / quantized here: the card came with the source and describes it
+            lines += ["", "## Card of the source checkpoint", "",
+                      f"*Before {_conversion_words(provenance)}: this is the card the source checkpoint came with; its "
+                      "figures (dtype, size, acceptance, …) describe that checkpoint, not this drafter (see above).*",
+                      "", body]
+        else:
+            lines += ["", "## Notes from the checkpoint", "", body]
     card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n")
     return str(card)

@@ -1,8 +1,10 @@
 """The publish plan: the gate (validate + a passing verify report for these very files), the files
 to upload with their status against the Hub, and the head commit the upload will be pinned to.
 
-Building a plan only reads from the Hub (``repo_info``, ``list_repo_tree``): ``--dry-run`` shows it
-and stops; a real run executes exactly it (:mod:`eaglehub.publish.upload`).
+Building a plan only reads from the Hub (``repo_info``, ``list_repo_tree``, ``list_repo_refs``):
+``--dry-run`` shows it and stops; a real run executes exactly it (:mod:`eaglehub.publish.upload`).
+A plan that cannot succeed (the gate refuses, ``--parent-commit`` is not the head, ``--tag`` exists
+already) is refused while planning, in a dry run too (exit 1), so nothing is ever sent for it.
 """
 
 from __future__ import annotations
@@ -60,6 +62,15 @@ def report_candidates(src: Path) -> list[Path]:
     return [src / VERIFY_FILE, src.parent / f"{src.name}.verify.json", src.parent / "verify.json"]
 
 
+def shown(path: Path, src: Path) -> str:
+    """``path`` as the gate's reasons and notes name it: relative to ``src`` when inside it or beside it
+    (``../NAME``), else its file name; they go into the card, which must not leak machine paths."""
+    path, src = path.resolve(), src.resolve()
+    if path.is_relative_to(src):
+        return path.relative_to(src).as_posix()
+    return f"../{path.name}" if path.parent == src.parent else path.name
+
+
 def find_verify_entry(src: Path, given: str | None, hashes: dict[str, str]) -> tuple[Path | None, dict | None, dict | None, str]:
     """``(report path, report, drafter entry, note)`` for the verify report that covers ``src``: a
     drafter entry whose ``files_sha256`` equals ``hashes`` (the checkpoint's, :func:`eaglehub.digest.files_sha256`).
@@ -73,19 +84,22 @@ def find_verify_entry(src: Path, given: str | None, hashes: dict[str, str]) -> t
         try:
             report = load_reference_report(path).report
         except EaglehubError as exc:
+            # verify's loader words it for --reference-report; here it is the gate's verify report
+            message = exc.message.replace("reference report", "verify report", 1)
             if given:
-                raise
-            notes.append(f"{path}: {exc.message}")
+                raise EaglehubError(message, hint=exc.hint, exit_code=exc.exit_code) from None
+            notes.append(message.replace(str(path), shown(path, src), 1))
             continue
         entries = report["drafters"]
         hits = [e for e in entries if e.get("files_sha256") == hashes]
         if hits:
-            return path, report, hits[0], f"{path}: drafter {hits[0]['drafter']} (same files, by sha256)"
+            return path, report, hits[0], f"{shown(path, src)}: drafter {hits[0]['drafter']} (same files, by sha256)"
         unhashed = [e for e in entries if "files_sha256" not in e]
-        notes.append(f"{path}: no drafter with these files' sha256" +
+        notes.append(f"{shown(path, src)}: no drafter with these files' sha256" +
                      (f" ({len(unhashed)} written before reports recorded it: re-run verify)" if unhashed else ""))
     if not notes:
-        notes.append("no verify report given (--report) or found at " + ", ".join(str(p) for p in report_candidates(src)))
+        notes.append("no verify report given (--report) or found at " +
+                     ", ".join(shown(p, src) for p in report_candidates(src)))
     return None, None, None, "; ".join(notes)
 
 
@@ -139,7 +153,7 @@ def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[d
         reasons.append(f"no verify report covers these files ({note})")
     elif not entry["passed"]:
         failed = sorted({f["code"] for f in entry["findings"] if f["severity"] == "error"})
-        reasons.append(f"verify failed ({', '.join(failed)}) in {report_path}")
+        reasons.append(f"verify failed ({', '.join(failed)}) in {shown(report_path, src)}")
     if reasons and not opts.force:
         raise EaglehubError(f"refusing to publish {src}: " + "; ".join(reasons),
                             hint=f"fix it and run `eaglehub verify --target {target or 'T'} --drafter {src} --report "
@@ -153,16 +167,29 @@ def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[d
     return section, vreport, report, entry
 
 
+def remote_tags(api, repo_id: str) -> dict[str, str]:
+    """``{tag: commit oid}`` of ``repo_id`` (``list_repo_refs``)."""
+    return {t.name: t.target_commit for t in api.list_repo_refs(repo_id).tags}
+
+
+def tag_exists_error(repo_id: str, tag: str, oid: str, dry_run: bool) -> EaglehubError:
+    """The refusal for a ``--tag`` the repo has already (exit 1), worded for the plan or the re-check."""
+    return EaglehubError(f"tag {tag!r} already exists on {repo_id} (at commit {oid}): "
+                         + ("publishing would fail" if dry_run else "refusing to publish") + "; nothing was sent",
+                         hint=f"choose another --tag, or delete it first (`hf repos tag delete {repo_id} {tag}`)",
+                         exit_code=1)
+
+
 def _remote(api, opts: PublishOptions, endpoint: str, token: str | None):
-    """``(exists, head sha or None, {path: RepoFile})`` of ``opts.repo`` at ``opts.revision``; ``exists``
-    is ``None`` offline (``HF_HUB_OFFLINE``, dry runs only: the Hub is not read)."""
+    """``(exists, head sha or None, {path: RepoFile}, {tag: oid})`` of ``opts.repo`` at ``opts.revision``;
+    ``exists`` is ``None`` offline (``HF_HUB_OFFLINE``, dry runs only: the Hub is not read)."""
     from huggingface_hub import constants
     from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
     if constants.HF_HUB_OFFLINE:  # a dry run can still show the gate, the card and the files
         if not opts.dry_run:
             raise EaglehubError("HF_HUB_OFFLINE is set: publishing needs the Hub", hint="unset HF_HUB_OFFLINE, or add --dry-run")
-        return None, None, {}
+        return None, None, {}, {}
     with hub_errors(opts.repo, opts.revision, endpoint, token, writing=False):
         try:
             info = api.repo_info(opts.repo, revision=opts.revision)
@@ -172,10 +199,11 @@ def _remote(api, opts: PublishOptions, endpoint: str, token: str | None):
             if opts.revision != "main":
                 raise EaglehubError(f"hub repo {opts.repo} does not exist, so it has no branch {opts.revision!r}",
                                     hint="publish to main first (drop --revision), or create the repo and branch") from None
-            return False, None, {}
+            return False, None, {}, {}
         tree = api.list_repo_tree(opts.repo, revision=info.sha, recursive=True)
         files = {f.path: f for f in tree if hasattr(f, "blob_id")}
-    return True, info.sha, files
+        tags = remote_tags(api, opts.repo) if opts.tag else {}
+    return True, info.sha, files, tags
 
 
 def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Plan:
@@ -184,7 +212,8 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
     Raises:
         EaglehubError: the source is not a local checkpoint (exit 2); the gate refuses (exit 1);
             Hub errors (:func:`~eaglehub.publish.hub.hub_errors`); :class:`StaleParentError` when
-            ``opts.parent_commit`` is given and the revision's head is another commit.
+            ``opts.parent_commit`` is given and the revision's head is another commit; EaglehubError
+            (exit 1) when ``opts.tag`` exists on the repo already (a dry run too: the run would fail).
     """
     from ..drafter import read_config
     from ..inspection import inspect_drafter
@@ -198,7 +227,9 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
                             hint="publish a directory (convert or download the drafter first)")
     hashes = files_sha256(src)
     gate, vreport, report, entry = run_gate(src, opts, hashes)
-    exists, head, remote = _remote(api, opts, endpoint, token)
+    exists, head, remote, tags = _remote(api, opts, endpoint, token)
+    if opts.tag in tags:  # before anything is sent: create_tag would otherwise fail after the commit landed
+        raise tag_exists_error(opts.repo, opts.tag, tags[opts.tag], opts.dry_run)
     if opts.parent_commit and (head is None or not head.startswith(opts.parent_commit)):
         raise StaleParentError(f"{opts.repo}@{opts.revision} is at {head or '(no repo)'}, not at the planned parent "
                                f"{opts.parent_commit}; nothing was changed",
