@@ -2,9 +2,14 @@
 
 Why it exists: the calibrated upgrade's acceptance sits within a few accepted tokens of the source's,
 so every alternative to the closed-form per-channel gains (an fc-output-space least-squares fit,
-fine-tuning the gains or every weight) is measured here in one run, on the same recorded target
-continuations: the held-out calibration prompts (what ``convert --calibrate`` selects on) and the
-project's evaluation prompts (what the issue's vLLM figure uses). Not a test; minutes of CPU.
+fine-tuning the gains or every weight on the target's greedy tokens, distilling the source drafter)
+is measured here in one run, on the same recorded target continuations of four prompt sets: the
+held-out calibration prompts (what ``convert --calibrate`` selects norm_output on); two dev sets the
+fine-tuning defaults were chosen on, ``chat_dev`` (fixtures/prompts/calibration-dev.jsonl: 48
+hand-written chat prompts written with the calibration set, never calibrated on) and ``templated_dev``
+(96 prompts of the fixture drafter's own training distribution: its recipe's generator, prompts
+7,000–7,095, never trained on); and the project's evaluation prompts (what the issue's vLLM figure
+uses; not used for choosing). Not a test; about 30 minutes of CPU.
 
     .venv/bin/python benchmarks/calibration_variants.py --target smollm2 [--calibration-tokens 64]
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -56,12 +62,19 @@ def main() -> None:
     aux_ids = sorted(d.aux.c_in)
     fit, held = C._split(load_prompts(C.default_calibration_prompts(), None, None), 2)
     evals = load_prompts(ROOT / "fixtures" / "prompts" / "eval.jsonl", None, None)
+    sys.path.insert(0, str(ROOT / "fixtures" / "smollm2-eagle3-recipe"))
+    from train_prompts import build_prompts, normalise
 
-    def records(prompts, tokens):
-        return C.collect(target, encode_chat(target_path, [p.text for p in prompts]), aux_ids, tokens)
+    dev = [r["prompt"] for r in build_prompts(8000, seed=0, exclude=frozenset(normalise(p.text) for p in evals))[7000:7096]]
 
-    shards = records(fit, args.calibration_tokens)
-    sets = {"held_out": records(held, args.eval_tokens), "project": records(evals, args.eval_tokens)}
+    def records(texts, tokens):
+        return C.collect(target, encode_chat(target_path, texts), aux_ids, tokens)
+
+    shards = records([p.text for p in fit], args.calibration_tokens)
+    chat_dev = load_prompts(ROOT / "fixtures" / "prompts" / "calibration-dev.jsonl", None, None)
+    sets = {"held_out": records([p.text for p in held], args.eval_tokens),
+            "chat_dev": records([p.text for p in chat_dev], args.eval_tokens),
+            "templated_dev": records(dev, args.eval_tokens), "project": records([p.text for p in evals], args.eval_tokens)}
     tmp = Path(tempfile.mkdtemp(prefix="eaglehub-variants-"))
     rows = []
 
@@ -82,14 +95,18 @@ def main() -> None:
     closed = row("closed-form per-channel gains", upgraded("closed", gains))
     t0 = time.perf_counter()
     row("fc-output-space least-squares gains", upgraded("fcspace", fc_space_gains(d, shards, eps)), time.perf_counter() - t0)
-    for steps, train, lr in ((10, "norms", 1e-2), (30, "norms", 3e-3), (20, "all", 1e-5)):
+    teacher = load_drafter(src, target, "float32").model
+    # (steps, scope, lr, label weight or None for CE alone)
+    for steps, train, lr, lw in ((30, "norms", 3e-3, None), (20, "all", 1e-4, None), (20, "all", 1e-4, 0.0),
+                                 (20, "all", 1e-4, 0.05), (20, "all", 1e-4, C.DEFAULT_LABEL_WEIGHT), (20, "all", 1e-4, 0.3)):
         loaded = load_drafter(closed, target, "float32")
         t0 = time.perf_counter()
-        C.finetune(loaded, target, shards, steps, train, lr, 0)
+        C.finetune(loaded, target, shards, steps, train, lr, 0, None if lw is None else teacher, 1.0 if lw is None else lw)
         tuned = [m.weight.detach().float().cpu() for m in loaded.model.fc_norm]
         weights = {k: v.detach().cpu() for k, v in loaded.model.state_dict().items()
                    if k not in ("d2t", "t2d") and not k.startswith("fc_norm.")} if train == "all" else None
-        row(f"closed form + {steps} TTT steps ({train}, lr {lr:g})", upgraded(f"{train}{steps}", tuned, weights),
+        loss = "CE" if lw is None else f"{lw:g} CE + {1 - lw:g} KL(source)"
+        row(f"closed form + {steps} TTT steps ({train}, lr {lr:g}, {loss})", upgraded(f"{train}{steps}-{lw}", tuned, weights),
             time.perf_counter() - t0)
 
 

@@ -6,9 +6,11 @@ per-token RMS ≈ 2.9 / 11.4 / 27.4 for SmolLM2's layers 2, 15, 27). Steps:
 
 1. **Calibration data**: the target continues each calibration prompt greedily (``max_new_tokens``),
    then one forward over prompt + continuation gives the aux states of every position
-   (:func:`collect`); the bundled set is ``fixtures/prompts/calibration.jsonl`` (72 prompts of at most 600 characters, 6
-   categories, disjoint from the evaluation prompts). Per category the last ``held_out`` prompts are
-   held out for the acceptance measurements.
+   (:func:`collect`); the bundled set is ``fixtures/prompts/calibration.jsonl`` (72 hand-written chat
+   prompts of at most 200 characters, 6 categories, disjoint from the evaluation prompts: a drafter is
+   calibrated for the requests it will serve, and labels from its own templated training distribution
+   teach it nothing new). Per category the last ``held_out`` prompts are held out for the acceptance
+   measurements.
 2. **Closed-form gains** (:func:`fit_gains`): per chunk ``i`` and channel ``c``, the gain ``g`` that
    makes ``g · n`` best match ``x`` in least squares over the calibration tokens, where
    ``n = x / sqrt(mean(x²) + eps)`` is the RMS-normalised state: ``g_c = Σ_t n_tc x_tc / Σ_t n_tc²``.
@@ -17,9 +19,15 @@ per-token RMS ≈ 2.9 / 11.4 / 27.4 for SmolLM2's layers 2, 15, 27). Steps:
 3. **norm_output** (unless forced): both settings with the fitted gains, acceptance measured on the
    held-out prompts in the reference engine; the higher AL wins, a tie keeps the source's behaviour
    (off: switching it on changes the state fed back to every later draft step).
-4. **Fine-tuning** (``steps > 0``): training-time test (:mod:`eaglehub.ttt`, 3 unrolled steps) on the
-   target's own greedy continuations; ``train="norms"`` trains the ``fc_norm`` gains only (every other
-   tensor stays bit-exact), ``"all"`` every drafter weight (``d2t``/``t2d`` excepted).
+4. **Fine-tuning** (default ``DEFAULT_STEPS`` = 20 steps of every weight; ``--steps 0`` skips it):
+   training-time test (:mod:`eaglehub.ttt`, 3 unrolled steps) on the calibration sequences, loss
+   ``0.1 · CE(target's greedy tokens) + 0.9 · KL(source drafter ‖ upgraded)`` (``label_weight``):
+   distilling the source teaches the upgraded drafter, per token, what the closed-form gains cannot
+   (the lost per-token RMS), at every position including the prompt's, while the small label term lets
+   it correct the source where the target disagrees. ``train="norms"`` trains the ``fc_norm`` gains
+   only (every other tensor stays bit-exact), ``"all"`` every drafter weight (``d2t``/``t2d``
+   excepted). Drafters TTT cannot unroll (several layers, MLA) keep the closed-form gains, and the
+   report says so.
 5. **Acceptance before/after** on the held-out prompts: the source (3.0), the plain upgrade (unit
    gains, ``norm_output`` on, what ``convert --to 3.1`` writes) and the result, each decoded greedily
    by the reference engine's loop over the target's recorded greedy continuation of those prompts
@@ -42,6 +50,11 @@ from . import acceptance
 from .errors import EaglehubError
 
 TRAIN_SCOPES = ("norms", "all")
+# Defaults of the fine-tuning after the closed-form fit, chosen on prompts neither calibrated on nor used
+# for the project's evaluation figure (benchmarks/calibration_variants.py: the dev sets).
+DEFAULT_STEPS = 20
+DEFAULT_TRAIN = "all"
+DEFAULT_LABEL_WEIGHT = 0.1
 SINK_POSITIONS = 1
 
 
@@ -61,9 +74,12 @@ class CalibrationOptions:
     held_out: int = 2
     """Prompts per category kept out of the fit for the acceptance measurements."""
     max_new_tokens: int = 64
-    steps: int = 0
-    train: str = "norms"
+    steps: int | None = None
+    """Fine-tuning steps; None: ``DEFAULT_STEPS`` where TTT can unroll the drafter, else 0 (said in the report)."""
+    train: str = DEFAULT_TRAIN
     lr: float | None = None
+    label_weight: float = DEFAULT_LABEL_WEIGHT
+    """Weight of the target's greedy tokens in the fine-tuning loss; the rest distils the source drafter."""
     norm_output: bool | None = None
     k: int = 3
     eval_tokens: int = 48
@@ -90,7 +106,9 @@ def check_options(opts: CalibrationOptions) -> None:
                                  "drop it for the bundled set")
     if opts.train not in TRAIN_SCOPES:
         raise EaglehubError(f"--train must be one of {', '.join(TRAIN_SCOPES)}, got {opts.train!r}")
-    if opts.steps < 0 or opts.max_new_tokens < 1 or opts.held_out < 1 or opts.k < 1 or opts.eval_tokens < 1:
+    if not 0.0 <= opts.label_weight <= 1.0:
+        raise EaglehubError(f"--label-weight must be in [0, 1], got {opts.label_weight}")
+    if (opts.steps or 0) < 0 or opts.max_new_tokens < 1 or opts.held_out < 1 or opts.k < 1 or opts.eval_tokens < 1:
         raise EaglehubError("--steps must be >= 0; --calibration-tokens, -k and the held-out count must be >= 1")
     if opts.lr is not None and not opts.lr > 0:
         raise EaglehubError(f"--lr must be > 0, got {opts.lr}")
@@ -178,25 +196,38 @@ def measure(engine, live, drafter: Path, records: list[dict], k: int) -> dict:
 # --- fine-tuning ----------------------------------------------------------------------------------------
 
 
-def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: float | None, seed: int,
-             token_budget: int = 2048) -> dict:
-    """Train ``loaded.model`` (a :class:`~eaglehub.engines.reference.LoadedDrafter`'s drafter, 3.1 flags
-    set) in place with TTT on ``shards`` (answer positions are the targets). Returns the losses.
+def finetune_support(model) -> str | None:
+    """Why TTT cannot unroll this drafter (several layers, MLA, ``norm_before_residual``), or None."""
+    d = model.dims
+    if d.num_layers != 1 or d.norm_before_residual or type(model.midlayer.self_attn).__name__ != "_Attention":
+        return "fine-tuning supports single-layer Llama drafters without norm_before_residual"
+    return None
 
-    ``train``: ``"norms"`` (``fc_norm`` gains; lr default 1e-2) or ``"all"`` (lr default 1e-4); AdamW,
-    cosine decay, gradient clipping at 1 (the fixture recipe's optimiser).
+
+def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: float | None, seed: int,
+             teacher=None, label_weight: float = DEFAULT_LABEL_WEIGHT, token_budget: int = 2048) -> dict:
+    """Train ``loaded.model`` (a :class:`~eaglehub.engines.reference.LoadedDrafter`'s drafter, 3.1 flags
+    set) in place with TTT (3 unrolled steps) on ``shards``. Returns steps, lr, losses.
+
+    Loss (:func:`eaglehub.ttt.ttt_loss`): with ``teacher`` (the source drafter's module),
+    ``label_weight · CE(target's greedy tokens) + (1 − label_weight) · KL(source ‖ upgraded)`` over the
+    unrolled drafts; without, CE only. Distilling the source keeps the upgrade close to what it computed
+    where the few calibration labels would otherwise be memorised (benchmarks/calibration_variants.py:
+    cross-entropy-dominated tuning of every weight lowers acceptance on fresh prompts). ``train``: ``"norms"`` (``fc_norm``
+    gains; lr default 1e-2) or ``"all"`` (every weight but ``d2t``/``t2d``; lr default 1e-4); AdamW,
+    cosine decay to 10 %, gradient clipping at 1 (the fixture recipe's optimiser).
 
     Raises:
-        EaglehubError: a drafter TTT cannot unroll (several layers, MLA, ``norm_before_residual``).
+        EaglehubError: a drafter TTT cannot unroll (:func:`finetune_support`).
     """
     import torch
 
     from .ttt import ttt_loss
 
     model, d = loaded.model, loaded.model.dims
-    if d.num_layers != 1 or d.norm_before_residual or type(model.midlayer.self_attn).__name__ != "_Attention":
-        raise EaglehubError("fine-tuning (--steps) supports single-layer Llama drafters without norm_before_residual",
-                            hint="use --steps 0 (closed-form gains only) for this drafter")
+    why = finetune_support(model)
+    if why:
+        raise EaglehubError(why, hint="use --steps 0 (closed-form gains only) for this drafter")
     model.float().train()
     for p in model.parameters():
         p.requires_grad_(train == "all")
@@ -206,6 +237,8 @@ def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: flo
     lr = lr or (1e-2 if train == "norms" else 1e-4)
     opt = torch.optim.AdamW(params, lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     embed = (loaded.embed if loaded.embed is not None else target.model.get_input_embeddings().weight).detach().float()
+    if teacher is not None:
+        teacher.float().eval().requires_grad_(False)
     t2d_index = torch.full((d.vocab_size,), -1, dtype=torch.long)
     used = model.to_target_ids(torch.arange(d.draft_vocab_size)) if hasattr(model, "d2t") else torch.arange(d.vocab_size)
     t2d_index[used] = torch.arange(len(used))
@@ -221,15 +254,18 @@ def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: flo
                 break
             batch.append(span)
             used_tokens += span[2]
-        loss, _, _ = ttt_loss(model, embed, shards, batch, t2d_index, 3, [1.0, 0.8, 0.6])
+        loss, _, _ = ttt_loss(model, embed, shards, batch, t2d_index, 3, [1.0, 0.8, 0.6], teacher, label_weight)
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         losses.append(float(loss.detach()))
     model.eval()
-    return {"steps": steps, "train": train, "lr": lr, "loss_first": losses[0] if losses else None,
-            "loss_last": losses[-1] if losses else None}
+    return {"steps": steps, "train": train, "lr": lr, "label_weight": label_weight if teacher is not None else 1.0,
+            "objective": (f"{label_weight:g} x cross-entropy on the target's greedy tokens + {1 - label_weight:g} x "
+                          "KL(source drafter || upgraded) over 3 unrolled draft steps" if teacher is not None else
+                          "cross-entropy on the target's greedy tokens over 3 unrolled draft steps"),
+            "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None}
 
 
 # --- orchestration --------------------------------------------------------------------------------------
@@ -311,11 +347,13 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
                 candidates[choice] = al(tmp / f"fit-{choice}")
         chosen, why = _choose(candidates, opts.norm_output)
         tune, weights, result_al = None, {}, candidates[chosen]
-        if opts.steps:
-            with phase(f"fine-tuning ({opts.train}, {opts.steps} steps)"):
+        loaded = load_drafter(tmp / f"fit-{chosen}", target, "float32")
+        steps, skipped = _steps(opts, loaded.model)
+        if steps:
+            with phase(f"fine-tuning ({opts.train}, {steps} steps, distilling the source)"):
                 t0 = time.perf_counter()
-                loaded = load_drafter(tmp / f"fit-{chosen}", target, "float32")
-                tune = finetune(loaded, target, shards, opts.steps, opts.train, opts.lr, opts.seed)
+                teacher = load_drafter(src, target, "float32").model
+                tune = finetune(loaded, target, shards, steps, opts.train, opts.lr, opts.seed, teacher, opts.label_weight)
                 tune["seconds"] = round(time.perf_counter() - t0, 1)
                 gains = [n.weight.detach().float().cpu() for n in loaded.model.fc_norm]
                 if opts.train == "all":
@@ -324,6 +362,8 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
             with phase("measuring the fine-tuned drafter"):
                 write_candidate(tmp / "tuned", gains, chosen, weights)
                 result_al = al(tmp / "tuned")
+        elif skipped:
+            tune = {"skipped": skipped}
     report = {
         "target": str(target_path),
         "prompts": {"file": str(file), "fit": len(fit), "held_out": len(held), "max_new_tokens": opts.max_new_tokens,
@@ -335,7 +375,8 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
                         "candidates": [{"norm_output": c, **m} for c, m in candidates.items()]},
         "fine_tuning": tune,
         "acceptance": {"engine": engine.name, "engine_version": engine.version(), "num_speculative_tokens": opts.k,
-                       "max_tokens": opts.eval_tokens, "source": source_al, "plain_upgrade": plain_al, "calibrated": result_al},
+                       "max_tokens": opts.eval_tokens, "source": source_al, "plain_upgrade": plain_al,
+                       "closed_form": candidates[chosen], "calibrated": result_al},
         "definitions": {"acceptance_length": acceptance.AL_DEFINITION + "; greedy, on the held-out calibration prompts, "
                                               "replaying the target's recorded greedy continuation through the reference "
                                               "engine's decode loop",
@@ -345,6 +386,14 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
         "seconds": {"calibration_data": round(collect_s, 1), "total": round(time.perf_counter() - t_start, 1)},
     }
     return Calibration(gains, chosen, weights, report)
+
+
+def _steps(opts: CalibrationOptions, model) -> tuple[int, str | None]:
+    """Fine-tuning steps to run, and why the default ones are skipped (a drafter TTT cannot unroll)."""
+    if opts.steps is not None:
+        return opts.steps, None
+    why = finetune_support(model)
+    return (0, f"{why}: closed-form gains only (the default --steps {DEFAULT_STEPS} was not run)") if why else (DEFAULT_STEPS, None)
 
 
 def _choose(candidates: dict[bool, dict], forced: bool | None) -> tuple[bool, str]:

@@ -191,25 +191,30 @@ def validate_cmd(src: str | None, source_format: str | None, revision: str | Non
               help="Set norm_output with --to 3.1 (default: on; with --calibrate: chosen by measured acceptance).")
 @click.option("--calibrate", is_flag=True,
               help="With --to 3.1: fit the fc_norm gains on the target's aux states (least squares per channel), "
-                   "choose norm_output by held-out acceptance, optionally fine-tune (--steps); needs --target.")
+                   "choose norm_output by held-out acceptance, then fine-tune distilling the source (--steps); needs --target.")
 @click.option("--target", "target_spec", default=None, help="Calibration target: directory, cached Hub id, or `smollm2`.")
 @click.option("--calibration-prompts", type=click.Path(dir_okay=False), default=None,
               help="Calibration prompt file (any verify prompt format); default fixtures/prompts/calibration.jsonl.")
 @click.option("--calibration-limit", type=click.IntRange(min=2), default=None, help="At most N calibration prompts per category.")
 @click.option("--calibration-tokens", type=click.IntRange(min=1), default=64, show_default=True,
               help="Target tokens generated per calibration prompt.")
-@click.option("--steps", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Fine-tuning steps after the closed-form fit (training-time test, 3 unrolled draft steps).")
-@click.option("--train", "train_scope", type=click.Choice(["norms", "all"]), default="norms", show_default=True,
-              help="What fine-tuning trains: the fc_norm gains only (the rest stays bit-exact) or every drafter weight.")
+@click.option("--steps", type=click.IntRange(min=0), default=None,
+              help="Fine-tuning steps after the closed-form fit (training-time test, 3 unrolled draft steps); "
+                   "0: closed-form gains only.  [default: 20 where the drafter can be unrolled (one Llama layer)]")
+@click.option("--train", "train_scope", type=click.Choice(["norms", "all"]), default=None,
+              help="What fine-tuning trains: the fc_norm gains only (the rest stays bit-exact) or every drafter weight.  "
+                   "[default: all]")
 @click.option("--lr", type=float, default=None, help="Fine-tuning learning rate (default 1e-2 for norms, 1e-4 for all).")
+@click.option("--label-weight", type=click.FloatRange(0, 1), default=None,
+              help="Weight of the target's greedy tokens in the fine-tuning loss; the rest is KL to the source "
+                   "drafter's drafts.  [default: 0.1]")
 @click.option("--device", default="cpu", show_default=True, help="Calibration device (cpu, cuda).")
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (schemas/convert-report.schema.json).")
 @handle_errors
 def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revision, verifier, aux_convention, norm_output,
                 calibrate, target_spec, calibration_prompts, calibration_limit, calibration_tokens, steps, train_scope, lr,
-                device, overwrite, as_json) -> None:
+                label_weight, device, overwrite, as_json) -> None:
     """Convert drafter SRC (directory or hub repo id) into DST: another format and/or EAGLE-3.1.
 
     Tensor bytes are copied, never decoded; DST is written atomically; SRC is never modified.
@@ -217,8 +222,8 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
     from .convert import convert
     from .render import byte_progress, print_convert
 
-    if not calibrate and (steps or train_scope != "norms" or lr is not None):
-        raise EaglehubError("--steps, --train and --lr fine-tune a calibrated upgrade: they need --calibrate",
+    if not calibrate and (steps is not None or train_scope or lr is not None or label_weight is not None):
+        raise EaglehubError("--steps, --train, --lr and --label-weight fine-tune a calibrated upgrade: they need --calibrate",
                             hint="add --to 3.1 --calibrate --target T")
     if to == "3" and force and not target_spec:
         raise EaglehubError("--to 3 --force needs --target T: the folded fc columns use the aux states' mean RMS on T",
@@ -237,8 +242,9 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
         if to != "3.1" or not target_spec:
             raise EaglehubError("--calibrate needs --to 3.1 and --target T", hint="e.g. --to 3.1 --calibrate --target smollm2")
         opts = CalibrationOptions(target=target_spec, prompts_file=calibration_prompts, limit=calibration_limit,
-                                  max_new_tokens=calibration_tokens, steps=steps, train=train_scope, lr=lr,
-                                  norm_output=norm_output, device=device)
+                                  max_new_tokens=calibration_tokens, steps=steps, lr=lr, norm_output=norm_output,
+                                  device=device, **({"train": train_scope} if train_scope else {}),
+                                  **({"label_weight": label_weight} if label_weight is not None else {}))
         report = calibrated_upgrade(src, dst, opts, console=err_console, **common)
     else:
         with byte_progress(err_console, "converting") as progress:

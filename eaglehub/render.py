@@ -126,15 +126,20 @@ def print_calibration(cal: dict, console: Console) -> None:
                       f"({g['gain_min']:.2f}–{g['gain_max']:.2f})", highlight=False)
     console.print(f"  norm_output {'on' if cal['norm_output']['chosen'] else 'off'}: {escape(cal['norm_output']['reason'])}",
                   highlight=False)
-    if cal["fine_tuning"]:
-        t = cal["fine_tuning"]
-        console.print(f"  fine-tuned {t['train']} for {t['steps']} steps (lr {t['lr']:g}): loss {t['loss_first']:.3f} → "
-                      f"{t['loss_last']:.3f}, {t['seconds']:.0f} s", highlight=False)
+    tune = cal["fine_tuning"]
+    if tune and "skipped" in tune:
+        console.print(f"  fine-tuning skipped: {escape(tune['skipped'])}", highlight=False)
+    elif tune:
+        console.print(f"  fine-tuned {tune['train']} for {tune['steps']} steps (lr {tune['lr']:g}; {escape(tune['objective'])}): "
+                      f"loss {tune['loss_first']:.3f} → {tune['loss_last']:.3f}, {tune['seconds']:.0f} s", highlight=False)
     t = Table(title=f"acceptance on {p['held_out']} held-out prompts ({acc['engine']} engine, k = {acc['num_speculative_tokens']}, "
                     f"{acc['max_tokens']} tokens, greedy; AL = 1 + accepted / drafts)", title_justify="left")
     for col in ("drafter", "AL", "rate per position"):
         t.add_column(col)
-    for label, key in (("source (EAGLE-3)", "source"), ("plain upgrade (unit gains)", "plain_upgrade"), ("calibrated", "calibrated")):
+    rows = [("source (EAGLE-3)", "source"), ("plain upgrade (unit gains)", "plain_upgrade")]
+    if tune and "skipped" not in tune:
+        rows.append(("closed-form gains", "closed_form"))
+    for label, key in rows + [("calibrated", "calibrated")]:
         m = acc[key]
         t.add_row(label, "—" if m["acceptance_length"] is None else f"{m['acceptance_length']:.3f}",
                   " / ".join("—" if r is None else f"{r:.2f}" for r in m["acceptance_rate_per_position"]))

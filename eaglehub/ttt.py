@@ -73,17 +73,39 @@ def collate(shards, batch, width: int, steps: int):
 
 
 def ttt_loss(model: Eagle3Drafter, embed: torch.Tensor, shards, batch, t2d_index: torch.Tensor, steps: int,
-             weights: list[float]):
-    """Weighted mean cross-entropy over unrolled steps, plus per-step CE and top-1 accuracy."""
+             weights: list[float], teacher: Eagle3Drafter | None = None, label_weight: float = 1.0):
+    """Weighted mean over unrolled steps of the cross-entropy against the labels, plus per-step CE and
+    top-1 accuracy.
+
+    With ``teacher`` (a drafter over the same draft vocabulary, unrolled the same way without gradients)
+    the loss is ``label_weight · CE + (1 − label_weight) · KL(teacher ‖ model)``: the KL (nats, mean per
+    position, step weights as for CE) covers every position after the first whose step-j input token
+    exists, prompt positions included, so the model learns the teacher's drafts where it has no label.
+    Knowledge distillation (Hinton et al., arXiv 1503.02531) applied to the TTT unroll.
+    """
     d = model.dims
     ids, aux, valid, lens = collate(shards, batch, d.num_aux * d.target_hidden_size, steps)
     L = aux.shape[1]
-    losses, accs = [], []
+    pos = torch.arange(L)
+    t_outs = None
+    if teacher is not None:
+        with torch.no_grad():
+            t_outs = unroll(teacher, embed, ids, aux, lens, steps)
+    losses, accs, kls = [], [], []
     for j, normed in enumerate(unroll(model, embed, ids, aux, lens, steps), start=1):
         label = t2d_index[ids[:, j + 1 : j + 1 + L]]
         m = valid[:, j + 1 : j + 1 + L] & (label >= 0)
-        logits = model.logits(normed[m])  # only where there is a label: the head is the costliest matmul
-        losses.append(F.cross_entropy(logits, label[m]))
-        accs.append((logits.argmax(-1) == label[m]).float().mean().item())
-    loss = sum(w * l for w, l in zip(weights, losses)) / sum(weights[:steps])
+        seen = m if t_outs is None else m | ((pos[None] >= 1) & (pos[None] + j < lens[:, None]))
+        logits = model.logits(normed[seen])  # only where there is a label or a teacher: the head is the costliest matmul
+        at_label = m[seen]
+        losses.append(F.cross_entropy(logits[at_label], label[m]))
+        accs.append((logits[at_label].argmax(-1) == label[m]).float().mean().item())
+        if t_outs is not None:
+            with torch.no_grad():
+                teacher_logp = F.log_softmax(teacher.logits(t_outs[j - 1][seen]), -1)
+            kls.append(F.kl_div(F.log_softmax(logits, -1), teacher_logp, log_target=True, reduction="batchmean"))
+    norm = sum(weights[:steps])
+    loss = sum(w * l for w, l in zip(weights, losses)) / norm
+    if t_outs is not None:
+        loss = label_weight * loss + (1.0 - label_weight) * sum(w * k for w, k in zip(weights, kls)) / norm
     return loss, [l.item() for l in losses], accs

@@ -71,7 +71,7 @@ def _opts(target, prompts, **over):
 
 def test_steps_0_adds_only_the_gains_and_the_flags(tmp_path, pair):
     drafter, target, prompts = pair
-    report = calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts))
+    report = calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts, steps=0))
     assert schema_errors(report, "convert-report") == []
     src, out = load_file(str(drafter / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
     assert set(out) - set(src) == {f"fc_norm.{i}.weight" for i in range(3)}
@@ -89,22 +89,48 @@ def test_steps_0_adds_only_the_gains_and_the_flags(tmp_path, pair):
     acc = cal["acceptance"]
     assert acc["source"]["acceptance_length"] >= 1 and acc["plain_upgrade"]["num_drafts"] > 0
     best = max(c["acceptance_length"] for c in cal["norm_output"]["candidates"])
-    assert acc["calibrated"]["acceptance_length"] == best
+    assert acc["calibrated"]["acceptance_length"] == best and acc["closed_form"] == acc["calibrated"]
 
 
 def test_fine_tuning_scopes(tmp_path, pair):
     drafter, target, prompts = pair
-    norms = calibrate.calibrated_upgrade(drafter, tmp_path / "norms", _opts(target, prompts, steps=2, norm_output=False))
+    norms = calibrate.calibrated_upgrade(drafter, tmp_path / "norms", _opts(target, prompts, steps=2, train="norms", norm_output=False))
     src, out = load_file(str(drafter / "model.safetensors")), load_file(str(tmp_path / "norms" / "model.safetensors"))
     assert all(torch.equal(src[k], out[k]) for k in src)  # norms only: the rest is bit-exact
     tune = norms["calibration"]["fine_tuning"]
-    assert tune["steps"] == 2 and tune["train"] == "norms" and tune["lr"] == 1e-2
+    assert tune["steps"] == 2 and tune["train"] == "norms" and tune["lr"] == 1e-2 and tune["label_weight"] == calibrate.DEFAULT_LABEL_WEIGHT
+    assert "KL(source drafter || upgraded)" in tune["objective"]
     assert norms["calibration"]["norm_output"]["reason"] == "forced by --no-norm-output"
     calibrate.calibrated_upgrade(drafter, tmp_path / "all", _opts(target, prompts, steps=2, train="all", lr=1e-3))
     every = load_file(str(tmp_path / "all" / "model.safetensors"))
     assert torch.equal(every["d2t"], src["d2t"]) and torch.equal(every["t2d"], src["t2d"])
     assert not torch.equal(every["fc.weight"], src["fc.weight"])
     assert every["fc.weight"].dtype == src["fc.weight"].dtype
+
+
+def test_default_fine_tunes_every_weight_distilling_the_source(tmp_path, pair):
+    drafter, target, prompts = pair
+    report = calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts))
+    assert schema_errors(report, "convert-report") == []
+    tune = report["calibration"]["fine_tuning"]
+    assert (tune["steps"], tune["train"], tune["lr"], tune["label_weight"]) == (calibrate.DEFAULT_STEPS, "all", 1e-4, calibrate.DEFAULT_LABEL_WEIGHT)
+    assert tune["loss_last"] < tune["loss_first"]
+    src, out = load_file(str(drafter / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert torch.equal(out["d2t"], src["d2t"]) and not torch.equal(out["fc.weight"], src["fc.weight"])
+    acc = report["calibration"]["acceptance"]
+    assert {"source", "plain_upgrade", "closed_form", "calibrated"} <= set(acc)
+
+
+def test_default_steps_skip_a_drafter_training_time_test_cannot_unroll():
+    from types import SimpleNamespace as NS
+
+    one = NS(dims=NS(num_layers=1, norm_before_residual=False), midlayer=NS(self_attn=type("_Attention", (), {})()))
+    two = NS(dims=NS(num_layers=2, norm_before_residual=False), midlayer=one.midlayer)
+    opts = calibrate.CalibrationOptions(target="t")
+    assert calibrate._steps(opts, one) == (calibrate.DEFAULT_STEPS, None)
+    steps, why = calibrate._steps(opts, two)
+    assert steps == 0 and "single-layer" in why and "--steps 20" in why
+    assert calibrate._steps(calibrate.CalibrationOptions(target="t", steps=3), two) == (3, None)  # asked: finetune raises
 
 
 def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
@@ -116,6 +142,11 @@ def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
     assert res.exit_code == 2 and "--lr must be > 0" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--steps", "5"])
     assert res.exit_code == 2 and "they need --calibrate" in res.output
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--label-weight", "0.5"])
+    assert res.exit_code == 2 and "they need --calibrate" in res.output
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
+                                    str(target), "--label-weight", "2"])
+    assert res.exit_code == 2 and "--label-weight" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
                                     str(target), "--calibration-prompts", str(tmp_path / "none.jsonl")])
     assert res.exit_code == 2 and "calibration prompt file" in res.output and "--calibration-prompts FILE" in res.output

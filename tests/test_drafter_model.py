@@ -75,3 +75,40 @@ def test_ttt_unroll_equals_step_by_step_drafting(norm_output):
                 vs.append(vj)
                 nj, h = m.layer_out(attention(qj, torch.cat(ks), torch.cat(vs), None), rj)
                 assert torch.allclose(got[j - 1][0, i], nj[0], atol=1e-5), (i, j)
+
+
+def _ttt_batch(m, seed: int = 4):
+    d = m.dims
+    g = torch.Generator().manual_seed(seed)
+    embed = torch.randn(d.vocab_size, d.hidden_size, generator=g)
+    used = torch.nonzero(m.t2d).flatten()
+    ids = used[torch.randint(0, len(used), (2, 9), generator=g)]
+    shards = [{"ids": ids[b], "aux": torch.randn(9, d.num_aux * d.target_hidden_size, generator=g) * 3, "answer_start": 3}
+              for b in range(2)]
+    t2d_index = torch.full((d.vocab_size,), -1, dtype=torch.long)
+    t2d_index[used] = torch.arange(len(used))
+    return embed, shards, [(0, 0, 9, 3), (1, 0, 7, 3)], t2d_index
+
+
+def test_distillation_term_is_the_teacher_kl_and_vanishes_for_an_identical_teacher():
+    m = _model(seed=2)
+    embed, shards, batch, t2d_index = _ttt_batch(m)
+    w = [1.0, 0.8, 0.6]
+    with torch.no_grad():
+        ce, parts, _ = ttt_loss(m, embed, shards, batch, t2d_index, 3, w)
+        same, same_parts, _ = ttt_loss(m, embed, shards, batch, t2d_index, 3, w, teacher=_model(seed=2), label_weight=0.3)
+        other, _, _ = ttt_loss(m, embed, shards, batch, t2d_index, 3, w, teacher=_model(seed=5), label_weight=0.0)
+    assert ce.item() > 1.0 and same_parts == parts  # the per-step CE is reported unchanged
+    assert same.item() == pytest.approx(0.3 * ce.item(), rel=1e-5)  # KL(p || p) = 0
+    assert other.item() > 1e-3
+    # the KL's gradient pulls the student towards the teacher
+    student, teacher = _model(seed=2), _model(seed=5)
+    opt = torch.optim.SGD(student.parameters(), lr=0.5)
+    for _ in range(5):
+        loss, _, _ = ttt_loss(student, embed, shards, batch, t2d_index, 3, w, teacher=teacher, label_weight=0.0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        after, _, _ = ttt_loss(student, embed, shards, batch, t2d_index, 3, w, teacher=teacher, label_weight=0.0)
+    assert after.item() < 0.8 * other.item()
