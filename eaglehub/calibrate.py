@@ -1,8 +1,8 @@
 """``eaglehub convert SRC DST --to 3.1 --calibrate --target T``: a 3 → 3.1 upgrade that keeps acceptance.
 
 EAGLE 3.1's ``fc_norm`` rescales each aux chunk ``x`` (one target layer's hidden state, ``[Ht]``) to
-unit RMS before ``fc``; ``fc`` was trained on raw magnitudes, which differ by layer (drafter-training.md:
-per-token RMS ≈ 2.9 / 11.4 / 27.4 for SmolLM2's layers 2, 15, 27). Steps:
+unit RMS before ``fc``; ``fc`` was trained on raw magnitudes, which differ by layer (mean per-token RMS
+2.90 / 6.54 / 21.99 for SmolLM2-135M's aux layers 2, 15, 27 on the bundled prompts). Steps:
 
 1. **Calibration data**: the target continues each calibration prompt greedily (``max_new_tokens``),
    then one forward over prompt + continuation gives the aux states of every position
@@ -29,7 +29,7 @@ per-token RMS ≈ 2.9 / 11.4 / 27.4 for SmolLM2's layers 2, 15, 27). Steps:
    excepted). Drafters TTT cannot unroll (several layers, MLA) keep the closed-form gains, and the
    report says so.
 5. **Acceptance before/after** on the held-out prompts: the source (3.0), the plain upgrade (unit
-   gains, ``norm_output`` on, what ``convert --to 3.1`` writes) and the result, each decoded greedily
+   gains, ``norm_output`` on, what ``convert --to 3.1`` writes), the closed-form gains and the result, each decoded greedily
    by the reference engine's loop over the target's recorded greedy continuation of those prompts
    (:class:`eaglehub.engines.reference.ReplayTarget`: the target runs once, every candidate costs
    drafter passes only).
@@ -110,8 +110,8 @@ def check_options(opts: CalibrationOptions) -> None:
         raise EaglehubError(f"--label-weight must be in [0, 1], got {opts.label_weight}")
     if (opts.steps or 0) < 0 or opts.max_new_tokens < 1 or opts.held_out < 1 or opts.k < 1 or opts.eval_tokens < 1:
         raise EaglehubError("--steps must be >= 0; --calibration-tokens, -k and the held-out count must be >= 1")
-    if opts.lr is not None and not opts.lr > 0:
-        raise EaglehubError(f"--lr must be > 0, got {opts.lr}")
+    if opts.lr is not None and not (opts.lr > 0 and math.isfinite(opts.lr)):
+        raise EaglehubError(f"--lr must be a finite number > 0, got {opts.lr}", hint="e.g. --lr 1e-4 (the default for --train all)")
 
 
 # --- data -----------------------------------------------------------------------------------------------
@@ -261,6 +261,9 @@ def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: flo
         opt.step()
         losses.append(float(loss.detach()))
     model.eval()
+    if not all(math.isfinite(x) for x in losses) or not all(bool(torch.isfinite(p).all()) for p in params):
+        raise EaglehubError(f"fine-tuning diverged (loss {losses[0]:.3g} → {losses[-1]:.3g}, non-finite weights): nothing written",
+                            hint="lower --lr, or use --steps 0 for the closed-form gains only")
     return {"steps": steps, "train": train, "lr": lr, "label_weight": label_weight if teacher is not None else 1.0,
             "objective": (f"{label_weight:g} x cross-entropy on the target's greedy tokens + {1 - label_weight:g} x "
                           "KL(source drafter || upgraded) over 3 unrolled draft steps" if teacher is not None else
@@ -356,6 +359,8 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
                 tune = finetune(loaded, target, shards, steps, opts.train, opts.lr, opts.seed, teacher, opts.label_weight)
                 tune["seconds"] = round(time.perf_counter() - t0, 1)
                 gains = [n.weight.detach().float().cpu() for n in loaded.model.fc_norm]
+                for st, g in zip(stats, gains):  # the summary describes the gains written
+                    st.update(gain_mean=float(g.mean()), gain_min=float(g.min()), gain_max=float(g.max()))
                 if opts.train == "all":
                     weights = {k: v.detach().cpu() for k, v in loaded.model.state_dict().items()
                                if k not in ("d2t", "t2d") and not k.startswith("fc_norm.")}
@@ -381,7 +386,8 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
                                               "replaying the target's recorded greedy continuation through the reference "
                                               "engine's decode loop",
                         "gain": "per channel: argmin_g sum_t (g * n_t - x_t)^2 with n_t = x_t / rms(x_t) over the calibration "
-                                "tokens (first position of each sequence excluded)",
+                                "tokens (first position of each sequence excluded), then fine-tuned when fine_tuning ran; "
+                                "gain_mean/min/max describe the gains written",
                         "mean_rms": "mean over calibration tokens of sqrt(mean_c x_c^2 + eps) of one aux chunk"},
         "seconds": {"calibration_data": round(collect_s, 1), "total": round(time.perf_counter() - t_start, 1)},
     }
@@ -423,10 +429,11 @@ def calibrated_upgrade(src: str | Path, dst: str | Path, opts: CalibrationOption
     Raises:
         EaglehubError: see :func:`calibrate` and :func:`eaglehub.convert.convert`.
     """
-    from .convert import convert
+    from .convert import convert, destination
     from .source import resolve_source
 
     path, _ = resolve_source(str(src), convert_kwargs.get("revision"))
+    destination(path, Path(dst), convert_kwargs.get("overwrite", False))  # before minutes of calibration, not after
     local = {k: v for k, v in convert_kwargs.items() if k in ("source_format", "aux_convention")}
 
     def write_candidate(out: Path, gains, norm_output: bool, weights: dict) -> None:
@@ -451,7 +458,7 @@ def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, *
     """
     import torch
 
-    from .convert import convert
+    from .convert import convert, destination
     from .drafter import default_aux_ids
     from .engines.chat import encode_chat
     from .engines.reference import ReferenceEngine
@@ -462,6 +469,7 @@ def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, *
 
     check_options(opts)
     path, _ = resolve_source(str(src), convert_kwargs.get("revision"))
+    destination(path, Path(dst), convert_kwargs.get("overwrite", False))
     d = read_drafter(path)
     if not d.is_31:
         raise EaglehubError(f"{path} is already an EAGLE-3 drafter", hint="drop --to to change only the format")

@@ -195,9 +195,11 @@ def validate_cmd(src: str | None, source_format: str | None, revision: str | Non
 @click.option("--target", "target_spec", default=None, help="Calibration target: directory, cached Hub id, or `smollm2`.")
 @click.option("--calibration-prompts", type=click.Path(dir_okay=False), default=None,
               help="Calibration prompt file (any verify prompt format); default fixtures/prompts/calibration.jsonl.")
-@click.option("--calibration-limit", type=click.IntRange(min=2), default=None, help="At most N calibration prompts per category.")
-@click.option("--calibration-tokens", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Target tokens generated per calibration prompt.")
+@click.option("--calibration-limit", type=click.IntRange(min=2), default=None,
+              help="At most N calibration prompts per category (default: all); the last 2 of each category are held out "
+                   "for the acceptance measurements, the rest are fitted on.")
+@click.option("--calibration-tokens", type=click.IntRange(min=1), default=None,
+              help="Target tokens generated per calibration prompt.  [default: 64]")
 @click.option("--steps", type=click.IntRange(min=0), default=None,
               help="Fine-tuning steps after the closed-form fit (training-time test, 3 unrolled draft steps); "
                    "0: closed-form gains only.  [default: 20 where the drafter can be unrolled (one Llama layer)]")
@@ -217,7 +219,8 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
                 label_weight, device, overwrite, as_json) -> None:
     """Convert drafter SRC (directory or hub repo id) into DST: another format and/or EAGLE-3.1.
 
-    Tensor bytes are copied, never decoded; DST is written atomically; SRC is never modified.
+    Tensor bytes are copied, never decoded, except the tensors a calibrated upgrade fine-tunes or a fold
+    rewrites (listed as replaced); DST is written atomically; SRC is never modified.
     """
     from .convert import convert
     from .render import byte_progress, print_convert
@@ -225,6 +228,14 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
     if not calibrate and (steps is not None or train_scope or lr is not None or label_weight is not None):
         raise EaglehubError("--steps, --train, --lr and --label-weight fine-tune a calibrated upgrade: they need --calibrate",
                             hint="add --to 3.1 --calibrate --target T")
+    fold = to == "3" and force
+    if not calibrate and not fold and (target_spec or calibration_prompts or calibration_limit or calibration_tokens):
+        raise EaglehubError("--target and the --calibration-* options are read only by --calibrate (and --to 3 --force)",
+                            hint="add --calibrate for the calibrated 3.1 upgrade, e.g. --to 3.1 --calibrate --target smollm2")
+    if fold and (calibrate or norm_output is not None):
+        raise EaglehubError("--calibrate and --norm-output apply to --to 3.1; --to 3 --force folds fc_norm into fc",
+                            hint="drop --calibrate / --norm-output")
+    tokens = {} if calibration_tokens is None else {"max_new_tokens": calibration_tokens}
     if to == "3" and force and not target_spec:
         raise EaglehubError("--to 3 --force needs --target T: the folded fc columns use the aux states' mean RMS on T",
                             hint="e.g. --to 3 --force --target smollm2")
@@ -234,15 +245,15 @@ def convert_cmd(src, dst, to, fmt, source_format, force, max_shard_size, revisio
         from .calibrate import CalibrationOptions, fold_to_eagle3
 
         report = fold_to_eagle3(src, dst, CalibrationOptions(target=target_spec, prompts_file=calibration_prompts,
-                                                             limit=calibration_limit, max_new_tokens=calibration_tokens,
-                                                             device=device), **common)
+                                                             limit=calibration_limit, device=device, **tokens),
+                                **common)
     elif calibrate:
         from .calibrate import CalibrationOptions, calibrated_upgrade
 
         if to != "3.1" or not target_spec:
             raise EaglehubError("--calibrate needs --to 3.1 and --target T", hint="e.g. --to 3.1 --calibrate --target smollm2")
         opts = CalibrationOptions(target=target_spec, prompts_file=calibration_prompts, limit=calibration_limit,
-                                  max_new_tokens=calibration_tokens, steps=steps, lr=lr, norm_output=norm_output,
+                                  steps=steps, lr=lr, norm_output=norm_output, **tokens,
                                   device=device, **({"train": train_scope} if train_scope else {}),
                                   **({"label_weight": label_weight} if label_weight is not None else {}))
         report = calibrated_upgrade(src, dst, opts, console=err_console, **common)

@@ -267,7 +267,7 @@ def _copy_side_files(src: Path, dst: Path, skip: set[str]) -> tuple[list[str], l
     return copied, [s for s in skipped if not s.startswith(".")]
 
 
-def _destination(src: Path, dst: Path, overwrite: bool) -> Path:
+def destination(src: Path, dst: Path, overwrite: bool) -> Path:
     """``dst`` made absolute, refusing every place whose write (or ``--overwrite``) would touch the
     source: ``src`` itself, a directory inside it, or one of its ancestors."""
     if not dst.name or dst.name in (".", ".."):
@@ -353,11 +353,21 @@ def _plan(d: Drafter, view: Drafter, source: dict, to: str | None, out_fmt: str,
     prov = make_provenance(
         {**source, "format": d.format, "version": d.version},
         {"format": out_fmt, "version": to or ("3.1" if d.is_31 else "3"), "added_tensors": sorted(added),
-         "synthesized_tensors": synthesized, "omitted_tensors": sorted(omitted), "dropped": dropped, "aux": aux_plan},
+         "synthesized_tensors": synthesized, "omitted_tensors": sorted(omitted), "replaced_tensors": sorted(replaced or {}),
+         "dropped": dropped, "aux": aux_plan},
         carried, target, original, d.provenance)
     nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     aux_plan["output_ids"] = cfg.get(AUX_KEY, nested.get(AUX_KEY)) if aux_plan["output_key"] else None
     return Plan(view, out_fmt, added, changes, dropped, aux_plan, sorted(omitted), synthesized, cfg, tensors, stored, prov)
+
+
+def calibration_provenance(report: dict) -> dict:
+    """What ``eaglehub.json`` keeps of a calibration report: target, prompts, norm_output, fine-tuning
+    and the held-out acceptance lengths (the full report stays in the convert report)."""
+    return {"target": report["target"], "prompts": report["prompts"], "norm_output": report["norm_output"]["chosen"],
+            "fine_tuning": report["fine_tuning"],
+            "held_out_acceptance_length": {k: v["acceptance_length"] for k, v in report["acceptance"].items()
+                                           if isinstance(v, dict)}}
 
 
 def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | None = None, force: bool = False,
@@ -391,7 +401,7 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
     if fmt is not None and fmt not in FORMATS:
         raise EaglehubError(f"unknown format {fmt!r}", hint=f"use --format {' | '.join(FORMATS)}")
     path, source = resolve_source(str(src), revision)
-    dst = _destination(path, Path(dst), overwrite)
+    dst = destination(path, Path(dst), overwrite)
     d = read_drafter(path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention))
     if to == "3" and not d.is_31:
         raise EaglehubError(f"{path} is already an EAGLE-3 drafter", hint="drop --to to change only the format")
@@ -408,6 +418,8 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         norm_output = calibration.norm_output
     plan = _plan(d, repaired, source, to, fmt or d.format, force, norm_output, verifier,
                  calibration.gains if calibration is not None else None, calibration.weights if calibration is not None else None)
+    if calibration is not None and calibration.report:
+        plan.provenance["conversion"]["calibration"] = calibration_provenance(calibration.report)
     keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
     advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else (lambda n: None)
     try:
@@ -436,6 +448,7 @@ def convert(src: str | Path, dst: str | Path, to: str | None = None, fmt: str | 
         "added_tensors": [{"name": plan.stored[n], "shape": list(t.shape), "dtype": t.dtype} for n, t in plan.added.items()],
         "synthesized_tensors": plan.synthesized,
         "omitted_tensors": plan.omitted,
+        "replaced_tensors": plan.provenance["conversion"]["replaced_tensors"],
         "dropped": plan.dropped,
         "aux": plan.aux,
         "config_changes": repairs + plan.changes,

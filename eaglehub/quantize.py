@@ -423,7 +423,7 @@ def quantize(src: str | Path, dst: str | Path | None, scheme: str = "fp8-dynamic
             to quantize, or an output that fails validation (exit 1; ``dst`` untouched).
     """
     from .atomic import atomic_dir
-    from .convert import _check_output, _copy_side_files, _destination, _repair, _source_errors
+    from .convert import _check_output, _copy_side_files, _repair, _source_errors, destination
     from .layouts import read_drafter
     from .provenance import PROVENANCE_FILE, safetensors_metadata, write_provenance
     from .schemas import check_output
@@ -437,7 +437,7 @@ def quantize(src: str | Path, dst: str | Path | None, scheme: str = "fp8-dynamic
     if importlib.util.find_spec("compressed_tensors") is None:
         raise EaglehubError("quantize needs compressed-tensors (and torch)", hint="pip install 'eaglehub[quant]'")
     path, source = resolve_source(str(src), revision)
-    out_dir = _destination(path, Path(dst), overwrite) if dst is not None else None
+    out_dir = destination(path, Path(dst), overwrite) if dst is not None else None
     d = read_drafter(path)
     if d.config.get("quantization_config") is not None or any(i.dtype not in ("float16", "bfloat16", "float32", "float64", "int64", "bool")
                                                                for i in d.tensors.values()):

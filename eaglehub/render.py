@@ -110,6 +110,9 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
                       f"{aux['output_ids']} (C-in {aux['c_in']})", highlight=False)
     console.print(f"  {report['copied_tensors']} tensors copied byte for byte ({_size(report['bytes_copied'])}), "
                   f"{len(report['copied_files'])} other file(s) copied → {', '.join(report['files'])}", highlight=False)
+    if report.get("replaced_tensors"):
+        console.print(f"  {len(report['replaced_tensors'])} tensor(s) recomputed (calibration / fold): "
+                      f"{', '.join(report['replaced_tensors'])}", highlight=False)
     if cal:
         print_calibration(cal, console)
     for w in report["warnings"]:

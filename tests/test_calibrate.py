@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from eaglehub import calibrate
 from eaglehub.cli import main
+from eaglehub.errors import EaglehubError
 from eaglehub.schemas import schema_errors
 from test_reference_engine import PROMPTS, _constant_drafter, target  # noqa: F401  (fixture)
 
@@ -119,6 +120,35 @@ def test_default_fine_tunes_every_weight_distilling_the_source(tmp_path, pair):
     assert torch.equal(out["d2t"], src["d2t"]) and not torch.equal(out["fc.weight"], src["fc.weight"])
     acc = report["calibration"]["acceptance"]
     assert {"source", "plain_upgrade", "closed_form", "calibrated"} <= set(acc)
+    changed = sorted(k for k in src if not torch.equal(src[k], out[k]))
+    assert "fc.weight" in changed and set(changed) <= set(report["replaced_tensors"])  # every rewritten tensor is listed
+    prov = json.loads((tmp_path / "out" / "eaglehub.json").read_text())
+    assert schema_errors(prov, "provenance") == [] and prov["conversion"]["replaced_tensors"] == report["replaced_tensors"]
+    assert prov["conversion"]["calibration"]["fine_tuning"]["label_weight"] == calibrate.DEFAULT_LABEL_WEIGHT
+    assert prov["conversion"]["calibration"]["held_out_acceptance_length"]["calibrated"] == acc["calibrated"]["acceptance_length"]
+    # the gains summary describes the fine-tuned gains that were written
+    assert report["calibration"]["gains"][0]["gain_max"] == pytest.approx(float(out["fc_norm.0.weight"].float().max()), rel=1e-3)
+
+
+def test_a_diverging_fine_tune_writes_nothing(tmp_path, pair, monkeypatch):
+    drafter, target, prompts = pair
+
+    def diverged(model, *args, **kwargs):  # what too high a learning rate ends in: a NaN loss, NaN weights after the step
+        return sum(p.sum() for p in model.parameters()) * float("nan"), [], []
+
+    monkeypatch.setattr("eaglehub.ttt.ttt_loss", diverged)
+    with pytest.raises(EaglehubError, match="fine-tuning diverged") as err:
+        calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts, steps=3))
+    assert "lower --lr" in err.value.hint and not (tmp_path / "out").exists()
+
+
+def test_an_existing_destination_is_refused_before_calibrating(tmp_path, pair, monkeypatch):
+    drafter, target, prompts = pair
+    (tmp_path / "out").mkdir()
+    monkeypatch.setattr(calibrate, "collect", lambda *a, **k: pytest.fail("calibrated before checking DST"))
+    with pytest.raises(EaglehubError, match="already exists"):
+        calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts))
+    assert list((tmp_path / "out").iterdir()) == []
 
 
 def test_default_steps_skip_a_drafter_training_time_test_cannot_unroll():
@@ -139,11 +169,19 @@ def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
     assert res.exit_code == 2 and "--calibrate needs --to 3.1 and --target" in res.output
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
                                     str(target), "--calibration-prompts", str(prompts), "--lr", "-1"])
-    assert res.exit_code == 2 and "--lr must be > 0" in res.output and "Traceback" not in res.output
+    assert res.exit_code == 2 and "--lr must be a finite number > 0" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--steps", "5"])
     assert res.exit_code == 2 and "they need --calibrate" in res.output
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--label-weight", "0.5"])
     assert res.exit_code == 2 and "they need --calibrate" in res.output
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--target", str(target)])
+    assert res.exit_code == 2 and "read only by --calibrate" in res.output and "add --calibrate" in res.output
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3", "--force", "--target",
+                                    str(target), "--calibrate"])
+    assert res.exit_code == 2 and "--calibrate and --norm-output apply to --to 3.1" in res.output
+    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
+                                    str(target), "--lr", "inf"])
+    assert res.exit_code == 2 and "--lr must be a finite number > 0" in res.output
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
                                     str(target), "--label-weight", "2"])
     assert res.exit_code == 2 and "--label-weight" in res.output and "Traceback" not in res.output
@@ -161,6 +199,7 @@ def test_cli_prints_the_calibration(tmp_path, pair):
     assert res.exit_code == 0, res.output
     assert "(fitted)" in res.output and "calibration: 2 prompts" in res.output  # 2 per category: 1 fit, 1 held out
     assert "acceptance on 2 held-out prompts" in res.output and "plain upgrade (unit gains)" in res.output
+    assert "closed-form gains" in res.output and "tensor(s) recomputed (calibration / fold): fc.weight" in res.output
 
 
 def test_to_3_is_refused_unless_forced_then_folds_the_gains(tmp_path, pair):
@@ -176,6 +215,7 @@ def test_to_3_is_refused_unless_forced_then_folds_the_gains(tmp_path, pair):
                                     "--json"])
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
+    assert schema_errors(report, "convert-report") == [] and report["replaced_tensors"] == ["fc.weight"]
     assert any("nearest EAGLE-3 approximation" in w for w in report["warnings"]) and report["version"] == "3"
     assert any("norm_output (the post-norm state fed back) cannot be kept" in w for w in report["warnings"])  # on in v31
     fold = report["dropped"][0]
