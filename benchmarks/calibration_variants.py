@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def fc_space_gains(d, shards, eps: float) -> list:
     """argmin_g Σ_t ‖W (g ⊙ n_t) − W x_t‖²: (WᵀW ⊙ Σ n nᵀ) g = Σ n ⊙ (WᵀW x), a small ridge for rank."""
     w = d.load("fc.weight").double()
-    x = torch.cat([s["aux"][C.SINK_POSITIONS:].double() for s in shards])
+    x = torch.cat([s["aux"][C.SINK_POSITIONS :].double() for s in shards])
     n = torch.cat([c / torch.sqrt(c.pow(2).mean(-1, keepdim=True) + eps) for c in x.chunk(d.dims.A, -1)], -1)
     a = w.T @ w
     m = a * (n.T @ n)
@@ -65,22 +65,33 @@ def main() -> None:
     sys.path.insert(0, str(ROOT / "fixtures" / "smollm2-eagle3-recipe"))
     from train_prompts import build_prompts, normalise
 
-    dev = [r["prompt"] for r in build_prompts(8000, seed=0, exclude=frozenset(normalise(p.text) for p in evals))[7000:7096]]
+    dev = [
+        r["prompt"] for r in build_prompts(8000, seed=0, exclude=frozenset(normalise(p.text) for p in evals))[7000:7096]
+    ]
 
     def records(texts, tokens):
         return C.collect(target, encode_chat(target_path, texts), aux_ids, tokens)
 
     shards = records([p.text for p in fit], args.calibration_tokens)
     chat_dev = load_prompts(ROOT / "fixtures" / "prompts" / "calibration-dev.jsonl", None, None)
-    sets = {"held_out": records([p.text for p in held], args.eval_tokens),
-            "chat_dev": records([p.text for p in chat_dev], args.eval_tokens),
-            "templated_dev": records(dev, args.eval_tokens), "project": records([p.text for p in evals], args.eval_tokens)}
+    sets = {
+        "held_out": records([p.text for p in held], args.eval_tokens),
+        "chat_dev": records([p.text for p in chat_dev], args.eval_tokens),
+        "templated_dev": records(dev, args.eval_tokens),
+        "project": records([p.text for p in evals], args.eval_tokens),
+    }
     tmp = Path(tempfile.mkdtemp(prefix="eaglehub-variants-"))
     rows = []
 
     def row(name: str, path: Path, seconds: float = 0.0) -> Path:
         al = {k: C.measure(engine, target, path, recs, 3)["acceptance_length"] for k, recs in sets.items()}
-        rows.append({"variant": name, **{f"al_{k}": round(v, 4) for k, v in al.items()}, "fit_seconds": round(seconds, 1)})
+        rows.append(
+            {
+                "variant": name,
+                **{f"al_{k}": round(v, 4) for k, v in al.items()},
+                "fit_seconds": round(seconds, 1),
+            }
+        )
         print(json.dumps(rows[-1]), flush=True)
         return path
 
@@ -94,20 +105,50 @@ def main() -> None:
     gains, _ = C.fit_gains(shards, d.dims.A, eps)
     closed = row("closed-form per-channel gains", upgraded("closed", gains))
     t0 = time.perf_counter()
-    row("fc-output-space least-squares gains", upgraded("fcspace", fc_space_gains(d, shards, eps)), time.perf_counter() - t0)
+    row(
+        "fc-output-space least-squares gains",
+        upgraded("fcspace", fc_space_gains(d, shards, eps)),
+        time.perf_counter() - t0,
+    )
     teacher = load_drafter(src, target, "float32").model
     # (steps, scope, lr, label weight or None for CE alone)
-    for steps, train, lr, lw in ((30, "norms", 3e-3, None), (20, "all", 1e-4, None), (20, "all", 1e-4, 0.0),
-                                 (20, "all", 1e-4, 0.05), (20, "all", 1e-4, C.DEFAULT_LABEL_WEIGHT), (20, "all", 1e-4, 0.3)):
+    for steps, train, lr, lw in (
+        (30, "norms", 3e-3, None),
+        (20, "all", 1e-4, None),
+        (20, "all", 1e-4, 0.0),
+        (20, "all", 1e-4, 0.05),
+        (20, "all", 1e-4, C.DEFAULT_LABEL_WEIGHT),
+        (20, "all", 1e-4, 0.3),
+    ):
         loaded = load_drafter(closed, target, "float32")
         t0 = time.perf_counter()
-        C.finetune(loaded, target, shards, steps, train, lr, 0, None if lw is None else teacher, 1.0 if lw is None else lw)
+        C.finetune(
+            loaded,
+            target,
+            shards,
+            steps,
+            train,
+            lr,
+            0,
+            None if lw is None else teacher,
+            1.0 if lw is None else lw,
+        )
         tuned = [m.weight.detach().float().cpu() for m in loaded.model.fc_norm]
-        weights = {k: v.detach().cpu() for k, v in loaded.model.state_dict().items()
-                   if k not in ("d2t", "t2d") and not k.startswith("fc_norm.")} if train == "all" else None
+        weights = (
+            {
+                k: v.detach().cpu()
+                for k, v in loaded.model.state_dict().items()
+                if k not in ("d2t", "t2d") and not k.startswith("fc_norm.")
+            }
+            if train == "all"
+            else None
+        )
         loss = "CE" if lw is None else f"{lw:g} CE + {1 - lw:g} KL(source)"
-        row(f"closed form + {steps} TTT steps ({train}, lr {lr:g}, {loss})", upgraded(f"{train}{steps}-{lw}", tuned, weights),
-            time.perf_counter() - t0)
+        row(
+            f"closed form + {steps} TTT steps ({train}, lr {lr:g}, {loss})",
+            upgraded(f"{train}{steps}-{lw}", tuned, weights),
+            time.perf_counter() - t0,
+        )
 
 
 if __name__ == "__main__":

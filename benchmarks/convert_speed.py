@@ -70,12 +70,26 @@ console = Console(width=None if sys.stdout.isatty() else 200)
 
 #: SafeAILab/EAGLE eagle/traineagle3/config.json (LLaMA-3.1-8B), torch_dtype set to bfloat16.
 LLAMA_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "bos_token_id": 128000, "eos_token_id": 128001,
-    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
-    "max_position_embeddings": 2048, "model_type": "llama", "num_attention_heads": 32,
-    "num_key_value_heads": 8, "num_hidden_layers": 1, "pad_token_id": 0, "rms_norm_eps": 1e-05,
-    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.28.1",
-    "use_cache": True, "vocab_size": 128256, "draft_vocab_size": 32000,
+    "architectures": ["LlamaForCausalLM"],
+    "bos_token_id": 128000,
+    "eos_token_id": 128001,
+    "hidden_act": "silu",
+    "hidden_size": 4096,
+    "initializer_range": 0.02,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 2048,
+    "model_type": "llama",
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "num_hidden_layers": 1,
+    "pad_token_id": 0,
+    "rms_norm_eps": 1e-05,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.28.1",
+    "use_cache": True,
+    "vocab_size": 128256,
+    "draft_vocab_size": 32000,
 }
 
 #: The verifier config handed to `speculators convert --verifier` (it reads vocab size, architectures
@@ -83,31 +97,82 @@ LLAMA_CONFIG = {
 #: that the project's reference holds (a subset; nothing is downloaded).
 LLAMA_VERIFIER_ID = "meta-llama/Llama-3.1-8B-Instruct"  # recorded by `--format speculators`, never fetched
 LLAMA_VERIFIER_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096,
-    "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "intermediate_size": 14336, "vocab_size": 128256, "max_position_embeddings": 131072,
-    "rms_norm_eps": 1e-05, "rope_theta": 500000.0, "bos_token_id": 128000,
-    "eos_token_id": [128001, 128008, 128009], "tie_word_embeddings": False,
-    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                     "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rms_norm_eps": 1e-05,
+    "rope_theta": 500000.0,
+    "bos_token_id": 128000,
+    "eos_token_id": [128001, 128008, 128009],
+    "tie_word_embeddings": False,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
 }
 
 #: lightseekorg/TorchSpec configs/draft_models/kimi_k25_eagle3_mla.json (MLA drafter for Kimi-K2.x).
 KIMI_CONFIG = {
-    "architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 7168,
-    "intermediate_size": 18432, "num_hidden_layers": 1, "num_attention_heads": 64,
-    "num_key_value_heads": 64, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
-    "qk_rope_head_dim": 64, "v_head_dim": 128, "hidden_act": "silu", "rms_norm_eps": 1e-05,
-    "vocab_size": 163840, "draft_vocab_size": 163840, "torch_dtype": "bfloat16", "rope_theta": 50000.0,
-    "rope_scaling": {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 64.0, "mscale": 1.0,
-                     "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"},
-    "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 29, 57], "use_aux_hidden_state": True,
-                     "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True,
-                     "use_mtp_layernorm": False},
-    "bos_token_id": 163584, "eos_token_id": 163585, "pad_token_id": 0,
+    "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+    "model_type": "kimi_k2",
+    "hidden_size": 7168,
+    "intermediate_size": 18432,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 64,
+    "q_lora_rank": 1536,
+    "kv_lora_rank": 512,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "v_head_dim": 128,
+    "hidden_act": "silu",
+    "rms_norm_eps": 1e-05,
+    "vocab_size": 163840,
+    "draft_vocab_size": 163840,
+    "torch_dtype": "bfloat16",
+    "rope_theta": 50000.0,
+    "rope_scaling": {
+        "beta_fast": 1.0,
+        "beta_slow": 1.0,
+        "factor": 64.0,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+        "type": "yarn",
+    },
+    "eagle_config": {
+        "eagle_aux_hidden_state_layer_ids": [1, 29, 57],
+        "use_aux_hidden_state": True,
+        "use_input_layernorm_in_first_layer": True,
+        "use_last_layernorm": True,
+        "use_mtp_layernorm": False,
+    },
+    "bos_token_id": 163584,
+    "eos_token_id": 163585,
+    "pad_token_id": 0,
 }
 
-_ST_ITEMSIZE = {"BF16": 2, "F16": 2, "F32": 4, "I64": 8, "BOOL": 1, "U8": 1, "I8": 1, "I32": 4, "F64": 8, "I16": 2}
+_ST_ITEMSIZE = {
+    "BF16": 2,
+    "F16": 2,
+    "F32": 4,
+    "I64": 8,
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "I32": 4,
+    "F64": 8,
+    "I16": 2,
+}
 
 
 @dataclass(frozen=True)
@@ -125,21 +190,27 @@ class TensorSpec:
         return n * _ST_ITEMSIZE[self.dtype]
 
 
-def _mlp_and_norms(H: int, I: int) -> list[TensorSpec]:  # noqa: E741
+def _mlp_and_norms(H: int, I: int) -> list[TensorSpec]:
     """Layer 0's dense MLP and norms plus the final norm: the same in Llama and MLA drafters (formats.md §1, §5)."""
     return [
         TensorSpec("midlayer.mlp.gate_proj.weight", "BF16", (I, H), "weight"),
         TensorSpec("midlayer.mlp.up_proj.weight", "BF16", (I, H), "weight"),
         TensorSpec("midlayer.mlp.down_proj.weight", "BF16", (H, I), "weight"),
-        *(TensorSpec(n, "BF16", (H,), "norm") for n in ("midlayer.hidden_norm.weight", "midlayer.input_layernorm.weight",
-                                                        "midlayer.post_attention_layernorm.weight", "norm.weight")),
+        *(
+            TensorSpec(n, "BF16", (H,), "norm")
+            for n in (
+                "midlayer.hidden_norm.weight",
+                "midlayer.input_layernorm.weight",
+                "midlayer.post_attention_layernorm.weight",
+                "norm.weight",
+            )
+        ),
     ]
 
 
 def llama_specs() -> list[TensorSpec]:
     H, I, V, Vd, nh, nkv, hd = 4096, 14336, 128256, 32000, 32, 8, 128
     w = lambda n, *shape: TensorSpec(n, "BF16", shape, "weight")  # noqa: E731
-    norm = lambda n: TensorSpec(n, "BF16", (H,), "norm")  # noqa: E731
     return [
         w("fc.weight", H, 3 * H),
         w("midlayer.self_attn.q_proj.weight", nh * hd, 2 * H),
@@ -197,19 +268,45 @@ class Source:
 
     @property
     def spec_digest(self) -> str:
-        blob = json.dumps([GENERATOR_VERSION, self.config, self.weights_file,
-                           [(s.name, s.dtype, s.shape, s.kind) for s in self.specs]], sort_keys=True)
+        blob = json.dumps(
+            [
+                GENERATOR_VERSION,
+                self.config,
+                self.weights_file,
+                [(s.name, s.dtype, s.shape, s.kind) for s in self.specs],
+            ],
+            sort_keys=True,
+        )
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def all_sources() -> list[Source]:
     return [
-        Source("llama31-8b-st", "llama", "Llama-3.1-8B EAGLE-3, research layout, model.safetensors",
-               "model.safetensors", LLAMA_CONFIG, llama_specs()),
-        Source("llama31-8b-bin", "llama", "Llama-3.1-8B EAGLE-3, research layout, pytorch_model.bin",
-               "pytorch_model.bin", LLAMA_CONFIG, llama_specs()),
-        Source("kimi-k26-mla-st", "kimi", "Kimi-K2.6 MLA EAGLE-3 (TorchSpec kimi_k25_eagle3_mla shapes), model.safetensors",
-               "model.safetensors", KIMI_CONFIG, kimi_specs(), mla=True),
+        Source(
+            "llama31-8b-st",
+            "llama",
+            "Llama-3.1-8B EAGLE-3, research layout, model.safetensors",
+            "model.safetensors",
+            LLAMA_CONFIG,
+            llama_specs(),
+        ),
+        Source(
+            "llama31-8b-bin",
+            "llama",
+            "Llama-3.1-8B EAGLE-3, research layout, pytorch_model.bin",
+            "pytorch_model.bin",
+            LLAMA_CONFIG,
+            llama_specs(),
+        ),
+        Source(
+            "kimi-k26-mla-st",
+            "kimi",
+            "Kimi-K2.6 MLA EAGLE-3 (TorchSpec kimi_k25_eagle3_mla shapes), model.safetensors",
+            "model.safetensors",
+            KIMI_CONFIG,
+            kimi_specs(),
+            mla=True,
+        ),
     ]
 
 
@@ -286,13 +383,23 @@ def generate(src: Source, sources_dir: Path, llama_st: Source | None) -> float:
     else:  # .bin: torch.save of the same tensors as the safetensors twin (needs them in memory once)
         if llama_st is None or not (llama_st.path / "model.safetensors").is_file():
             raise RuntimeError("the .bin variant is written from the safetensors variant; generate that first")
-        subprocess.run([sys.executable, "-c", _BIN_WRITER, str(llama_st.path / "model.safetensors"),
-                        str(tmp / src.weights_file)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                _BIN_WRITER,
+                str(llama_st.path / "model.safetensors"),
+                str(tmp / src.weights_file),
+            ],
+            check=True,
+        )
         tensors = llama_st.manifest["tensors"]
     shutil.rmtree(src.path, ignore_errors=True)
     tmp.rename(src.path)
     src.manifest = {
-        "generator_version": GENERATOR_VERSION, "spec_digest": src.spec_digest, "tensors": tensors,
+        "generator_version": GENERATOR_VERSION,
+        "spec_digest": src.spec_digest,
+        "tensors": tensors,
         "files": {p.name: p.stat().st_size for p in sorted(src.path.iterdir())},
     }
     _write_json(_manifest_path(src), src.manifest)
@@ -387,8 +494,8 @@ def log_tail(log: Path, lines: int = 6) -> str:
 
 
 def _canonical(name: str) -> str:
-    name = name[len("model."):] if name.startswith("model.") else name
-    return "midlayer." + name[len("layers.0."):] if name.startswith("layers.0.") else name
+    name = name[len("model.") :] if name.startswith("model.") else name
+    return "midlayer." + name[len("layers.0.") :] if name.startswith("layers.0.") else name
 
 
 def _st_tensors(path: Path) -> dict:
@@ -410,7 +517,12 @@ def _st_tensors(path: Path) -> dict:
                     raise ValueError(f"{path}: truncated at {name}")
                 h.update(chunk)
                 left -= len(chunk)
-            out[_canonical(name)] = {"dtype": info["dtype"], "shape": info["shape"], "sha256": h.hexdigest(), "stored": name}
+            out[_canonical(name)] = {
+                "dtype": info["dtype"],
+                "shape": info["shape"],
+                "sha256": h.hexdigest(),
+                "stored": name,
+            }
     return out
 
 
@@ -447,7 +559,9 @@ def config_diff(src_cfg: dict, out_cfg: dict | None) -> list[dict]:
     (speculators format), and ``torch_dtype`` also as ``dtype`` (transformers 5)."""
     if out_cfg is None:
         return [{"key": "config.json", "source": "present", "output": _MISSING}]
-    nested = out_cfg.get("transformer_layer_config") if isinstance(out_cfg.get("transformer_layer_config"), dict) else {}
+    nested = (
+        out_cfg.get("transformer_layer_config") if isinstance(out_cfg.get("transformer_layer_config"), dict) else {}
+    )
     diffs: list[dict] = []
 
     def walk(prefix: str, src: dict, outs: list[dict]) -> None:
@@ -469,9 +583,16 @@ def compare_output(src: Source, dst: Path) -> dict:
     """Tensor-by-tensor comparison of ``dst`` with the source manifest, plus the config diff."""
     src_t = src.manifest["tensors"]
     out_t, why = output_tensors(dst)
-    res: dict = {"compared": out_t is not None, "reason": why, "identical": [], "changed": [], "added": [],
-                 "dropped": [], "config_changes": config_diff(src.config, _config_of(dst)),
-                 "output_bytes": checkpoint_bytes(dst) if dst.is_dir() else 0}
+    res: dict = {
+        "compared": out_t is not None,
+        "reason": why,
+        "identical": [],
+        "changed": [],
+        "added": [],
+        "dropped": [],
+        "config_changes": config_diff(src.config, _config_of(dst)),
+        "output_bytes": checkpoint_bytes(dst) if dst.is_dir() else 0,
+    }
     if out_t is None:
         return res
     for name, info in out_t.items():
@@ -481,8 +602,14 @@ def compare_output(src: Source, dst: Path) -> dict:
         elif s["sha256"] == info["sha256"] and s["dtype"] == info["dtype"]:
             res["identical"].append(name)
         else:
-            res["changed"].append({"name": info["stored"], "source_dtype": s["dtype"], "dtype": info["dtype"],
-                                   "shape": info["shape"]})
+            res["changed"].append(
+                {
+                    "name": info["stored"],
+                    "source_dtype": s["dtype"],
+                    "dtype": info["dtype"],
+                    "shape": info["shape"],
+                }
+            )
     res["dropped"] = [n for n in src_t if n not in out_t]
     return res
 
@@ -502,21 +629,32 @@ def eaglehub_formats(eaglehub: str, env: dict) -> tuple[list[str] | None, str, b
     text = r.stdout + r.stderr
     has_verifier = re.search(r"--verifier\b", text) is not None
     if "--format" not in text:
-        return None, "`eaglehub convert --help` shows no --format (only --to 3.1 exists in this version)", has_verifier
+        return (
+            None,
+            "`eaglehub convert --help` shows no --format (only --to 3.1 exists in this version)",
+            has_verifier,
+        )
     m = re.search(r"--format\s+\[([^\]]+)\]", text)
     if m:
         names = [n.strip() for n in m.group(1).split("|") if n.strip()]
         return names, f"--format choices from --help: {', '.join(names)}", has_verifier
-    return (list(dict.fromkeys(LLAMA_FORMATS + MLA_FORMATS)), "--format present in --help (choices not listed; all tried)",
-            has_verifier)
+    return (
+        list(dict.fromkeys(LLAMA_FORMATS + MLA_FORMATS)),
+        "--format present in --help (choices not listed; all tried)",
+        has_verifier,
+    )
 
 
 def eaglehub_tree() -> tuple[str | None, bool | None]:
     """``(HEAD commit, whether eaglehub/ has uncommitted changes)`` of this checkout."""
     try:
         head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=30)
-        st = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "eaglehub"],
-                            capture_output=True, text=True, timeout=30)
+        st = subprocess.run(
+            ["git", "-C", str(REPO), "status", "--porcelain", "--", "eaglehub"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None, None
     if head.returncode != 0:
@@ -531,8 +669,13 @@ def speculators_status(spec_bin: Path, env: dict) -> tuple[str | None, str | Non
     py = spec_bin.parent / "python"
     try:
         r = subprocess.run([str(spec_bin), "convert", "--help"], capture_output=True, text=True, env=env, timeout=300)
-        v = subprocess.run([str(py), "-c", "import importlib.metadata as m; print(m.version('speculators'))"],
-                           capture_output=True, text=True, env=env, timeout=60)
+        v = subprocess.run(
+            [str(py), "-c", "import importlib.metadata as m; print(m.version('speculators'))"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return None, f"`speculators convert --help` did not run: {exc}"
     if r.returncode != 0:
@@ -541,8 +684,16 @@ def speculators_status(spec_bin: Path, env: dict) -> tuple[str | None, str | Non
     return v.stdout.strip() or "unknown", None
 
 
-def build_rows(src: Source, eaglehub: str, formats: list[str] | None, fmt_note: str, eh_verifier: bool,
-               spec_bin: Path, spec_skip: str | None, verifier: Path) -> list[Row]:
+def build_rows(
+    src: Source,
+    eaglehub: str,
+    formats: list[str] | None,
+    fmt_note: str,
+    eh_verifier: bool,
+    spec_bin: Path,
+    spec_skip: str | None,
+    verifier: Path,
+) -> list[Row]:
     rows = [
         Row(src, "cp", "cp -r", ["cp", "-r", "{src}", "{dst}"]),
         # context: interpreter + CLI start-up alone, the floor under every eaglehub row
@@ -552,16 +703,40 @@ def build_rows(src: Source, eaglehub: str, formats: list[str] | None, fmt_note: 
     if src.mla:  # the 3.1 upgrade written as vLLM's layout (a format that can express MLA)
         label = "eaglehub --to 3.1 --format vllm"
         if formats is not None and "vllm" in formats:
-            rows.append(Row(src, "eaglehub", label, [eaglehub, "convert", "{src}", "{dst}", "--to", "3.1", "--format", "vllm"]))
+            rows.append(
+                Row(
+                    src,
+                    "eaglehub",
+                    label,
+                    [eaglehub, "convert", "{src}", "{dst}", "--to", "3.1", "--format", "vllm"],
+                )
+            )
         else:
-            rows.append(Row(src, "eaglehub", label, None, skip=fmt_note if formats is None else
-                            f"`vllm` is not among eaglehub's --format choices ({fmt_note})"))
-    for name in (MLA_FORMATS if src.mla else LLAMA_FORMATS):
+            rows.append(
+                Row(
+                    src,
+                    "eaglehub",
+                    label,
+                    None,
+                    skip=fmt_note
+                    if formats is None
+                    else f"`vllm` is not among eaglehub's --format choices ({fmt_note})",
+                )
+            )
+    for name in MLA_FORMATS if src.mla else LLAMA_FORMATS:
         label = f"eaglehub --format {name}"
         if formats is None:
             rows.append(Row(src, "eaglehub", label, None, skip=fmt_note))
         elif name not in formats:
-            rows.append(Row(src, "eaglehub", label, None, skip=f"`{name}` is not among eaglehub's --format choices ({fmt_note})"))
+            rows.append(
+                Row(
+                    src,
+                    "eaglehub",
+                    label,
+                    None,
+                    skip=f"`{name}` is not among eaglehub's --format choices ({fmt_note})",
+                )
+            )
         else:
             argv = [eaglehub, "convert", "{src}", "{dst}", "--format", name]
             if name == "speculators" and eh_verifier:  # the research layout records no verifier
@@ -569,14 +744,39 @@ def build_rows(src: Source, eaglehub: str, formats: list[str] | None, fmt_note: 
             rows.append(Row(src, "eaglehub", label, argv))
     label = "speculators convert"
     if src.mla:
-        rows.append(Row(src, "speculators", label, None, skip=(
-            "does not accept MLA: it builds a Llama layer (transformer_layer_config is Llama/Qwen3 only, "
-            "formats.md §5) and would fill the missing tensors with random values")))
+        rows.append(
+            Row(
+                src,
+                "speculators",
+                label,
+                None,
+                skip=(
+                    "does not accept MLA: it builds a Llama layer (transformer_layer_config is Llama/Qwen3 only, "
+                    "formats.md §5) and would fill the missing tensors with random values"
+                ),
+            )
+        )
     elif spec_skip:
         rows.append(Row(src, "speculators", label, None, skip=spec_skip))
     else:
-        rows.append(Row(src, "speculators", label, [str(spec_bin), "convert", "{src}", "--algorithm", "eagle3",
-                                                    "--verifier", str(verifier), "--output-path", "{dst}"]))
+        rows.append(
+            Row(
+                src,
+                "speculators",
+                label,
+                [
+                    str(spec_bin),
+                    "convert",
+                    "{src}",
+                    "--algorithm",
+                    "eagle3",
+                    "--verifier",
+                    str(verifier),
+                    "--output-path",
+                    "{dst}",
+                ],
+            )
+        )
     return rows
 
 
@@ -600,23 +800,45 @@ def summarise(rows: list[Row], sources: list[Source], work: Path) -> dict:
     cp_wall = {r.source.id: statistics.median(x["wall_s"] for x in r.runs) for r in rows if r.tool == "cp" and r.runs}
     out = []
     for r in rows:
-        d: dict = {"input": r.source.id, "tool": r.tool, "label": r.label,
-                   "argv": _shown_argv(r, work), "skipped": r.skip,
-                   "runs": r.runs, "wall_s_median": None, "wall_s_min": None, "wall_s_max": None,
-                   "peak_rss_bytes_max": None, "wall_ratio_cp": None, "rss_ratio_checkpoint": None,
-                   "exit_codes": sorted({x["exit_code"] for x in r.runs}), "output_diff": r.diff,
-                   "log_tail": _portable(r.log_tail, work), "target": None}
+        d: dict = {
+            "input": r.source.id,
+            "tool": r.tool,
+            "label": r.label,
+            "argv": _shown_argv(r, work),
+            "skipped": r.skip,
+            "runs": r.runs,
+            "wall_s_median": None,
+            "wall_s_min": None,
+            "wall_s_max": None,
+            "peak_rss_bytes_max": None,
+            "wall_ratio_cp": None,
+            "rss_ratio_checkpoint": None,
+            "exit_codes": sorted({x["exit_code"] for x in r.runs}),
+            "output_diff": r.diff,
+            "log_tail": _portable(r.log_tail, work),
+            "target": None,
+        }
         if r.runs:
             walls = [x["wall_s"] for x in r.runs]
-            d["wall_s_median"], d["wall_s_min"], d["wall_s_max"] = statistics.median(walls), min(walls), max(walls)
+            d["wall_s_median"], d["wall_s_min"], d["wall_s_max"] = (
+                statistics.median(walls),
+                min(walls),
+                max(walls),
+            )
             d["peak_rss_bytes_max"] = max(x["peak_rss_kib"] for x in r.runs) * 1024
             cp = cp_wall.get(r.source.id)
             d["wall_ratio_cp"] = d["wall_s_median"] / cp if cp else None
             d["rss_ratio_checkpoint"] = d["peak_rss_bytes_max"] / r.source.manifest["checkpoint_bytes"]
         if r.target_applies:
-            t = {"wall_ratio_max": WALL_RATIO_MAX, "peak_rss_max_bytes": PEAK_RSS_MAX,
-                 "ran": bool(r.runs), "exit_ok": bool(r.runs) and d["exit_codes"] == [0],
-                 "wall_ok": None, "rss_ok": None, "pass": False}
+            t = {
+                "wall_ratio_max": WALL_RATIO_MAX,
+                "peak_rss_max_bytes": PEAK_RSS_MAX,
+                "ran": bool(r.runs),
+                "exit_ok": bool(r.runs) and d["exit_codes"] == [0],
+                "wall_ok": None,
+                "rss_ok": None,
+                "pass": False,
+            }
             if r.runs:
                 t["wall_ok"] = d["wall_ratio_cp"] is not None and d["wall_ratio_cp"] <= WALL_RATIO_MAX
                 t["rss_ok"] = d["peak_rss_bytes_max"] <= PEAK_RSS_MAX
@@ -643,9 +865,17 @@ def _diff_cell(diff: dict | None) -> str:
 
 def print_table(report: dict) -> None:
     t = Table(title="conversion benchmark (wall: median; RSS: max over repetitions)", show_lines=False)
-    for col, just in (("input", "left"), ("command", "left"), ("wall s", "right"), ("× cp", "right"),
-                      ("peak RSS MiB", "right"), ("RSS / ckpt", "right"), ("exit", "right"),
-                      ("tensors vs source", "left"), ("target", "left")):
+    for col, just in (
+        ("input", "left"),
+        ("command", "left"),
+        ("wall s", "right"),
+        ("× cp", "right"),
+        ("peak RSS MiB", "right"),
+        ("RSS / ckpt", "right"),
+        ("exit", "right"),
+        ("tensors vs source", "left"),
+        ("target", "left"),
+    ):
         t.add_column(col, justify=just)
     last = None
     for d in report["rows"]:
@@ -664,19 +894,33 @@ def print_table(report: dict) -> None:
                 why = [w for w, ok in (("exit", g["exit_ok"]), ("wall", g["wall_ok"]), ("RSS", g["rss_ok"])) if not ok]
                 tgt = f"[red]FAIL[/] ({', '.join(why)})"
         codes = ",".join(str(c) for c in d["exit_codes"])
-        t.add_row(d["input"], d["label"], f"{d['wall_s_median']:.2f}",
-                  f"{d['wall_ratio_cp']:.1f}×" if d["wall_ratio_cp"] is not None else "—",
-                  f"{d['peak_rss_bytes_max'] / MiB:.0f}", f"{d['rss_ratio_checkpoint']:.2f}×",
-                  codes if codes == "0" else f"[red]{codes}[/]", _diff_cell(d["output_diff"]), tgt)
+        t.add_row(
+            d["input"],
+            d["label"],
+            f"{d['wall_s_median']:.2f}",
+            f"{d['wall_ratio_cp']:.1f}×" if d["wall_ratio_cp"] is not None else "—",
+            f"{d['peak_rss_bytes_max'] / MiB:.0f}",
+            f"{d['rss_ratio_checkpoint']:.2f}×",
+            codes if codes == "0" else f"[red]{codes}[/]",
+            _diff_cell(d["output_diff"]),
+            tgt,
+        )
     console.print(t)
-    console.print(f"targets for eaglehub rows on safetensors input: wall ≤ {WALL_RATIO_MAX} × cp, "
-                  f"peak RSS ≤ {PEAK_RSS_MAX / 1e6:.0f} MB; other rows are context.", highlight=False)
+    console.print(
+        f"targets for eaglehub rows on safetensors input: wall ≤ {WALL_RATIO_MAX} × cp, "
+        f"peak RSS ≤ {PEAK_RSS_MAX / 1e6:.0f} MB; other rows are context.",
+        highlight=False,
+    )
 
 
 def print_notes(report: dict) -> None:
     for d in report["rows"]:
         if d["skipped"]:
-            console.print(f"[bold]{d['input']} / {d['label']}[/]: skipped — {d['skipped']}", highlight=False, soft_wrap=True)
+            console.print(
+                f"[bold]{d['input']} / {d['label']}[/]: skipped — {d['skipped']}",
+                highlight=False,
+                soft_wrap=True,
+            )
     for d in report["rows"]:
         if d["skipped"]:
             continue
@@ -687,13 +931,20 @@ def print_notes(report: dict) -> None:
         if diff and diff["compared"]:
             for key, what in (("changed", "changed"), ("added", "added (not in the source)")):
                 if diff[key]:
-                    items = ", ".join(f"{x['name']} {x.get('source_dtype', '') and x['source_dtype'] + '→'}{x['dtype']}{x['shape']}" for x in diff[key])
+                    items = ", ".join(
+                        f"{x['name']} {x.get('source_dtype', '') and x['source_dtype'] + '→'}{x['dtype']}{x['shape']}"
+                        for x in diff[key]
+                    )
                     notes.append(f"{what}: {items}")
             if diff["dropped"]:
                 notes.append(f"dropped: {', '.join(diff['dropped'])}")
         if diff and diff["config_changes"] and d["tool"] != "cp":
-            notes.append("config values lost or rewritten: " + ", ".join(
-                f"{c['key']} {json.dumps(c['source'])}→{json.dumps(c['output'])}" for c in diff["config_changes"]))
+            notes.append(
+                "config values lost or rewritten: "
+                + ", ".join(
+                    f"{c['key']} {json.dumps(c['source'])}→{json.dumps(c['output'])}" for c in diff["config_changes"]
+                )
+            )
         if diff:
             notes.append(f"output size {diff['output_bytes'] / GB:.3f} GB")
         if notes:
@@ -726,16 +977,36 @@ def _validate_report(report: dict) -> str | None:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--work", type=Path, default=REPO / ".work" / "bench",
-                    help="work dir: generated sources, speculators venv, scratch outputs (default .work/bench)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--work",
+        type=Path,
+        default=REPO / ".work" / "bench",
+        help="work dir: generated sources, speculators venv, scratch outputs (default .work/bench)",
+    )
     ap.add_argument("--repeat", type=int, default=3, help="repetitions per command (default 3)")
-    ap.add_argument("--only", choices=("llama", "kimi"), help="only the Llama (safetensors + bin) or the Kimi MLA input")
-    ap.add_argument("--json", type=Path, dest="json_out", help="write all raw numbers here (schemas/bench-convert.schema.json)")
-    ap.add_argument("--eaglehub", default=str(Path(sys.executable).parent / "eaglehub"),
-                    help="eaglehub executable (default: next to this interpreter)")
-    ap.add_argument("--speculators", type=Path, default=None,
-                    help="speculators executable (default: WORK/speculators-venv/bin/speculators)")
+    ap.add_argument(
+        "--only", choices=("llama", "kimi"), help="only the Llama (safetensors + bin) or the Kimi MLA input"
+    )
+    ap.add_argument(
+        "--json",
+        type=Path,
+        dest="json_out",
+        help="write all raw numbers here (schemas/bench-convert.schema.json)",
+    )
+    ap.add_argument(
+        "--eaglehub",
+        default=str(Path(sys.executable).parent / "eaglehub"),
+        help="eaglehub executable (default: next to this interpreter)",
+    )
+    ap.add_argument(
+        "--speculators",
+        type=Path,
+        default=None,
+        help="speculators executable (default: WORK/speculators-venv/bin/speculators)",
+    )
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before one command is killed (default 3600)")
     return checked_args(ap, argv)
 
@@ -756,12 +1027,22 @@ def main(argv=None) -> int:
         d.mkdir(parents=True, exist_ok=True)
     spec_bin = a.speculators or work / "speculators-venv" / "bin" / "speculators"
     load_start = os.getloadavg()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "NO_COLOR": "1", "TERM": "dumb", "COLUMNS": "120"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "NO_COLOR": "1",
+        "TERM": "dumb",
+        "COLUMNS": "120",
+    }
 
-    console.print(f"[bold]eaglehub conversion benchmark[/] · {os.cpu_count()} CPUs · load average "
-                  f"{load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} · work dir {_portable(str(work), work)} = {work}",
-                  highlight=False)
+    console.print(
+        f"[bold]eaglehub conversion benchmark[/] · {os.cpu_count()} CPUs · load average "
+        f"{load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} · work dir {_portable(str(work), work)} = {work}",
+        highlight=False,
+    )
 
     sources = [s for s in all_sources() if a.only is None or s.family == a.only]
     for s in sources:
@@ -774,8 +1055,11 @@ def main(argv=None) -> int:
         return sum(s.tensor_bytes for s in srcs if s in missing) + 3 * max(s.tensor_bytes for s in srcs) + GB
 
     free = shutil.disk_usage(work).free
-    console.print(f"disk: {free / GB:.1f} GB free; to generate {sum(s.tensor_bytes for s in missing) / GB:.2f} GB; "
-                  f"needed with scratch for one output ≈ {need(sources) / GB:.1f} GB", highlight=False)
+    console.print(
+        f"disk: {free / GB:.1f} GB free; to generate {sum(s.tensor_bytes for s in missing) / GB:.2f} GB; "
+        f"needed with scratch for one output ≈ {need(sources) / GB:.1f} GB",
+        highlight=False,
+    )
     if free < need(sources):
         small = [s for s in sources if not s.mla]
         if small and len(small) < len(sources) and free >= need(small):
@@ -798,31 +1082,47 @@ def main(argv=None) -> int:
         size = s.manifest["checkpoint_bytes"]
         note = "  [yellow](over 4 GB)[/]" if size > 4 * GB else ""
         files = ", ".join(f"{n} {b / GB:.3f} GB" for n, b in s.manifest["files"].items())
-        console.print(f"checkpoint {s.id}: {size / GB:.3f} GB ({size / (1 << 30):.3f} GiB), {len(s.specs)} tensors — {files}{note}",
-                      highlight=False)
+        console.print(
+            f"checkpoint {s.id}: {size / GB:.3f} GB ({size / (1 << 30):.3f} GiB), {len(s.specs)} tensors — {files}{note}",
+            highlight=False,
+        )
 
     verifier = work / "verifier" / "llama-3.1-8b-instruct"
     verifier.mkdir(parents=True, exist_ok=True)
     (verifier / "config.json").write_text(json.dumps(LLAMA_VERIFIER_CONFIG, indent=2) + "\n")
 
     try:
-        eh_version = subprocess.run([a.eaglehub, "--version"], capture_output=True, text=True, env=env, timeout=120).stdout.strip()
+        eh_version = subprocess.run(
+            [a.eaglehub, "--version"], capture_output=True, text=True, env=env, timeout=120
+        ).stdout.strip()
     except (OSError, subprocess.TimeoutExpired) as exc:
         console.print(f"[red]eaglehub is not runnable ({exc}); pass --eaglehub PATH or run `make setup`[/]")
         return 2
     formats, fmt_note, eh_verifier = eaglehub_formats(a.eaglehub, env)
-    spec_version, spec_skip = (None, "no Llama input in this run") if all(s.mla for s in sources) else speculators_status(spec_bin, env)
+    spec_version, spec_skip = (
+        (None, "no Llama input in this run") if all(s.mla for s in sources) else speculators_status(spec_bin, env)
+    )
     eh_commit, eh_dirty = eaglehub_tree()
-    console.print(f"eaglehub: {eh_version or 'not runnable'} at {(eh_commit or 'unknown commit')[:12]}"
-                  f"{' + uncommitted changes in eaglehub/' if eh_dirty else ''}; {fmt_note}", highlight=False)
+    console.print(
+        f"eaglehub: {eh_version or 'not runnable'} at {(eh_commit or 'unknown commit')[:12]}"
+        f"{' + uncommitted changes in eaglehub/' if eh_dirty else ''}; {fmt_note}",
+        highlight=False,
+    )
     console.print(f"speculators: {spec_version or spec_skip}", highlight=False)
 
-    rows = [r for s in sources for r in build_rows(s, a.eaglehub, formats, fmt_note, eh_verifier, spec_bin, spec_skip, verifier)]
+    rows = [
+        r
+        for s in sources
+        for r in build_rows(s, a.eaglehub, formats, fmt_note, eh_verifier, spec_bin, spec_skip, verifier)
+    ]
     live = [r for r in rows if r.argv]
 
     floor = measure(["true"], logs / "floor.log", env, 60)["peak_rss_kib"]
-    console.print(f"spawn floor: `true` peaks at {floor / 1024:.1f} MiB through the launcher "
-                  "(ru_maxrss counts the launcher's pre-exec image; no row can read lower)", highlight=False)
+    console.print(
+        f"spawn floor: `true` peaks at {floor / 1024:.1f} MiB through the launcher "
+        "(ru_maxrss counts the launcher's pre-exec image; no row can read lower)",
+        highlight=False,
+    )
 
     t_all = time.perf_counter()
     for rep in range(a.repeat):
@@ -843,43 +1143,81 @@ def main(argv=None) -> int:
                 res.update(rep=rep, load1=round(load1, 2))
                 r.runs.append(res)
                 if rep == 0 and r.tool in ("eaglehub", "speculators"):
-                    r.diff = compare_output(s, dst) if dst.is_dir() else {
-                        "compared": False, "reason": "no output directory", "identical": [], "changed": [],
-                        "added": [], "dropped": [], "config_changes": [], "output_bytes": 0}
+                    r.diff = (
+                        compare_output(s, dst)
+                        if dst.is_dir()
+                        else {
+                            "compared": False,
+                            "reason": "no output directory",
+                            "identical": [],
+                            "changed": [],
+                            "added": [],
+                            "dropped": [],
+                            "config_changes": [],
+                            "output_bytes": 0,
+                        }
+                    )
                 if res["exit_code"] != 0 or rep == 0:
                     r.log_tail = log_tail(log)
                 shutil.rmtree(scratch, ignore_errors=True)
                 os.sync()
-                console.print(f"  rep {rep + 1} {s.id:<16} {r.label:<28} {res['wall_s']:8.2f} s "
-                              f"{res['peak_rss_kib'] / 1024:8.0f} MiB  exit {res['exit_code']}  (load {load1:.2f})",
-                              highlight=False)
+                console.print(
+                    f"  rep {rep + 1} {s.id:<16} {r.label:<28} {res['wall_s']:8.2f} s "
+                    f"{res['peak_rss_kib'] / 1024:8.0f} MiB  exit {res['exit_code']}  (load {load1:.2f})",
+                    highlight=False,
+                )
     load_end = os.getloadavg()
 
     summary = summarise(rows, sources, work)
     report = {
         "schema": SCHEMA_ID,
         "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-                    "mem_total_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
-                    "loadavg_start": [round(x, 2) for x in load_start], "loadavg_end": [round(x, 2) for x in load_end]},
-        "settings": {"repeat": a.repeat, "only": a.only, "timeout_s": a.timeout,
-                     "targets": {"wall_ratio_max": WALL_RATIO_MAX, "peak_rss_max_bytes": PEAK_RSS_MAX},
-                     "eaglehub_version": eh_version, "eaglehub_commit": eh_commit, "eaglehub_dirty": eh_dirty,
-                     "eaglehub_formats": formats, "eaglehub_formats_note": fmt_note,
-                     "speculators_version": spec_version, "speculators_note": spec_skip,
-                     "spawn_floor_rss_bytes": floor * 1024, "measure_seconds": round(time.perf_counter() - t_all, 1)},
-        "inputs": [{"id": s.id, "description": s.description, "format": s.weights_format,
-                    "checkpoint_bytes": s.manifest["checkpoint_bytes"], "tensor_count": len(s.specs),
-                    "files": [{"name": n, "bytes": b} for n, b in s.manifest["files"].items()],
-                    "generated_s": round(gen_seconds[s.id], 1) if s.id in gen_seconds else None} for s in sources],
+        "machine": {
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "mem_total_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+            "loadavg_start": [round(x, 2) for x in load_start],
+            "loadavg_end": [round(x, 2) for x in load_end],
+        },
+        "settings": {
+            "repeat": a.repeat,
+            "only": a.only,
+            "timeout_s": a.timeout,
+            "targets": {"wall_ratio_max": WALL_RATIO_MAX, "peak_rss_max_bytes": PEAK_RSS_MAX},
+            "eaglehub_version": eh_version,
+            "eaglehub_commit": eh_commit,
+            "eaglehub_dirty": eh_dirty,
+            "eaglehub_formats": formats,
+            "eaglehub_formats_note": fmt_note,
+            "speculators_version": spec_version,
+            "speculators_note": spec_skip,
+            "spawn_floor_rss_bytes": floor * 1024,
+            "measure_seconds": round(time.perf_counter() - t_all, 1),
+        },
+        "inputs": [
+            {
+                "id": s.id,
+                "description": s.description,
+                "format": s.weights_format,
+                "checkpoint_bytes": s.manifest["checkpoint_bytes"],
+                "tensor_count": len(s.specs),
+                "files": [{"name": n, "bytes": b} for n, b in s.manifest["files"].items()],
+                "generated_s": round(gen_seconds[s.id], 1) if s.id in gen_seconds else None,
+            }
+            for s in sources
+        ],
         **summary,
     }
     console.print()
     print_table(report)
     print_notes(report)
-    console.print(f"load average at start {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}, "
-                  f"at end {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}; measuring took "
-                  f"{report['settings']['measure_seconds']:.0f} s", highlight=False)
+    console.print(
+        f"load average at start {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f}, "
+        f"at end {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f}; measuring took "
+        f"{report['settings']['measure_seconds']:.0f} s",
+        highlight=False,
+    )
     if a.json_out:
         problem = _validate_report(report)
         if problem:

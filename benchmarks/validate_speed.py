@@ -36,19 +36,43 @@ from pathlib import Path
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from convert_speed import (GB, REPO, all_sources, checked_args, checkpoint_bytes, console, generate, load_cached,  # noqa: E402
-                           measure, warm_page_cache)
+from convert_speed import (
+    GB,
+    REPO,
+    all_sources,
+    checked_args,
+    checkpoint_bytes,
+    console,
+    generate,
+    load_cached,
+    measure,
+    warm_page_cache,
+)
 
 SCHEMA_ID = "eaglehub.bench-validate/1"
 HEADERS_ONLY_MAX_S = 1.0  # the issue's target for a Llama-3.1-8B-shaped drafter without --deep
 #: Llama-3.1-8B-Instruct config keys the target checks read (meta-llama/Llama-3.1-8B-Instruct config.json)
 VERIFIER_CONFIG = {
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096, "num_hidden_layers": 32,
-    "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 14336, "vocab_size": 128256,
-    "max_position_embeddings": 131072, "rope_theta": 500000.0, "torch_dtype": "bfloat16", "bos_token_id": 128000,
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "torch_dtype": "bfloat16",
+    "bos_token_id": 128000,
     "eos_token_id": [128001, 128008, 128009],
-    "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                     "original_max_position_embeddings": 8192},
+    "rope_scaling": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
 }
 
 
@@ -64,7 +88,9 @@ def commands(eaglehub: str, src: Path, verifier: Path) -> list[tuple[str, list[s
 def rule_count(eaglehub: str, env: dict) -> int:
     import subprocess
 
-    out = subprocess.run([eaglehub, "validate", "--list-rules", "--json"], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run(
+        [eaglehub, "validate", "--list-rules", "--json"], capture_output=True, text=True, env=env, check=True
+    )
     return len(json.loads(out.stdout)["rules"])
 
 
@@ -72,7 +98,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--work", type=Path, default=REPO / ".work" / "bench", help="work dir shared with convert_speed.py")
     ap.add_argument("--repeat", type=int, default=5, help="repetitions per command (default 5)")
-    ap.add_argument("--json", type=Path, dest="json_out", help="write all raw numbers here (schemas/bench-validate.schema.json)")
+    ap.add_argument(
+        "--json",
+        type=Path,
+        dest="json_out",
+        help="write all raw numbers here (schemas/bench-validate.schema.json)",
+    )
     ap.add_argument("--eaglehub", default=str(Path(sys.executable).parent / "eaglehub"), help="eaglehub executable")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds before one command is killed")
     return checked_args(ap, argv)
@@ -96,8 +127,10 @@ def main(argv=None) -> int:
     (verifier / "config.json").write_text(json.dumps(VERIFIER_CONFIG, indent=2) + "\n")
 
     load = os.getloadavg()
-    console.print(f"[bold]eaglehub validation benchmark[/] · {os.cpu_count()} CPUs · load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
-                  highlight=False)
+    console.print(
+        f"[bold]eaglehub validation benchmark[/] · {os.cpu_count()} CPUs · load {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        highlight=False,
+    )
     rows: dict[tuple[str, str], list[dict]] = {}
     for rep in range(a.repeat):
         for s in sources:
@@ -108,8 +141,15 @@ def main(argv=None) -> int:
                 run = measure(argv_, logs / f"validate-{s.id}-{rep}.log", env, a.timeout)
                 rows.setdefault((s.id, label), []).append(run)
 
-    report = {"schema": SCHEMA_ID, "cpus": os.cpu_count(), "load_average": list(load), "repeat": a.repeat,
-              "rules": rule_count(a.eaglehub, env), "target_seconds": HEADERS_ONLY_MAX_S, "inputs": []}
+    report = {
+        "schema": SCHEMA_ID,
+        "cpus": os.cpu_count(),
+        "load_average": list(load),
+        "repeat": a.repeat,
+        "rules": rule_count(a.eaglehub, env),
+        "target_seconds": HEADERS_ONLY_MAX_S,
+        "inputs": [],
+    }
     table = Table(title=f"eaglehub validate, median of {a.repeat} (fresh process each, start-up included)")
     for col in ("input", "command", "median s", "min s", "× python", "peak RSS MiB", "exit", "target"):
         table.add_column(col)
@@ -122,14 +162,32 @@ def main(argv=None) -> int:
             verdict = ""
             if label == "validate (headers)":
                 verdict = "PASS" if med < HEADERS_ONLY_MAX_S else "FAIL"
-            entry["commands"].append({"label": label, "runs": runs, "median_s": med, "ratio_to_python": med / floor if floor else None,
-                                      "verdict": verdict or None})
-            table.add_row(s.id, label, f"{med:.3f}", f"{min(r['wall_s'] for r in runs):.3f}", f"{med / floor:.1f}",
-                          f"{max(r['peak_rss_kib'] for r in runs) / 1024:.0f}", ",".join(sorted({str(r['exit_code']) for r in runs})), verdict)
+            entry["commands"].append(
+                {
+                    "label": label,
+                    "runs": runs,
+                    "median_s": med,
+                    "ratio_to_python": med / floor if floor else None,
+                    "verdict": verdict or None,
+                }
+            )
+            table.add_row(
+                s.id,
+                label,
+                f"{med:.3f}",
+                f"{min(r['wall_s'] for r in runs):.3f}",
+                f"{med / floor:.1f}",
+                f"{max(r['peak_rss_kib'] for r in runs) / 1024:.0f}",
+                ",".join(sorted({str(r["exit_code"]) for r in runs})),
+                verdict,
+            )
         report["inputs"].append(entry)
     console.print(table)
-    console.print(f"{report['rules']} rules in the catalogue; exit 1 = the generated drafters' findings (random values, "
-                  "research class), not a failure of the run", highlight=False)
+    console.print(
+        f"{report['rules']} rules in the catalogue; exit 1 = the generated drafters' findings (random values, "
+        "research class), not a failure of the run",
+        highlight=False,
+    )
     if a.json_out:
         from eaglehub.schemas import schema_errors
 

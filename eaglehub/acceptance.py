@@ -22,14 +22,20 @@ from collections.abc import Iterable
 
 from .engines.base import SpecCounters
 
-AL_DEFINITION = ("mean acceptance length AL = 1 + num_accepted_tokens / num_drafts: tokens produced per target "
-                 "verify pass, including the bonus token (token-weighted over all prompts, as vLLM's "
-                 "get_metrics counters; no speculation gives 1)")
-PER_POSITION_DEFINITION = ("acceptance rate per draft position i, unconditional = accepted_per_pos[i] / num_drafts "
-                           "(AL = 1 + sum); conditional = accepted_per_pos[i] / accepted_per_pos[i-1]")
+AL_DEFINITION = (
+    "mean acceptance length AL = 1 + num_accepted_tokens / num_drafts: tokens produced per target "
+    "verify pass, including the bonus token (token-weighted over all prompts, as vLLM's "
+    "get_metrics counters; no speculation gives 1)"
+)
+PER_POSITION_DEFINITION = (
+    "acceptance rate per draft position i, unconditional = accepted_per_pos[i] / num_drafts "
+    "(AL = 1 + sum); conditional = accepted_per_pos[i] / accepted_per_pos[i-1]"
+)
 DRAFT_RATE_DEFINITION = "draft acceptance rate = num_accepted_tokens / num_draft_tokens"
-PER_REQUEST_DEFINITION = ("per-request mean acceptance length = mean over prompts of each prompt's 1 + accepted / drafts "
-                          "(request-weighted; null where the engine counts per batch only, as vLLM's offline counters)")
+PER_REQUEST_DEFINITION = (
+    "per-request mean acceptance length = mean over prompts of each prompt's 1 + accepted / drafts "
+    "(request-weighted; null where the engine counts per batch only, as vLLM's offline counters)"
+)
 NOT_WIRED_THRESHOLD = 0.02
 """Position-0 unconditional acceptance below this (or no drafts at all) ⇒ "drafter not wired"
 (failure-kinds.md, Cross-cutting). A trained drafter, even a weak one (AL 1.2), sits near 0.2."""

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-DEFINITION = ("acceptance lengths (AL) of each drafter and of the baseline drafter on the same prompts and runs; "
-              "al_ratio = AL / baseline AL; al_relative_change = al_ratio - 1; weight_bytes = size on disk of the "
-              "drafter's weight files (*.safetensors, the index and pytorch_model.bin), size_ratio = weight_bytes / "
-              "baseline weight_bytes")
+DEFINITION = (
+    "acceptance lengths (AL) of each drafter and of the baseline drafter on the same prompts and runs; "
+    "al_ratio = AL / baseline AL; al_relative_change = al_ratio - 1; weight_bytes = size on disk of the "
+    "drafter's weight files (*.safetensors, the index and pytorch_model.bin), size_ratio = weight_bytes / "
+    "baseline weight_bytes"
+)
 
 
 def weight_bytes(drafter: Path) -> int:
@@ -45,13 +47,24 @@ def attach_baseline(report: dict, baseline: Path) -> None:
             continue
         al, size = _al(d), weight_bytes(path)
         ratio = al / base_al if al is not None and base_al else None
-        rows.append({"drafter": d["drafter"], "acceptance_length": al, "weight_bytes": size,
-                     "al_ratio": None if ratio is None else round(ratio, 4),
-                     "al_relative_change": None if ratio is None else round(ratio - 1, 4),
-                     "size_ratio": round(size / base_bytes, 4) if base_bytes else None,
-                     "lossless": d["lossless"]})
-    report["baseline_drafter"] = {"drafter": base["drafter"], "acceptance_length": base_al, "weight_bytes": base_bytes,
-                                  "definition": DEFINITION, "comparisons": rows}
+        rows.append(
+            {
+                "drafter": d["drafter"],
+                "acceptance_length": al,
+                "weight_bytes": size,
+                "al_ratio": None if ratio is None else round(ratio, 4),
+                "al_relative_change": None if ratio is None else round(ratio - 1, 4),
+                "size_ratio": round(size / base_bytes, 4) if base_bytes else None,
+                "lossless": d["lossless"],
+            }
+        )
+    report["baseline_drafter"] = {
+        "drafter": base["drafter"],
+        "acceptance_length": base_al,
+        "weight_bytes": base_bytes,
+        "definition": DEFINITION,
+        "comparisons": rows,
+    }
 
 
 def render_baseline(report: dict, console) -> None:
@@ -61,13 +74,27 @@ def render_baseline(report: dict, console) -> None:
     section = report.get("baseline_drafter")
     if not section:
         return
+
     def num(x, fmt):
         return "n/a" if x is None else format(x, fmt)
 
-    table = Table("drafter", "AL", "AL / baseline", "weight bytes", "size / baseline", "lossless",
-                  title=f"against baseline {section['drafter']} (AL {num(section['acceptance_length'], '.3f')}, "
-                        f"{section['weight_bytes']:,} bytes)")
+    table = Table(
+        "drafter",
+        "AL",
+        "AL / baseline",
+        "weight bytes",
+        "size / baseline",
+        "lossless",
+        title=f"against baseline {section['drafter']} (AL {num(section['acceptance_length'], '.3f')}, "
+        f"{section['weight_bytes']:,} bytes)",
+    )
     for r in section["comparisons"]:
-        table.add_row(r["drafter"], num(r["acceptance_length"], ".3f"), num(r["al_ratio"], ".4f"), f"{r['weight_bytes']:,}",
-                      num(r["size_ratio"], ".4f"), "yes" if r["lossless"] else "no")
+        table.add_row(
+            r["drafter"],
+            num(r["acceptance_length"], ".3f"),
+            num(r["al_ratio"], ".4f"),
+            f"{r['weight_bytes']:,}",
+            num(r["size_ratio"], ".4f"),
+            "yes" if r["lossless"] else "no",
+        )
     console.print(table)

@@ -101,9 +101,11 @@ class Calibration:
 def check_options(opts: CalibrationOptions) -> None:
     """Raises: EaglehubError (exit 2) for values out of range or a calibration prompt file that is not there."""
     if opts.prompts_file and not Path(opts.prompts_file).is_file():
-        raise EaglehubError(f"calibration prompt file {opts.prompts_file} not found",
-                            hint="pass --calibration-prompts FILE (eaglehub JSONL, MT-Bench question.jsonl or text), or "
-                                 "drop it for the bundled set")
+        raise EaglehubError(
+            f"calibration prompt file {opts.prompts_file} not found",
+            hint="pass --calibration-prompts FILE (eaglehub JSONL, MT-Bench question.jsonl or text), or "
+            "drop it for the bundled set",
+        )
     if opts.train not in TRAIN_SCOPES:
         raise EaglehubError(f"--train must be one of {', '.join(TRAIN_SCOPES)}, got {opts.train!r}")
     if not 0.0 <= opts.label_weight <= 1.0:
@@ -111,13 +113,18 @@ def check_options(opts: CalibrationOptions) -> None:
     if (opts.steps or 0) < 0 or opts.max_new_tokens < 1 or opts.held_out < 1 or opts.k < 1 or opts.eval_tokens < 1:
         raise EaglehubError("--steps must be >= 0; --calibration-tokens, -k and the held-out count must be >= 1")
     if opts.lr is not None and not (opts.lr > 0 and math.isfinite(opts.lr)):
-        raise EaglehubError(f"--lr must be a finite number > 0, got {opts.lr}", hint="e.g. --lr 1e-4 (the default for --train all)")
+        raise EaglehubError(
+            f"--lr must be a finite number > 0, got {opts.lr}",
+            hint="e.g. --lr 1e-4 (the default for --train all)",
+        )
 
 
 # --- data -----------------------------------------------------------------------------------------------
 
 
-def collect(target, prompt_ids: list[list[int]], aux_ids: list[int], max_new_tokens: int, batch: int = 16) -> list[dict]:
+def collect(
+    target, prompt_ids: list[list[int]], aux_ids: list[int], max_new_tokens: int, batch: int = 16
+) -> list[dict]:
     """The target's greedy continuation of each prompt, then its aux states over prompt + continuation.
 
     ``target``: a :class:`~eaglehub.engines.reference.ReferenceTarget`. Returns one shard per prompt
@@ -131,12 +138,17 @@ def collect(target, prompt_ids: list[list[int]], aux_ids: list[int], max_new_tok
     pad = min(target.eos) if target.eos else 0
     with torch.inference_mode():
         for start in range(0, len(prompt_ids), batch):
-            chunk = prompt_ids[start:start + batch]
+            chunk = prompt_ids[start : start + batch]
             width = max(map(len, chunk))
             ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=target.device)
             mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=target.device)
-            out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
-                                 pad_token_id=pad)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=pad,
+            )
             for p, row in zip(chunk, out[:, width:].tolist()):
                 answer = _until_eos(row, target.eos)
                 seq = p + answer
@@ -165,8 +177,10 @@ def fit_gains(shards: list[dict], num_aux: int, eps: float) -> tuple[list, list[
 
     rows = [s["aux"][SINK_POSITIONS:].double() for s in shards if s["aux"].shape[0] > SINK_POSITIONS]
     if not rows:
-        raise EaglehubError("no calibration tokens: every calibration sequence is a single token",
-                            hint="use longer prompts or more --calibration-tokens")
+        raise EaglehubError(
+            "no calibration tokens: every calibration sequence is a single token",
+            hint="use longer prompts or more --calibration-tokens",
+        )
     x = torch.cat(rows)
     gains, stats = [], []
     for chunk in x.chunk(num_aux, dim=-1):
@@ -174,8 +188,15 @@ def fit_gains(shards: list[dict], num_aux: int, eps: float) -> tuple[list, list[
         n = chunk / rms
         g = (n * chunk).sum(0) / n.pow(2).sum(0).clamp_min(1e-30)
         gains.append(g.float())
-        stats.append({"tokens": int(chunk.shape[0]), "mean_rms": float(rms.mean()), "gain_mean": float(g.mean()),
-                      "gain_min": float(g.min()), "gain_max": float(g.max())})
+        stats.append(
+            {
+                "tokens": int(chunk.shape[0]),
+                "mean_rms": float(rms.mean()),
+                "gain_mean": float(g.mean()),
+                "gain_min": float(g.min()),
+                "gain_max": float(g.max()),
+            }
+        )
     return gains, stats
 
 
@@ -189,8 +210,11 @@ def measure(engine, live, drafter: Path, records: list[dict], k: int) -> dict:
     from .engines.reference import replay_acceptance
 
     stats = acceptance.acceptance_stats(replay_acceptance(engine, live, drafter, records, k))
-    return {"acceptance_length": stats["acceptance_length"], "acceptance_rate_per_position": stats["acceptance_rate_per_position"],
-            "num_drafts": stats["num_drafts"]}
+    return {
+        "acceptance_length": stats["acceptance_length"],
+        "acceptance_rate_per_position": stats["acceptance_rate_per_position"],
+        "num_drafts": stats["num_drafts"],
+    }
 
 
 # --- fine-tuning ----------------------------------------------------------------------------------------
@@ -204,8 +228,18 @@ def finetune_support(model) -> str | None:
     return None
 
 
-def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: float | None, seed: int,
-             teacher=None, label_weight: float = DEFAULT_LABEL_WEIGHT, token_budget: int = 2048) -> dict:
+def finetune(
+    loaded,
+    target,
+    shards: list[dict],
+    steps: int,
+    train: str,
+    lr: float | None,
+    seed: int,
+    teacher=None,
+    label_weight: float = DEFAULT_LABEL_WEIGHT,
+    token_budget: int = 2048,
+) -> dict:
     """Train ``loaded.model`` (a :class:`~eaglehub.engines.reference.LoadedDrafter`'s drafter, 3.1 flags
     set) in place with TTT (3 unrolled steps) on ``shards``. Returns steps, lr, losses.
 
@@ -231,7 +265,7 @@ def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: flo
     model.float().train()
     for p in model.parameters():
         p.requires_grad_(train == "all")
-    params = list(model.fc_norm.parameters()) if train == "norms" else [p for p in model.parameters()]
+    params = list(model.fc_norm.parameters()) if train == "norms" else list(model.parameters())
     for p in params:
         p.requires_grad_(True)
     lr = lr or (1e-2 if train == "norms" else 1e-4)
@@ -240,7 +274,9 @@ def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: flo
     if teacher is not None:
         teacher.float().eval().requires_grad_(False)
     t2d_index = torch.full((d.vocab_size,), -1, dtype=torch.long)
-    used = model.to_target_ids(torch.arange(d.draft_vocab_size)) if hasattr(model, "d2t") else torch.arange(d.vocab_size)
+    used = (
+        model.to_target_ids(torch.arange(d.draft_vocab_size)) if hasattr(model, "d2t") else torch.arange(d.vocab_size)
+    )
     t2d_index[used] = torch.arange(len(used))
     spans = [(i, 0, int(s["ids"].shape[0]), s["answer_start"]) for i, s in enumerate(shards)]
     rng = random.Random(seed)
@@ -262,13 +298,24 @@ def finetune(loaded, target, shards: list[dict], steps: int, train: str, lr: flo
         losses.append(float(loss.detach()))
     model.eval()
     if not all(math.isfinite(x) for x in losses) or not all(bool(torch.isfinite(p).all()) for p in params):
-        raise EaglehubError(f"fine-tuning diverged (loss {losses[0]:.3g} → {losses[-1]:.3g}, non-finite weights): nothing written",
-                            hint="lower --lr, or use --steps 0 for the closed-form gains only")
-    return {"steps": steps, "train": train, "lr": lr, "label_weight": label_weight if teacher is not None else 1.0,
-            "objective": (f"{label_weight:g} x cross-entropy on the target's greedy tokens + {1 - label_weight:g} x "
-                          "KL(source drafter || upgraded) over 3 unrolled draft steps" if teacher is not None else
-                          "cross-entropy on the target's greedy tokens over 3 unrolled draft steps"),
-            "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None}
+        raise EaglehubError(
+            f"fine-tuning diverged (loss {losses[0]:.3g} → {losses[-1]:.3g}, non-finite weights): nothing written",
+            hint="lower --lr, or use --steps 0 for the closed-form gains only",
+        )
+    return {
+        "steps": steps,
+        "train": train,
+        "lr": lr,
+        "label_weight": label_weight if teacher is not None else 1.0,
+        "objective": (
+            f"{label_weight:g} x cross-entropy on the target's greedy tokens + {1 - label_weight:g} x "
+            "KL(source drafter || upgraded) over 3 unrolled draft steps"
+            if teacher is not None
+            else "cross-entropy on the target's greedy tokens over 3 unrolled draft steps"
+        ),
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+    }
 
 
 # --- orchestration --------------------------------------------------------------------------------------
@@ -315,8 +362,10 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
     prompts = load_prompts(file, None, opts.limit)
     fit, held = _split(prompts, opts.held_out)
     if not held:
-        raise EaglehubError("every calibration category has a single prompt: nothing left to measure acceptance on",
-                            hint="give at least two prompts per category")
+        raise EaglehubError(
+            "every calibration category has a single prompt: nothing left to measure acceptance on",
+            hint="give at least two prompts per category",
+        )
     engine = ReferenceEngine(device=opts.device)
     target = engine.target(target_path, "float32")
     aux_ids = sorted(d.aux.c_in) if d.aux.c_in else default_aux_ids(target.num_layers)
@@ -356,14 +405,19 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
             with phase(f"fine-tuning ({opts.train}, {steps} steps, distilling the source)"):
                 t0 = time.perf_counter()
                 teacher = load_drafter(src, target, "float32").model
-                tune = finetune(loaded, target, shards, steps, opts.train, opts.lr, opts.seed, teacher, opts.label_weight)
+                tune = finetune(
+                    loaded, target, shards, steps, opts.train, opts.lr, opts.seed, teacher, opts.label_weight
+                )
                 tune["seconds"] = round(time.perf_counter() - t0, 1)
                 gains = [n.weight.detach().float().cpu() for n in loaded.model.fc_norm]
                 for st, g in zip(stats, gains):  # the summary describes the gains written
                     st.update(gain_mean=float(g.mean()), gain_min=float(g.min()), gain_max=float(g.max()))
                 if opts.train == "all":
-                    weights = {k: v.detach().cpu() for k, v in loaded.model.state_dict().items()
-                               if k not in ("d2t", "t2d") and not k.startswith("fc_norm.")}
+                    weights = {
+                        k: v.detach().cpu()
+                        for k, v in loaded.model.state_dict().items()
+                        if k not in ("d2t", "t2d") and not k.startswith("fc_norm.")
+                    }
             with phase("measuring the fine-tuned drafter"):
                 write_candidate(tmp / "tuned", gains, chosen, weights)
                 result_al = al(tmp / "tuned")
@@ -371,25 +425,45 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
             tune = {"skipped": skipped}
     report = {
         "target": str(target_path),
-        "prompts": {"file": str(file), "fit": len(fit), "held_out": len(held), "max_new_tokens": opts.max_new_tokens,
-                    "tokens": int(sum(s["ids"].shape[0] for s in shards)),
-                    "answer_tokens": int(sum(s["ids"].shape[0] - s["answer_start"] for s in shards))},
+        "prompts": {
+            "file": str(file),
+            "fit": len(fit),
+            "held_out": len(held),
+            "max_new_tokens": opts.max_new_tokens,
+            "tokens": int(sum(s["ids"].shape[0] for s in shards)),
+            "answer_tokens": int(sum(s["ids"].shape[0] - s["answer_start"] for s in shards)),
+        },
         "aux_layer_ids": aux_ids,
         "gains": stats,
-        "norm_output": {"chosen": chosen, "reason": why,
-                        "candidates": [{"norm_output": c, **m} for c, m in candidates.items()]},
+        "norm_output": {
+            "chosen": chosen,
+            "reason": why,
+            "candidates": [{"norm_output": c, **m} for c, m in candidates.items()],
+        },
         "fine_tuning": tune,
-        "acceptance": {"engine": engine.name, "engine_version": engine.version(), "num_speculative_tokens": opts.k,
-                       "max_tokens": opts.eval_tokens, "source": source_al, "plain_upgrade": plain_al,
-                       "closed_form": candidates[chosen], "calibrated": result_al},
-        "definitions": {"acceptance_length": acceptance.AL_DEFINITION + "; greedy, on the held-out calibration prompts, "
-                                              "replaying the target's recorded greedy continuation through the reference "
-                                              "engine's decode loop",
-                        "gain": "per channel: argmin_g sum_t (g * n_t - x_t)^2 with n_t = x_t / rms(x_t) over the calibration "
-                                "tokens (first position of each sequence excluded), then fine-tuned when fine_tuning ran; "
-                                "gain_mean/min/max describe the gains written",
-                        "mean_rms": "mean over calibration tokens of sqrt(mean_c x_c^2 + eps) of one aux chunk"},
-        "seconds": {"calibration_data": round(collect_s, 1), "total": round(time.perf_counter() - t_start, 1)},
+        "acceptance": {
+            "engine": engine.name,
+            "engine_version": engine.version(),
+            "num_speculative_tokens": opts.k,
+            "max_tokens": opts.eval_tokens,
+            "source": source_al,
+            "plain_upgrade": plain_al,
+            "closed_form": candidates[chosen],
+            "calibrated": result_al,
+        },
+        "definitions": {
+            "acceptance_length": acceptance.AL_DEFINITION + "; greedy, on the held-out calibration prompts, "
+            "replaying the target's recorded greedy continuation through the reference "
+            "engine's decode loop",
+            "gain": "per channel: argmin_g sum_t (g * n_t - x_t)^2 with n_t = x_t / rms(x_t) over the calibration "
+            "tokens (first position of each sequence excluded), then fine-tuned when fine_tuning ran; "
+            "gain_mean/min/max describe the gains written",
+            "mean_rms": "mean over calibration tokens of sqrt(mean_c x_c^2 + eps) of one aux chunk",
+        },
+        "seconds": {
+            "calibration_data": round(collect_s, 1),
+            "total": round(time.perf_counter() - t_start, 1),
+        },
     }
     return Calibration(gains, chosen, weights, report)
 
@@ -399,7 +473,11 @@ def _steps(opts: CalibrationOptions, model) -> tuple[int, str | None]:
     if opts.steps is not None:
         return opts.steps, None
     why = finetune_support(model)
-    return (0, f"{why}: closed-form gains only (the default --steps {DEFAULT_STEPS} was not run)") if why else (DEFAULT_STEPS, None)
+    return (
+        (0, f"{why}: closed-form gains only (the default --steps {DEFAULT_STEPS} was not run)")
+        if why
+        else (DEFAULT_STEPS, None)
+    )
 
 
 def _choose(candidates: dict[bool, dict], forced: bool | None) -> tuple[bool, str]:
@@ -408,8 +486,10 @@ def _choose(candidates: dict[bool, dict], forced: bool | None) -> tuple[bool, st
     off, on = (candidates[c]["acceptance_length"] or 1.0 for c in (False, True))
     if on > off:
         return True, f"held-out AL {on:.3f} with norm_output on > {off:.3f} off"
-    return False, (f"held-out AL {off:.3f} with norm_output off >= {on:.3f} on; off keeps the state the drafter was "
-                   "trained to feed back")
+    return False, (
+        f"held-out AL {off:.3f} with norm_output off >= {on:.3f} on; off keeps the state the drafter was "
+        "trained to feed back"
+    )
 
 
 class _Null:
@@ -420,7 +500,9 @@ class _Null:
         return False
 
 
-def calibrated_upgrade(src: str | Path, dst: str | Path, opts: CalibrationOptions, console=None, **convert_kwargs) -> dict:
+def calibrated_upgrade(
+    src: str | Path, dst: str | Path, opts: CalibrationOptions, console=None, **convert_kwargs
+) -> dict:
     """``convert --to 3.1 --calibrate``: :func:`calibrate`, then :func:`eaglehub.convert.convert` with
     the result; returns the convert report with its ``calibration`` section.
 
@@ -475,20 +557,33 @@ def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, *
         raise EaglehubError(f"{path} is already an EAGLE-3 drafter", hint="drop --to to change only the format")
     target_path = resolve_target(opts.target)
     target = ReferenceEngine(device=opts.device).target(target_path, "float32")
-    prompts = load_prompts(Path(opts.prompts_file) if opts.prompts_file else default_calibration_prompts(), None, opts.limit or 4)
+    prompts = load_prompts(
+        Path(opts.prompts_file) if opts.prompts_file else default_calibration_prompts(), None, opts.limit or 4
+    )
     aux_ids = sorted(d.aux.c_in) if d.aux.c_in else default_aux_ids(target.num_layers)
     shards = collect(target, encode_chat(target_path, [p.text for p in prompts]), aux_ids, opts.max_new_tokens)
     eps = float(d.config.get("rms_norm_eps", 1e-5))
     x = torch.cat([s["aux"][SINK_POSITIONS:].double() for s in shards if s["aux"].shape[0] > SINK_POSITIONS])
     rms = [float(torch.sqrt(c.pow(2).mean(-1) + eps).mean()) for c in x.chunk(d.dims.A, dim=-1)]
     fc = d.load("fc.weight").double()
-    gains = [d.load(f"fc_norm.{i}.weight").double() if f"fc_norm.{i}.weight" in d.names else torch.ones(d.dims.Ht, dtype=torch.float64)
-             for i in range(d.dims.A)]
+    gains = [
+        d.load(f"fc_norm.{i}.weight").double()
+        if f"fc_norm.{i}.weight" in d.names
+        else torch.ones(d.dims.Ht, dtype=torch.float64)
+        for i in range(d.dims.A)
+    ]
     folded = torch.cat([w * (g / r)[None, :] for w, g, r in zip(fc.chunk(d.dims.A, dim=1), gains, rms)], dim=1)
-    report = convert(src, dst, to="3", calibration=Calibration(None, False, {"fc.weight": folded.float()}), **convert_kwargs)
+    report = convert(
+        src,
+        dst,
+        to="3",
+        calibration=Calibration(None, False, {"fc.weight": folded.float()}),
+        **convert_kwargs,
+    )
     report["warnings"].append(
         "nearest EAGLE-3 approximation, not equivalent: fc columns scaled by fc_norm gain / mean RMS per aux chunk "
         f"({', '.join(f'{r:.2f}' for r in rms)}, over {x.shape[0]} calibration tokens of {target_path.name})"
         + ("; norm_output (the post-norm state fed back) cannot be kept" if d.flags.norm_output else "")
-        + "; re-measure acceptance with eaglehub verify")
+        + "; re-measure acceptance with eaglehub verify"
+    )
     return report

@@ -45,13 +45,78 @@ TOLERANCE_TOKENS = 1
 #: modules whose docstrings make the padding text; a fixed list (not pkgutil's scan) so the text does
 #: not depend on what else is installed, and none with import side effects (antigravity, this)
 PADDING_MODULES = (
-    "argparse", "asyncio", "base64", "bisect", "calendar", "collections", "configparser", "contextlib", "copy",
-    "csv", "dataclasses", "datetime", "decimal", "difflib", "email", "enum", "fractions", "functools", "glob",
-    "gzip", "hashlib", "heapq", "hmac", "html", "http", "inspect", "io", "ipaddress", "itertools", "json",
-    "logging", "mailbox", "math", "numbers", "operator", "os", "pathlib", "pickle", "pprint", "queue", "random",
-    "re", "sched", "secrets", "selectors", "shelve", "shlex", "shutil", "signal", "smtplib", "socket", "sqlite3",
-    "statistics", "string", "struct", "subprocess", "tarfile", "tempfile", "textwrap", "threading", "timeit",
-    "tokenize", "traceback", "typing", "unittest", "urllib", "uuid", "warnings", "weakref", "xml", "zipfile", "zlib",
+    "argparse",
+    "asyncio",
+    "base64",
+    "bisect",
+    "calendar",
+    "collections",
+    "configparser",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "email",
+    "enum",
+    "fractions",
+    "functools",
+    "glob",
+    "gzip",
+    "hashlib",
+    "heapq",
+    "hmac",
+    "html",
+    "http",
+    "inspect",
+    "io",
+    "ipaddress",
+    "itertools",
+    "json",
+    "logging",
+    "mailbox",
+    "math",
+    "numbers",
+    "operator",
+    "os",
+    "pathlib",
+    "pickle",
+    "pprint",
+    "queue",
+    "random",
+    "re",
+    "sched",
+    "secrets",
+    "selectors",
+    "shelve",
+    "shlex",
+    "shutil",
+    "signal",
+    "smtplib",
+    "socket",
+    "sqlite3",
+    "statistics",
+    "string",
+    "struct",
+    "subprocess",
+    "tarfile",
+    "tempfile",
+    "textwrap",
+    "threading",
+    "timeit",
+    "tokenize",
+    "traceback",
+    "typing",
+    "unittest",
+    "urllib",
+    "uuid",
+    "warnings",
+    "weakref",
+    "xml",
+    "zipfile",
+    "zlib",
 )
 _MAX_ROUNDS = 20  # corrections settle in 2–3; the rest is room for a bisection
 
@@ -76,8 +141,13 @@ def padding_text() -> str:
                 mod = importlib.import_module(name)
             except ImportError:  # a CPython built without an optional part (sqlite3, zlib)
                 continue
-            members = [o for a, o in sorted(vars(mod).items()) if not a.startswith("_")
-                       and (inspect.isclass(o) or inspect.isfunction(o)) and getattr(o, "__module__", None) == name]
+            members = [
+                o
+                for a, o in sorted(vars(mod).items())
+                if not a.startswith("_")
+                and (inspect.isclass(o) or inspect.isfunction(o))
+                and getattr(o, "__module__", None) == name
+            ]
             for obj in [mod, *members]:
                 for para in re.split(r"\n\s*\n", inspect.getdoc(obj) or ""):
                     para = " ".join(para.split())
@@ -89,9 +159,15 @@ def padding_text() -> str:
 def padding_source() -> dict:
     """Where the padding text comes from, for the report: kind, Python version, modules, size, sha256."""
     text = padding_text()
-    return {"kind": "python-stdlib-docstrings", "python": sys.version.split()[0], "modules": list(PADDING_MODULES),
-            "characters": len(text), "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
-            "template": TEMPLATE, "tolerance_tokens": TOLERANCE_TOKENS}
+    return {
+        "kind": "python-stdlib-docstrings",
+        "python": sys.version.split()[0],
+        "modules": list(PADDING_MODULES),
+        "characters": len(text),
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "template": TEMPLATE,
+        "tolerance_tokens": TOLERANCE_TOKENS,
+    }
 
 
 def padded_message(document: str, prompt: str) -> str:
@@ -135,8 +211,10 @@ def token_cuts(chat: ChatTokenizer, text: str) -> list[int]:
     """
     tok = chat.tokenizer
     if not getattr(tok, "is_fast", False):
-        raise EaglehubError(f"the tokenizer of target {chat.target} is not a fast tokenizer",
-                            hint="context padding needs tokenizer.json (offsets at token boundaries)")
+        raise EaglehubError(
+            f"the tokenizer of target {chat.target} is not a fast tokenizer",
+            hint="context padding needs tokenizer.json (offsets at token boundaries)",
+        )
     offsets = tok(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
     return [0] + [end for _, end in offsets]
 
@@ -147,8 +225,9 @@ def encode(chat: ChatTokenizer, messages: list[str]) -> list[list[int]]:
     return [chat.encode_turn([m]) for m in messages]
 
 
-def pad_prompts(chat: ChatTokenizer, prompts: list[str], context_tokens: int,
-                cuts: list[int] | None = None) -> PaddedPrompts | Skipped:
+def pad_prompts(
+    chat: ChatTokenizer, prompts: list[str], context_tokens: int, cuts: list[int] | None = None
+) -> PaddedPrompts | Skipped:
     """Render every prompt at ``context_tokens`` total tokens (±:data:`TOLERANCE_TOKENS`, never more).
 
     Per prompt, ``n`` document tokens are chosen so that ``len(encode(chat, [padded_message(doc[:cuts[n]],
@@ -172,13 +251,15 @@ def pad_prompts(chat: ChatTokenizer, prompts: list[str], context_tokens: int,
     available = len(cuts) - 1
 
     def render(ns: list[int]) -> list[list[int]]:
-        return encode(chat, [padded_message(text[:cuts[n]], p) for n, p in zip(ns, prompts)])
+        return encode(chat, [padded_message(text[: cuts[n]], p) for n, p in zip(ns, prompts)])
 
     bare = [len(i) for i in render([0] * len(prompts))]
     if max(bare) > context_tokens:
         worst = max(range(len(prompts)), key=bare.__getitem__)
-        return Skipped(context_tokens, f"prompt {worst + 1} is {bare[worst]} tokens with the padding wrapper alone, "
-                                       f"longer than {context_tokens}")
+        return Skipped(
+            context_tokens,
+            f"prompt {worst + 1} is {bare[worst]} tokens with the padding wrapper alone, longer than {context_tokens}",
+        )
     if context_tokens - min(bare) > available + 16:  # +16: room for merges at the cut
         return Skipped(context_tokens, f"the padding text has only {available} tokens of this target's tokenizer")
     ns = [min(available, context_tokens - b) for b in bare]
@@ -207,8 +288,10 @@ def pad_prompts(chat: ChatTokenizer, prompts: list[str], context_tokens: int,
         i, got = bad[0]
         if ns[i] >= available:
             return Skipped(context_tokens, f"the padding text has only {available} tokens of this target's tokenizer")
-        raise EaglehubError(f"internal error: prompt {i + 1} padded to {got} tokens, not {context_tokens} "
-                            f"(±{TOLERANCE_TOKENS})", exit_code=1)
+        raise EaglehubError(
+            f"internal error: prompt {i + 1} padded to {got} tokens, not {context_tokens} (±{TOLERANCE_TOKENS})",
+            exit_code=1,
+        )
     return PaddedPrompts(context_tokens, ids, ns)
 
 
@@ -222,8 +305,9 @@ def max_context(target: Path) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def build_contexts(target: Path, prompts: list[str], contexts: list[int], max_tokens: int
-                   ) -> tuple[list[PaddedPrompts], list[Skipped]]:
+def build_contexts(
+    target: Path, prompts: list[str], contexts: list[int], max_tokens: int
+) -> tuple[list[PaddedPrompts], list[Skipped]]:
     """Every requested context length the target allows, rendered; the others skipped with a note.
 
     A length ``L`` is skipped when ``L + max_tokens`` exceeds the target's
@@ -241,8 +325,12 @@ def build_contexts(target: Path, prompts: list[str], contexts: list[int], max_to
     cuts = None
     for length in contexts:
         if limit is not None and length + max_tokens > limit:
-            skipped.append(Skipped(length, f"{length} prompt + {max_tokens} output tokens exceed the target's "
-                                           f"max_position_embeddings {limit}"))
+            skipped.append(
+                Skipped(
+                    length,
+                    f"{length} prompt + {max_tokens} output tokens exceed the target's max_position_embeddings {limit}",
+                )
+            )
             continue
         if length and cuts is None:
             cuts = token_cuts(chat, padding_text())

@@ -42,20 +42,20 @@ DEFINITIONS = {
     "acceptance_rate_per_position": acceptance.PER_POSITION_DEFINITION,
     "draft_acceptance_rate": acceptance.DRAFT_RATE_DEFINITION,
     "context_tokens": "requested total prompt length in target tokens: the target's chat template applied to one user "
-                      "turn (system prompt and generation prompt included), the prompt placed after a document of "
-                      "padding text; a padded prompt is at most padding.tolerance_tokens shorter, never longer; "
-                      "0 = the prompts unpadded",
+    "turn (system prompt and generation prompt included), the prompt placed after a document of "
+    "padding text; a padded prompt is at most padding.tolerance_tokens shorter, never longer; "
+    "0 = the prompts unpadded",
     "prompt_tokens": "per prompt (prompt order), the exact number of token ids the engine received",
     "padding_tokens": "per prompt, the number of padding-document tokens (target tokenizer) before the question",
     "draft_depth": "index d = 0..k-1 of a per-depth list: the draft token at position d+1 of a chain",
     "hidden_state_norm": "per draft depth, mean L2 norm of the drafter hidden state that produced that draft token "
-                         "(reference engine), over `samples` draft steps",
+    "(reference engine), over `samples` draft steps",
     "sink_attention_mass": "per draft depth, attention probability of the drafter's query row on the first "
-                           "`sink_tokens` positions, averaged over heads and layers, then over `samples` draft steps "
-                           "(reference engine); attention piling onto these tokens as depth or context grows is the "
-                           "attention sink (Xiao et al. 2023, arXiv 2309.17453)",
+    "`sink_tokens` positions, averaged over heads and layers, then over `samples` draft steps "
+    "(reference engine); attention piling onto these tokens as depth or context grows is the "
+    "attention sink (Xiao et al. 2023, arXiv 2309.17453)",
     "acceptance_length_relative_change": "(AL at the longest measured context - AL at the shortest) / AL at the "
-                                         "shortest; -0.25 is a 25 % drop",
+    "shortest; -0.25 is a 25 % drop",
 }
 
 
@@ -86,8 +86,10 @@ def parse_contexts(text: str) -> list[int]:
     """
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or any(not p.isdigit() or not p.isascii() for p in parts):
-        raise EaglehubError(f"--contexts {text!r}: expected comma-separated token counts like 0,1024,2048,4096",
-                            hint="0 = the prompts unpadded; others pad each prompt to that many tokens")
+        raise EaglehubError(
+            f"--contexts {text!r}: expected comma-separated token counts like 0,1024,2048,4096",
+            hint="0 = the prompts unpadded; others pad each prompt to that many tokens",
+        )
     return sorted({int(p) for p in parts})
 
 
@@ -120,8 +122,10 @@ def _resolve_drafter(spec: str) -> tuple[Path, str]:
 
     path = Path(spec).expanduser()
     if not (path / "config.json").is_file():
-        raise EaglehubError(f"drafter {spec} is not a directory with config.json",
-                            hint="pass a local EAGLE-3 / EAGLE-3.1 drafter checkpoint directory")
+        raise EaglehubError(
+            f"drafter {spec} is not a directory with config.json",
+            hint="pass a local EAGLE-3 / EAGLE-3.1 drafter checkpoint directory",
+        )
     path = path.resolve()
     return path, read_drafter(path).version
 
@@ -144,28 +148,56 @@ def drift_summary(runs: list[dict]) -> dict:
     (:func:`eaglehub.acceptance.relative_change`; ``None`` with fewer than two contexts or an
     undefined AL)."""
     if not runs:
-        return {"shortest_context": None, "longest_context": None, "acceptance_length_shortest": None,
-                "acceptance_length_longest": None, "acceptance_length_relative_change": None}
+        return {
+            "shortest_context": None,
+            "longest_context": None,
+            "acceptance_length_shortest": None,
+            "acceptance_length_longest": None,
+            "acceptance_length_relative_change": None,
+        }
     first, last = runs[0], runs[-1]
     al0, al1 = first["acceptance"]["acceptance_length"], last["acceptance"]["acceptance_length"]
     change = acceptance.relative_change(al1, al0) if len(runs) > 1 and None not in (al0, al1) else None
-    return {"shortest_context": first["context_tokens"], "longest_context": last["context_tokens"],
-            "acceptance_length_shortest": al0, "acceptance_length_longest": al1,
-            "acceptance_length_relative_change": change}
+    return {
+        "shortest_context": first["context_tokens"],
+        "longest_context": last["context_tokens"],
+        "acceptance_length_shortest": al0,
+        "acceptance_length_longest": al1,
+        "acceptance_length_relative_change": change,
+    }
 
 
 def context_section(c: PaddedPrompts | Skipped) -> dict:
     """One entry of the report's ``contexts``: measured (exact token counts) or skipped (why)."""
     if isinstance(c, Skipped):
-        return {"context_tokens": c.context_tokens, "status": "skipped", "note": c.note,
-                "prompt_tokens": None, "padding_tokens": None}
-    return {"context_tokens": c.context_tokens, "status": "measured", "note": None,
-            "prompt_tokens": c.lengths, "padding_tokens": c.padding_tokens}
+        return {
+            "context_tokens": c.context_tokens,
+            "status": "skipped",
+            "note": c.note,
+            "prompt_tokens": None,
+            "padding_tokens": None,
+        }
+    return {
+        "context_tokens": c.context_tokens,
+        "status": "measured",
+        "note": None,
+        "prompt_tokens": c.lengths,
+        "padding_tokens": c.padding_tokens,
+    }
 
 
-def build_report(opts: DiagnoseOptions, target: Path, prompts: list[Prompt], prompts_file: Path,
-                 built: list[PaddedPrompts], skipped: list[Skipped], drafters: list[tuple[Path, str]],
-                 runs: list[list[RunResult]], max_model_len: int, engine: dict) -> dict:
+def build_report(
+    opts: DiagnoseOptions,
+    target: Path,
+    prompts: list[Prompt],
+    prompts_file: Path,
+    built: list[PaddedPrompts],
+    skipped: list[Skipped],
+    drafters: list[tuple[Path, str]],
+    runs: list[list[RunResult]],
+    max_model_len: int,
+    engine: dict,
+) -> dict:
     """Assemble the report (schema ``schemas/diagnose-report.schema.json``); ``runs[i][j]`` is drafter
     ``i`` at context ``built[j]``."""
     categories: dict[str, int] = {}
@@ -175,21 +207,39 @@ def build_report(opts: DiagnoseOptions, target: Path, prompts: list[Prompt], pro
     sections = []
     for (path, version), label, results in zip(drafters, labels, runs):
         per_context = [run_section(c, r) for c, r in zip(built, results)]
-        sections.append({"drafter": str(path), "eagle_version": version, "label": label, "runs": per_context,
-                         "drift": drift_summary(per_context)})
+        sections.append(
+            {
+                "drafter": str(path),
+                "eagle_version": version,
+                "label": label,
+                "runs": per_context,
+                "drift": drift_summary(per_context),
+            }
+        )
     contexts = sorted([context_section(c) for c in [*built, *skipped]], key=lambda c: c["context_tokens"])
     return {
         "report_version": REPORT_VERSION,
         "tool": {"name": "eaglehub", "version": __version__},
         "engine": engine,
         "target": {"spec": opts.target, "path": str(target), "max_position_embeddings": max_context(target)},
-        "settings": {"num_speculative_tokens": opts.depth, "max_tokens": opts.max_tokens, "dtype": opts.dtype,
-                     "temperature": 0.0, "seed": opts.seed, "max_model_len": max_model_len,
-                     "contexts_requested": list(opts.contexts), "diagnostics_requested": True,
-                     "batching": "per context length, one batch per prompt category (counters read between batches; the "
-                                 "reference engine decodes one prompt at a time)"},
-        "prompts": {"file": str(prompts_file), "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
-                    "count": len(prompts), "categories": categories},
+        "settings": {
+            "num_speculative_tokens": opts.depth,
+            "max_tokens": opts.max_tokens,
+            "dtype": opts.dtype,
+            "temperature": 0.0,
+            "seed": opts.seed,
+            "max_model_len": max_model_len,
+            "contexts_requested": list(opts.contexts),
+            "diagnostics_requested": True,
+            "batching": "per context length, one batch per prompt category (counters read between batches; the "
+            "reference engine decodes one prompt at a time)",
+        },
+        "prompts": {
+            "file": str(prompts_file),
+            "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
+            "count": len(prompts),
+            "categories": categories,
+        },
         "padding": padding_source(),
         "contexts": contexts,
         "definitions": dict(DEFINITIONS),
@@ -258,8 +308,10 @@ def run_diagnose(opts: DiagnoseOptions, engine: Engine | None = None, console=No
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     built, skipped = _padded(target, prompts, opts, console)
     if not built:
-        raise EaglehubError(f"no requested context length fits target {target}: " + "; ".join(s.note for s in skipped),
-                            hint="pass shorter --contexts or a smaller --max-tokens")
+        raise EaglehubError(
+            f"no requested context length fits target {target}: " + "; ".join(s.note for s in skipped),
+            hint="pass shorter --contexts or a smaller --max-tokens",
+        )
     longest = max(max(c.lengths) for c in built)
     limit = max_context(target)
     # one max_model_len for every run, so runs differ only in their prompts; +depth: the last
@@ -267,12 +319,29 @@ def run_diagnose(opts: DiagnoseOptions, engine: Engine | None = None, console=No
     max_model_len = longest + opts.max_tokens + opts.depth
     max_model_len = min(max_model_len, limit) if limit else max_model_len
     groups = [p.category for p in prompts]
-    specs = [(d, c, RunSpec(target, d, opts.depth, opts.max_tokens, opts.dtype, opts.seed, max_model_len, diagnostics=True))
-             for d, _ in drafters for c in built]
+    specs = [
+        (
+            d,
+            c,
+            RunSpec(target, d, opts.depth, opts.max_tokens, opts.dtype, opts.seed, max_model_len, diagnostics=True),
+        )
+        for d, _ in drafters
+        for c in built
+    ]
     results = _run_all(engine, specs, groups, console)
-    runs = [results[i * len(built):(i + 1) * len(built)] for i in range(len(drafters))]
-    report = build_report(opts, target, prompts, (prompts_file or default_prompts_path()).resolve(), built, skipped,
-                          drafters, runs, max_model_len, engine_info)
+    runs = [results[i * len(built) : (i + 1) * len(built)] for i in range(len(drafters))]
+    report = build_report(
+        opts,
+        target,
+        prompts,
+        (prompts_file or default_prompts_path()).resolve(),
+        built,
+        skipped,
+        drafters,
+        runs,
+        max_model_len,
+        engine_info,
+    )
     validate_report(report)
     return report
 
@@ -285,13 +354,28 @@ def _padded(target: Path, prompts: list[Prompt], opts: DiagnoseOptions, console)
         return build_contexts(target, texts, opts.contexts, opts.max_tokens)
 
 
-def _run_all(engine: Engine, specs: list[tuple[Path, PaddedPrompts, RunSpec]], groups: list[str], console) -> list[RunResult]:
+def _run_all(
+    engine: Engine, specs: list[tuple[Path, PaddedPrompts, RunSpec]], groups: list[str], console
+) -> list[RunResult]:
     """Every (drafter, context) run in order, with a rich progress bar (one task per run, in prompts)."""
     if console is None:
         return [engine.run(s, c.ids, groups) for _, c, s in specs]
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     results = []
     with Progress(*columns, console=console, transient=False) as bar:
         for drafter, c, s in specs:
@@ -315,9 +399,12 @@ def render_report(report: dict, console) -> None:
     from rich.table import Table
 
     drafters, k = report["drafters"], report["settings"]["num_speculative_tokens"]
-    console.print(f"target {escape(report['target']['path'])} · engine {escape(report['engine']['name'])} "
-                  f"{escape(report['engine']['version'])} · k = {k} · max_tokens {report['settings']['max_tokens']} · "
-                  f"{report['prompts']['count']} prompts", highlight=False)
+    console.print(
+        f"target {escape(report['target']['path'])} · engine {escape(report['engine']['name'])} "
+        f"{escape(report['engine']['version'])} · k = {k} · max_tokens {report['settings']['max_tokens']} · "
+        f"{report['prompts']['count']} prompts",
+        highlight=False,
+    )
     console.print("acceptance length (1 + accepted / drafts) per context length", highlight=False)
     al = Table()
     al.add_column("context (tokens)", justify="right")
@@ -330,8 +417,11 @@ def render_report(report: dict, console) -> None:
             al.add_row(str(c["context_tokens"]), "skipped", *["—"] * len(drafters), style="dim")
             continue
         span = f"{min(c['prompt_tokens'])}–{max(c['prompt_tokens'])}"
-        al.add_row(str(c["context_tokens"]), span,
-                   *[_f(runs[c["context_tokens"]]["acceptance"]["acceptance_length"]) for runs in by_context])
+        al.add_row(
+            str(c["context_tokens"]),
+            span,
+            *[_f(runs[c["context_tokens"]]["acceptance"]["acceptance_length"]) for runs in by_context],
+        )
     console.print(al)
     for d in drafters:
         # headings as lines, not table titles: rich wraps a title to the (narrow) table's width
@@ -342,12 +432,18 @@ def render_report(report: dict, console) -> None:
         for i in range(k):
             t.add_column(str(i + 1), justify="right")
         for r in d["runs"]:
-            t.add_row(str(r["context_tokens"]), *[_f(x, 2) for x in r["acceptance"]["conditional_acceptance_rate_per_position"]])
+            t.add_row(
+                str(r["context_tokens"]),
+                *[_f(x, 2) for x in r["acceptance"]["conditional_acceptance_rate_per_position"]],
+            )
         console.print(t)
         diag = [r for r in d["runs"] if r["diagnostics"]]
         if diag:
-            console.print(f"per draft depth: hidden-state norm / attention mass on the first "
-                          f"{diag[0]['diagnostics']['sink_tokens']} tokens", highlight=False)
+            console.print(
+                f"per draft depth: hidden-state norm / attention mass on the first "
+                f"{diag[0]['diagnostics']['sink_tokens']} tokens",
+                highlight=False,
+            )
             t = Table()
             t.add_column("context", justify="right")
             for i in range(k):
@@ -359,9 +455,12 @@ def render_report(report: dict, console) -> None:
             console.print(t)
         s = d["drift"]
         if s["acceptance_length_relative_change"] is not None:
-            console.print(f"{escape(d['label'])}: AL {s['acceptance_length_shortest']:.3f} at {s['shortest_context']} → "
-                          f"{s['acceptance_length_longest']:.3f} at {s['longest_context']} tokens "
-                          f"({s['acceptance_length_relative_change']:+.1%})", highlight=False)
+            console.print(
+                f"{escape(d['label'])}: AL {s['acceptance_length_shortest']:.3f} at {s['shortest_context']} → "
+                f"{s['acceptance_length_longest']:.3f} at {s['longest_context']} tokens "
+                f"({s['acceptance_length_relative_change']:+.1%})",
+                highlight=False,
+            )
     for c in report["contexts"]:
         if c["status"] == "skipped":
             console.print(f"[yellow]skipped[/] context {c['context_tokens']}: {escape(c['note'])}", highlight=False)

@@ -32,8 +32,10 @@ def _nan(xs):
 
 def _title(report: dict) -> str:
     e, s = report["engine"], report["settings"]
-    return (f"target {Path(report['target']['path']).name} · {e['name']} {e['version']} · k = {s['num_speculative_tokens']} · "
-            f"max_tokens {s['max_tokens']} · greedy")
+    return (
+        f"target {Path(report['target']['path']).name} · {e['name']} {e['version']} · k = {s['num_speculative_tokens']} · "
+        f"max_tokens {s['max_tokens']} · greedy"
+    )
 
 
 def _save(fig, path: Path) -> Path:
@@ -72,8 +74,14 @@ def _per_drafter_panels(report: dict, path: Path, values, ylabel: str, title: st
 def plot_conditional_acceptance(report: dict, path: str | Path) -> Path:
     """(a) Conditional acceptance rate (accepted_per_pos[i] / accepted_per_pos[i-1]) vs draft
     position, one line per context length, one panel per drafter. Written atomically (PNG, 150 dpi)."""
-    return _per_drafter_panels(report, Path(path), lambda r: r["acceptance"]["conditional_acceptance_rate_per_position"],
-                               "conditional acceptance rate", "acceptance of draft i given draft i-1 accepted", (0, 1.02))
+    return _per_drafter_panels(
+        report,
+        Path(path),
+        lambda r: r["acceptance"]["conditional_acceptance_rate_per_position"],
+        "conditional acceptance rate",
+        "acceptance of draft i given draft i-1 accepted",
+        (0, 1.02),
+    )
 
 
 def plot_al_vs_context(report: dict, path: str | Path) -> Path:
@@ -96,13 +104,27 @@ def plot_al_vs_context(report: dict, path: str | Path) -> Path:
 def plot_depth_metric(report: dict, key: str, path: str | Path) -> Path:
     """(c) ``hidden_state_norm`` or (d) ``sink_attention_mass`` vs draft depth, one line per context
     length, one panel per drafter (runs without diagnostics are left out). Written atomically."""
-    ylabel = {"hidden_state_norm": "mean L2 norm of the drafter hidden state",
-              "sink_attention_mass": "attention mass on the first tokens"}[key]
-    sink = next((r["diagnostics"]["sink_tokens"] for d in report["drafters"] for r in d["runs"] if r["diagnostics"]), None)
-    title = "drafter hidden-state norm per draft depth" if key == "hidden_state_norm" else \
-        f"attention mass on the first {sink} tokens per draft depth"
-    return _per_drafter_panels(report, Path(path), lambda r: r["diagnostics"][key] if r["diagnostics"] else None,
-                               ylabel, title, (0, None))  # sink mass is often a few %: a 0–1 axis would flatten it
+    ylabel = {
+        "hidden_state_norm": "mean L2 norm of the drafter hidden state",
+        "sink_attention_mass": "attention mass on the first tokens",
+    }[key]
+    sink = next(
+        (r["diagnostics"]["sink_tokens"] for d in report["drafters"] for r in d["runs"] if r["diagnostics"]),
+        None,
+    )
+    title = (
+        "drafter hidden-state norm per draft depth"
+        if key == "hidden_state_norm"
+        else f"attention mass on the first {sink} tokens per draft depth"
+    )
+    return _per_drafter_panels(
+        report,
+        Path(path),
+        lambda r: r["diagnostics"][key] if r["diagnostics"] else None,
+        ylabel,
+        title,
+        (0, None),
+    )  # sink mass is often a few %: a 0–1 axis would flatten it
 
 
 def plot_all(report: dict, plot_dir: Path) -> list[Path]:
@@ -111,8 +133,13 @@ def plot_all(report: dict, plot_dir: Path) -> list[Path]:
     :data:`SINK_MASS`. Returns the paths written. Raises: OSError (cannot write)."""
     plot_dir = Path(plot_dir)
     plot_dir.mkdir(parents=True, exist_ok=True)
-    paths = [plot_conditional_acceptance(report, plot_dir / CONDITIONAL), plot_al_vs_context(report, plot_dir / AL_VS_CONTEXT)]
+    paths = [
+        plot_conditional_acceptance(report, plot_dir / CONDITIONAL),
+        plot_al_vs_context(report, plot_dir / AL_VS_CONTEXT),
+    ]
     if any(r["diagnostics"] for d in report["drafters"] for r in d["runs"]):
-        paths += [plot_depth_metric(report, "hidden_state_norm", plot_dir / HIDDEN_NORM),
-                  plot_depth_metric(report, "sink_attention_mass", plot_dir / SINK_MASS)]
+        paths += [
+            plot_depth_metric(report, "hidden_state_norm", plot_dir / HIDDEN_NORM),
+            plot_depth_metric(report, "sink_attention_mass", plot_dir / SINK_MASS),
+        ]
     return paths

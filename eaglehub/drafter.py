@@ -40,18 +40,39 @@ def read_config(root: Path, name: str = "config.json") -> dict:
     """
     path = Path(root) / name
     if not Path(root).is_dir():
-        raise EaglehubError(f"{root} is not a directory", hint="pass a local checkpoint directory", code="E-INPUT-MISSING",
-                            subject="drafter directory")
+        raise EaglehubError(
+            f"{root} is not a directory",
+            hint="pass a local checkpoint directory",
+            code="E-INPUT-MISSING",
+            subject="drafter directory",
+        )
     if not path.is_file():
-        raise EaglehubError(f"{path} is missing", hint="a drafter directory needs config.json next to its weights", code="E-INPUT-MISSING", subject=name)
+        raise EaglehubError(
+            f"{path} is missing",
+            hint="a drafter directory needs config.json next to its weights",
+            code="E-INPUT-MISSING",
+            subject=name,
+        )
     try:
         cfg = jsonio.read(path)
     except OSError as exc:
-        raise EaglehubError(f"cannot read {path}: {exc.strerror or exc}", hint="check the file's permissions", code="E-INPUT-MISSING", subject=name) from exc
+        raise EaglehubError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            hint="check the file's permissions",
+            code="E-INPUT-MISSING",
+            subject=name,
+        ) from exc
     except ValueError as exc:
-        raise EaglehubError(f"cannot parse {path}: {exc}", hint="fix the JSON syntax", code="E-INPUT-CONFIG", subject=name) from exc
+        raise EaglehubError(
+            f"cannot parse {path}: {exc}", hint="fix the JSON syntax", code="E-INPUT-CONFIG", subject=name
+        ) from exc
     if not isinstance(cfg, dict):
-        raise EaglehubError(f"{path} is not a JSON object", hint="config.json must be a JSON object", code="E-INPUT-CONFIG", subject=name)
+        raise EaglehubError(
+            f"{path} is not a JSON object",
+            hint="config.json must be a JSON object",
+            code="E-INPUT-CONFIG",
+            subject=name,
+        )
     return cfg
 
 
@@ -71,7 +92,7 @@ class Dims:
     nh: int | None
     nkv: int | None
     head_dim: int | None
-    I: int | None  # noqa: E741  (formats.md notation)
+    I: int | None
     V: int | None
     Vd: int | None
     layers: int

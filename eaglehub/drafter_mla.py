@@ -80,7 +80,7 @@ class MLARope:
     softmax_mscale: float = 1.0
 
     @classmethod
-    def from_config(cls, cfg: dict, dim: int) -> "MLARope":
+    def from_config(cls, cfg: dict, dim: int) -> MLARope:
         """Read ``rope_theta`` and ``rope_scaling`` (or transformers-5 ``rope_parameters``) the way
         vLLM's ``DeepseekV2MLAAttention`` does (``deepseek_v2.py``, ``get_rope``).
 
@@ -100,12 +100,17 @@ class MLARope:
         if not isinstance(factor, (int, float)) or isinstance(factor, bool) or not isinstance(original, int):
             raise EaglehubError(
                 f"MLA drafter rope_scaling {rtype!r} needs a numeric factor and original_max_position_embeddings",
-                hint="vLLM builds every scaled MLA RoPE as deepseek_yarn; copy rope_scaling from the target's config")
+                hint="vLLM builds every scaled MLA RoPE as deepseek_yarn; copy rope_scaling from the target's config",
+            )
         p = {k: float(scaling.get(k, v)) for k, v in YARN_DEFAULTS.items()}
         llama_scaling = scaling.get("attention_factor") == 1.0  # vLLM: deepseek_llama_scaling, no softmax mscale
         return cls(
-            dim=dim, theta=float(theta), factor=float(factor), original_max=original,
-            beta_fast=p["beta_fast"], beta_slow=p["beta_slow"],
+            dim=dim,
+            theta=float(theta),
+            factor=float(factor),
+            original_max=original,
+            beta_fast=p["beta_fast"],
+            beta_slow=p["beta_slow"],
             cos_sin_mscale=yarn_get_mscale(factor, p["mscale"]) / yarn_get_mscale(factor, p["mscale_all_dim"]),
             softmax_mscale=1.0 if llama_scaling else yarn_get_mscale(factor, p["mscale_all_dim"]) ** 2,
         )
@@ -144,8 +149,10 @@ class MLARope:
 
 def _required(value: int | None, key: str) -> int:
     if value is None:
-        raise EaglehubError(f"MLA drafter config lacks a positive integer {key!r}",
-                            hint="copy the MLA dimensions from the target's config.json")
+        raise EaglehubError(
+            f"MLA drafter config lacks a positive integer {key!r}",
+            hint="copy the MLA dimensions from the target's config.json",
+        )
     return value
 
 
@@ -173,8 +180,10 @@ class MLAAttention(nn.Module):
         super().__init__()
         m = mla_dims(cfg)
         H = _required(cfg.get("hidden_size") if isinstance(cfg.get("hidden_size"), int) else None, "hidden_size")
-        nh = _required(cfg.get("num_attention_heads") if isinstance(cfg.get("num_attention_heads"), int) else None,
-                       "num_attention_heads")
+        nh = _required(
+            cfg.get("num_attention_heads") if isinstance(cfg.get("num_attention_heads"), int) else None,
+            "num_attention_heads",
+        )
         self.num_heads = nh
         self.q_lora = m.q_lora
         self.kv_lora = _required(m.kv_lora, "kv_lora_rank")
@@ -194,7 +203,7 @@ class MLAAttention(nn.Module):
         self.kv_b_proj = nn.Linear(self.kv_lora, nh * (self.qk_nope + self.v_head), bias=False)
         self.o_proj = nn.Linear(nh * self.v_head, H, bias=False)
         self.rope = MLARope.from_config(cfg, self.qk_rope)
-        self.scaling = self.qk_head ** -0.5 * self.rope.softmax_mscale
+        self.scaling = self.qk_head**-0.5 * self.rope.softmax_mscale
 
     def qkv(self, x: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """q ``[T, nh, qk]``, k ``[T, nh, qk]`` (RoPE on the last ``qk_rope`` dims), v ``[T, nh, v_head]``,
@@ -209,12 +218,13 @@ class MLAAttention(nn.Module):
         kv_c, k_pe = _linear(self.kv_a_proj_with_mqa, x).split([self.kv_lora, self.qk_rope], dim=-1)
         kv = _linear(self.kv_b_proj, _rms(self.kv_a_layernorm, kv_c)).view(T, nh, self.qk_nope + self.v_head)
         k_nope, v = kv.split([self.qk_nope, self.v_head], dim=-1)
-        q = torch.cat([q[..., : self.qk_nope], self.rope.apply(q[..., self.qk_nope:], positions)], dim=-1)
+        q = torch.cat([q[..., : self.qk_nope], self.rope.apply(q[..., self.qk_nope :], positions)], dim=-1)
         k_pe = self.rope.apply(k_pe[:, None, :], positions).expand(T, nh, self.qk_rope)
         return q, torch.cat([k_nope, k_pe], dim=-1), v
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: LayerCache, return_probs: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor, cache: LayerCache, return_probs: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x [T, in]``: new tokens at absolute ``positions [T]`` (int64), coming right after the
         ``cache.length`` cached ones; their keys ``[T, nh, qk]`` and values ``[T, nh, v_head]`` (float32)
         are appended to ``cache`` (:class:`eaglehub.drafter_model.LayerCache`). Token ``i`` attends to

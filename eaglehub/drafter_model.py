@@ -61,7 +61,7 @@ class DrafterDims:
     logit_scale: float = 1.0
 
     @classmethod
-    def from_config(cls, cfg: dict) -> "DrafterDims":
+    def from_config(cls, cfg: dict) -> DrafterDims:
         """Read dims from a vLLM-native drafter ``config.json`` dict, with vLLM's defaults
         (``eaglehub.drafter.derive_dims`` / ``read_flags``, vllm.md §3)."""
         from .drafter import derive_dims, read_flags
@@ -69,13 +69,25 @@ class DrafterDims:
         d, f = derive_dims(cfg), read_flags(cfg)
         rope = cfg.get("rope_parameters") or {}
         return cls(
-            hidden_size=d.H, target_hidden_size=d.Ht, num_aux=d.A, num_heads=d.nh, num_kv_heads=d.nkv,
-            head_dim=d.head_dim, intermediate_size=d.I, vocab_size=d.V, draft_vocab_size=d.Vd,
+            hidden_size=d.H,
+            target_hidden_size=d.Ht,
+            num_aux=d.A,
+            num_heads=d.nh,
+            num_kv_heads=d.nkv,
+            head_dim=d.head_dim,
+            intermediate_size=d.I,
+            vocab_size=d.V,
+            draft_vocab_size=d.Vd,
             rms_norm_eps=cfg.get("rms_norm_eps", 1e-5),
             rope_theta=rope.get("rope_theta", cfg.get("rope_theta", 10000.0)),
-            fc_norm=f.fc_norm, norm_output=f.norm_output, norm_before_fc=f.norm_before_fc,
-            norm_before_residual=f.norm_before_residual, num_layers=d.layers, attention_bias=d.attention_bias,
-            mlp_bias=d.mlp_bias, logit_scale=float(cfg.get("logit_scale", 1.0) or 1.0),
+            fc_norm=f.fc_norm,
+            norm_output=f.norm_output,
+            norm_before_fc=f.norm_before_fc,
+            norm_before_residual=f.norm_before_residual,
+            num_layers=d.layers,
+            attention_bias=d.attention_bias,
+            mlp_bias=d.mlp_bias,
+            logit_scale=float(cfg.get("logit_scale", 1.0) or 1.0),
         )
 
 
@@ -133,8 +145,9 @@ class KVCache:
             layer.crop(n)
 
 
-def cached_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                     return_probs: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def cached_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, return_probs: bool = False
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Causal attention of ``T`` new queries ``q [T, nh, d_k]`` over all keys ``k [L, nkv, d_k]`` /
     values ``v [L, nkv, d_v]`` whose last ``T`` rows are the new positions (GQA: ``nh`` a multiple of
     ``nkv``). Returns ``([T, nh·d_v], probs [nh, T, L] or None)``."""
@@ -164,8 +177,9 @@ class _Attention(nn.Module):
         self.v_proj = nn.Linear(width, d.num_kv_heads * d.head_dim, bias=bias)
         self.o_proj = nn.Linear(d.num_heads * d.head_dim, d.hidden_size, bias=bias)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: LayerCache,
-                return_probs: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, positions: torch.Tensor, cache: LayerCache, return_probs: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x [T, in]`` at ``positions [T]`` (right after the cached ones) → (``o_proj`` output
         ``[T, H]``, attention probabilities ``[nh, T, L]`` or ``None``)."""
         d, T = self.dims, x.shape[0]
@@ -237,7 +251,9 @@ class Eagle3Drafter(nn.Module):
         self.fc = nn.Linear(d.num_aux * d.target_hidden_size, d.hidden_size, bias=False)
         self.midlayer = _DecoderLayer(d, True, attention_factory)
         if d.num_layers > 1:  # canonical names layers.{i}. for i >= 1 (eaglehub.drafter)
-            self.layers = nn.ModuleDict({str(i): _DecoderLayer(d, False, attention_factory) for i in range(1, d.num_layers)})
+            self.layers = nn.ModuleDict(
+                {str(i): _DecoderLayer(d, False, attention_factory) for i in range(1, d.num_layers)}
+            )
         self.norm = RMSNorm(d.hidden_size, d.rms_norm_eps)
         self.lm_head = nn.Linear(d.hidden_size, d.draft_vocab_size, bias=False)
         if d.draft_vocab_size != d.vocab_size:
@@ -271,8 +287,14 @@ class Eagle3Drafter(nn.Module):
         normed = self.norm(h)
         return normed, (normed if self.dims.norm_output else h)
 
-    def forward_step(self, embeds: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor, cache: KVCache,
-                     return_probs: bool = False) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    def forward_step(
+        self,
+        embeds: torch.Tensor,
+        hidden: torch.Tensor,
+        positions: torch.Tensor,
+        cache: KVCache,
+        return_probs: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
         """One drafter pass over ``T`` new positions (vLLM ``llama_eagle3.LlamaModel.forward``).
 
         ``embeds [T, H]``: embeddings of the tokens *after* each position (token ``p + 1`` at position
@@ -315,6 +337,11 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     rep = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(rep, dim=1)
     v = v.repeat_interleave(rep, dim=1)
-    out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask,
-                                         scale=1.0 / math.sqrt(q.shape[-1]))
+    out = F.scaled_dot_product_attention(
+        q.transpose(0, 1),
+        k.transpose(0, 1),
+        v.transpose(0, 1),
+        attn_mask=mask,
+        scale=1.0 / math.sqrt(q.shape[-1]),
+    )
     return out.transpose(0, 1).reshape(q.shape[0], -1)

@@ -12,8 +12,14 @@ class EaglehubError(Exception):
     reports such errors as findings (about ``subject``) instead of stopping.
     """
 
-    def __init__(self, message: str, hint: str | None = None, exit_code: int = 2, code: str | None = None,
-                 subject: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        hint: str | None = None,
+        exit_code: int = 2,
+        code: str | None = None,
+        subject: str | None = None,
+    ):
         super().__init__(message)
         self.message = message
         self.hint = hint

@@ -22,10 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 TIE_EPSILON = {"float32": 0.01, "float16": 0.1, "bfloat16": 0.25}
-DEFINITION = ("first divergent output position of a prompt, the baseline's and the speculative run's token ids "
-              "there, and the target's top-2 logits at that position from a target-only pass over the prompt + the "
-              "baseline's output before it; near_tie = both tokens are the top-2 and their logit gap < epsilon "
-              "(logit units), else fault")
+DEFINITION = (
+    "first divergent output position of a prompt, the baseline's and the speculative run's token ids "
+    "there, and the target's top-2 logits at that position from a target-only pass over the prompt + the "
+    "baseline's output before it; near_tie = both tokens are the top-2 and their logit gap < epsilon "
+    "(logit units), else fault"
+)
 
 
 def tie_epsilon(dtype: str, override: float | None = None) -> float:
@@ -67,9 +69,19 @@ def explain(target, divergences: list[Divergence], epsilon: float, decode=None) 
             gap = top2[0]["logit"] - top2[1]["logit"]
             tokens = [_token(last, seq, d.position, decode) for seq in (d.baseline, d.candidate)]
             cls, reason = _classify(tokens, top2, epsilon)
-            rows.append({"id": d.prompt_id, "position": d.position, "baseline_token": tokens[0],
-                         "candidate_token": tokens[1], "top2": top2, "gap": gap, "epsilon": epsilon,
-                         "classification": cls, "reason": reason})
+            rows.append(
+                {
+                    "id": d.prompt_id,
+                    "position": d.position,
+                    "baseline_token": tokens[0],
+                    "candidate_token": tokens[1],
+                    "top2": top2,
+                    "gap": gap,
+                    "epsilon": epsilon,
+                    "classification": cls,
+                    "reason": reason,
+                }
+            )
     return rows
 
 
@@ -78,8 +90,12 @@ def _token(logits, seq: list[int], position: int, decode) -> dict | None:
         return None
     tid = seq[position]
     value = float(logits[tid])
-    return {"id": tid, "text": decode([tid]) if decode else None, "logit": value,
-            "rank": int((logits > value).sum()) + 1}
+    return {
+        "id": tid,
+        "text": decode([tid]) if decode else None,
+        "logit": value,
+        "rank": int((logits > value).sum()) + 1,
+    }
 
 
 def _classify(tokens: list[dict | None], top2: list[dict], epsilon: float) -> tuple[str, str]:
@@ -88,8 +104,14 @@ def _classify(tokens: list[dict | None], top2: list[dict], epsilon: float) -> tu
         which = "baseline" if base is None else "speculative run"
         return "fault", f"the {which} output ended here while the other continued"
     if {base["id"], cand["id"]} != {t["id"] for t in top2}:
-        return "fault", f"the tokens rank {base['rank']} (baseline) and {cand['rank']} (speculative) in the target's logits, not its top-2"
+        return (
+            "fault",
+            f"the tokens rank {base['rank']} (baseline) and {cand['rank']} (speculative) in the target's logits, not its top-2",
+        )
     gap = abs(base["logit"] - cand["logit"])
     if gap < epsilon:
-        return "near_tie", f"the target's top-2 differ by {gap:.4g} < epsilon {epsilon:g}: a numerical near-tie"
+        return (
+            "near_tie",
+            f"the target's top-2 differ by {gap:.4g} < epsilon {epsilon:g}: a numerical near-tie",
+        )
     return "fault", f"the target's top-2 differ by {gap:.4g} >= epsilon {epsilon:g}: not a numerical tie"

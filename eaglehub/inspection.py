@@ -25,7 +25,14 @@ def inspect_drafter(src: str | Path, source_format: str | None = None, revision:
     d = read_drafter(path, fmt=source_format)
     dims = d.dims
     tensors = [
-        {"name": c, "stored_name": i.source_name, "file": i.file, "shape": list(i.shape), "dtype": i.dtype, "bytes": i.nbytes}
+        {
+            "name": c,
+            "stored_name": i.source_name,
+            "file": i.file,
+            "shape": list(i.shape),
+            "dtype": i.dtype,
+            "bytes": i.nbytes,
+        }
         for c, i in sorted(d.tensors.items())
     ]
     pruned = dims.V is not None and dims.Vd is not None and dims.Vd < dims.V
@@ -47,7 +54,13 @@ def inspect_drafter(src: str | Path, source_format: str | None = None, revision:
         "dims": asdict(dims),
         "flags": asdict(d.flags),
         "aux": asdict(d.aux),
-        "vocab": {"V": dims.V, "Vd": dims.Vd, "pruned": pruned, "d2t": "d2t" in d.names, "t2d": "t2d" in d.names},
+        "vocab": {
+            "V": dims.V,
+            "Vd": dims.Vd,
+            "pruned": pruned,
+            "d2t": "d2t" in d.names,
+            "t2d": "t2d" in d.names,
+        },
         "parameters": d.index.numel,
         "bytes": d.index.nbytes,
         "tensors": tensors,

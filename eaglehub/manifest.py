@@ -37,10 +37,16 @@ SCHEMA = "manifest"
 DEFAULT_MANIFEST = "eaglehub.toml"
 """Read from the current directory by ``eaglehub verify`` when no ``--drafter`` is given."""
 MAX_BYTES = 1 << 20  # a manifest is a short hand-written file; anything bigger is not one
-ENGINE_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "max_num_seqs",
-               "max_model_len", "dtype")
+ENGINE_KEYS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "distributed_executor_backend",
+    "max_num_seqs",
+    "max_model_len",
+    "dtype",
+)
 """Keys of a manifest ``engine`` table (``schemas/manifest.schema.json#/$defs/engine``)."""
-HINT = "see schemas/manifest.schema.json and the README's \"Manifests\" section"
+HINT = 'see schemas/manifest.schema.json and the README\'s "Manifests" section'
 STAGE_KEYS = ("convert", "quantize", "verify", "publish")
 """Per-drafter sections only ``eaglehub pipeline`` reads (``schemas/manifest.schema.json#/$defs/*_stage``)."""
 
@@ -116,12 +122,18 @@ class Manifest:
         if target is not None:
             targets = self.find_targets(target)
             if not targets:
-                raise self._error("targets", f"no target named {target!r} or with that spec "
-                                  f"(targets: {', '.join(self.targets)})", "pass one of the manifest's target names")
+                raise self._error(
+                    "targets",
+                    f"no target named {target!r} or with that spec (targets: {', '.join(self.targets)})",
+                    "pass one of the manifest's target names",
+                )
             selected = [p for p in selected if p.target in targets]
             if not selected:
-                raise self._error("drafters", f"no drafter is registered for target {target!r}",
-                                  "add a [[drafters]] entry with this target, or pass --drafter")
+                raise self._error(
+                    "drafters",
+                    f"no drafter is registered for target {target!r}",
+                    "add a [[drafters]] entry with this target, or pass --drafter",
+                )
         if drafters:
             by_request = []
             for d in drafters:
@@ -129,18 +141,27 @@ class Manifest:
                 hits = [p for p in selected if p.name == d or (path.is_dir() and p.drafter == path.resolve())]
                 if not hits:
                     names = ", ".join(dict.fromkeys(p.name for p in selected))
-                    raise self._error("drafters", f"no drafter named {d!r} or at that path"
-                                      f"{'' if target is None else f' for target {target!r}'} (drafters: {names})",
-                                      "pass a drafter name from the manifest or its directory")
+                    raise self._error(
+                        "drafters",
+                        f"no drafter named {d!r} or at that path"
+                        f"{'' if target is None else f' for target {target!r}'} (drafters: {names})",
+                        "pass a drafter name from the manifest or its directory",
+                    )
                 by_request += [p for p in hits if p not in by_request]
             selected = [p for p in selected if p in by_request]
         for p in selected:
             if p.target.is_path and not (Path(p.target.spec) / "config.json").is_file():
-                raise self._error(f"targets.{p.target.name}.spec", f"{p.target.spec} is not a model directory with config.json",
-                                  "fix the path (relative to the manifest's directory)")
+                raise self._error(
+                    f"targets.{p.target.name}.spec",
+                    f"{p.target.spec} is not a model directory with config.json",
+                    "fix the path (relative to the manifest's directory)",
+                )
             if not (p.drafter / "config.json").is_file():
-                raise self._error(f"{p.where}.path", f"{p.drafter} is not a drafter directory with config.json",
-                                  "fix the path (relative to the manifest's directory) or build the drafter first")
+                raise self._error(
+                    f"{p.where}.path",
+                    f"{p.drafter} is not a drafter directory with config.json",
+                    "fix the path (relative to the manifest's directory) or build the drafter first",
+                )
         return selected
 
 
@@ -148,16 +169,19 @@ def _read_document(path: Path) -> object:
     """The parsed TOML or YAML document of ``path`` (by suffix)."""
     suffix = path.suffix.lower()
     if suffix not in (".toml", ".yaml", ".yml"):
-        raise EaglehubError(f"manifest {path}: unknown format {suffix or '(no suffix)'!r}",
-                            hint="name it *.toml or *.yaml / *.yml")
+        raise EaglehubError(
+            f"manifest {path}: unknown format {suffix or '(no suffix)'!r}",
+            hint="name it *.toml or *.yaml / *.yml",
+        )
     try:
         size = path.stat().st_size
         if size > MAX_BYTES:
             raise EaglehubError(f"manifest {path}: {size} bytes, more than a manifest can be ({MAX_BYTES})", hint=HINT)
         text = path.read_bytes().decode("utf-8")
     except OSError as exc:
-        raise EaglehubError(f"manifest {path}: cannot read it ({exc.strerror or exc})",
-                            hint="pass an existing manifest file") from exc
+        raise EaglehubError(
+            f"manifest {path}: cannot read it ({exc.strerror or exc})", hint="pass an existing manifest file"
+        ) from exc
     except UnicodeDecodeError as exc:
         raise EaglehubError(f"manifest {path}: not UTF-8 text (byte {exc.start})", hint=HINT) from exc
     try:
@@ -175,7 +199,9 @@ def _parse_toml(text: str) -> dict:
         try:
             import tomli as tomllib
         except ModuleNotFoundError as exc:
-            raise ValueError("reading TOML needs Python 3.11+ or `pip install tomli`; or write the manifest as YAML") from exc
+            raise ValueError(
+                "reading TOML needs Python 3.11+ or `pip install tomli`; or write the manifest as YAML"
+            ) from exc
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:  # message ends "(at line L, column C)"
@@ -191,8 +217,10 @@ def _parse_yaml(text: str) -> object:
 
         def compose_node(self, parent, index):
             if self.check_event(yaml.AliasEvent):
-                raise yaml.MarkedYAMLError(problem="aliases (*name) are not allowed in a manifest",
-                                           problem_mark=self.peek_event().start_mark)
+                raise yaml.MarkedYAMLError(
+                    problem="aliases (*name) are not allowed in a manifest",
+                    problem_mark=self.peek_event().start_mark,
+                )
             return super().compose_node(parent, index)
 
         def construct_mapping(self, node, deep=False):
@@ -207,7 +235,7 @@ def _parse_yaml(text: str) -> object:
             return super().construct_mapping(node, deep=deep)
 
     try:
-        return yaml.load(text, Loader=Loader)  # noqa: S506 (a SafeLoader subclass)
+        return yaml.load(text, Loader=Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
@@ -245,7 +273,9 @@ def load_manifest(path: str | Path) -> Manifest:
     if errors:
         where, message = errors[0]
         message = " ".join(message.split())  # one line: jsonschema quotes whole sub-objects
-        raise EaglehubError(f"manifest {path}: {where}: {message[:200] + ' …' if len(message) > 200 else message}", hint=HINT)
+        raise EaglehubError(
+            f"manifest {path}: {where}: {message[:200] + ' …' if len(message) > 200 else message}", hint=HINT
+        )
     base = path.resolve().parent
     targets = {}
     for name, t in doc["targets"].items():
@@ -258,24 +288,40 @@ def load_manifest(path: str | Path) -> Manifest:
     for i, d in enumerate(doc["drafters"]):
         where = f"drafters[{i}]"
         if d["target"] not in targets:
-            raise manifest._error(f"{where}.target", f"unknown target {d['target']!r} (targets: {', '.join(targets)})",
-                                  "add it under [targets] or fix the name")
+            raise manifest._error(
+                f"{where}.target",
+                f"unknown target {d['target']!r} (targets: {', '.join(targets)})",
+                "add it under [targets] or fix the name",
+            )
         drafter = (base / Path(d["path"]).expanduser()).resolve()
         name = d.get("name", drafter.name)
         if "name" not in d and not name_pattern.fullmatch(name):
-            raise manifest._error(f"{where}.path", f"the directory name {name!r} cannot name a report file",
-                                  "give the drafter a `name` (letters, digits, _ . -)")
+            raise manifest._error(
+                f"{where}.path",
+                f"the directory name {name!r} cannot name a report file",
+                "give the drafter a `name` (letters, digits, _ . -)",
+            )
         key = (d["target"], name)
         if key in first_use:
-            raise manifest._error(f"{where}.name" if "name" in d else f"{where}.path",
-                                  f"drafter name {name!r} is already used for target {d['target']!r} by {first_use[key]}",
-                                  "give each drafter of a target its own `name`")
+            raise manifest._error(
+                f"{where}.name" if "name" in d else f"{where}.path",
+                f"drafter name {name!r} is already used for target {d['target']!r} by {first_use[key]}",
+                "give each drafter of a target its own `name`",
+            )
         first_use[key] = where
         settings = {**targets[d["target"]].engine, **d.get("engine", {})}
         if "num_speculative_tokens" in d:
             settings["num_speculative_tokens"] = d["num_speculative_tokens"]
-        entries.append(Pair(targets[d["target"]], drafter, name, settings, where,
-                            {key: d[key] for key in STAGE_KEYS if key in d}))
+        entries.append(
+            Pair(
+                targets[d["target"]],
+                drafter,
+                name,
+                settings,
+                where,
+                {key: d[key] for key in STAGE_KEYS if key in d},
+            )
+        )
     return Manifest(path, targets, tuple(entries))
 
 

@@ -31,7 +31,12 @@ from .verify import VerifyOptions, run_verify, write_report
 SUMMARY_SCHEMA = "verify-summary"
 SUMMARY_VERSION = 1
 SUMMARY_FILE = "summary.json"
-PASS_THROUGH_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "max_num_seqs")
+PASS_THROUGH_KEYS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "distributed_executor_backend",
+    "max_num_seqs",
+)
 """Settings passed to the engine untouched (:attr:`eaglehub.engines.base.RunSpec.engine_options`);
 the other settings (``num_speculative_tokens``, ``dtype``, ``max_model_len``) are VerifyOptions fields."""
 
@@ -54,7 +59,9 @@ class Group:
     pairs: list[Pair]
 
 
-def select(manifest: str | None, target: str | None, drafters: Sequence[str], cwd: Path | None = None) -> Selection | None:
+def select(
+    manifest: str | None, target: str | None, drafters: Sequence[str], cwd: Path | None = None
+) -> Selection | None:
     """What ``eaglehub verify`` runs: ``None`` for the plain mode (``--target`` + ``--drafter``
     directories, no manifest), else the manifest's pairs.
 
@@ -71,14 +78,18 @@ def select(manifest: str | None, target: str | None, drafters: Sequence[str], cw
     if manifest is None and not drafters:
         default = (cwd or Path.cwd()) / DEFAULT_MANIFEST
         if not default.is_file():
-            raise EaglehubError("no drafter to verify: give --drafter DIR (with --target), or --manifest FILE",
-                                hint=f"or put an {DEFAULT_MANIFEST} pairing manifest in the current directory "
-                                     "(schemas/manifest.schema.json)")
+            raise EaglehubError(
+                "no drafter to verify: give --drafter DIR (with --target), or --manifest FILE",
+                hint=f"or put an {DEFAULT_MANIFEST} pairing manifest in the current directory "
+                "(schemas/manifest.schema.json)",
+            )
         manifest = str(default)
     if manifest is None:
         if target is None:
-            raise EaglehubError("--drafter needs --target (the model the drafter was trained for)",
-                                hint="add --target DIR|ORG/NAME|smollm2, or pass --manifest FILE")
+            raise EaglehubError(
+                "--drafter needs --target (the model the drafter was trained for)",
+                hint="add --target DIR|ORG/NAME|smollm2, or pass --manifest FILE",
+            )
         return None
     loaded = load_manifest(manifest)
     return Selection(loaded, loaded.pairs(target, list(drafters)))
@@ -87,11 +98,21 @@ def select(manifest: str | None, target: str | None, drafters: Sequence[str], cw
 def pair_settings(pair: Pair, opts: VerifyOptions, overrides: dict | None = None) -> dict:
     """The effective settings of ``pair`` (precedence in the module doc): ``num_speculative_tokens``,
     ``dtype``, ``max_model_len`` and ``engine_options`` (the set :data:`PASS_THROUGH_KEYS` only)."""
-    merged = {"num_speculative_tokens": opts.k, "dtype": opts.dtype, "max_model_len": opts.max_model_len,
-              **opts.engine_options, **pair.settings, **(overrides or {})}
+    merged = {
+        "num_speculative_tokens": opts.k,
+        "dtype": opts.dtype,
+        "max_model_len": opts.max_model_len,
+        **opts.engine_options,
+        **pair.settings,
+        **(overrides or {}),
+    }
     engine_options = {k: merged[k] for k in PASS_THROUGH_KEYS if merged.get(k) is not None}
-    return {"num_speculative_tokens": merged["num_speculative_tokens"], "dtype": merged["dtype"],
-            "max_model_len": merged["max_model_len"], "engine_options": engine_options}
+    return {
+        "num_speculative_tokens": merged["num_speculative_tokens"],
+        "dtype": merged["dtype"],
+        "max_model_len": merged["max_model_len"],
+        "engine_options": engine_options,
+    }
 
 
 def group_pairs(pairs: Sequence[Pair], opts: VerifyOptions, overrides: dict | None = None) -> list[Group]:
@@ -109,9 +130,15 @@ def group_pairs(pairs: Sequence[Pair], opts: VerifyOptions, overrides: dict | No
 def group_options(group: Group, opts: VerifyOptions) -> VerifyOptions:
     """``opts`` for one group's :func:`~eaglehub.verify.run_verify`: its target, drafters and settings."""
     s = group.settings
-    return dataclasses.replace(opts, target=group.target_spec, drafters=[str(p.drafter) for p in group.pairs],
-                               k=s["num_speculative_tokens"], dtype=s["dtype"], max_model_len=s["max_model_len"],
-                               engine_options=dict(s["engine_options"]))
+    return dataclasses.replace(
+        opts,
+        target=group.target_spec,
+        drafters=[str(p.drafter) for p in group.pairs],
+        k=s["num_speculative_tokens"],
+        dtype=s["dtype"],
+        max_model_len=s["max_model_len"],
+        engine_options=dict(s["engine_options"]),
+    )
 
 
 def split_report(report: dict) -> list[dict]:
@@ -123,38 +150,71 @@ def split_report(report: dict) -> list[dict]:
     for i, d in enumerate(report["drafters"]):
         single = {**report, "drafters": [d], "passed": d["passed"]}
         if report.get("cross_engine"):
-            single["cross_engine"] = {**report["cross_engine"], "engines": [
-                {**e, "comparison": e["comparison"][i:i + 1], "drafters": e["drafters"][i:i + 1]}
-                for e in report["cross_engine"]["engines"]]}
+            single["cross_engine"] = {
+                **report["cross_engine"],
+                "engines": [
+                    {**e, "comparison": e["comparison"][i : i + 1], "drafters": e["drafters"][i : i + 1]}
+                    for e in report["cross_engine"]["engines"]
+                ],
+            }
         out.append(single)
     return out
 
 
 def _row(pair: Pair, group_index: int, settings: dict) -> dict:
-    return {"target": pair.target.name, "target_spec": pair.target.spec, "drafter": pair.name,
-            "drafter_path": str(pair.drafter), "group": group_index, "settings": settings}
+    return {
+        "target": pair.target.name,
+        "target_spec": pair.target.spec,
+        "drafter": pair.name,
+        "drafter_path": str(pair.drafter),
+        "group": group_index,
+        "settings": settings,
+    }
 
 
 def pair_row(pair: Pair, group_index: int, settings: dict, report: dict, report_path: Path | None) -> dict:
     """The summary row of a pair that ran, from its own (split) report."""
     d = report["drafters"][0]
     overall = d["acceptance"]["overall"]
-    return {**_row(pair, group_index, settings), "lossless": d["lossless"], "num_prompts": d["num_prompts"],
-            "num_prompts_matched": d["num_prompts_matched"], "acceptance_length": overall["acceptance_length"],
-            "acceptance_rate_per_position": overall["acceptance_rate_per_position"],
-            "findings": [f["code"] for f in d["findings"]], "passed": d["passed"],
-            "report": None if report_path is None else str(report_path), "error": None}
+    return {
+        **_row(pair, group_index, settings),
+        "lossless": d["lossless"],
+        "num_prompts": d["num_prompts"],
+        "num_prompts_matched": d["num_prompts_matched"],
+        "acceptance_length": overall["acceptance_length"],
+        "acceptance_rate_per_position": overall["acceptance_rate_per_position"],
+        "findings": [f["code"] for f in d["findings"]],
+        "passed": d["passed"],
+        "report": None if report_path is None else str(report_path),
+        "error": None,
+    }
 
 
 def error_row(pair: Pair, group_index: int, settings: dict, error: EaglehubError) -> dict:
     """The summary row of a pair whose group did not run (``error``: the group's one-line error)."""
-    return {**_row(pair, group_index, settings), "lossless": None, "num_prompts": None, "num_prompts_matched": None,
-            "acceptance_length": None, "acceptance_rate_per_position": [], "findings": [], "passed": False,
-            "report": None, "error": error.message}
+    return {
+        **_row(pair, group_index, settings),
+        "lossless": None,
+        "num_prompts": None,
+        "num_prompts_matched": None,
+        "acceptance_length": None,
+        "acceptance_rate_per_position": [],
+        "findings": [],
+        "passed": False,
+        "report": None,
+        "error": error.message,
+    }
 
 
-def run_pairs(selection: Selection, opts: VerifyOptions, overrides: dict | None = None, engine=None, console=None,
-              report_dir: str | Path | None = None, engines: list | None = None) -> dict:
+def run_pairs(
+    selection: Selection,
+    opts: VerifyOptions,
+    overrides: dict | None = None,
+    engine=None,
+    console=None,
+    report_dir: str | Path | None = None,
+    engines: list | None = None,
+) -> dict:
     """Verify every pair of ``selection``, one :func:`~eaglehub.verify.run_verify` per :class:`Group`.
 
     ``opts`` carries what all pairs share (prompts, max_tokens, seed, reference report, tolerance)
@@ -182,8 +242,11 @@ def run_pairs(selection: Selection, opts: VerifyOptions, overrides: dict | None 
     by_place: dict[str, dict] = {}  # summary rows by the pair's place in the manifest (drafters[i])
     for gi, g in enumerate(groups):
         if console is not None:
-            console.print(f"[bold]group {gi + 1}/{len(groups)}[/]: target {g.target_name}, {_settings_text(g.settings)}: "
-                          f"{', '.join(p.name for p in g.pairs)}", highlight=False)
+            console.print(
+                f"[bold]group {gi + 1}/{len(groups)}[/]: target {g.target_name}, {_settings_text(g.settings)}: "
+                f"{', '.join(p.name for p in g.pairs)}",
+                highlight=False,
+            )
         try:
             report = run_verify(group_options(g, opts), console=console, **engine_kwargs)
         except EaglehubError as exc:
@@ -202,10 +265,17 @@ def run_pairs(selection: Selection, opts: VerifyOptions, overrides: dict | None 
                 write_report(single, path)
             by_place[p.where] = pair_row(p, gi, g.settings, single, path)
     rows = [by_place[p.where] for p in selection.pairs]
-    summary = {"summary_version": SUMMARY_VERSION, "tool": {"name": "eaglehub", "version": __version__},
-               "manifest": str(selection.manifest.path.resolve()), "engine": engine_info,
-               "report_dir": None if out_dir is None else str(out_dir), "num_pairs": len(rows),
-               "num_passed": sum(r["passed"] for r in rows), "pairs": rows, "passed": all(r["passed"] for r in rows)}
+    summary = {
+        "summary_version": SUMMARY_VERSION,
+        "tool": {"name": "eaglehub", "version": __version__},
+        "manifest": str(selection.manifest.path.resolve()),
+        "engine": engine_info,
+        "report_dir": None if out_dir is None else str(out_dir),
+        "num_pairs": len(rows),
+        "num_passed": sum(r["passed"] for r in rows),
+        "pairs": rows,
+        "passed": all(r["passed"] for r in rows),
+    }
     validate_summary(summary)
     if out_dir is not None:
         write_summary(summary, out_dir / SUMMARY_FILE)
@@ -248,17 +318,34 @@ def summary_table(summary: dict):
 
     from .verify_view import _f, _rates
 
-    t = Table(title=f"verify {escape(summary['manifest'])}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
-              title_justify="left")
-    for col, just in (("target", "left"), ("drafter", "left"), ("k", "right"), ("lossless", "right"), ("AL", "right"),
-                      ("rate per position", "right"), ("passed", "left"), ("report", "left")):
+    t = Table(
+        title=f"verify {escape(summary['manifest'])}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
+        title_justify="left",
+    )
+    for col, just in (
+        ("target", "left"),
+        ("drafter", "left"),
+        ("k", "right"),
+        ("lossless", "right"),
+        ("AL", "right"),
+        ("rate per position", "right"),
+        ("passed", "left"),
+        ("report", "left"),
+    ):
         t.add_column(col, justify=just)
     for r in summary["pairs"]:
         lossless = "—" if r["num_prompts"] is None else f"{r['num_prompts_matched']}/{r['num_prompts']}"
         verdict = "[green]PASS[/]" if r["passed"] else "[red]ERROR[/]" if r["error"] else "[red]FAIL[/]"
-        t.add_row(escape(r["target"]), escape(r["drafter"]), str(r["settings"]["num_speculative_tokens"]), lossless,
-                  _f(r["acceptance_length"]), _rates(r["acceptance_rate_per_position"]), verdict,
-                  escape(r["report"] or "—"))
+        t.add_row(
+            escape(r["target"]),
+            escape(r["drafter"]),
+            str(r["settings"]["num_speculative_tokens"]),
+            lossless,
+            _f(r["acceptance_length"]),
+            _rates(r["acceptance_rate_per_position"]),
+            verdict,
+            escape(r["report"] or "—"),
+        )
     return t
 
 

@@ -34,8 +34,13 @@ def _step(name: str, fn) -> tuple[dict, object]:
     except EaglehubError as exc:
         summary, value, status = {}, None, "failed"
         error = exc.message + (f" (hint: {exc.hint})" if exc.hint else "")
-    return {"name": name, "status": status, "seconds": round(time.monotonic() - start, 2), "summary": summary,
-            "error": error}, value
+    return {
+        "name": name,
+        "status": status,
+        "seconds": round(time.monotonic() - start, 2),
+        "summary": summary,
+        "error": error,
+    }, value
 
 
 def _validate(pair) -> tuple[dict, None]:
@@ -58,19 +63,27 @@ def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dic
         # the plain 3.1 upgrade loses most of the acceptance (unit fc_norm gains); calibrating keeps it
         from .calibrate import CalibrationOptions, calibrated_upgrade
 
-        opts = CalibrationOptions(target=target_spec, limit=section.get("calibration_limit"),
-                                  norm_output=section.get("norm_output"))
+        opts = CalibrationOptions(
+            target=target_spec, limit=section.get("calibration_limit"), norm_output=section.get("norm_output")
+        )
         report = calibrated_upgrade(src, dst, opts, **common)
     else:
         report = convert(src, dst, to=section.get("to"), norm_output=section.get("norm_output", True), **common)
-    out = {"output": str(dst), "to": section.get("to"), "format": report.get("output_format", section.get("format")),
-           "warnings": report.get("warnings", [])}
+    out = {
+        "output": str(dst),
+        "to": section.get("to"),
+        "format": report.get("output_format", section.get("format")),
+        "warnings": report.get("warnings", []),
+    }
     cal = report.get("calibration")
     if cal:
-        out["calibration"] = {"norm_output": cal["norm_output"]["chosen"],
-                              "held_out_acceptance_length": {k: cal["acceptance"][k]["acceptance_length"]
-                                                             for k in ("source", "plain_upgrade", "calibrated")},
-                              "seconds": cal["seconds"]["total"]}
+        out["calibration"] = {
+            "norm_output": cal["norm_output"]["chosen"],
+            "held_out_acceptance_length": {
+                k: cal["acceptance"][k]["acceptance_length"] for k in ("source", "plain_upgrade", "calibrated")
+            },
+            "seconds": cal["seconds"]["total"],
+        }
     return out, dst
 
 
@@ -78,8 +91,14 @@ def _quantize(src: Path, dst: Path, section: dict) -> tuple[dict, Path]:
     # lazily: quantization needs torch and compressed-tensors, the other steps do not
     from .quantize import quantize
 
-    report = quantize(src, dst, scheme=section.get("scheme", "fp8-dynamic"), ignore=tuple(section.get("ignore", ())),
-                      **({"keep_fc": section["keep_fc"]} if "keep_fc" in section else {}), overwrite=True)
+    report = quantize(
+        src,
+        dst,
+        scheme=section.get("scheme", "fp8-dynamic"),
+        ignore=tuple(section.get("ignore", ())),
+        **({"keep_fc": section["keep_fc"]} if "keep_fc" in section else {}),
+        overwrite=True,
+    )
     return {"output": str(dst), "scheme": report.get("scheme"), "sizes": report.get("sizes")}, dst
 
 
@@ -92,20 +111,40 @@ def _verify(pair, drafter: Path, manifest_dir: Path, report_path: Path) -> tuple
     base = VerifyOptions(target=pair.target.spec, drafters=[])
     s = pair_settings(pair, base)
     drafters = [str(drafter)] + ([str(pair.drafter)] if drafter != pair.drafter else [])
-    opts = VerifyOptions(target=pair.target.spec, drafters=drafters, k=s["num_speculative_tokens"],
-                         max_tokens=section.get("max_tokens", base.max_tokens),
-                         prompts_file=str((manifest_dir / prompts).resolve()) if prompts else None,
-                         categories=list(section.get("categories", [])), limit=section.get("limit"),
-                         dtype=s["dtype"], max_model_len=s["max_model_len"], engine_options=s["engine_options"],
-                         engines=[section.get("engine", "auto")])
+    opts = VerifyOptions(
+        target=pair.target.spec,
+        drafters=drafters,
+        k=s["num_speculative_tokens"],
+        max_tokens=section.get("max_tokens", base.max_tokens),
+        prompts_file=str((manifest_dir / prompts).resolve()) if prompts else None,
+        categories=list(section.get("categories", [])),
+        limit=section.get("limit"),
+        dtype=s["dtype"],
+        max_model_len=s["max_model_len"],
+        engine_options=s["engine_options"],
+        engines=[section.get("engine", "auto")],
+    )
     report = run_verify(opts)
     write_report(report, report_path)
-    rows = [{"drafter": d["drafter"], "passed": d["passed"], "lossless": f"{d['num_prompts_matched']}/{d['num_prompts']}",
-             "acceptance_length": d["acceptance"]["overall"]["acceptance_length"],
-             "acceptance_rate_per_position": d["acceptance"]["overall"]["acceptance_rate_per_position"],
-             "errors": sorted({f["code"] for f in d["findings"] if f["severity"] == "error"})} for d in report["drafters"]]
-    out = {"report": str(report_path), "engine": report["engine"], "k": opts.k, "prompts": report["prompts"]["count"],
-           "max_tokens": opts.max_tokens, "drafters": rows}
+    rows = [
+        {
+            "drafter": d["drafter"],
+            "passed": d["passed"],
+            "lossless": f"{d['num_prompts_matched']}/{d['num_prompts']}",
+            "acceptance_length": d["acceptance"]["overall"]["acceptance_length"],
+            "acceptance_rate_per_position": d["acceptance"]["overall"]["acceptance_rate_per_position"],
+            "errors": sorted({f["code"] for f in d["findings"] if f["severity"] == "error"}),
+        }
+        for d in report["drafters"]
+    ]
+    out = {
+        "report": str(report_path),
+        "engine": report["engine"],
+        "k": opts.k,
+        "prompts": report["prompts"]["count"],
+        "max_tokens": opts.max_tokens,
+        "drafters": rows,
+    }
     if not report["drafters"][0]["passed"]:
         out.update(_failed=True, _error=f"verify fails: {', '.join(rows[0]['errors'])}")
     return out, report_path
@@ -115,19 +154,45 @@ def _publish(pair, drafter: Path, report_path: Path, do_publish: bool, endpoint:
     from .publish import PublishOptions, publish
 
     section = pair.stages["publish"]
-    doc = publish(PublishOptions(src=str(drafter), repo=section["repo"], revision=section.get("revision", "main"),
-                                 create_pr=section.get("pr", True), tag=section.get("tag"),
-                                 private=section.get("private", False), dry_run=not do_publish, report=str(report_path),
-                                 target=pair.target.spec, base_model=section.get("base_model"), endpoint=endpoint))
+    doc = publish(
+        PublishOptions(
+            src=str(drafter),
+            repo=section["repo"],
+            revision=section.get("revision", "main"),
+            create_pr=section.get("pr", True),
+            tag=section.get("tag"),
+            private=section.get("private", False),
+            dry_run=not do_publish,
+            report=str(report_path),
+            target=pair.target.spec,
+            base_model=section.get("base_model"),
+            endpoint=endpoint,
+        )
+    )
     changed = [f["path"] for f in doc["files"] if f["status"] != "unchanged"]
-    return {"dry_run": doc["dry_run"], "repo": doc["repo"]["id"], "endpoint": doc["repo"]["endpoint"],
-            "revision": doc["revision"], "create_pr": doc["create_pr"], "parent_commit": doc["parent_commit"],
-            "files": len(doc["files"]), "changed": changed, "bytes_to_upload": doc["bytes_to_upload"],
-            "card_base_model": doc["card"]["base_model"], "result": doc["result"]}, None
+    return {
+        "dry_run": doc["dry_run"],
+        "repo": doc["repo"]["id"],
+        "endpoint": doc["repo"]["endpoint"],
+        "revision": doc["revision"],
+        "create_pr": doc["create_pr"],
+        "parent_commit": doc["parent_commit"],
+        "files": len(doc["files"]),
+        "changed": changed,
+        "bytes_to_upload": doc["bytes_to_upload"],
+        "card_base_model": doc["card"]["base_model"],
+        "result": doc["result"],
+    }, None
 
 
-def run_pipeline(manifest: str | Path, work_dir: str | Path, publish: bool = False, endpoint: str | None = None,
-                 drafters: tuple[str, ...] = (), console=None) -> dict:
+def run_pipeline(
+    manifest: str | Path,
+    work_dir: str | Path,
+    publish: bool = False,
+    endpoint: str | None = None,
+    drafters: tuple[str, ...] = (),
+    console=None,
+) -> dict:
     """Run every selected drafter of ``manifest`` through its steps; returns the summary report.
 
     ``work_dir``: where converted / quantized checkpoints and verify reports go; ``publish``: really
@@ -160,20 +225,50 @@ def run_pipeline(manifest: str | Path, work_dir: str | Path, publish: bool = Fal
 
         run("validate", lambda: _validate(pair))
         if "convert" in pair.stages:
-            current = run("convert", lambda: _convert(current, out_dir / "converted", pair.stages["convert"], pair.target.spec)) or current
+            current = (
+                run(
+                    "convert",
+                    lambda: _convert(current, out_dir / "converted", pair.stages["convert"], pair.target.spec),
+                )
+                or current
+            )
         if "quantize" in pair.stages:
-            current = run("quantize", lambda: _quantize(current, out_dir / "quantized", pair.stages["quantize"])) or current
+            current = (
+                run("quantize", lambda: _quantize(current, out_dir / "quantized", pair.stages["quantize"])) or current
+            )
         final = current
-        report_path = run("verify", lambda: _verify(pair, final, loaded.path.resolve().parent,
-                                                    final.parent / f"{final.name}.verify.json"
-                                                    if final != pair.drafter else out_dir / f"{final.name}.verify.json"))
+        report_path = run(
+            "verify",
+            lambda: _verify(
+                pair,
+                final,
+                loaded.path.resolve().parent,
+                final.parent / f"{final.name}.verify.json"
+                if final != pair.drafter
+                else out_dir / f"{final.name}.verify.json",
+            ),
+        )
         if "publish" in pair.stages:
             run("publish", lambda: _publish(pair, final, report_path, publish, endpoint))
-        rows.append({"target": pair.target.name, "drafter": pair.name, "source": str(pair.drafter),
-                     "output": str(final), "steps": steps, "passed": not failed})
-    summary = {"schema": "eaglehub.pipeline-report/1", "tool": {"name": "eaglehub", "version": __version__},
-               "manifest": str(loaded.path), "work_dir": str(work), "publish": publish, "drafters": rows,
-               "passed": all(r["passed"] for r in rows)}
+        rows.append(
+            {
+                "target": pair.target.name,
+                "drafter": pair.name,
+                "source": str(pair.drafter),
+                "output": str(final),
+                "steps": steps,
+                "passed": not failed,
+            }
+        )
+    summary = {
+        "schema": "eaglehub.pipeline-report/1",
+        "tool": {"name": "eaglehub", "version": __version__},
+        "manifest": str(loaded.path),
+        "work_dir": str(work),
+        "publish": publish,
+        "drafters": rows,
+        "passed": all(r["passed"] for r in rows),
+    }
     check_output(summary, SCHEMA, "pipeline report")
     return summary
 
@@ -194,18 +289,32 @@ def render_summary(summary: dict, console) -> None:
         cells = []
         for name in STEPS:
             s = by.get(name)
-            cells.append("—" if s is None else {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "skipped": "[dim]skipped[/]"}[s["status"]])
+            cells.append(
+                "—"
+                if s is None
+                else {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "skipped": "[dim]skipped[/]"}[s["status"]]
+            )
         v = by.get("verify", {}).get("summary", {})
-        al = " vs ".join(f"{d['acceptance_length']:.3f}" for d in v.get("drafters", []) if d["acceptance_length"] is not None)
+        al = " vs ".join(
+            f"{d['acceptance_length']:.3f}" for d in v.get("drafters", []) if d["acceptance_length"] is not None
+        )
         p = by.get("publish", {}).get("summary", {})
-        where = ("" if not p else f"{'dry run: ' if p['dry_run'] else ''}{escape(p['repo'])}@{escape(p['revision'])}"
-                 + (f" {escape(p['result']['pr_url'] or '')}" if p.get("result") else ""))
+        where = (
+            ""
+            if not p
+            else f"{'dry run: ' if p['dry_run'] else ''}{escape(p['repo'])}@{escape(p['revision'])}"
+            + (f" {escape(p['result']['pr_url'] or '')}" if p.get("result") else "")
+        )
         table.add_row(f"{escape(r['target'])}--{escape(r['drafter'])}", *cells, al or "—", where)
     console.print(table)
     for r in summary["drafters"]:
         for s in r["steps"]:
             if s["error"]:
-                console.print(f"[red]{escape(r['drafter'])} {s['name']}:[/] {escape(s['error'])}", highlight=False, soft_wrap=True)
+                console.print(
+                    f"[red]{escape(r['drafter'])} {s['name']}:[/] {escape(s['error'])}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
 
 
 def exit_code(summary: dict) -> int:

@@ -40,8 +40,11 @@ def plot_acceptance(report: dict, path: str | Path) -> Path:
     ax_pos.set_ylabel("acceptance rate (unconditional)")
     ax_pos.set_ylim(0, 1)
     ax_pos.set_title("acceptance rate per position, overall")
-    fig.suptitle(f"target {Path(report['target']['path']).name} · {report['engine']['name']} "
-                 f"{report['engine']['version']} · max_tokens {report['settings']['max_tokens']}", fontsize=10)
+    fig.suptitle(
+        f"target {Path(report['target']['path']).name} · {report['engine']['name']} "
+        f"{report['engine']['version']} · max_tokens {report['settings']['max_tokens']}",
+        fontsize=10,
+    )
     fig.tight_layout()
     with atomic_file(Path(path)) as tmp:
         fig.savefig(tmp, dpi=150, format="png")

@@ -113,9 +113,11 @@ def _row_format(path: Path, lineno: int, row) -> str | None:
     if not isinstance(row, dict):
         return None
     if "prompt" in row and "turns" in row:
-        raise EaglehubError(f"{path}:{lineno}: a JSON object with both 'prompt' and 'turns': not an eaglehub row "
-                            "{id, category, prompt} nor an MT-Bench row {question_id, category, turns}",
-                            hint="keep one of them")
+        raise EaglehubError(
+            f"{path}:{lineno}: a JSON object with both 'prompt' and 'turns': not an eaglehub row "
+            "{id, category, prompt} nor an MT-Bench row {question_id, category, turns}",
+            hint="keep one of them",
+        )
     for ours, theirs in (("prompt", "turns"), ("id", "question_id")):
         if (ours in row) != (theirs in row):
             return "eaglehub" if ours in row else "mt-bench"
@@ -126,8 +128,10 @@ def _parse(path: Path, lineno: int, line: str):
     try:
         return jsonio.loads(line)
     except ValueError as exc:
-        raise EaglehubError(f"{path}:{lineno}: not valid JSON ({_short(str(exc).splitlines()[0])})",
-                            hint="a JSONL prompt file holds one JSON object per line") from exc
+        raise EaglehubError(
+            f"{path}:{lineno}: not valid JSON ({_short(str(exc).splitlines()[0])})",
+            hint="a JSONL prompt file holds one JSON object per line",
+        ) from exc
 
 
 def _detect(path: Path, lineno: int, line: str) -> str:
@@ -136,15 +140,19 @@ def _detect(path: Path, lineno: int, line: str) -> str:
         return "text"
     row = _parse(path, lineno, line)
     if not isinstance(row, dict):
-        raise EaglehubError(f"{path}:{lineno}: a {path.suffix or 'JSONL'} prompt file holds JSON objects, "
-                            f"this line is a JSON {type(row).__name__}",
-                            hint="rename it to .txt to read it as one prompt per line")
+        raise EaglehubError(
+            f"{path}:{lineno}: a {path.suffix or 'JSONL'} prompt file holds JSON objects, "
+            f"this line is a JSON {type(row).__name__}",
+            hint="rename it to .txt to read it as one prompt per line",
+        )
     fmt = _row_format(path, lineno, row)
     if fmt is None:
-        raise EaglehubError(f"{path}:{lineno}: a JSON object with neither 'prompt'/'id' nor 'turns'/'question_id': "
-                            "not an eaglehub row "
-                            "{id, category, prompt} nor an MT-Bench row {question_id, category, turns}",
-                            hint=f"see schemas/{PROMPTS_SCHEMA}.schema.json and schemas/{MTBENCH_SCHEMA}.schema.json")
+        raise EaglehubError(
+            f"{path}:{lineno}: a JSON object with neither 'prompt'/'id' nor 'turns'/'question_id': "
+            "not an eaglehub row "
+            "{id, category, prompt} nor an MT-Bench row {question_id, category, turns}",
+            hint=f"see schemas/{PROMPTS_SCHEMA}.schema.json and schemas/{MTBENCH_SCHEMA}.schema.json",
+        )
     return fmt
 
 
@@ -152,8 +160,10 @@ def _check_schema(path: Path, lineno: int, row, fmt: str) -> None:
     errors = schema_errors(row, _ROW_SCHEMA[fmt])
     if errors:
         where, message = errors[0]
-        raise EaglehubError(f"{path}:{lineno}: {'row' if where == '$' else where}: {_short(message)}",
-                            hint=f"see schemas/{_ROW_SCHEMA[fmt]}.schema.json")
+        raise EaglehubError(
+            f"{path}:{lineno}: {'row' if where == '$' else where}: {_short(message)}",
+            hint=f"see schemas/{_ROW_SCHEMA[fmt]}.schema.json",
+        )
 
 
 def read_prompt_file(path: Path | str | None = None) -> tuple[str, list[Prompt]]:
@@ -175,11 +185,15 @@ def read_prompt_file(path: Path | str | None = None) -> tuple[str, list[Prompt]]
     """
     path = Path(path) if path is not None else default_prompts_path()
     if not path.is_file():
-        raise EaglehubError(f"prompt file {path} not found",
-                            hint="pass --prompts FILE (eaglehub JSONL, MT-Bench/Spec-Bench question.jsonl, or text)")
+        raise EaglehubError(
+            f"prompt file {path} not found",
+            hint="pass --prompts FILE (eaglehub JSONL, MT-Bench/Spec-Bench question.jsonl, or text)",
+        )
     if path.stat().st_size > MAX_FILE_BYTES:
-        raise EaglehubError(f"prompt file {path} is {path.stat().st_size:,} bytes, more than {MAX_FILE_BYTES:,}",
-                            hint="split it or pick a subset")
+        raise EaglehubError(
+            f"prompt file {path} is {path.stat().st_size:,} bytes, more than {MAX_FILE_BYTES:,}",
+            hint="split it or pick a subset",
+        )
     try:
         text = path.read_bytes().decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -190,8 +204,10 @@ def read_prompt_file(path: Path | str | None = None) -> tuple[str, list[Prompt]]
         raise EaglehubError(f"prompt file {path} holds no prompts")
     for lineno, line in lines:
         if len(line) > MAX_LINE_CHARS:
-            raise EaglehubError(f"{path}:{lineno}: line of {len(line):,} characters, more than {MAX_LINE_CHARS:,}",
-                                hint="one prompt per line; long inputs belong in an MT-Bench row's turns")
+            raise EaglehubError(
+                f"{path}:{lineno}: line of {len(line):,} characters, more than {MAX_LINE_CHARS:,}",
+                hint="one prompt per line; long inputs belong in an MT-Bench row's turns",
+            )
     first = lines[0][0]
     fmt = _detect(path, *lines[0])
     stem_category = normalise_category(path.stem)
@@ -207,8 +223,11 @@ def read_prompt_file(path: Path | str | None = None) -> tuple[str, list[Prompt]]
                 except ValueError:
                     other = None
                 if other:
-                    raise EaglehubError(f"{path}:{lineno}: an {other} JSON row in a plain-text prompt file "
-                                        f"(format decided by line {first})", hint="one format per file")
+                    raise EaglehubError(
+                        f"{path}:{lineno}: an {other} JSON row in a plain-text prompt file "
+                        f"(format decided by line {first})",
+                        hint="one format per file",
+                    )
             row = {"id": f"{stem_category}-{len(prompts) + 1}", "category": stem_category, "prompt": line}
             _check_schema(path, lineno, row, fmt)
             prompt = Prompt(row["id"], stem_category, (line,), path.stem, "text")
@@ -216,9 +235,11 @@ def read_prompt_file(path: Path | str | None = None) -> tuple[str, list[Prompt]]
             row = _parse(path, lineno, line)
             other = _row_format(path, lineno, row)
             if other is not None and other != fmt:
-                raise EaglehubError(f"{path}:{lineno}: an {other} row in an {fmt} file (format decided by line {first})",
-                                    hint="one format per file: eaglehub rows {id, category, prompt} or MT-Bench rows "
-                                         "{question_id, category, turns}")
+                raise EaglehubError(
+                    f"{path}:{lineno}: an {other} row in an {fmt} file (format decided by line {first})",
+                    hint="one format per file: eaglehub rows {id, category, prompt} or MT-Bench rows "
+                    "{question_id, category, turns}",
+                )
             _check_schema(path, lineno, row, fmt)
             if fmt == "eaglehub":
                 prompt = Prompt(row["id"], row["category"], (row["prompt"],), source_format="eaglehub")
@@ -229,12 +250,17 @@ def read_prompt_file(path: Path | str | None = None) -> tuple[str, list[Prompt]]
                 what = f"prompt id {row['id']!r}" if fmt == "eaglehub" else f"question_id {row['question_id']!r}"
                 raise EaglehubError(f"{path}:{lineno}: duplicate {what}", hint="prompt ids must be unique")
         if any(_unencodable(t) for t in prompt.turns):
-            raise EaglehubError(f"{path}:{lineno}: a prompt holds a lone surrogate (an escape like \\ud800 that is no "
-                                "character), which no tokenizer can encode", hint="fix or remove that escape")
+            raise EaglehubError(
+                f"{path}:{lineno}: a prompt holds a lone surrogate (an escape like \\ud800 that is no "
+                "character), which no tokenizer can encode",
+                hint="fix or remove that escape",
+            )
         if originals.setdefault(prompt.category, prompt.original_category) != prompt.original_category:
-            raise EaglehubError(f"{path}:{lineno}: categories {originals[prompt.category]!r} and "
-                                f"{prompt.original_category!r} both normalise to {prompt.category!r}",
-                                hint="rename one of them")
+            raise EaglehubError(
+                f"{path}:{lineno}: categories {originals[prompt.category]!r} and "
+                f"{prompt.original_category!r} both normalise to {prompt.category!r}",
+                hint="rename one of them",
+            )
         seen.add(prompt.id)
         prompts.append(prompt)
     return fmt, prompts
@@ -288,8 +314,10 @@ def filter_prompts(
     if categories:
         unknown = sorted(c for c in set(categories) if c not in known and c not in aliases)
         if unknown:
-            raise EaglehubError(f"unknown categor{'y' if len(unknown) == 1 else 'ies'}: {', '.join(unknown)}",
-                                hint=f"available: {', '.join(sorted(known))}")
+            raise EaglehubError(
+                f"unknown categor{'y' if len(unknown) == 1 else 'ies'}: {', '.join(unknown)}",
+                hint=f"available: {', '.join(sorted(known))}",
+            )
         wanted = {c if c in known else aliases[c] for c in categories}
         prompts = [p for p in prompts if p.category in wanted]
     if limit is None:
@@ -323,8 +351,14 @@ def describe_prompts(prompts: list[Prompt]) -> dict:
         if p.original_category != p.category:
             names[p.category] = p.original_category
     max_turns = max(len(p.turns) for p in prompts)
-    return {"format": prompts[0].source_format, "count": len(prompts), "max_turns": max_turns,
-            "multi_turn": max_turns > 1, "categories": categories, "category_names": names}
+    return {
+        "format": prompts[0].source_format,
+        "count": len(prompts),
+        "max_turns": max_turns,
+        "multi_turn": max_turns > 1,
+        "categories": categories,
+        "category_names": names,
+    }
 
 
 def describe_prompt_file(path: Path | str | None = None) -> dict:

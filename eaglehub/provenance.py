@@ -32,16 +32,27 @@ def read_provenance(root: Path) -> dict | None:
     try:
         obj = jsonio.read(path)
     except (OSError, ValueError) as exc:
-        raise EaglehubError(f"cannot parse {path}: {exc}", hint=f"fix or delete {PROVENANCE_FILE}", code="E-INPUT-CONFIG", subject=PROVENANCE_FILE) from exc
+        raise EaglehubError(
+            f"cannot parse {path}: {exc}",
+            hint=f"fix or delete {PROVENANCE_FILE}",
+            code="E-INPUT-CONFIG",
+            subject=PROVENANCE_FILE,
+        ) from exc
     errors = schema_errors(obj, "provenance")
     if errors:
         where, msg = errors[0]
-        raise EaglehubError(f"{path}: {where}: {msg}", hint=f"fix or delete {PROVENANCE_FILE}", code="E-INPUT-CONFIG", subject=PROVENANCE_FILE)
+        raise EaglehubError(
+            f"{path}: {where}: {msg}",
+            hint=f"fix or delete {PROVENANCE_FILE}",
+            code="E-INPUT-CONFIG",
+            subject=PROVENANCE_FILE,
+        )
     return obj
 
 
-def make_provenance(source: dict, conversion: dict, carried: dict, target: dict | None, original: dict,
-                    previous: dict | None) -> dict:
+def make_provenance(
+    source: dict, conversion: dict, carried: dict, target: dict | None, original: dict, previous: dict | None
+) -> dict:
     """The ``eaglehub.json`` document for one conversion (``previous``: the source's own, if any)."""
     history = list((previous or {}).get("history") or [])
     if previous:

@@ -80,11 +80,21 @@ class Entry:
         return (math.prod(self.shape) + self.scale_bytes) if self.quantized else self.bytes_before
 
     def as_dict(self) -> dict:
-        out = {"name": self.stored, "shape": list(self.shape), "dtype": self.dtype, "action": "quantized" if self.quantized else "kept",
-               "reason": self.reason, "bytes_before": self.bytes_before, "bytes_after": self.bytes_after}
+        out = {
+            "name": self.stored,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "action": "quantized" if self.quantized else "kept",
+            "reason": self.reason,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+        }
         if self.quantized:
-            out["scale"] = {"name": self.stored.removesuffix(".weight") + ".weight_scale", "shape": list(self.scale_shape),
-                            "dtype": self.dtype}
+            out["scale"] = {
+                "name": self.stored.removesuffix(".weight") + ".weight_scale",
+                "shape": list(self.scale_shape),
+                "dtype": self.dtype,
+            }
         return out
 
 
@@ -108,11 +118,16 @@ def _anchored(pattern: str) -> str:
         try:
             re.compile(pattern[3:])
         except re.error as exc:
-            raise EaglehubError(f"--ignore {pattern!r} is not a valid regular expression ({exc})",
-                                hint="pass re:<regex> (matched from the start of vLLM's module name) or a module name") from None
+            raise EaglehubError(
+                f"--ignore {pattern!r} is not a valid regular expression ({exc})",
+                hint="pass re:<regex> (matched from the start of vLLM's module name) or a module name",
+            ) from None
         return pattern
     if not pattern.strip("*. "):
-        raise EaglehubError(f"--ignore {pattern!r} names no module", hint="e.g. --ignore down_proj or --ignore 're:.*mlp\\..*'")
+        raise EaglehubError(
+            f"--ignore {pattern!r} names no module",
+            hint="e.g. --ignore down_proj or --ignore 're:.*mlp\\..*'",
+        )
     return _suggest(pattern)
 
 
@@ -145,7 +160,15 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
         EaglehubError: an ignore entry that matches some but not all shards of a fused layer (vLLM refuses it,
             exit 2); nothing left to quantize (exit 1).
     """
-    from .checks.quant import UNKNOWN_TARGET_LAYERS, _block_fit, _decide, _match, shard_only_ignores, vllm_layers, vllm_name
+    from .checks.quant import (
+        UNKNOWN_TARGET_LAYERS,
+        _block_fit,
+        _decide,
+        _match,
+        shard_only_ignores,
+        vllm_layers,
+        vllm_name,
+    )
     from .checks.quant_config import Scheme
 
     sch = _scheme(scheme)
@@ -159,35 +182,53 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
             refused = _block_fit(layer, group, "quantization_config")
             if refused and _decide(*layer.vllm_names(1), layer.cls, written, {"Linear": None})[0] != "ignored":
                 written.append(_layer_pattern(layer))
-                not_divisible.append({"layer": layer.name, "shards": [{"name": b, "shape": list(s)} for b, s in layer.shards],
-                                      "reason": refused[0].message})
+                not_divisible.append(
+                    {
+                        "layer": layer.name,
+                        "shards": [{"name": b, "shape": list(s)} for b, s in layer.shards],
+                        "reason": refused[0].message,
+                    }
+                )
     names = [n for layer in layers for name, shards in [layer.vllm_names(1)] for n in (name, *shards)]
     names += ["lm_head", "model.embed_tokens", "model.fc"]
     for pattern in dict.fromkeys(_anchored(p) for p in ignore):
         if not any(_match(n, pattern) for n in names):  # most likely a typo: say so instead of writing a dead entry
-            raise EaglehubError(f"--ignore {pattern!r} matches no module vLLM builds for this drafter",
-                                hint=f"vLLM's names: {', '.join(names[:4])}, ...; e.g. --ignore 're:.*mlp\\.down_proj$'")
+            raise EaglehubError(
+                f"--ignore {pattern!r} matches no module vLLM builds for this drafter",
+                hint=f"vLLM's names: {', '.join(names[:4])}, ...; e.g. --ignore 're:.*mlp\\.down_proj$'",
+            )
     verdicts: dict[str, tuple[str, str | None]] = {}
     layer_rows = []
     for layer in layers:
         seen = {_decide(*layer.vllm_names(n), layer.cls, written, {"Linear": None}) for n in UNKNOWN_TARGET_LAYERS}
         if len(seen) != 1:  # an entry naming vLLM's layer index: its meaning depends on the target
-            raise EaglehubError(f"the ignore list decides {layer.name} differently for different target layer counts",
-                                hint="write --ignore patterns that do not depend on the layer index (e.g. 're:.*mlp\\.down_proj$')")
+            raise EaglehubError(
+                f"the ignore list decides {layer.name} differently for different target layer counts",
+                hint="write --ignore patterns that do not depend on the layer index (e.g. 're:.*mlp\\.down_proj$')",
+            )
         kind, detail = seen.pop()
         only = shard_only_ignores(*layer.vllm_names(1), written)
         if only:
             leaf = layer.name.rpartition(".")[2]
-            raise EaglehubError(f"--ignore {', '.join(only)} matches {', '.join(b.rpartition('.')[2] for b, _ in layer.shards if any(_match(vllm_name(b, 1), p) for p in only))} "
-                                f"but not the fused {leaf}: vLLM builds a drafter's {leaf} as one layer and compares the ignore "
-                                "list with that name only", hint=f"ignore the whole layer: --ignore 're:.*{leaf}$'")
+            raise EaglehubError(
+                f"--ignore {', '.join(only)} matches {', '.join(b.rpartition('.')[2] for b, _ in layer.shards if any(_match(vllm_name(b, 1), p) for p in only))} "
+                f"but not the fused {leaf}: vLLM builds a drafter's {leaf} as one layer and compares the ignore "
+                "list with that name only",
+                hint=f"ignore the whole layer: --ignore 're:.*{leaf}$'",
+            )
         if kind == "ignored" and layer.fused and not all(any(_match(b, p) for p in written) for b, _ in layer.shards):
             # compressed-tensors' reader matches the checkpoint's names (q_proj, ...): name the shards too
             written.append(_layer_pattern(layer))
         for base, _ in layer.shards:
             verdicts[base] = (kind, detail)
-        layer_rows.append({"layer": layer.name, "shards": [b for b, _ in layer.shards], "quantized": kind == "quantized",
-                           "ignore_entry": detail if kind == "ignored" else None})
+        layer_rows.append(
+            {
+                "layer": layer.name,
+                "shards": [b for b, _ in layer.shards],
+                "quantized": kind == "quantized",
+                "ignore_entry": detail if kind == "ignored" else None,
+            }
+        )
     t = d.tensors
     unfit = {sh["name"]: x["layer"] for x in not_divisible for sh in x["shards"]}
     entries = []
@@ -198,16 +239,35 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
         base = canonical.removesuffix(".weight")
         kind, detail = verdicts.get(base, (None, None)) if base != canonical else (None, None)
         if kind == "quantized" and info.dtype not in ("float16", "bfloat16", "float32"):
-            raise EaglehubError(f"{canonical} is {info.dtype}: only float16/bfloat16/float32 weights are quantized",
-                                hint="quantize the unquantized drafter", exit_code=1)
+            raise EaglehubError(
+                f"{canonical} is {info.dtype}: only float16/bfloat16/float32 weights are quantized",
+                hint="quantize the unquantized drafter",
+                exit_code=1,
+            )
         if kind == "quantized":
             out, inp = info.shape
             scale = (out, 1) if not block else (math.ceil(out / block[0]), math.ceil(inp / block[1]))
-            entries.append(Entry(canonical, canonical, info.shape, info.dtype, info.nbytes, True,
-                                 f"vLLM builds it quantized ({SCHEMES[scheme]})", scale, math.prod(scale) * _itemsize(info.dtype)))
+            entries.append(
+                Entry(
+                    canonical,
+                    canonical,
+                    info.shape,
+                    info.dtype,
+                    info.nbytes,
+                    True,
+                    f"vLLM builds it quantized ({SCHEMES[scheme]})",
+                    scale,
+                    math.prod(scale) * _itemsize(info.dtype),
+                )
+            )
             continue
-        reason = ("ignore entry " + repr(detail) if kind == "ignored" else "not a Linear vLLM builds from the quantization config"
-                  if kind is None else "no config target matches it")
+        reason = (
+            "ignore entry " + repr(detail)
+            if kind == "ignored"
+            else "not a Linear vLLM builds from the quantization config"
+            if kind is None
+            else "no config target matches it"
+        )
         if base in unfit:
             reason = f"{unfit[base]} does not fit {block[0]}x{block[1]} blocks (vLLM would refuse it): ignore entry {detail!r}"
         if canonical in ("d2t", "t2d"):
@@ -218,15 +278,29 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
             reason = f"{base}: vLLM builds it unquantized (ignore entry 're:.*{base}$')"
         entries.append(Entry(canonical, canonical, info.shape, info.dtype, info.nbytes, False, reason))
     if not any(e.quantized for e in entries):
-        raise EaglehubError(f"nothing to quantize in {d.path} with {scheme} and this ignore list", exit_code=1,
-                            hint="drop --ignore entries (or pass --quantize-fc)" + (", or use --scheme fp8-dynamic (no block constraint)"
-                                                                  if scheme == "fp8-block" else ""))
+        raise EaglehubError(
+            f"nothing to quantize in {d.path} with {scheme} and this ignore list",
+            exit_code=1,
+            hint="drop --ignore entries (or pass --quantize-fc)"
+            + (", or use --scheme fp8-dynamic (no block constraint)" if scheme == "fp8-block" else ""),
+        )
     written += _library_extra_ignores(entries, written, sch)
     config = {
-        "quant_method": "compressed-tensors", "format": "float-quantized", "quantization_status": "compressed",
-        "config_groups": {"group_0": {"targets": ["Linear"], "format": "float-quantized",
-                                      **json.loads(sch.model_dump_json(include={"weights", "input_activations", "output_activations"}))}},
-        "ignore": written, "kv_cache_scheme": None, "sparsity_config": {}, "version": _ct_version()}
+        "quant_method": "compressed-tensors",
+        "format": "float-quantized",
+        "quantization_status": "compressed",
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "format": "float-quantized",
+                **json.loads(sch.model_dump_json(include={"weights", "input_activations", "output_activations"})),
+            }
+        },
+        "ignore": written,
+        "kv_cache_scheme": None,
+        "sparsity_config": {},
+        "version": _ct_version(),
+    }
     return QuantPlan(entries, written, config, not_divisible, layer_rows)
 
 
@@ -309,11 +383,19 @@ def dequantize_weight(weight, scale, block: Sequence[int] | None = None, dtype=N
     dtype = dtype or scale.dtype
     out, inp = weight.shape
     if block:
-        args = QuantizationArgs(num_bits=8, type="float", strategy=QuantizationStrategy.BLOCK, block_structure=list(block))
+        args = QuantizationArgs(
+            num_bits=8, type="float", strategy=QuantizationStrategy.BLOCK, block_structure=list(block)
+        )
         padded = maybe_pad_tensor_for_block_quant(weight.to(torch.float32), tuple(block))
-        return dequantize(x_q=padded, scale=scale.to(torch.float32), args=args, dtype=torch.float32)[:out, :inp].to(dtype)
+        return dequantize(x_q=padded, scale=scale.to(torch.float32), args=args, dtype=torch.float32)[:out, :inp].to(
+            dtype
+        )
     per_channel = scale.dim() == 2 and tuple(scale.shape) == (out, 1)
-    args = QuantizationArgs(num_bits=8, type="float", strategy=QuantizationStrategy.CHANNEL if per_channel else QuantizationStrategy.TENSOR)
+    args = QuantizationArgs(
+        num_bits=8,
+        type="float",
+        strategy=QuantizationStrategy.CHANNEL if per_channel else QuantizationStrategy.TENSOR,
+    )
     return dequantize(x_q=weight, scale=scale, args=args, dtype=dtype)
 
 
@@ -337,16 +419,25 @@ def dequantize_tensors(d, tensors: dict) -> dict:
         return tensors
     blocks = {s.block for s in qc.targets.values()} if qc is not None and qc.checked else set()
     if qc is None or not qc.checked or any(s.kind != "fp8" for s in qc.targets.values()) or len(blocks) != 1:
-        what = "no quantization_config" if qc is None else qc.method if not qc.error else "a malformed quantization_config"
-        raise EaglehubError(f"drafter {d.path} is quantized ({what}); the reference engine dequantizes compressed-tensors FP8 only",
-                            hint="verify it with --engine vllm, or verify the unquantized source", exit_code=1)
+        what = (
+            "no quantization_config" if qc is None else qc.method if not qc.error else "a malformed quantization_config"
+        )
+        raise EaglehubError(
+            f"drafter {d.path} is quantized ({what}); the reference engine dequantizes compressed-tensors FP8 only",
+            hint="verify it with --engine vllm, or verify the unquantized source",
+            exit_code=1,
+        )
     block = blocks.pop()
     out = dict(tensors)
     for name in quantized:
         base = name.removesuffix(".weight")
         scale = out.pop(f"{base}.weight_scale", None)
         if scale is None:
-            raise EaglehubError(f"{name} is float8 but {base}.weight_scale is missing", hint=f"run `eaglehub validate {d.path}`", exit_code=1)
+            raise EaglehubError(
+                f"{name} is float8 but {base}.weight_scale is missing",
+                hint=f"run `eaglehub validate {d.path}`",
+                exit_code=1,
+            )
         out[name] = dequantize_weight(out[name], scale, block)
         out.pop(f"{base}.input_scale", None)
     for n in [n for n in out if n.endswith((".k_scale", ".v_scale"))]:
@@ -372,16 +463,35 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
             tensors.append(t)
             continue
         scale_name = t.name.removesuffix(".weight") + ".weight_scale"
-        tensors.append(OutTensor(t.name, "F8_E4M3", e.shape, math.prod(e.shape), buffer=lambda c=e.canonical: quantizer.part(c, 0)))
-        tensors.append(OutTensor(scale_name, DTYPE_BY_TORCH[e.dtype].code, e.scale_shape, e.scale_bytes,
-                                 buffer=lambda c=e.canonical: quantizer.part(c, 1)))
+        tensors.append(
+            OutTensor(
+                t.name,
+                "F8_E4M3",
+                e.shape,
+                math.prod(e.shape),
+                buffer=lambda c=e.canonical: quantizer.part(c, 0),
+            )
+        )
+        tensors.append(
+            OutTensor(
+                scale_name,
+                DTYPE_BY_TORCH[e.dtype].code,
+                e.scale_shape,
+                e.scale_bytes,
+                buffer=lambda c=e.canonical: quantizer.part(c, 1),
+            )
+        )
         expected.add(scale_name)
     cp.config["quantization_config"] = plan.config
     cp.provenance["conversion"]["quantization"] = {
-        "scheme": scheme, "compressed_tensors_preset": SCHEMES[scheme], "compressed_tensors_version": _ct_version(),
-        "ignore": plan.ignore, "keep_fc": keep_fc,
+        "scheme": scheme,
+        "compressed_tensors_preset": SCHEMES[scheme],
+        "compressed_tensors_version": _ct_version(),
+        "ignore": plan.ignore,
+        "keep_fc": keep_fc,
         "quantized_tensors": [e.stored for e in plan.entries if e.quantized],
-        "kept_not_block_divisible": [x["layer"] for x in plan.not_divisible]}
+        "kept_not_block_divisible": [x["layer"] for x in plan.not_divisible],
+    }
     return cp, tensors, expected
 
 
@@ -399,15 +509,26 @@ class _Quantizer:
             weight = self.d.load(canonical)
             if not torch.isfinite(weight).all():
                 # a NaN / inf would become the row's scale and poison every weight of the row
-                raise EaglehubError(f"{canonical} holds non-finite values: nothing was written", exit_code=1,
-                                    hint=f"eaglehub validate --deep {self.d.path} names them (E-TENSOR-NONFINITE); "
-                                         "fix the source checkpoint first")
+                raise EaglehubError(
+                    f"{canonical} holds non-finite values: nothing was written",
+                    exit_code=1,
+                    hint=f"eaglehub validate --deep {self.d.path} names them (E-TENSOR-NONFINITE); "
+                    "fix the source checkpoint first",
+                )
             self.cache = {canonical: quantize_weight(weight, self.scheme)}
         return self.cache[canonical][i].reshape(-1).view(torch.uint8).numpy()
 
 
-def quantize(src: str | Path, dst: str | Path | None, scheme: str = "fp8-dynamic", ignore: Sequence[str] = (),
-             keep_fc: bool = KEEP_FC, overwrite: bool = False, dry_run: bool = False, revision: str | None = None) -> dict:
+def quantize(
+    src: str | Path,
+    dst: str | Path | None,
+    scheme: str = "fp8-dynamic",
+    ignore: Sequence[str] = (),
+    keep_fc: bool = KEEP_FC,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    revision: str | None = None,
+) -> dict:
     """Quantize drafter ``src`` (directory or hub repo id; any format eaglehub reads, Llama-style or MLA, EAGLE-3 or
     3.1) into ``dst`` in the compressed-tensors FP8 layout vLLM loads, and return the report
     (``schemas/quantize-report.schema.json``): per tensor quantized or kept (with the reason), tensor bytes before and
@@ -439,25 +560,37 @@ def quantize(src: str | Path, dst: str | Path | None, scheme: str = "fp8-dynamic
     path, source = resolve_source(str(src), revision)
     out_dir = destination(path, Path(dst), overwrite) if dst is not None else None
     d = read_drafter(path)
-    if d.config.get("quantization_config") is not None or any(i.dtype not in ("float16", "bfloat16", "float32", "float64", "int64", "bool")
-                                                               for i in d.tensors.values()):
+    if d.config.get("quantization_config") is not None or any(
+        i.dtype not in ("float16", "bfloat16", "float32", "float64", "int64", "bool") for i in d.tensors.values()
+    ):
         raise EaglehubError(f"{path} is already quantized", hint="quantize the unquantized drafter", exit_code=1)
     repaired, _ = _repair(d)
     _source_errors(repaired)
     plan = plan_quantization(repaired, scheme, ignore, keep_fc)
     cp, tensors, expected = _plan_checkpoint(d, repaired, source, plan, scheme, keep_fc)
-    stored = {c: s for c, s in cp.stored.items()}
+    stored = dict(cp.stored.items())
     entries = [replace(e, stored=stored.get(e.canonical, e.canonical)) for e in plan.entries]
     before, after = sum(e.bytes_before for e in entries), sum(e.bytes_after for e in entries)
     report = {
-        "schema": REPORT_SCHEMA, "source": str(src), "source_format": d.format, "version": d.version,
-        "layer_kind": d.layer_kind, "scheme": scheme, "keep_fc": keep_fc, "dry_run": dry_run,
+        "schema": REPORT_SCHEMA,
+        "source": str(src),
+        "source_format": d.format,
+        "version": d.version,
+        "layer_kind": d.layer_kind,
+        "scheme": scheme,
+        "keep_fc": keep_fc,
+        "dry_run": dry_run,
         "destination": None if out_dir is None else str(out_dir),
         "tensors": [e.as_dict() for e in entries],
         "layers": plan.layers,
         "kept_not_block_divisible": plan.not_divisible,
-        "sizes": {"tensor_bytes_before": before, "tensor_bytes_after": after, "ratio": round(after / before, 4),
-                  "files_bytes_before": sum((d.index.root / f).stat().st_size for f in d.index.files), "files_bytes_after": None},
+        "sizes": {
+            "tensor_bytes_before": before,
+            "tensor_bytes_after": after,
+            "ratio": round(after / before, 4),
+            "files_bytes_before": sum((d.index.root / f).stat().st_size for f in d.index.files),
+            "files_bytes_after": None,
+        },
         "quantization_config": plan.config,
         "files": [],
     }
@@ -474,7 +607,10 @@ def quantize(src: str | Path, dst: str | Path | None, scheme: str = "fp8-dynamic
             _check_output(tmp, "vllm", expected)
             report["sizes"]["files_bytes_after"] = sum((tmp / f).stat().st_size for f in files)
     except OSError as exc:
-        raise EaglehubError(f"cannot write {out_dir}: {exc.strerror or exc}", hint="check permissions and free space of its directory") from exc
+        raise EaglehubError(
+            f"cannot write {out_dir}: {exc.strerror or exc}",
+            hint="check permissions and free space of its directory",
+        ) from exc
     report["files"] = files
     check_output(report, "quantize-report", "quantize report")
     return report
@@ -487,19 +623,34 @@ def render_report(report: dict, console) -> None:
     from .render import _size
 
     head = "would quantize" if report["dry_run"] else "quantized"
-    console.print(f"{head} {report['source']} ({report['source_format']}, EAGLE-{report['version']}, {report['layer_kind']}) "
-                  f"with {report['scheme']}" + (f" → {report['destination']} (vllm-native layout)" if report["destination"] else ""),
-                  highlight=False)
+    console.print(
+        f"{head} {report['source']} ({report['source_format']}, EAGLE-{report['version']}, {report['layer_kind']}) "
+        f"with {report['scheme']}"
+        + (f" → {report['destination']} (vllm-native layout)" if report["destination"] else ""),
+        highlight=False,
+    )
     table = Table("tensor", "shape", "dtype", "action", "bytes", "why")
     for t in report["tensors"]:
-        size = f"{_size(t['bytes_before'])} → {_size(t['bytes_after'])}" if t["action"] == "quantized" else _size(t["bytes_before"])
-        table.add_row(t["name"], str(t["shape"]), "float8_e4m3fn" if t["action"] == "quantized" else t["dtype"],
-                      t["action"], size, t["reason"])
+        size = (
+            f"{_size(t['bytes_before'])} → {_size(t['bytes_after'])}"
+            if t["action"] == "quantized"
+            else _size(t["bytes_before"])
+        )
+        table.add_row(
+            t["name"],
+            str(t["shape"]),
+            "float8_e4m3fn" if t["action"] == "quantized" else t["dtype"],
+            t["action"],
+            size,
+            t["reason"],
+        )
     console.print(table)
     for x in report["kept_not_block_divisible"]:
         console.print(f"kept (not block-divisible): {x['layer']}: {x['reason']}", highlight=False)
     s = report["sizes"]
-    console.print(f"tensor bytes {s['tensor_bytes_before']:,} → {s['tensor_bytes_after']:,} (×{s['ratio']})"
-                  + (f"; files {s['files_bytes_before']:,} → {s['files_bytes_after']:,} bytes" if s["files_bytes_after"] else ""),
-                  highlight=False)
+    console.print(
+        f"tensor bytes {s['tensor_bytes_before']:,} → {s['tensor_bytes_after']:,} (×{s['ratio']})"
+        + (f"; files {s['files_bytes_before']:,} → {s['files_bytes_after']:,} bytes" if s["files_bytes_after"] else ""),
+        highlight=False,
+    )
     console.print(f"ignore: {', '.join(report['quantization_config']['ignore'])}", highlight=False)

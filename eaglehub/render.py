@@ -39,16 +39,29 @@ def print_inspect(report: dict, console: Console) -> None:
     report = _clean(report)
     d, v, a = report["dims"], report["vocab"], report["aux"]
     flags = ", ".join(f"{k}={'true' if x else 'false'}" for k, x in report["flags"].items())
-    console.print(f"[bold]{escape(report['path'])}[/]  format [bold]{report['format']}[/] ({escape(str(report['architecture']))}, "
-                  f"{report['layer_kind']}), EAGLE-{report['eagle_version']}, {report['weights_format']}, {report['dtype']}", highlight=False)
+    console.print(
+        f"[bold]{escape(report['path'])}[/]  format [bold]{report['format']}[/] ({escape(str(report['architecture']))}, "
+        f"{report['layer_kind']}), EAGLE-{report['eagle_version']}, {report['weights_format']}, {report['dtype']}",
+        highlight=False,
+    )
     console.print(f"evidence: {escape('; '.join(report['format_evidence']))}", highlight=False)
     if report["target"]:
         console.print(f"target: {escape(str(report['target'].get('name_or_path')))}", highlight=False)
-    console.print(f"dims: H={d['H']} Ht={d['Ht']} A={d['A']} heads={d['nh']}/{d['nkv']} head_dim={d['head_dim']} "
-                  f"I={d['I']} layers={d['layers']}", highlight=False)
-    console.print(f"vocab: Vd={v['Vd']} / V={v['V']} ({'pruned' if v['pruned'] else 'full'}; d2t {'yes' if v['d2t'] else 'no'}, "
-                  f"t2d {'yes' if v['t2d'] else 'no'})", highlight=False)
-    ids = f"{a['raw']} from {a['key']} ({a['convention']}: {a['reason']}); C-in {a['c_in']}" if a["raw"] is not None else a["reason"]
+    console.print(
+        f"dims: H={d['H']} Ht={d['Ht']} A={d['A']} heads={d['nh']}/{d['nkv']} head_dim={d['head_dim']} "
+        f"I={d['I']} layers={d['layers']}",
+        highlight=False,
+    )
+    console.print(
+        f"vocab: Vd={v['Vd']} / V={v['V']} ({'pruned' if v['pruned'] else 'full'}; d2t {'yes' if v['d2t'] else 'no'}, "
+        f"t2d {'yes' if v['t2d'] else 'no'})",
+        highlight=False,
+    )
+    ids = (
+        f"{a['raw']} from {a['key']} ({a['convention']}: {a['reason']}); C-in {a['c_in']}"
+        if a["raw"] is not None
+        else a["reason"]
+    )
     console.print(f"aux ids: {ids}", highlight=False)
     console.print(f"flags: {flags}", highlight=False)
     if report["stripped_prefix"]:
@@ -66,8 +79,11 @@ def print_findings(report: dict, console: Console) -> None:
     """One block per finding (severity, code, subject; then the message and the fix hint, indented), so
     long messages stay readable at any terminal width; then the verdict line."""
     report = _clean(report)
-    console.print(f"[bold]{escape(report['drafter'])}[/]  layout [bold]{report['layout']}[/]"
-                  + (f"  target {escape(report['target'])}" if report["target"] else ""), highlight=False)
+    console.print(
+        f"[bold]{escape(report['drafter'])}[/]  layout [bold]{report['layout']}[/]"
+        + (f"  target {escape(report['target'])}" if report["target"] else ""),
+        highlight=False,
+    )
     for f in report["findings"]:
         style = SEVERITY_STYLE[f["severity"]]
         console.print(f"[{style}]{f['severity']:<7}[/] [bold]{f['code']}[/]  {escape(f['subject'])}", highlight=False)
@@ -85,16 +101,25 @@ def print_rules(rules: list[dict], console: Console) -> None:
     for col in ("severity", "stage", "title", "concerns", "fix hint"):
         table.add_column(col, overflow="fold")
     for r in rules:
-        table.add_row(r["code"], f"[{SEVERITY_STYLE[r['severity']]}]{r['severity']}[/]", r["stage"], escape(r["title"]),
-                      escape(r["concerns"]), escape(r["hint"]))
+        table.add_row(
+            r["code"],
+            f"[{SEVERITY_STYLE[r['severity']]}]{r['severity']}[/]",
+            r["stage"],
+            escape(r["title"]),
+            escape(r["concerns"]),
+            escape(r["hint"]),
+        )
     console.print(table)
     console.print(f"{len(rules)} rules (docs/rules.md lists their sources and failure kinds)", highlight=False)
 
 
 def print_convert(report: dict, console: Console, err_console: Console) -> None:
     report = _clean(report)
-    console.print(f"converted {report['source']} ({report['source_format']}) → {report['destination']} "
-                  f"({report['format']}, EAGLE-{report['version']})", highlight=False)
+    console.print(
+        f"converted {report['source']} ({report['source_format']}) → {report['destination']} "
+        f"({report['format']}, EAGLE-{report['version']})",
+        highlight=False,
+    )
     cal = report.get("calibration")
     for t in report["added_tensors"]:
         console.print(f"  + {t['name']} {t['shape']} {t['dtype']} ({'fitted' if cal else 'ones'})", highlight=False)
@@ -106,13 +131,22 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
         console.print(f"  config {c['key']}: {c['old']} → {c['new']}", highlight=False)
     aux = report["aux"]
     if aux["source_key"] and aux["source_key"] != aux["output_key"]:
-        console.print(f"  aux-layer ids: {aux['source_key']} ({aux['source_convention']}) → {aux['output_key']} "
-                      f"{aux['output_ids']} (C-in {aux['c_in']})", highlight=False)
-    console.print(f"  {report['copied_tensors']} tensors copied byte for byte ({_size(report['bytes_copied'])}), "
-                  f"{len(report['copied_files'])} other file(s) copied → {', '.join(report['files'])}", highlight=False)
+        console.print(
+            f"  aux-layer ids: {aux['source_key']} ({aux['source_convention']}) → {aux['output_key']} "
+            f"{aux['output_ids']} (C-in {aux['c_in']})",
+            highlight=False,
+        )
+    console.print(
+        f"  {report['copied_tensors']} tensors copied byte for byte ({_size(report['bytes_copied'])}), "
+        f"{len(report['copied_files'])} other file(s) copied → {', '.join(report['files'])}",
+        highlight=False,
+    )
     if report.get("replaced_tensors"):
-        console.print(f"  {len(report['replaced_tensors'])} tensor(s) recomputed (calibration / fold): "
-                      f"{', '.join(report['replaced_tensors'])}", highlight=False)
+        console.print(
+            f"  {len(report['replaced_tensors'])} tensor(s) recomputed (calibration / fold): "
+            f"{', '.join(report['replaced_tensors'])}",
+            highlight=False,
+        )
     if cal:
         print_calibration(cal, console)
     for w in report["warnings"]:
@@ -122,21 +156,35 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
 def print_calibration(cal: dict, console: Console) -> None:
     """The calibration section of a convert report: data, gains, norm_output choice, acceptance before/after."""
     p, acc = cal["prompts"], cal["acceptance"]
-    console.print(f"  calibration: {p['fit']} prompts, {p['tokens']} target tokens ({p['answer_tokens']} generated), "
-                  f"{cal['seconds']['total']:.0f} s", highlight=False)
+    console.print(
+        f"  calibration: {p['fit']} prompts, {p['tokens']} target tokens ({p['answer_tokens']} generated), "
+        f"{cal['seconds']['total']:.0f} s",
+        highlight=False,
+    )
     for i, g in enumerate(cal["gains"]):
-        console.print(f"    fc_norm.{i}: mean RMS {g['mean_rms']:.2f}, gains {g['gain_mean']:.2f} "
-                      f"({g['gain_min']:.2f}–{g['gain_max']:.2f})", highlight=False)
-    console.print(f"  norm_output {'on' if cal['norm_output']['chosen'] else 'off'}: {escape(cal['norm_output']['reason'])}",
-                  highlight=False)
+        console.print(
+            f"    fc_norm.{i}: mean RMS {g['mean_rms']:.2f}, gains {g['gain_mean']:.2f} "
+            f"({g['gain_min']:.2f}–{g['gain_max']:.2f})",
+            highlight=False,
+        )
+    console.print(
+        f"  norm_output {'on' if cal['norm_output']['chosen'] else 'off'}: {escape(cal['norm_output']['reason'])}",
+        highlight=False,
+    )
     tune = cal["fine_tuning"]
     if tune and "skipped" in tune:
         console.print(f"  fine-tuning skipped: {escape(tune['skipped'])}", highlight=False)
     elif tune:
-        console.print(f"  fine-tuned {tune['train']} for {tune['steps']} steps (lr {tune['lr']:g}; {escape(tune['objective'])}): "
-                      f"loss {tune['loss_first']:.3f} → {tune['loss_last']:.3f}, {tune['seconds']:.0f} s", highlight=False)
-    t = Table(title=f"acceptance on {p['held_out']} held-out prompts ({acc['engine']} engine, k = {acc['num_speculative_tokens']}, "
-                    f"{acc['max_tokens']} tokens, greedy; AL = 1 + accepted / drafts)", title_justify="left")
+        console.print(
+            f"  fine-tuned {tune['train']} for {tune['steps']} steps (lr {tune['lr']:g}; {escape(tune['objective'])}): "
+            f"loss {tune['loss_first']:.3f} → {tune['loss_last']:.3f}, {tune['seconds']:.0f} s",
+            highlight=False,
+        )
+    t = Table(
+        title=f"acceptance on {p['held_out']} held-out prompts ({acc['engine']} engine, k = {acc['num_speculative_tokens']}, "
+        f"{acc['max_tokens']} tokens, greedy; AL = 1 + accepted / drafts)",
+        title_justify="left",
+    )
     for col in ("drafter", "AL", "rate per position"):
         t.add_column(col)
     rows = [("source (EAGLE-3)", "source"), ("plain upgrade (unit gains)", "plain_upgrade")]
@@ -144,8 +192,11 @@ def print_calibration(cal: dict, console: Console) -> None:
         rows.append(("closed-form gains", "closed_form"))
     for label, key in rows + [("calibrated", "calibrated")]:
         m = acc[key]
-        t.add_row(label, "—" if m["acceptance_length"] is None else f"{m['acceptance_length']:.3f}",
-                  " / ".join("—" if r is None else f"{r:.2f}" for r in m["acceptance_rate_per_position"]))
+        t.add_row(
+            label,
+            "—" if m["acceptance_length"] is None else f"{m['acceptance_length']:.3f}",
+            " / ".join("—" if r is None else f"{r:.2f}" for r in m["acceptance_rate_per_position"]),
+        )
     console.print(t)
 
 
@@ -155,8 +206,15 @@ def byte_progress(console: Console, label: str, min_bytes: int = 64 << 20):
     for work of at least ``min_bytes``; smaller jobs finish before a bar would help."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
-    bar = Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                   TimeRemainingColumn(), console=console, transient=True)
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
 
     def start(total: int):
         if total < min_bytes or not console.is_terminal:

@@ -98,8 +98,9 @@ def residual_distribution(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return r / mass if mass > 0 else p.copy()
 
 
-def accept_or_resample(x: np.ndarray, accept_prob: np.ndarray, residual: np.ndarray,
-                       rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def accept_or_resample(
+    x: np.ndarray, accept_prob: np.ndarray, residual: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """The accept/reject step: keep draft ``x[i]`` with probability ``accept_prob[i]``, else draw a
     replacement from ``residual`` (``[V]``, or ``[n, V]``: one residual per trial).
 
@@ -226,12 +227,26 @@ def goodness_of_fit(tokens: np.ndarray, p, alpha: float = 1e-3) -> dict:
     else:
         expected = n * p[support] / p[support].sum()
         statistic, p_value = (float(v) for v in chisquare(observed[support], expected))
-    return {"statistic": statistic, "dof": dof, "p_value": p_value, "tv": tv, "trials": n, "alpha": alpha,
-            "passed": p_value >= alpha}
+    return {
+        "statistic": statistic,
+        "dof": dof,
+        "p_value": p_value,
+        "tv": tv,
+        "trials": n,
+        "alpha": alpha,
+        "passed": p_value >= alpha,
+    }
 
 
-def sampling_test(sampler: Sampler, p, q, trials: int, rng: np.random.Generator, alpha: float = 1e-3,
-                  subject: str | None = None) -> dict:
+def sampling_test(
+    sampler: Sampler,
+    p,
+    q,
+    trials: int,
+    rng: np.random.Generator,
+    alpha: float = 1e-3,
+    subject: str | None = None,
+) -> dict:
     """Run ``sampler(p, q, trials, rng)`` and test that its emitted tokens are distributed as ``p``.
 
     ``alpha`` is the false-alarm probability of a correct sampler (with a fixed seed the outcome is
@@ -248,16 +263,20 @@ def sampling_test(sampler: Sampler, p, q, trials: int, rng: np.random.Generator,
     if not result["passed"]:
         name = subject or getattr(sampler, "__name__", type(sampler).__name__)
         result["finding"] = finding(
-            "E-SAMPLING-BIASED", name,
+            "E-SAMPLING-BIASED",
+            name,
             f"emitted tokens are not distributed as the target p over {trials} trials: chi-square {result['statistic']:.1f} "
-            f"({result['dof']} dof), p-value {result['p_value']:.3g} < alpha {alpha:g}; total variation {result['tv']:.4f}").as_dict()
+            f"({result['dof']} dof), p-value {result['p_value']:.3g} < alpha {alpha:g}; total variation {result['tv']:.4f}",
+        ).as_dict()
     return result
 
 
-BINNED_TEST = ("Pearson chi-square goodness of fit of the emitted tokens against the target p, on a partition of the "
-               "vocabulary fixed before sampling: the {top} tokens of highest p each alone, the rest pooled by the sign "
-               "of q - p (where a broken acceptance rule or residual moves mass); prefixes combined by summing "
-               "statistics and degrees of freedom")
+BINNED_TEST = (
+    "Pearson chi-square goodness of fit of the emitted tokens against the target p, on a partition of the "
+    "vocabulary fixed before sampling: the {top} tokens of highest p each alone, the rest pooled by the sign "
+    "of q - p (where a broken acceptance rule or residual moves mass); prefixes combined by summing "
+    "statistics and degrees of freedom"
+)
 
 
 def vocabulary_bins(p, q, top: int = 8) -> np.ndarray:
@@ -294,4 +313,10 @@ def combine_tests(results: list[dict], alpha: float = 1e-3) -> dict:
     statistic = float(sum(r["statistic"] for r in results))
     dof = int(sum(r["dof"] for r in results))
     p_value = 0.0 if not np.isfinite(statistic) else (float(chi2.sf(statistic, dof)) if dof else 1.0)
-    return {"statistic": statistic, "dof": dof, "p_value": p_value, "alpha": alpha, "passed": p_value >= alpha}
+    return {
+        "statistic": statistic,
+        "dof": dof,
+        "p_value": p_value,
+        "alpha": alpha,
+        "passed": p_value >= alpha,
+    }

@@ -36,9 +36,11 @@ TOP_BINS = 8
 MIN_GROUP = 200
 """Samples of one first token needed before its second-token distribution is tested (chi-square wants
 expected counts ≳ 5 in each of the ≤ 10 bins)."""
-ENGINE_TEST = ("Pearson chi-square goodness of fit of the engine's second output token against the target's "
-               "p(. | prompt, first token), per first token with at least {min_group} samples; bins: the {top} tokens "
-               "of highest p each alone, the rest pooled; groups and prefixes combined by summing statistics and dof")
+ENGINE_TEST = (
+    "Pearson chi-square goodness of fit of the engine's second output token against the target's "
+    "p(. | prompt, first token), per first token with at least {min_group} samples; bins: the {top} tokens "
+    "of highest p each alone, the rest pooled; groups and prefixes combined by summing statistics and dof"
+)
 
 
 def first_per_category(prompts: list[Prompt], ids: list[list[int]], limit: int) -> list[tuple[Prompt, list[int]]]:
@@ -51,8 +53,9 @@ def first_per_category(prompts: list[Prompt], ids: list[list[int]], limit: int) 
     return out
 
 
-def run_sampling_test(engine, spec: RunSpec, chosen: list[tuple[Prompt, list[int]]], trials: int,
-                      alpha: float = 1e-3) -> tuple[dict, list]:
+def run_sampling_test(
+    engine, spec: RunSpec, chosen: list[tuple[Prompt, list[int]]], trials: int, alpha: float = 1e-3
+) -> tuple[dict, list]:
     """Test ``engine.rule`` on the real distributions of ``spec``'s pair at ``chosen`` prefixes.
 
     ``spec.temperature`` > 0 is the sampling temperature; ``trials`` per prefix. Returns the report
@@ -66,26 +69,47 @@ def run_sampling_test(engine, spec: RunSpec, chosen: list[tuple[Prompt, list[int
         p, q = p / p.sum(), q / q.sum()
         tokens = engine.rule.sample(p, q, trials, rng)
         r = sampling.binned_goodness_of_fit(tokens, p, q, TOP_BINS, alpha)
-        rows.append({"id": prompt.id, "category": prompt.category, "statistic": r["statistic"], "dof": r["dof"],
-                     "p_value": r["p_value"], "tv": r["tv"], "bins": r["bins"],
-                     "acceptance_probability": float(np.minimum(p, q).sum())})
+        rows.append(
+            {
+                "id": prompt.id,
+                "category": prompt.category,
+                "statistic": r["statistic"],
+                "dof": r["dof"],
+                "p_value": r["p_value"],
+                "tv": r["tv"],
+                "bins": r["bins"],
+                "acceptance_probability": float(np.minimum(p, q).sum()),
+            }
+        )
     combined = sampling.combine_tests(rows, alpha)
-    section = {"test": sampling.BINNED_TEST.format(top=TOP_BINS), "engine": engine.name, "rule": engine.rule.name,
-               "temperature": spec.temperature, "trials_per_prefix": trials,
-               "prefix": "the prompt (chat template applied) + the target's greedy first token; p = target softmax(logits/T) "
-                         "at the next position, q = the drafter's first draft distribution at T over target ids",
-               "prefixes": rows, "combined": combined}
+    section = {
+        "test": sampling.BINNED_TEST.format(top=TOP_BINS),
+        "engine": engine.name,
+        "rule": engine.rule.name,
+        "temperature": spec.temperature,
+        "trials_per_prefix": trials,
+        "prefix": "the prompt (chat template applied) + the target's greedy first token; p = target softmax(logits/T) "
+        "at the next position, q = the drafter's first draft distribution at T over target ids",
+        "prefixes": rows,
+        "combined": combined,
+    }
     findings = []
     if not combined["passed"]:
-        findings.append(finding("E-SAMPLING-BIASED", "sampling_test",
-                                f"tokens emitted by the {engine.rule.name} rule over {trials} trials at {len(rows)} prefixes are not "
-                                f"distributed as the target's: chi-square {combined['statistic']:.1f} ({combined['dof']} dof), "
-                                f"p-value {combined['p_value']:.3g} < alpha {alpha:g}"))
+        findings.append(
+            finding(
+                "E-SAMPLING-BIASED",
+                "sampling_test",
+                f"tokens emitted by the {engine.rule.name} rule over {trials} trials at {len(rows)} prefixes are not "
+                f"distributed as the target's: chi-square {combined['statistic']:.1f} ({combined['dof']} dof), "
+                f"p-value {combined['p_value']:.3g} < alpha {alpha:g}",
+            )
+        )
     return section, findings
 
 
-def run_engine_sampling_test(engine, spec: RunSpec, chosen: list[tuple[Prompt, list[int]]], samples: int, target,
-                             alpha: float = 1e-3) -> tuple[dict, list]:
+def run_engine_sampling_test(
+    engine, spec: RunSpec, chosen: list[tuple[Prompt, list[int]]], samples: int, target, alpha: float = 1e-3
+) -> tuple[dict, list]:
     """Test an engine's sampled output (module doc) at ``chosen`` prefixes, ``samples`` per prefix.
 
     ``spec``: the pair and temperature; ``target``: a :class:`~eaglehub.engines.reference.ReferenceTarget`
@@ -99,11 +123,14 @@ def run_engine_sampling_test(engine, spec: RunSpec, chosen: list[tuple[Prompt, l
 
     run_spec = dataclasses.replace(spec, max_tokens=2, distinct_seeds=True)
     # one engine run for every prefix (one batch each): a vLLM start-up costs more than the sampling
-    result = engine.run(run_spec, [ids for _, ids in chosen for _ in range(samples)],
-                        [f"prefix-{i}" for i in range(len(chosen)) for _ in range(samples)])
+    result = engine.run(
+        run_spec,
+        [ids for _, ids in chosen for _ in range(samples)],
+        [f"prefix-{i}" for i in range(len(chosen)) for _ in range(samples)],
+    )
     rows = []
     for i, (prompt, ids) in enumerate(chosen):
-        outs = result.outputs[i * samples:(i + 1) * samples]
+        outs = result.outputs[i * samples : (i + 1) * samples]
         pairs = np.array([o[:2] for o in outs if len(o) >= 2], dtype=np.int64).reshape(-1, 2)
         firsts, counts = np.unique(pairs[:, 0], return_counts=True)
         for first, count in zip(firsts, counts):
@@ -114,16 +141,38 @@ def run_engine_sampling_test(engine, spec: RunSpec, chosen: list[tuple[Prompt, l
             p = torch.softmax(logits[-1].double() / spec.temperature, dim=-1).cpu().numpy()
             p = p / p.sum()
             r = sampling.binned_goodness_of_fit(pairs[pairs[:, 0] == first, 1], p, p, TOP_BINS, alpha)
-            rows.append({"id": prompt.id, "category": prompt.category, "first_token": int(first), "samples": int(count),
-                         "statistic": r["statistic"], "dof": r["dof"], "p_value": r["p_value"], "tv": r["tv"], "bins": r["bins"]})
+            rows.append(
+                {
+                    "id": prompt.id,
+                    "category": prompt.category,
+                    "first_token": int(first),
+                    "samples": int(count),
+                    "statistic": r["statistic"],
+                    "dof": r["dof"],
+                    "p_value": r["p_value"],
+                    "tv": r["tv"],
+                    "bins": r["bins"],
+                }
+            )
     combined = sampling.combine_tests(rows, alpha) if rows else None
-    section = {"test": ENGINE_TEST.format(min_group=MIN_GROUP, top=TOP_BINS), "engine": engine.name,
-               "temperature": spec.temperature, "samples_per_prefix": samples, "groups": rows, "combined": combined,
-               "note": None if rows else f"no first token reached {MIN_GROUP} samples: not tested"}
+    section = {
+        "test": ENGINE_TEST.format(min_group=MIN_GROUP, top=TOP_BINS),
+        "engine": engine.name,
+        "temperature": spec.temperature,
+        "samples_per_prefix": samples,
+        "groups": rows,
+        "combined": combined,
+        "note": None if rows else f"no first token reached {MIN_GROUP} samples: not tested",
+    }
     findings = []
     if combined is not None and not combined["passed"]:
-        findings.append(finding("E-SAMPLING-BIASED", "sampling_test.engine",
-                                f"{engine.name}'s second output token over {samples} samples at {len(chosen)} prefixes is not "
-                                f"distributed as the target's: chi-square {combined['statistic']:.1f} ({combined['dof']} dof), "
-                                f"p-value {combined['p_value']:.3g} < alpha {alpha:g}"))
+        findings.append(
+            finding(
+                "E-SAMPLING-BIASED",
+                "sampling_test.engine",
+                f"{engine.name}'s second output token over {samples} samples at {len(chosen)} prefixes is not "
+                f"distributed as the target's: chi-square {combined['statistic']:.1f} ({combined['dof']} dof), "
+                f"p-value {combined['p_value']:.3g} < alpha {alpha:g}",
+            )
+        )
     return section, findings

@@ -34,7 +34,9 @@ def _validator_class():
     but the configs' readers (vLLM, transformers, eaglehub) take such a value as a float, not a size."""
     from jsonschema import Draft202012Validator, validators
 
-    checker = Draft202012Validator.TYPE_CHECKER.redefine("integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool))
+    checker = Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _, x: isinstance(x, int) and not isinstance(x, bool)
+    )
     return validators.extend(Draft202012Validator, type_checker=checker)
 
 
@@ -68,8 +70,10 @@ def check_output(obj, name: str, what: str) -> None:
     errors = schema_errors(obj, name)
     if errors:
         where, message = errors[0]
-        raise EaglehubError(f"internal error: {what} breaks its schema at {where}: {' '.join(message.split())[:200]}",
-                            exit_code=1)
+        raise EaglehubError(
+            f"internal error: {what} breaks its schema at {where}: {' '.join(message.split())[:200]}",
+            exit_code=1,
+        )
 
 
 def write_output(obj, path, name: str, what: str):

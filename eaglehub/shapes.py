@@ -16,6 +16,7 @@ from .drafter import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_index
 #: E-AUX-COUNT already reports a count the fc width does not bear out
 MAX_AUX_DESCRIBED = 64
 
+
 def _posint(cfg: dict, key: str) -> int | None:
     v = cfg.get(key)
     return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
@@ -39,8 +40,13 @@ class MlaDims:
 
 
 def mla_dims(cfg: dict) -> MlaDims:
-    return MlaDims(_posint(cfg, "q_lora_rank"), _posint(cfg, "kv_lora_rank"), _posint(cfg, "qk_nope_head_dim"),
-                   _posint(cfg, "qk_rope_head_dim"), _posint(cfg, "v_head_dim"))
+    return MlaDims(
+        _posint(cfg, "q_lora_rank"),
+        _posint(cfg, "kv_lora_rank"),
+        _posint(cfg, "qk_nope_head_dim"),
+        _posint(cfg, "qk_rope_head_dim"),
+        _posint(cfg, "v_head_dim"),
+    )
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,9 @@ def _layer(prefix: str, d, width_in: int | None, hidden_norm: bool) -> list[Tens
     if d.attention_bias:
         specs += [TensorSpec(f"{prefix}self_attn.{p}_proj.bias", (n,)) for p, n in (("q", q), ("k", kv), ("v", kv))]
     if d.mlp_bias:
-        specs += [TensorSpec(f"{prefix}mlp.{p}_proj.bias", (n,)) for p, n in (("gate", d.I), ("up", d.I), ("down", d.H))]
+        specs += [
+            TensorSpec(f"{prefix}mlp.{p}_proj.bias", (n,)) for p, n in (("gate", d.I), ("up", d.I), ("down", d.H))
+        ]
     return specs
 
 
@@ -105,7 +113,10 @@ def _mla_layer(prefix: str, d, m: MlaDims, width_in: int | None, hidden_norm: bo
         ]
     kv_b = None if m.qk_nope is None or m.v_head is None else m.qk_nope + m.v_head
     specs += [
-        TensorSpec(f"{a}kv_a_proj_with_mqa.weight", (None if m.kv_lora is None or m.qk_rope is None else m.kv_lora + m.qk_rope, width_in)),
+        TensorSpec(
+            f"{a}kv_a_proj_with_mqa.weight",
+            (None if m.kv_lora is None or m.qk_rope is None else m.kv_lora + m.qk_rope, width_in),
+        ),
         TensorSpec(f"{a}kv_a_layernorm.weight", (m.kv_lora,)),
         TensorSpec(f"{a}kv_b_proj.weight", (_mul(d.nh, kv_b), m.kv_lora)),
         TensorSpec(f"{a}o_proj.weight", (d.H, _mul(d.nh, m.v_head))),
@@ -172,16 +183,35 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
         TensorSpec("lm_head.weight", (d.Vd, d.H), missing_code="E-LMHEAD-MISSING"),
         TensorSpec("d2t", (d.Vd,), required=pruned, missing_code="E-D2T-MISSING"),
         TensorSpec("t2d", (d.V,), required=False),
-        TensorSpec("embed_tokens.weight", (d.V, d.H), required=None not in (d.H, d.Ht) and d.H != d.Ht, missing_code="E-EMBED-MISSING"),
+        TensorSpec(
+            "embed_tokens.weight",
+            (d.V, d.H),
+            required=None not in (d.H, d.Ht) and d.H != d.Ht,
+            missing_code="E-EMBED-MISSING",
+        ),
     ]
     if mla:  # deepseek_eagle3.py has no pre-FC norm (vllm.md §5)
-        specs.append(TensorSpec("input_norm.weight", (_mul(d.A, d.Ht),), required=False, unused_code="E-MLA-NORMBEFOREFC"))
+        specs.append(
+            TensorSpec("input_norm.weight", (_mul(d.A, d.Ht),), required=False, unused_code="E-MLA-NORMBEFOREFC")
+        )
     else:
-        specs.append(TensorSpec("input_norm.weight", (_mul(d.A, d.Ht),), required=f.norm_before_fc, missing_code="E-INPUTNORM-MISSING",
-                                unused_code=None if f.norm_before_fc else "E-INPUTNORM-UNUSED"))
+        specs.append(
+            TensorSpec(
+                "input_norm.weight",
+                (_mul(d.A, d.Ht),),
+                required=f.norm_before_fc,
+                missing_code="E-INPUTNORM-MISSING",
+                unused_code=None if f.norm_before_fc else "E-INPUTNORM-UNUSED",
+            )
+        )
     specs += [
-        TensorSpec(f"fc_norm.{i}.weight", (d.Ht,), required=f.fc_norm, missing_code="E-FCNORM-MISSING",
-                   unused_code=None if f.fc_norm else "W-FCNORM-UNUSED")
+        TensorSpec(
+            f"fc_norm.{i}.weight",
+            (d.Ht,),
+            required=f.fc_norm,
+            missing_code="E-FCNORM-MISSING",
+            unused_code=None if f.fc_norm else "W-FCNORM-UNUSED",
+        )
         for i in range(min(d.A, MAX_AUX_DESCRIBED))
     ]
     from .checks.quant import quantized_specs  # here, not at the top: the checks package imports this module

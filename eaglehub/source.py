@@ -34,7 +34,9 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
             raise EaglehubError(f"--revision applies to hub repo ids, {spec} is a local path", hint="drop --revision")
         return path, {"path": str(path)}
     if not REPO_ID.match(spec):
-        raise EaglehubError(f"{spec} is neither a directory nor a hub repo id", hint="pass a checkpoint directory or org/name")
+        raise EaglehubError(
+            f"{spec} is neither a directory nor a hub repo id", hint="pass a checkpoint directory or org/name"
+        )
     config = fetch(spec, "config.json", revision, required=True)
     for name in WEIGHT_CANDIDATES:
         found = fetch(spec, name, revision)
@@ -48,8 +50,10 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
                 fetch(spec, shard, revision, required=True)
         break
     else:
-        raise EaglehubError(f"{spec} has no weights ({', '.join(WEIGHT_CANDIDATES)})",
-                            hint="check the repo id and revision (offline: download the files into the cache first)")
+        raise EaglehubError(
+            f"{spec} has no weights ({', '.join(WEIGHT_CANDIDATES)})",
+            hint="check the repo id and revision (offline: download the files into the cache first)",
+        )
     for name in SIDE_FILES:
         fetch(spec, name, revision)
     snapshot = Path(config).parent
@@ -64,16 +68,25 @@ def fetch(repo_id: str, filename: str, revision: str | None, required: bool = Fa
     (offline: not in the cache).
     """
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     try:
         return hf_hub_download(repo_id, filename, revision=revision)
     except (RepositoryNotFoundError, GatedRepoError) as exc:
-        raise EaglehubError(f"hub repo {repo_id} is not accessible: {type(exc).__name__}",
-                            hint="check the id, and log in (`hf auth login`) for private or gated repos") from exc
+        raise EaglehubError(
+            f"hub repo {repo_id} is not accessible: {type(exc).__name__}",
+            hint="check the id, and log in (`hf auth login`) for private or gated repos",
+        ) from exc
     except RevisionNotFoundError as exc:
-        raise EaglehubError(f"revision {revision} of {repo_id} does not exist", hint="pass a branch, tag or commit hash") from exc
+        raise EaglehubError(
+            f"revision {revision} of {repo_id} does not exist", hint="pass a branch, tag or commit hash"
+        ) from exc
     except (EntryNotFoundError, LocalEntryNotFoundError) as exc:
         if not required:
             return None
@@ -81,5 +94,7 @@ def fetch(repo_id: str, filename: str, revision: str | None, required: bool = Fa
         raise EaglehubError(
             f"{repo_id} is not a local directory, and in the hub repo {repo_id}{'@' + revision if revision else ''} {filename} is "
             + ("not in the local cache (offline or unreachable hub)" if offline else "missing"),
-            hint="download it once with network access, or point HF_HUB_CACHE at a cache that has it" if offline
-            else "check the repo id and revision") from exc
+            hint="download it once with network access, or point HF_HUB_CACHE at a cache that has it"
+            if offline
+            else "check the repo id and revision",
+        ) from exc

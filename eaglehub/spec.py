@@ -13,11 +13,24 @@ from __future__ import annotations
 from .drafter import AUX_KEY, Drafter
 
 #: keys every format spells its own way; their meaning is in the resolved fields of :func:`describe`.
-STRUCTURAL = frozenset({
-    "architectures", "hidden_size", "target_hidden_size", "num_aux_hidden_states", AUX_KEY, "vocab_size",
-    "draft_vocab_size", "num_hidden_layers", "fc_norm", "norm_output", "norm_before_fc", "norm_before_residual",
-    "use_aux_norm", "eagle_config",
-})
+STRUCTURAL = frozenset(
+    {
+        "architectures",
+        "hidden_size",
+        "target_hidden_size",
+        "num_aux_hidden_states",
+        AUX_KEY,
+        "vocab_size",
+        "draft_vocab_size",
+        "num_hidden_layers",
+        "fc_norm",
+        "norm_output",
+        "norm_before_fc",
+        "norm_before_residual",
+        "use_aux_norm",
+        "eagle_config",
+    }
+)
 
 
 def describe(d: Drafter) -> dict:
@@ -39,8 +52,12 @@ def describe(d: Drafter) -> dict:
         "vocab_size": dims.V,
         "draft_vocab_size": dims.Vd,
         "aux_layer_ids": d.aux.c_in,
-        "flags": {"fc_norm": f.fc_norm, "norm_output": f.norm_output, "norm_before_fc": f.norm_before_fc,
-                  "norm_before_residual": f.norm_before_residual},
+        "flags": {
+            "fc_norm": f.fc_norm,
+            "norm_output": f.norm_output,
+            "norm_before_fc": f.norm_before_fc,
+            "norm_before_residual": f.norm_before_residual,
+        },
         "dtype": d.dtype,
         "target": d.target,
         "config": {k: v for k, v in d.config.items() if k not in STRUCTURAL},

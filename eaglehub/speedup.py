@@ -52,25 +52,25 @@ PAPER = "Leviathan et al. 2023, arXiv 2211.17192"
 
 DEFINITIONS = {
     "concurrency": "prompts decoded together: each batch of a level is one llm.generate call of exactly that many "
-                   "prompts (max_num_seqs = the largest level); prompts are cycled to fill the last batch",
+    "prompts (max_num_seqs = the largest level); prompts are cycled to fill the last batch",
     "output_tokens_per_second": "output tokens of a level's batches / wall seconds of their generate calls "
-                                "(model loading and the warm-up batch excluded); tokens per second",
+    "(model loading and the warm-up batch excluded); tokens per second",
     "measured_speedup": "output_tokens_per_second with the drafter / without it (dimensionless); greedy outputs are "
-                        "token-identical, so this is the ratio of generate wall times",
+    "token-identical, so this is the ratio of generate wall times",
     "acceptance_length": acceptance.AL_DEFINITION,
     "implied_alpha": "per-token acceptance rate alpha in [0, 1] solving (1 - alpha^(k+1)) / (1 - alpha) = AL "
-                     f"(i.i.d. acceptance, {PAPER}); scipy.optimize.brentq",
+    f"(i.i.d. acceptance, {PAPER}); scipy.optimize.brentq",
     "expected_speedup_leviathan": "S = (1 - alpha^(k+1)) / ((1 - alpha)(k*c + 1)) with the implied alpha and the "
-                                  f"measured c ({PAPER}, Theorem 3.8); assumes a (k+1)-token verify costs one target "
-                                  "forward (v = 1)",
+    f"measured c ({PAPER}, Theorem 3.8); assumes a (k+1)-token verify costs one target "
+    "forward (v = 1)",
     "expected_speedup_general": "S = AL * T_target(1) / (T_verify(k+1) + k * T_draft(1)) with the measured AL and costs "
-                                "(benchmarks.md section 6)",
+    "(benchmarks.md section 6)",
     "speedup_bound": "(k + 1) / (v + k*c): the expected speedup of a perfect drafter (AL = k + 1)",
     "t_target_1_ms": "median wall milliseconds of one target forward of 1 new token on a KV cache of prefix_tokens "
-                     "tokens (PyTorch, batch 1, logits included)",
+    "tokens (PyTorch, batch 1, logits included)",
     "t_verify_k1_ms": "median wall milliseconds of one target forward of k + 1 new tokens on the same KV cache",
     "t_draft_1_ms": "median wall milliseconds of one drafter step: fc fusion of the aux hidden states, the decoder "
-                    "layer over the prefix_tokens-token KV cache, lm_head, argmax, d2t (PyTorch, batch 1)",
+    "layer over the prefix_tokens-token KV cache, lm_head, argmax, d2t (PyTorch, batch 1)",
     "c": "T_draft(1) / T_target(1) (dimensionless)",
     "v": "T_verify(k+1) / T_target(1) (dimensionless): about 1 on a memory-bound GPU",
 }
@@ -101,7 +101,7 @@ def expected_al(alpha: float, k: int) -> float:
     _check_alpha(alpha)
     _check_k(k)
     # the geometric sum equals the closed form and stays exact at alpha = 1, where the latter is 0/0
-    return math.fsum(alpha ** i for i in range(k + 1))
+    return math.fsum(alpha**i for i in range(k + 1))
 
 
 def implied_alpha(al: float, k: int) -> float:
@@ -220,8 +220,14 @@ def _median_ms(prepare: Callable[[], Callable[[], object]], repeats: int, sync: 
     return statistics.median(times)
 
 
-def measure_costs(target: Path, drafter_config: dict, k: int, prefix_tokens: int = DEFAULT_PREFIX_TOKENS,
-                  repeats: int = DEFAULT_REPEATS, dtype: str = "float32") -> Costs:
+def measure_costs(
+    target: Path,
+    drafter_config: dict,
+    k: int,
+    prefix_tokens: int = DEFAULT_PREFIX_TOKENS,
+    repeats: int = DEFAULT_REPEATS,
+    dtype: str = "float32",
+) -> Costs:
     """Time T_target(1), T_verify(k+1) and T_draft(1) (``DEFINITIONS``) in PyTorch, batch 1.
 
     The target is loaded with ``transformers.AutoModelForCausalLM`` in ``dtype``; a random prefix of
@@ -240,7 +246,9 @@ def measure_costs(target: Path, drafter_config: dict, k: int, prefix_tokens: int
 
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype) or not torch_dtype.is_floating_point:
-        raise EaglehubError(f"--dtype {dtype!r} is not a torch floating-point dtype", hint="use float32, bfloat16 or float16")
+        raise EaglehubError(
+            f"--dtype {dtype!r} is not a torch floating-point dtype", hint="use float32, bfloat16 or float16"
+        )
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     try:
@@ -248,8 +256,10 @@ def measure_costs(target: Path, drafter_config: dict, k: int, prefix_tokens: int
 
         model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch_dtype).to(device).eval()
     except (OSError, ValueError) as exc:
-        raise EaglehubError(f"cannot load target {target} in transformers to time its forwards: {exc}",
-                            hint="the target directory needs its weights (safetensors) and config.json") from exc
+        raise EaglehubError(
+            f"cannot load target {target} in transformers to time its forwards: {exc}",
+            hint="the target directory needs its weights (safetensors) and config.json",
+        ) from exc
     gen = torch.Generator().manual_seed(0)
 
     def ids(n: int):
@@ -259,8 +269,10 @@ def measure_costs(target: Path, drafter_config: dict, k: int, prefix_tokens: int
     drafter = Eagle3Drafter(dims).to(device=device, dtype=torch_dtype).eval()
     aux = torch.randn(1, dims.num_aux * dims.target_hidden_size, generator=gen).to(device, torch_dtype)
     embed = torch.randn(1, dims.hidden_size, generator=gen).to(device, torch_dtype)
-    k_cache, v_cache = (torch.randn(prefix_tokens, dims.num_kv_heads, dims.head_dim, generator=gen).to(device, torch_dtype)
-                        for _ in range(2))
+    k_cache, v_cache = (
+        torch.randn(prefix_tokens, dims.num_kv_heads, dims.head_dim, generator=gen).to(device, torch_dtype)
+        for _ in range(2)
+    )
     position = torch.tensor([prefix_tokens], device=device)
 
     def draft_step():
@@ -276,6 +288,7 @@ def measure_costs(target: Path, drafter_config: dict, k: int, prefix_tokens: int
             def prepare():
                 new, cache = ids(q), copy.deepcopy(prefix_cache)
                 return lambda: model(new, past_key_values=cache, use_cache=True)
+
             return prepare
 
         t1 = _median_ms(target_forward(1), repeats, sync)
@@ -348,13 +361,18 @@ def plan_batches(num_prompts: int, concurrency: Sequence[int]) -> Plan:
 def _throughput(result: RunResult, labels: list[str], positions: list[int]) -> dict:
     missing = [g for g in labels if g not in result.group_seconds]
     if missing:
-        raise EaglehubError(f"engine {result.engine or '?'} did not time batch {missing[0]}",
-                            hint="speedup needs an engine that records RunResult.group_seconds (the vLLM engine does)",
-                            exit_code=1)
+        raise EaglehubError(
+            f"engine {result.engine or '?'} did not time batch {missing[0]}",
+            hint="speedup needs an engine that records RunResult.group_seconds (the vLLM engine does)",
+            exit_code=1,
+        )
     seconds = math.fsum(result.group_seconds[g] for g in labels)
     tokens = sum(len(result.outputs[i]) for i in positions)
-    return {"generate_seconds": seconds, "output_tokens": tokens,
-            "output_tokens_per_second": tokens / seconds if seconds > 0 else None}
+    return {
+        "generate_seconds": seconds,
+        "output_tokens": tokens,
+        "output_tokens_per_second": tokens / seconds if seconds > 0 else None,
+    }
 
 
 def level_report(level: int, plan: Plan, baseline: RunResult, run: RunResult, k: int, costs: Costs) -> dict:
@@ -370,8 +388,11 @@ def level_report(level: int, plan: Plan, baseline: RunResult, run: RunResult, k:
     counters = acceptance.total(run.group_counters.get(g, SpecCounters()) for g in labels)
     problems = acceptance.check_consistency(counters, k)
     if problems:
-        raise EaglehubError(f"concurrency {level}: the engine's speculative-decoding counters are inconsistent: "
-                            + "; ".join(problems), hint="an engine bug: report it with the engine version", exit_code=1)
+        raise EaglehubError(
+            f"concurrency {level}: the engine's speculative-decoding counters are inconsistent: " + "; ".join(problems),
+            hint="an engine bug: report it with the engine version",
+            exit_code=1,
+        )
     al = acceptance.acceptance_length(counters)
     alpha = None if al is None else implied_alpha(al, k)
     a, b = alone["output_tokens_per_second"], spec["output_tokens_per_second"]
@@ -386,8 +407,9 @@ def level_report(level: int, plan: Plan, baseline: RunResult, run: RunResult, k:
         "acceptance": acceptance.acceptance_stats(counters),
         "implied_alpha": alpha,
         "expected_speedup_leviathan": None if alpha is None else leviathan_speedup(alpha, k, costs.c),
-        "expected_speedup_general": None if al is None else general_speedup(
-            al, k, costs.t_target_1_ms, costs.t_verify_k1_ms, costs.t_draft_1_ms),
+        "expected_speedup_general": None
+        if al is None
+        else general_speedup(al, k, costs.t_target_1_ms, costs.t_verify_k1_ms, costs.t_draft_1_ms),
     }
 
 
@@ -395,14 +417,20 @@ def notes(costs: Costs, k: int) -> list[str]:
     """What the numbers do not say: the CPU caveat (benchmarks.md §6), batch-1 costs, prefix caching."""
     out = []
     if costs.device == "cpu":
-        out.append(f"CPU speedups are not GPU speedups: here a (k+1)-token verify costs v = {costs.v:.2f} single-token "
-                   "forwards (benchmarks.md section 6: about 1.7 on a 2-core CPU, about 1 on a memory-bound GPU), so "
-                   f"even a perfect drafter gets at most {speedup_bound(k, costs.v, costs.c):.2f}x at k = {k} here; use CPU "
-                   "runs for correctness and acceptance length, not speedup claims")
-    out.append("the costs T are batch-1 forwards; at concurrency > 1 the expected speedups are that batch-1 "
-               "prediction, while a larger batch makes the target more compute-bound and speculation less profitable")
-    out.append("prompts repeat across levels (and within a level when it has more slots than prompts); engine "
-               "prefix caching can make their prefill cheaper, equally for both runs")
+        out.append(
+            f"CPU speedups are not GPU speedups: here a (k+1)-token verify costs v = {costs.v:.2f} single-token "
+            "forwards (benchmarks.md section 6: about 1.7 on a 2-core CPU, about 1 on a memory-bound GPU), so "
+            f"even a perfect drafter gets at most {speedup_bound(k, costs.v, costs.c):.2f}x at k = {k} here; use CPU "
+            "runs for correctness and acceptance length, not speedup claims"
+        )
+    out.append(
+        "the costs T are batch-1 forwards; at concurrency > 1 the expected speedups are that batch-1 "
+        "prediction, while a larger batch makes the target more compute-bound and speculation less profitable"
+    )
+    out.append(
+        "prompts repeat across levels (and within a level when it has more slots than prompts); engine "
+        "prefix caching can make their prefill cheaper, equally for both runs"
+    )
     return out
 
 
@@ -434,19 +462,38 @@ def check_options(opts: SpeedupOptions) -> None:
         EaglehubError: k, max tokens, repeats or prefix tokens below 1, an empty or bad concurrency
             list, or a prefix that does not fit ``max_model_len`` with k + 1 more tokens (exit 2).
     """
-    for name, value in (("-k", opts.k), ("--max-tokens", opts.max_tokens), ("--repeats", opts.repeats),
-                        ("--prefix-tokens", opts.prefix_tokens)):
+    for name, value in (
+        ("-k", opts.k),
+        ("--max-tokens", opts.max_tokens),
+        ("--repeats", opts.repeats),
+        ("--prefix-tokens", opts.prefix_tokens),
+    ):
         if value < 1:
             raise EaglehubError(f"{name} must be at least 1, got {value}")
-    if not opts.concurrency or any(c < 1 for c in opts.concurrency) or len(set(opts.concurrency)) != len(opts.concurrency):
-        raise EaglehubError(f"concurrency levels must be distinct integers >= 1, got {opts.concurrency}",
-                            hint="e.g. --concurrency 1,4,16")
+    if (
+        not opts.concurrency
+        or any(c < 1 for c in opts.concurrency)
+        or len(set(opts.concurrency)) != len(opts.concurrency)
+    ):
+        raise EaglehubError(
+            f"concurrency levels must be distinct integers >= 1, got {opts.concurrency}",
+            hint="e.g. --concurrency 1,4,16",
+        )
     if opts.prefix_tokens + opts.k + 1 > opts.max_model_len:
         raise EaglehubError(f"--prefix-tokens {opts.prefix_tokens} + k + 1 exceeds max_model_len {opts.max_model_len}")
 
 
-def build_report(opts: SpeedupOptions, target: Path, drafter: Path, prompts_file: Path, prompts: list,
-                 plan: Plan, baseline: RunResult, run: RunResult, costs: Costs) -> dict:
+def build_report(
+    opts: SpeedupOptions,
+    target: Path,
+    drafter: Path,
+    prompts_file: Path,
+    prompts: list,
+    plan: Plan,
+    baseline: RunResult,
+    run: RunResult,
+    costs: Costs,
+) -> dict:
     """Assemble the report (schema ``schemas/speedup-report.schema.json``)."""
     from .verify import serve_command
 
@@ -460,13 +507,24 @@ def build_report(opts: SpeedupOptions, target: Path, drafter: Path, prompts_file
         "engine": {"name": baseline.engine, "version": baseline.engine_version},
         "target": {"spec": opts.target, "path": str(target)},
         "drafter": str(drafter),
-        "settings": {"num_speculative_tokens": opts.k, "max_tokens": opts.max_tokens, "dtype": opts.dtype,
-                     "temperature": 0.0, "seed": opts.seed, "max_model_len": opts.max_model_len,
-                     "concurrency": levels, "max_num_seqs": max(levels),
-                     "batching": "per level c, batches of exactly c prompts, one generate call each, after a "
-                                 "one-prompt warm-up batch; identical for both runs"},
-        "prompts": {"file": str(prompts_file), "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
-                    "count": len(prompts), "categories": categories},
+        "settings": {
+            "num_speculative_tokens": opts.k,
+            "max_tokens": opts.max_tokens,
+            "dtype": opts.dtype,
+            "temperature": 0.0,
+            "seed": opts.seed,
+            "max_model_len": opts.max_model_len,
+            "concurrency": levels,
+            "max_num_seqs": max(levels),
+            "batching": "per level c, batches of exactly c prompts, one generate call each, after a "
+            "one-prompt warm-up batch; identical for both runs",
+        },
+        "prompts": {
+            "file": str(prompts_file),
+            "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
+            "count": len(prompts),
+            "categories": categories,
+        },
         "costs": costs.to_dict(),
         "speedup_bound": speedup_bound(opts.k, costs.v, costs.c),
         "levels": [level_report(c, plan, baseline, run, opts.k, costs) for c in levels],
@@ -516,11 +574,28 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
     if costs is None:
         if console is not None:
             console.print(f"timing target and drafter forwards in PyTorch ({opts.repeats} repeats) …", highlight=False)
-        costs = measure_costs(target, jsonio.read_object(drafter / "config.json") or {}, opts.k, opts.prefix_tokens,
-                              opts.repeats, opts.dtype)
+        costs = measure_costs(
+            target,
+            jsonio.read_object(drafter / "config.json") or {},
+            opts.k,
+            opts.prefix_tokens,
+            opts.repeats,
+            opts.dtype,
+        )
     engine_options = {"max_num_seqs": max(opts.concurrency)}
-    specs = [RunSpec(target, d, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len,
-                     engine_options=engine_options) for d in (None, drafter)]
+    specs = [
+        RunSpec(
+            target,
+            d,
+            opts.k,
+            opts.max_tokens,
+            opts.dtype,
+            opts.seed,
+            opts.max_model_len,
+            engine_options=engine_options,
+        )
+        for d in (None, drafter)
+    ]
     baseline, run = _run_all(engine, specs, ids, plan.groups, console)
     report = build_report(opts, target, drafter, prompts_file.resolve(), prompts, plan, baseline, run, costs)
     validate_report(report)
@@ -550,22 +625,42 @@ def render_report(report: dict, console) -> None:
     from rich.table import Table
 
     s, c = report["settings"], report["costs"]
-    t = Table(title=f"speedup of {escape(report['drafter'])} (k = {s['num_speculative_tokens']}, max_tokens "
-                    f"{s['max_tokens']}, {s['dtype']}, {report['engine']['name']} {report['engine']['version']})",
-              title_justify="left")
+    t = Table(
+        title=f"speedup of {escape(report['drafter'])} (k = {s['num_speculative_tokens']}, max_tokens "
+        f"{s['max_tokens']}, {s['dtype']}, {report['engine']['name']} {report['engine']['version']})",
+        title_justify="left",
+    )
     # short headers: the table must fit an 80-column terminal; the report's definitions spell them out
-    for col in ("conc.", "tok/s alone", "tok/s +drafter", "speedup", "AL", "α", "exp. Leviathan", "exp. general"):
+    for col in (
+        "conc.",
+        "tok/s alone",
+        "tok/s +drafter",
+        "speedup",
+        "AL",
+        "α",
+        "exp. Leviathan",
+        "exp. general",
+    ):
         t.add_column(col, justify="right")
     for lv in report["levels"]:
-        t.add_row(str(lv["concurrency"]), _f(lv["target_alone"]["output_tokens_per_second"], 1),
-                  _f(lv["with_drafter"]["output_tokens_per_second"], 1), _f(lv["measured_speedup"], 2, "×"),
-                  _f(lv["acceptance"]["acceptance_length"], 3), _f(lv["implied_alpha"], 3),
-                  _f(lv["expected_speedup_leviathan"], 2, "×"), _f(lv["expected_speedup_general"], 2, "×"))
+        t.add_row(
+            str(lv["concurrency"]),
+            _f(lv["target_alone"]["output_tokens_per_second"], 1),
+            _f(lv["with_drafter"]["output_tokens_per_second"], 1),
+            _f(lv["measured_speedup"], 2, "×"),
+            _f(lv["acceptance"]["acceptance_length"], 3),
+            _f(lv["implied_alpha"], 3),
+            _f(lv["expected_speedup_leviathan"], 2, "×"),
+            _f(lv["expected_speedup_general"], 2, "×"),
+        )
     console.print(t)
-    console.print(f"costs ({c['device']}, {c['threads']} threads, {c['prefix_tokens']}-token prefix, median of "
-                  f"{c['repeats']}): T_target(1) {c['t_target_1_ms']:.2f} ms, T_verify(k+1) {c['t_verify_k1_ms']:.2f} ms, "
-                  f"T_draft(1) {c['t_draft_1_ms']:.2f} ms; c = {c['c']:.3f}, v = {c['v']:.2f}; bound "
-                  f"(k+1)/(v+k·c) = {report['speedup_bound']:.2f}×", highlight=False)
+    console.print(
+        f"costs ({c['device']}, {c['threads']} threads, {c['prefix_tokens']}-token prefix, median of "
+        f"{c['repeats']}): T_target(1) {c['t_target_1_ms']:.2f} ms, T_verify(k+1) {c['t_verify_k1_ms']:.2f} ms, "
+        f"T_draft(1) {c['t_draft_1_ms']:.2f} ms; c = {c['c']:.3f}, v = {c['v']:.2f}; bound "
+        f"(k+1)/(v+k·c) = {report['speedup_bound']:.2f}×",
+        highlight=False,
+    )
     for n in report["notes"]:
         console.print(f"[yellow]note:[/] {escape(n)}", highlight=False)
     console.print("serve with:", highlight=False)
@@ -588,14 +683,25 @@ def plot_speedup(report: dict, path: str | Path) -> Path:
     names = [str(lv["concurrency"]) for lv in levels]
     x = range(len(levels))
     fig, (ax_tps, ax_s) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for off, key, label in ((-0.2, "target_alone", "target alone"), (0.2, "with_drafter", "target + drafter")):
-        ax_tps.bar([i + off for i in x], [lv[key]["output_tokens_per_second"] or 0.0 for lv in levels], 0.4, label=label)
+    for off, key, label in (
+        (-0.2, "target_alone", "target alone"),
+        (0.2, "with_drafter", "target + drafter"),
+    ):
+        ax_tps.bar(
+            [i + off for i in x],
+            [lv[key]["output_tokens_per_second"] or 0.0 for lv in levels],
+            0.4,
+            label=label,
+        )
     ax_tps.set_xticks(list(x), names)
     ax_tps.set_xlabel("concurrency (prompts per batch)")
     ax_tps.set_ylabel("output tokens / s")
     ax_tps.legend(fontsize=8)
-    for key, label, style in (("measured_speedup", "measured", "o-"), ("expected_speedup_leviathan", "Leviathan", "s--"),
-                              ("expected_speedup_general", "general (measured costs)", "^:")):
+    for key, label, style in (
+        ("measured_speedup", "measured", "o-"),
+        ("expected_speedup_leviathan", "Leviathan", "s--"),
+        ("expected_speedup_general", "general (measured costs)", "^:"),
+    ):
         ax_s.plot(list(x), [lv[key] if lv[key] is not None else float("nan") for lv in levels], style, label=label)
     ax_s.axhline(1.0, color="grey", lw=0.8)
     ax_s.set_xticks(list(x), names)
@@ -603,9 +709,12 @@ def plot_speedup(report: dict, path: str | Path) -> Path:
     ax_s.set_ylabel("speedup (with / without drafter)")
     ax_s.legend(fontsize=8)
     s = report["settings"]
-    fig.suptitle(f"{Path(report['drafter']).name} on {Path(report['target']['path']).name} · {report['engine']['name']} "
-                 f"{report['engine']['version']} · k {s['num_speculative_tokens']} · max_tokens {s['max_tokens']} · "
-                 f"costs on {report['costs']['device']}", fontsize=9)
+    fig.suptitle(
+        f"{Path(report['drafter']).name} on {Path(report['target']['path']).name} · {report['engine']['name']} "
+        f"{report['engine']['version']} · k {s['num_speculative_tokens']} · max_tokens {s['max_tokens']} · "
+        f"costs on {report['costs']['device']}",
+        fontsize=9,
+    )
     fig.tight_layout()
     try:
         with atomic_file(Path(path)) as tmp:

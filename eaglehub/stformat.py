@@ -174,13 +174,19 @@ def _read_prefix(path: Path) -> tuple[int, bytes]:
                 raise _fail(path, f"{size} bytes, too short for the 8-byte header length")
             n = int.from_bytes(head, "little")
             if n > MAX_HEADER_SIZE:
-                raise _fail(path, f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit (not a safetensors file?)")
+                raise _fail(
+                    path,
+                    f"header length {n} exceeds the {MAX_HEADER_SIZE}-byte limit (not a safetensors file?)",
+                )
             if 8 + n > size:
                 raise _fail(path, f"header length {n} runs past the end of the {size}-byte file")
             return size, f.read(n)
     except OSError as exc:
-        raise EaglehubError(f"cannot read {path}: {exc.strerror or exc}", hint="check the path and its permissions",
-                            code="E-INPUT-MISSING" if isinstance(exc, FileNotFoundError) else "E-INPUT-WEIGHTS") from exc
+        raise EaglehubError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            hint="check the path and its permissions",
+            code="E-INPUT-MISSING" if isinstance(exc, FileNotFoundError) else "E-INPUT-WEIGHTS",
+        ) from exc
 
 
 def read_header(path: str | Path) -> Header:
@@ -222,8 +228,11 @@ def read_header(path: str | Path) -> Header:
         begin, end = offsets
         want = DTYPES[dtype].nbytes(math.prod(shape))
         if want is None or end - begin != want:
-            raise _fail(path, f"tensor {name!r} ({dtype} {shape}) spans {end - begin} bytes, its shape needs "
-                              + (f"{want}" if want is not None else "a whole number of bytes"))
+            raise _fail(
+                path,
+                f"tensor {name!r} ({dtype} {shape}) spans {end - begin} bytes, its shape needs "
+                + (f"{want}" if want is not None else "a whole number of bytes"),
+            )
         entries.append((begin, end, name, dtype, tuple(shape)))
     entries.sort(key=lambda e: (e[0], e[1]))
     pos = 0
@@ -233,8 +242,13 @@ def read_header(path: str | Path) -> Header:
             raise _fail(path, f"tensor {name!r} starts at data byte {begin}, which {what}")
         pos = end
     if pos != data_len:
-        raise _fail(path, f"tensors cover {pos} data bytes but the file holds {data_len} after the header"
-                          + (" (truncated?)" if pos > data_len else ""))
-    tensors = {name: TensorEntry(name, dtype, shape, data_start + begin, data_start + end)
-               for begin, end, name, dtype, shape in entries}
+        raise _fail(
+            path,
+            f"tensors cover {pos} data bytes but the file holds {data_len} after the header"
+            + (" (truncated?)" if pos > data_len else ""),
+        )
+    tensors = {
+        name: TensorEntry(name, dtype, shape, data_start + begin, data_start + end)
+        for begin, end, name, dtype, shape in entries
+    }
     return Header(path, len(raw), data_start, size, dict(metadata), tensors)

@@ -106,16 +106,24 @@ def _runs(tensors: list[OutTensor]) -> Iterable[tuple[OutTensor, int]]:
     while i < len(tensors):
         first, total = tensors[i], tensors[i].nbytes
         j = i + 1
-        while (first.src_file is not None and j < len(tensors) and tensors[j].src_file == first.src_file
-               and tensors[j].src_offset == first.src_offset + total):
+        while (
+            first.src_file is not None
+            and j < len(tensors)
+            and tensors[j].src_file == first.src_file
+            and tensors[j].src_offset == first.src_offset + total
+        ):
             total += tensors[j].nbytes
             j += 1
         yield first, total
         i = j
 
 
-def write_file(path: Path, tensors: list[OutTensor], metadata: dict[str, str] | None = None,
-               advance: Callable[[int], None] = lambda n: None) -> int:
+def write_file(
+    path: Path,
+    tensors: list[OutTensor],
+    metadata: dict[str, str] | None = None,
+    advance: Callable[[int], None] = lambda n: None,
+) -> int:
     """Write one safetensors file; returns its size in bytes.
 
     ``advance(n)`` is called with the number of tensor bytes written (progress bars).
@@ -136,7 +144,7 @@ def write_file(path: Path, tensors: list[OutTensor], metadata: dict[str, str] | 
                 raise ValueError(f"{first.name}: {len(buf)} bytes, header says {first.nbytes}")
             written = 0
             while written < len(buf):
-                written += os.write(fd, buf[written:written + CHUNK])
+                written += os.write(fd, buf[written : written + CHUNK])
             advance(len(buf))
         return os.fstat(fd).st_size
     finally:
@@ -154,15 +162,26 @@ def plan_shards(tensors: list[OutTensor], max_shard_size: int | str | None) -> d
     from huggingface_hub import split_state_dict_into_shards_factory
 
     by_name = {t.name: t for t in tensors}
-    split = split_state_dict_into_shards_factory(by_name, get_storage_size=lambda t: t.nbytes,
-                                                 filename_pattern="model{suffix}.safetensors", max_shard_size=max_shard_size)
+    split = split_state_dict_into_shards_factory(
+        by_name,
+        get_storage_size=lambda t: t.nbytes,
+        filename_pattern="model{suffix}.safetensors",
+        max_shard_size=max_shard_size,
+    )
     order = {t.name: i for i, t in enumerate(tensors)}
-    return {f: sorted((by_name[n] for n in names), key=lambda t: order[t.name])
-            for f, names in split.filename_to_tensors.items()}
+    return {
+        f: sorted((by_name[n] for n in names), key=lambda t: order[t.name])
+        for f, names in split.filename_to_tensors.items()
+    }
 
 
-def write_checkpoint(dst: Path, tensors: list[OutTensor], metadata: dict[str, str] | None = None,
-                     max_shard_size: int | str | None = None, advance: Callable[[int], None] = lambda n: None) -> list[str]:
+def write_checkpoint(
+    dst: Path,
+    tensors: list[OutTensor],
+    metadata: dict[str, str] | None = None,
+    max_shard_size: int | str | None = None,
+    advance: Callable[[int], None] = lambda n: None,
+) -> list[str]:
     """Write ``tensors`` into the existing directory ``dst`` (one file or shards + index).
 
     Returns the weight file names written (the index included). Callers provide atomicity
@@ -174,9 +193,9 @@ def write_checkpoint(dst: Path, tensors: list[OutTensor], metadata: dict[str, st
         write_file(dst / file, part, metadata, advance)
     if len(plan) == 1 and "model.safetensors" in plan:
         return ["model.safetensors"]
-    index = {"metadata": {"total_size": sum(t.nbytes for t in tensors), **(metadata or {})},
-             "weight_map": {t.name: f for f, part in plan.items() for t in part}}
+    index = {
+        "metadata": {"total_size": sum(t.nbytes for t in tensors), **(metadata or {})},
+        "weight_map": {t.name: f for f, part in plan.items() for t in part},
+    }
     (dst / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
     return [*plan, INDEX_FILE]
-
-

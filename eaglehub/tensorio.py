@@ -43,7 +43,11 @@ def _fp8_table(exp_bits: int, man_bits: int, bias: int, kind: str):
     for b in range(256):
         sign = -1.0 if b & 0x80 else 1.0
         e, m = (b >> man_bits) & top_e, b & top_m
-        if kind == "fnuz" and b == 0x80 or kind == "fn" and e == top_e and m == top_m or kind == "ieee" and e == top_e and m:
+        if (
+            (kind == "fnuz" and b == 0x80)
+            or (kind == "fn" and e == top_e and m == top_m)
+            or (kind == "ieee" and e == top_e and m)
+        ):
             out[b] = np.nan
         elif kind == "ieee" and e == top_e:
             out[b] = sign * np.inf
@@ -100,7 +104,11 @@ def decode_buffer(buf, st_dtype: str, shape: tuple[int, ...]):
         return (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape)
     if st_dtype in _FP8_TABLES:
         return fp8_table(st_dtype)[np.frombuffer(buf, dtype=np.uint8)].reshape(shape)
-    raise EaglehubError(f"cannot decode {st_dtype} tensors to numpy", hint="only byte-sized dtypes are read; this check needs a wider dtype", code="E-INPUT-WEIGHTS")
+    raise EaglehubError(
+        f"cannot decode {st_dtype} tensors to numpy",
+        hint="only byte-sized dtypes are read; this check needs a wider dtype",
+        code="E-INPUT-WEIGHTS",
+    )
 
 
 @dataclass(frozen=True)
@@ -202,7 +210,11 @@ class TensorIndex:
             return _torch_to_numpy(t)
         row_bytes = DTYPES[info.st_dtype].nbytes(math.prod(info.shape[1:])) if info.shape else 0
         if row_bytes is None:
-            raise EaglehubError(f"cannot decode {info.st_dtype} tensors to numpy", hint="only byte-sized dtypes are read", code="E-INPUT-WEIGHTS")
+            raise EaglehubError(
+                f"cannot decode {info.st_dtype} tensors to numpy",
+                hint="only byte-sized dtypes are read",
+                code="E-INPUT-WEIGHTS",
+            )
         begin = info.offset + lo * row_bytes
         size = (hi - lo) * row_bytes if info.shape else info.nbytes
         buf = bytearray(size)  # writable, so the returned array is too
@@ -211,8 +223,11 @@ class TensorIndex:
             f.seek(begin)
             got = f.readinto(buf)
         if got != size:
-            raise EaglehubError(f"cannot read {path}: {name} needs bytes {begin}..{begin + size}, the file ends at {begin + got}",
-                                hint="the file is truncated or changed since it was indexed; re-download or re-export it", code="E-INPUT-WEIGHTS")
+            raise EaglehubError(
+                f"cannot read {path}: {name} needs bytes {begin}..{begin + size}, the file ends at {begin + got}",
+                hint="the file is truncated or changed since it was indexed; re-download or re-export it",
+                code="E-INPUT-WEIGHTS",
+            )
         return decode_buffer(buf, info.st_dtype, shape) if size else np.zeros(shape, dtype=_empty_dtype(info.st_dtype))
 
     def load_all(self) -> dict:
@@ -258,7 +273,8 @@ class _reading:
             return False
         raise EaglehubError(
             f"cannot read {self.path}: {str(exc).splitlines()[0] if str(exc) else exc_type.__name__}",
-            hint="the file is truncated or not a checkpoint; re-download or re-export it", code="E-INPUT-WEIGHTS",
+            hint="the file is truncated or not a checkpoint; re-download or re-export it",
+            code="E-INPUT-WEIGHTS",
         ) from exc
 
 
@@ -271,7 +287,7 @@ def _torch_to_numpy(t):
     """A CPU torch tensor as numpy, with the same decoding rules as :func:`decode_buffer`."""
     import torch
 
-    if t.dtype == torch.bfloat16 or t.dtype.is_floating_point and t.element_size() == 1:
+    if t.dtype == torch.bfloat16 or (t.dtype.is_floating_point and t.element_size() == 1):
         return t.float().numpy()
     return t.numpy()
 
@@ -286,12 +302,18 @@ def _torch_load(path: Path) -> dict:
         with open(path, "rb") as f:
             legacy = f.read(1) == b"\x80"  # a bare pickle stream (protocol 2+), not a zip archive
         if legacy:
-            raise EaglehubError(f"{path} is in torch's legacy (non-zip) format, which cannot be memory-mapped",
-                                hint="re-save it with a current torch.save, or convert it to safetensors",
-                                code="E-INPUT-WEIGHTS") from exc
+            raise EaglehubError(
+                f"{path} is in torch's legacy (non-zip) format, which cannot be memory-mapped",
+                hint="re-save it with a current torch.save, or convert it to safetensors",
+                code="E-INPUT-WEIGHTS",
+            ) from exc
         raise
     if not isinstance(sd, dict) or not all(isinstance(v, torch.Tensor) for v in sd.values()):
-        raise EaglehubError(f"{path} is not a flat state dict of tensors", hint="save it with torch.save(model.state_dict())", code="E-INPUT-WEIGHTS")
+        raise EaglehubError(
+            f"{path} is not a flat state dict of tensors",
+            hint="save it with torch.save(model.state_dict())",
+            code="E-INPUT-WEIGHTS",
+        )
     return sd
 
 
@@ -304,7 +326,9 @@ def find_weight_files(root: Path) -> tuple[str, list[str]]:
     """
     root = Path(root)
     if not root.is_dir():
-        raise EaglehubError(f"{root} is not a directory", hint="pass a local checkpoint directory", code="E-INPUT-MISSING")
+        raise EaglehubError(
+            f"{root} is not a directory", hint="pass a local checkpoint directory", code="E-INPUT-MISSING"
+        )
     indexes = sorted(root.glob("*.safetensors.index.json"))
     if indexes:  # as vLLM: an index names the files that load, even next to a model.safetensors
         return "safetensors-sharded", sorted(set(read_weight_map(indexes[0]).values()))
@@ -316,20 +340,33 @@ def find_weight_files(root: Path) -> tuple[str, list[str]]:
     if len(singles) == 1:
         return "safetensors", singles
     if singles:
-        raise EaglehubError(f"{root} holds {len(singles)} safetensors files ({', '.join(singles[:3])}{', …' if len(singles) > 3 else ''}) "
-                            "but no model.safetensors.index.json: which tensors form the drafter is undefined (vLLM would load every file)",
-                            hint="write the index that maps each tensor to its shard, or merge the files into model.safetensors",
-                            code="E-INPUT-WEIGHTS")
+        raise EaglehubError(
+            f"{root} holds {len(singles)} safetensors files ({', '.join(singles[:3])}{', …' if len(singles) > 3 else ''}) "
+            "but no model.safetensors.index.json: which tensors form the drafter is undefined (vLLM would load every file)",
+            hint="write the index that maps each tensor to its shard, or merge the files into model.safetensors",
+            code="E-INPUT-WEIGHTS",
+        )
     if (root / ".metadata").exists() or any(root.glob("*/model/.metadata")):
-        raise EaglehubError(f"{root} is a raw TorchSpec FSDP checkpoint", hint="export it with TorchSpec tools/convert_to_hf.py first", code="E-INPUT-RAW")
+        raise EaglehubError(
+            f"{root} is a raw TorchSpec FSDP checkpoint",
+            hint="export it with TorchSpec tools/convert_to_hf.py first",
+            code="E-INPUT-RAW",
+        )
     if (root / "training_state.pt").exists():
-        raise EaglehubError(f"{root} is a raw SpecForge training state", hint="run `specforge export` first", code="E-INPUT-RAW")
-    raise EaglehubError(f"no weights in {root}", hint="expected model.safetensors, *.safetensors.index.json + shards, or pytorch_model.bin",
-                        code="E-INPUT-MISSING")
+        raise EaglehubError(
+            f"{root} is a raw SpecForge training state",
+            hint="run `specforge export` first",
+            code="E-INPUT-RAW",
+        )
+    raise EaglehubError(
+        f"no weights in {root}",
+        hint="expected model.safetensors, *.safetensors.index.json + shards, or pytorch_model.bin",
+        code="E-INPUT-MISSING",
+    )
 
 
 def _strip(name: str) -> str:
-    return name[len(STRIP_PREFIX):] if name.startswith(STRIP_PREFIX) else name
+    return name[len(STRIP_PREFIX) :] if name.startswith(STRIP_PREFIX) else name
 
 
 def read_index(root: Path) -> TensorIndex:
@@ -350,7 +387,11 @@ def read_index(root: Path) -> TensorIndex:
         for file in files:
             path = root / file
             if not path.is_file():
-                raise EaglehubError(f"shard {path} is missing", hint="download every shard listed in the index", code="E-INPUT-MISSING")
+                raise EaglehubError(
+                    f"shard {path} is missing",
+                    hint="download every shard listed in the index",
+                    code="E-INPUT-MISSING",
+                )
             header = read_header(path)
             metadata.update(header.metadata)
             for name in sorted(header.tensors):  # name order, as safe_open(...).keys() gave it
@@ -365,7 +406,8 @@ def read_index(root: Path) -> TensorIndex:
             first = tensors[key]
             raise EaglehubError(
                 f"tensor {key} is stored twice ({first.source_name!r} in {first.file}, {name!r} in {file})",
-                hint="keep one copy" + (", without the model. prefix" if first.source_name != name else ""), code="E-INPUT-WEIGHTS",
+                hint="keep one copy" + (", without the model. prefix" if first.source_name != name else ""),
+                code="E-INPUT-WEIGHTS",
             )
         tensors[key] = TensorInfo(key, name, shape, dtype, file, offset, st_dtype)
     if fmt == "safetensors-sharded":
@@ -380,8 +422,11 @@ def read_weight_map(index: Path) -> dict[str, str]:
     Raises: EaglehubError (E-INPUT-WEIGHTS): unreadable JSON, no ``weight_map`` object, a non-string
     entry, or a shard outside the directory.
     """
+
     def bad(why: str) -> EaglehubError:
-        return EaglehubError(f"cannot read {index}: {why}", hint="rebuild the index from the shards", code="E-INPUT-WEIGHTS")
+        return EaglehubError(
+            f"cannot read {index}: {why}", hint="rebuild the index from the shards", code="E-INPUT-WEIGHTS"
+        )
 
     try:
         doc = jsonio.read(index)
@@ -403,6 +448,9 @@ def _check_weight_map(root: Path, found: dict[str, str]) -> None:
     wrong = sorted(n for n in set(listed) | set(found) if listed.get(n) != found.get(n))
     if wrong:
         n = wrong[0]
-        raise EaglehubError(f"{index.name} disagrees with the shards on {len(wrong)} tensor(s), e.g. {n}: "
-                            f"index says {listed.get(n) or 'absent'}, shards say {found.get(n) or 'absent'}",
-                            hint="rebuild the index from the shards (or restore the missing shard)", code="E-INPUT-WEIGHTS")
+        raise EaglehubError(
+            f"{index.name} disagrees with the shards on {len(wrong)} tensor(s), e.g. {n}: "
+            f"index says {listed.get(n) or 'absent'}, shards say {found.get(n) or 'absent'}",
+            hint="rebuild the index from the shards (or restore the missing shard)",
+            code="E-INPUT-WEIGHTS",
+        )

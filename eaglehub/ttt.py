@@ -22,8 +22,14 @@ import torch.nn.functional as F
 from .drafter_model import Eagle3Drafter
 
 
-def unroll(model: Eagle3Drafter, embed: torch.Tensor, ids: torch.Tensor, aux: torch.Tensor, lens: torch.Tensor,
-           steps: int) -> list[torch.Tensor]:
+def unroll(
+    model: Eagle3Drafter,
+    embed: torch.Tensor,
+    ids: torch.Tensor,
+    aux: torch.Tensor,
+    lens: torch.Tensor,
+    steps: int,
+) -> list[torch.Tensor]:
     """Training-time-test forward: post-norm drafter states ``[B, L, H]`` for steps 1..``steps``.
 
     ``ids [B, L + steps + 1]`` token ids (padded), ``aux [B, L, A·Ht]`` target aux states,
@@ -72,8 +78,17 @@ def collate(shards, batch, width: int, steps: int):
     return ids, aux, valid, lens
 
 
-def ttt_loss(model: Eagle3Drafter, embed: torch.Tensor, shards, batch, t2d_index: torch.Tensor, steps: int,
-             weights: list[float], teacher: Eagle3Drafter | None = None, label_weight: float = 1.0):
+def ttt_loss(
+    model: Eagle3Drafter,
+    embed: torch.Tensor,
+    shards,
+    batch,
+    t2d_index: torch.Tensor,
+    steps: int,
+    weights: list[float],
+    teacher: Eagle3Drafter | None = None,
+    label_weight: float = 1.0,
+):
     """Weighted mean over unrolled steps of the cross-entropy against the labels, plus per-step CE and
     top-1 accuracy.
 
@@ -96,7 +111,9 @@ def ttt_loss(model: Eagle3Drafter, embed: torch.Tensor, shards, batch, t2d_index
         label = t2d_index[ids[:, j + 1 : j + 1 + L]]
         m = valid[:, j + 1 : j + 1 + L] & (label >= 0)
         seen = m if t_outs is None else m | ((pos[None] >= 1) & (pos[None] + j < lens[:, None]))
-        logits = model.logits(normed[seen])  # only where there is a label or a teacher: the head is the costliest matmul
+        logits = model.logits(
+            normed[seen]
+        )  # only where there is a label or a teacher: the head is the costliest matmul
         at_label = m[seen]
         losses.append(F.cross_entropy(logits[at_label], label[m]))
         accs.append((logits[at_label].argmax(-1) == label[m]).float().mean().item())

@@ -29,13 +29,30 @@ def _layout_findings(d: Drafter) -> list[Finding]:
     """Layouts the checks cannot run on: a full LM (F3), EAGLE-1/2, unsupported layouts."""
     if d.layout == "not-a-drafter":
         layers = d.config.get("num_hidden_layers")
-        return [finding("E-NOT-A-DRAFTER", "config.json",
-                        f"not an EAGLE-3 drafter: {architecture(d.config)} with {layers} layers, no fc.weight, no draft_vocab_size "
-                        "(a target model given as drafter?)")]
+        return [
+            finding(
+                "E-NOT-A-DRAFTER",
+                "config.json",
+                f"not an EAGLE-3 drafter: {architecture(d.config)} with {layers} layers, no fc.weight, no draft_vocab_size "
+                "(a target model given as drafter?)",
+            )
+        ]
     if d.layout == "eagle1":
-        return [finding("E-LAYOUT-EAGLE1", "fc.weight", "EAGLE-1/2 checkpoint (fc reads 2H, no hidden_norm): not usable as an EAGLE-3 drafter")]
+        return [
+            finding(
+                "E-LAYOUT-EAGLE1",
+                "fc.weight",
+                "EAGLE-1/2 checkpoint (fc reads 2H, no hidden_norm): not usable as an EAGLE-3 drafter",
+            )
+        ]
     if d.format not in FORMATS:
-        return [finding("E-LAYOUT-UNSUPPORTED", "config.json", f"{'; '.join(d.evidence)}: recognised but not checked by this version")]
+        return [
+            finding(
+                "E-LAYOUT-UNSUPPORTED",
+                "config.json",
+                f"{'; '.join(d.evidence)}: recognised but not checked by this version",
+            )
+        ]
     return []
 
 
@@ -45,8 +62,9 @@ def input_finding(exc: EaglehubError) -> Finding:
     return finding(exc.code or "E-INPUT-WEIGHTS", exc.subject or "weight files", exc.message, exc.hint)
 
 
-def run_checks(drafter: Drafter, target: TargetInfo | None = None, deep: bool = False,
-               options: Options | None = None) -> list[Finding]:
+def run_checks(
+    drafter: Drafter, target: TargetInfo | None = None, deep: bool = False, options: Options | None = None
+) -> list[Finding]:
     """All findings for an already-read drafter (layout rejections short-circuit the tensor checks).
 
     Without ``deep`` nothing but ``d2t``/``t2d`` and 1-D norms is read from the tensor data; ``deep``
@@ -68,7 +86,9 @@ def run_checks(drafter: Drafter, target: TargetInfo | None = None, deep: bool = 
     return out
 
 
-def make_report(drafter: Drafter | Path, findings: list[Finding], target: TargetInfo | None, deep: bool = False) -> dict:
+def make_report(
+    drafter: Drafter | Path, findings: list[Finding], target: TargetInfo | None, deep: bool = False
+) -> dict:
     """The JSON report (``schemas/validate-report.schema.json``); ``drafter`` is a path when it could not be read."""
     counts = count_by_severity(findings)
     read = isinstance(drafter, Drafter)
@@ -85,8 +105,14 @@ def make_report(drafter: Drafter | Path, findings: list[Finding], target: Target
     }
 
 
-def validate(drafter_dir: str | Path, target: str | Path | None = None, source_format: str | None = None,
-             revision: str | None = None, deep: bool = False, options: Options | None = None) -> dict:
+def validate(
+    drafter_dir: str | Path,
+    target: str | Path | None = None,
+    source_format: str | None = None,
+    revision: str | None = None,
+    deep: bool = False,
+    options: Options | None = None,
+) -> dict:
     """Validate ``drafter_dir`` (a directory or hub repo id) and return the report dict.
 
     Reads headers plus the small tensors the checks need (norms, ``d2t``, ``t2d``); ``deep``: every

@@ -36,8 +36,8 @@ when any drafter fails, else 0.
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 import shlex
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -136,8 +136,10 @@ def make_engines(names: list[str], log_dir: Path | None = None, device: str = "c
 def _resolve_drafter(spec: str) -> Path:
     path = Path(spec).expanduser()
     if not (path / "config.json").is_file():
-        raise EaglehubError(f"drafter {spec} is not a directory with config.json",
-                            hint="pass a local EAGLE-3 drafter checkpoint directory")
+        raise EaglehubError(
+            f"drafter {spec} is not a directory with config.json",
+            hint="pass a local EAGLE-3 drafter checkpoint directory",
+        )
     return path.resolve()
 
 
@@ -155,15 +157,20 @@ def preflight(drafter: Path, target: Path) -> None:
     report = validate(drafter, target, deep=True)  # NaN weights would waste an engine run too
     errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
     if errors:
-        raise EaglehubError(f"drafter {drafter} fails validation against the target: {', '.join(errors)}",
-                            hint=f"run `eaglehub validate {drafter} --target {target}` for details and fixes",
-                            exit_code=1)
+        raise EaglehubError(
+            f"drafter {drafter} fails validation against the target: {', '.join(errors)}",
+            hint=f"run `eaglehub validate {drafter} --target {target}` for details and fixes",
+            exit_code=1,
+        )
 
 
 def _timing(run: RunResult) -> dict:
-    return {"load_seconds": round(run.load_seconds, 3), "generate_seconds": round(run.generate_seconds, 3),
-            "output_tokens": run.num_output_tokens,
-            "output_tokens_per_second": round(run.output_tokens_per_second, 3)}
+    return {
+        "load_seconds": round(run.load_seconds, 3),
+        "generate_seconds": round(run.generate_seconds, 3),
+        "output_tokens": run.num_output_tokens,
+        "output_tokens_per_second": round(run.output_tokens_per_second, 3),
+    }
 
 
 def compare_outputs(requests: list[Request], baseline: RunResult, run: RunResult) -> list[dict]:
@@ -172,8 +179,17 @@ def compare_outputs(requests: list[Request], baseline: RunResult, run: RunResult
     rows = []
     for r, ref, out in zip(requests, baseline.outputs, run.outputs):
         div = acceptance.first_divergence(ref, out)
-        rows.append({"id": r.id, "turn": r.turn, "category": r.category, "match": div is None, "first_divergence": div,
-                     "num_output_tokens": len(out), "num_output_tokens_target": len(ref)})
+        rows.append(
+            {
+                "id": r.id,
+                "turn": r.turn,
+                "category": r.category,
+                "match": div is None,
+                "first_divergence": div,
+                "num_output_tokens": len(out),
+                "num_output_tokens_target": len(ref),
+            }
+        )
     return rows
 
 
@@ -193,15 +209,25 @@ def _lossless_findings(rows: list[dict]) -> list[Finding]:
         return []
     faults = [r for r in bad if (r.get("forensics") or {}).get("classification") != "near_tie"]
     if not faults:
-        return [finding("W-VERIFY-NEAR-TIE", "outputs",
-                        f"{len(bad)} of {len(rows)} prompts diverge, each at a near-tie of the target's top-2 logits "
-                        f"(id@first divergent token: {_where(bad)})")]
+        return [
+            finding(
+                "W-VERIFY-NEAR-TIE",
+                "outputs",
+                f"{len(bad)} of {len(rows)} prompts diverge, each at a near-tie of the target's top-2 logits "
+                f"(id@first divergent token: {_where(bad)})",
+            )
+        ]
     explained = sum(r.get("forensics") is not None for r in faults)
-    return [finding("E-VERIFY-LOSSLESS", "outputs",
-                    f"{len(faults)} of {len(rows)} prompts differ from the target alone (id@first divergent token: "
-                    f"{_where(faults)}){'; forensics: not near-ties' if explained else ''}",
-                    hint="greedy float32 on CPU must be token-identical; check the target/drafter pairing and the engine "
-                         "version; the prompts' forensics give the target's top-2 logits at the divergence")]
+    return [
+        finding(
+            "E-VERIFY-LOSSLESS",
+            "outputs",
+            f"{len(faults)} of {len(rows)} prompts differ from the target alone (id@first divergent token: "
+            f"{_where(faults)}){'; forensics: not near-ties' if explained else ''}",
+            hint="greedy float32 on CPU must be token-identical; check the target/drafter pairing and the engine "
+            "version; the prompts' forensics give the target's top-2 logits at the divergence",
+        )
+    ]
 
 
 def _low_al_findings(overall: SpecCounters, per_category: dict[str, SpecCounters]) -> list[Finding]:
@@ -212,9 +238,14 @@ def _low_al_findings(overall: SpecCounters, per_category: dict[str, SpecCounters
     for subject, label, c in scopes:
         al = acceptance.acceptance_length(c)
         if acceptance.low_acceptance_length(al):
-            out.append(finding("W-VERIFY-LOW-AL", subject,
-                               f"{label}: acceptance length {al:.3f} < {acceptance.LOW_AL_THRESHOLD} over {c.num_drafts} drafts "
-                               f"(tokens per verify pass, bonus included)"))
+            out.append(
+                finding(
+                    "W-VERIFY-LOW-AL",
+                    subject,
+                    f"{label}: acceptance length {al:.3f} < {acceptance.LOW_AL_THRESHOLD} over {c.num_drafts} drafts "
+                    f"(tokens per verify pass, bonus included)",
+                )
+            )
     return out
 
 
@@ -232,22 +263,40 @@ def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
     overall = _overall(run)
     not_wired = acceptance.drafter_not_wired(overall)
     if not_wired:
-        findings.append(finding(
-            "E-VERIFY-NOT-WIRED", "acceptance.overall",
-            f"position-0 acceptance is ≈ 0 (< {acceptance.NOT_WIRED_THRESHOLD}) over {overall.num_drafts} drafts",
-            hint="the drafter's predictions do not reach the target: check d2t, aux layer ids, weight names "
-                 "(a missing tensor loads silently in vLLM) and that the drafter was trained for this target"))
+        findings.append(
+            finding(
+                "E-VERIFY-NOT-WIRED",
+                "acceptance.overall",
+                f"position-0 acceptance is ≈ 0 (< {acceptance.NOT_WIRED_THRESHOLD}) over {overall.num_drafts} drafts",
+                hint="the drafter's predictions do not reach the target: check d2t, aux layer ids, weight names "
+                "(a missing tensor loads silently in vLLM) and that the drafter was trained for this target",
+            )
+        )
     for g, c in run.group_counters.items():
         problems = acceptance.check_consistency(c, k)
         if problems:
-            findings.append(finding("E-VERIFY-COUNTERS", f"acceptance.per_category.{g}", f"category {g}: " + "; ".join(problems)))
+            findings.append(
+                finding(
+                    "E-VERIFY-COUNTERS",
+                    f"acceptance.per_category.{g}",
+                    f"category {g}: " + "; ".join(problems),
+                )
+            )
     if not not_wired:
         findings += _low_al_findings(overall, run.group_counters)
     return findings
 
 
-def drafter_report(drafter: Path, target: Path, k: int, requests: list[Request], baseline: RunResult, run: RunResult,
-                   reference: ReferenceContext | None = None, explain=None) -> dict:
+def drafter_report(
+    drafter: Path,
+    target: Path,
+    k: int,
+    requests: list[Request],
+    baseline: RunResult,
+    run: RunResult,
+    reference: ReferenceContext | None = None,
+    explain=None,
+) -> dict:
     """The report section of one drafter: outputs compared per request (``requests``: the runs'
     output order, :func:`requests_of`), acceptance per category and overall, findings, and (with
     ``reference``) the comparison with the reference report.
@@ -284,7 +333,8 @@ def drafter_report(drafter: Path, target: Path, k: int, requests: list[Request],
         },
         "timing": _timing(run),
         "speed_ratio": round(run.output_tokens_per_second / baseline.output_tokens_per_second, 3)
-        if baseline.output_tokens_per_second else None,
+        if baseline.output_tokens_per_second
+        else None,
         "prompts": rows,
         "findings": [f.as_dict() for f in findings],
         "passed": not any(f.severity == "error" for f in findings),
@@ -373,8 +423,16 @@ def match_reference_drafter(drafter: Path, entries: list[dict]) -> tuple[dict | 
     if len(same_name) == 1:
         return same_name[0], "name", f"matched by directory name ({same_name[0]['drafter']})"
     if same_name:
-        return None, None, f"{len(same_name)} reference drafters are named {drafter.name} and none has this path: not compared"
-    return None, None, f"no drafter with this path or directory name {drafter.name} in the reference: not compared"
+        return (
+            None,
+            None,
+            f"{len(same_name)} reference drafters are named {drafter.name} and none has this path: not compared",
+        )
+    return (
+        None,
+        None,
+        f"no drafter with this path or directory name {drafter.name} in the reference: not compared",
+    )
 
 
 def compare_with_reference(drafter: Path, al: float | None, ctx: ReferenceContext) -> tuple[dict, list[Finding]]:
@@ -389,38 +447,68 @@ def compare_with_reference(drafter: Path, al: float | None, ctx: ReferenceContex
     ref = ctx.reference.report
     entry, matched_by, note = match_reference_drafter(drafter, ref["drafters"])
     ref_al = entry["acceptance"]["overall"]["acceptance_length"] if entry else None
-    section = {"report": str(ctx.reference.path), "tolerance": ctx.tolerance, "engine": ref["engine"],
-               "num_speculative_tokens": ref["settings"]["num_speculative_tokens"],
-               "drafter": entry["drafter"] if entry else None, "matched_by": matched_by,
-               "acceptance_length": ref_al, "relative_change": None, "differences": ctx.differences}
+    section = {
+        "report": str(ctx.reference.path),
+        "tolerance": ctx.tolerance,
+        "engine": ref["engine"],
+        "num_speculative_tokens": ref["settings"]["num_speculative_tokens"],
+        "drafter": entry["drafter"] if entry else None,
+        "matched_by": matched_by,
+        "acceptance_length": ref_al,
+        "relative_change": None,
+        "differences": ctx.differences,
+    }
     if entry is None:
         return {**section, "status": "no_match", "note": note}, []
     if ctx.differences:
         what = "; ".join(f"{d['setting']} {d['reference']} (reference) vs {d['run']}" for d in ctx.differences)
-        return {**section, "status": "settings_differ",
-                "note": f"{note}; not compared, AL depends on the settings that differ: {what}"}, []
+        return {
+            **section,
+            "status": "settings_differ",
+            "note": f"{note}; not compared, AL depends on the settings that differ: {what}",
+        }, []
     if al is None or ref_al is None:
-        return {**section, "status": "undefined", "note": f"{note}; not compared: no drafts in "
-                f"{'this run' if al is None else 'the reference'}, so AL is undefined"}, []
+        return {
+            **section,
+            "status": "undefined",
+            "note": f"{note}; not compared: no drafts in "
+            f"{'this run' if al is None else 'the reference'}, so AL is undefined",
+        }, []
     change = acceptance.relative_change(al, ref_al)
-    section = {**section, "status": "compared", "relative_change": change,
-               "note": f"{note}; AL {al:.3f} vs reference {ref_al:.3f} ({change:+.1%}, tolerance {ctx.tolerance:.1%})"}
+    section = {
+        **section,
+        "status": "compared",
+        "relative_change": change,
+        "note": f"{note}; AL {al:.3f} vs reference {ref_al:.3f} ({change:+.1%}, tolerance {ctx.tolerance:.1%})",
+    }
     if not acceptance.regressed(al, ref_al, ctx.tolerance):
         return section, []
     ours, theirs = ctx.engine, ref["engine"]
-    message = (f"acceptance length {al:.3f} is {-change:.1%} below the reference {ref_al:.3f} (tolerance {ctx.tolerance:.1%}); "
-               f"this run: {ours['name']} {ours['version']}, k={ctx.k}; reference {ctx.reference.path}: "
-               f"{theirs['name']} {theirs['version']}, k={section['num_speculative_tokens']}")
+    message = (
+        f"acceptance length {al:.3f} is {-change:.1%} below the reference {ref_al:.3f} (tolerance {ctx.tolerance:.1%}); "
+        f"this run: {ours['name']} {ours['version']}, k={ctx.k}; reference {ctx.reference.path}: "
+        f"{theirs['name']} {theirs['version']}, k={section['num_speculative_tokens']}"
+    )
     hint = None  # the rule's: compare the engine versions
     if ours == theirs:  # same engine: the cause is elsewhere
-        hint = (f"both runs used {ours['name']} {ours['version']}: check whether the drafter's weights, the target "
-                "or its chat template changed since the reference")
+        hint = (
+            f"both runs used {ours['name']} {ours['version']}: check whether the drafter's weights, the target "
+            "or its chat template changed since the reference"
+        )
     return section, [finding("E-VERIFY-AL-REGRESSION", "acceptance.overall", message, hint)]
 
 
-def build_report(opts: VerifyOptions, target: Path, prompts: list[Prompt], prompts_file: Path,
-                 baseline: RunResult, runs: list[tuple[Path, RunResult]], reference: Reference | None = None,
-                 explain=None, requests: list[Request] | None = None) -> dict:
+def build_report(
+    opts: VerifyOptions,
+    target: Path,
+    prompts: list[Prompt],
+    prompts_file: Path,
+    baseline: RunResult,
+    runs: list[tuple[Path, RunResult]],
+    reference: Reference | None = None,
+    explain=None,
+    requests: list[Request] | None = None,
+) -> dict:
     """Assemble the full report (schema: ``schemas/verify-report.schema.json``); with ``reference``,
     every drafter is compared with it at ``opts.al_tolerance`` (:func:`compare_with_reference`);
     ``explain``: divergence forensics (:func:`drafter_report`); ``requests``: the order of the runs'
@@ -430,17 +518,39 @@ def build_report(opts: VerifyOptions, target: Path, prompts: list[Prompt], promp
     engine = {"name": baseline.engine, "version": baseline.engine_version}
     batching = "one batch per prompt category, identical for every run; counters read between batches"
     if described["multi_turn"]:  # turn n + 1's input needs the baseline's turn-n output, so it cannot run in one go
-        batching = ("one batch per prompt category, all its turns together; the primary engine's target-alone run "
-                    "goes turn by turn (one batch per category and turn); counters read between batches")
-    settings = {"num_speculative_tokens": opts.k, "max_tokens": opts.max_tokens, "dtype": opts.dtype,
-                "temperature": 0.0, "seed": opts.seed, "max_model_len": opts.max_model_len,
-                "engine_options": dict(opts.engine_options), "batching": batching}
-    prompts_section = {"file": str(prompts_file), "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
-                       "count": len(prompts), "categories": described["categories"],
-                       **{key: described[key] for key in ("format", "max_turns", "multi_turn")},
-                       "requests": len(requests)}
-    ctx = None if reference is None else ReferenceContext(
-        reference, opts.al_tolerance, engine, opts.k, settings_differences(settings, prompts_section, reference.report))
+        batching = (
+            "one batch per prompt category, all its turns together; the primary engine's target-alone run "
+            "goes turn by turn (one batch per category and turn); counters read between batches"
+        )
+    settings = {
+        "num_speculative_tokens": opts.k,
+        "max_tokens": opts.max_tokens,
+        "dtype": opts.dtype,
+        "temperature": 0.0,
+        "seed": opts.seed,
+        "max_model_len": opts.max_model_len,
+        "engine_options": dict(opts.engine_options),
+        "batching": batching,
+    }
+    prompts_section = {
+        "file": str(prompts_file),
+        "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
+        "count": len(prompts),
+        "categories": described["categories"],
+        **{key: described[key] for key in ("format", "max_turns", "multi_turn")},
+        "requests": len(requests),
+    }
+    ctx = (
+        None
+        if reference is None
+        else ReferenceContext(
+            reference,
+            opts.al_tolerance,
+            engine,
+            opts.k,
+            settings_differences(settings, prompts_section, reference.report),
+        )
+    )
     drafters = [drafter_report(d, target, opts.k, requests, baseline, r, ctx, explain) for d, r in runs]
     return {
         "report_version": REPORT_VERSION,
@@ -449,14 +559,16 @@ def build_report(opts: VerifyOptions, target: Path, prompts: list[Prompt], promp
         "target": {"spec": opts.target, "path": str(target)},
         "settings": settings,
         "prompts": prompts_section,
-        "definitions": {"acceptance_length": acceptance.AL_DEFINITION,
-                        "acceptance_rate_per_position": acceptance.PER_POSITION_DEFINITION,
-                        "draft_acceptance_rate": acceptance.DRAFT_RATE_DEFINITION,
-                        "per_request_mean_acceptance_length": acceptance.PER_REQUEST_DEFINITION,
-                        "first_divergence": "0-based index of the first output token that differs from the target alone",
-                        "forensics": forensics.DEFINITION,
-                        "cross_engine": cross_engine.DEFINITION,
-                        "multi_turn": MULTI_TURN_DEFINITION},
+        "definitions": {
+            "acceptance_length": acceptance.AL_DEFINITION,
+            "acceptance_rate_per_position": acceptance.PER_POSITION_DEFINITION,
+            "draft_acceptance_rate": acceptance.DRAFT_RATE_DEFINITION,
+            "per_request_mean_acceptance_length": acceptance.PER_REQUEST_DEFINITION,
+            "first_divergence": "0-based index of the first output token that differs from the target alone",
+            "forensics": forensics.DEFINITION,
+            "cross_engine": cross_engine.DEFINITION,
+            "multi_turn": MULTI_TURN_DEFINITION,
+        },
         "baseline": _timing(baseline),
         "drafters": drafters,
         "passed": all(d["passed"] for d in drafters),
@@ -500,8 +612,14 @@ def exit_code(report: dict) -> int:
     return 0 if report["passed"] else 1
 
 
-def forensics_for(prompt_ids: dict[str, list[int]], baseline: RunResult, load_target, dtype: str,
-                  epsilon: float | None, decode=None):
+def forensics_for(
+    prompt_ids: dict[str, list[int]],
+    baseline: RunResult,
+    load_target,
+    dtype: str,
+    epsilon: float | None,
+    decode=None,
+):
     """The ``explain`` callable of :func:`drafter_report`: loads the target (``load_target()`` →
     :class:`~eaglehub.engines.reference.ReferenceTarget`) only when a prompt diverges, then
     :func:`eaglehub.forensics.explain` on each divergence."""
@@ -510,8 +628,16 @@ def forensics_for(prompt_ids: dict[str, list[int]], baseline: RunResult, load_ta
     def explain(rows: list[dict], run: RunResult) -> tuple[dict[str, dict], str | None]:
         if not rows:
             return {}, None
-        divs = [forensics.Divergence(r["id"], prompt_ids[r["id"]], baseline.outputs[order[r["id"]]],
-                                     run.outputs[order[r["id"]]], r["first_divergence"]) for r in rows]
+        divs = [
+            forensics.Divergence(
+                r["id"],
+                prompt_ids[r["id"]],
+                baseline.outputs[order[r["id"]]],
+                run.outputs[order[r["id"]]],
+                r["first_divergence"],
+            )
+            for r in rows
+        ]
         try:
             target = load_target()
         except EaglehubError as exc:  # forensics explains; it must not hide the divergence it cannot explain
@@ -531,24 +657,33 @@ def _check_options(opts: VerifyOptions) -> None:
         if not 0.0 <= value < 1.0:  # also refuses NaN
             raise EaglehubError(f"{name} must be a fraction in [0, 1), got {value}", hint="5 % is 0.05")
     if opts.sampling_trials and not MIN_SAMPLING_TRIALS <= opts.sampling_trials:
-        raise EaglehubError(f"--sampling-trials {opts.sampling_trials} is too few for a chi-square test",
-                            hint=f"give at least {MIN_SAMPLING_TRIALS} (2000000 finds a 1 % bias), or 0 for no test")
+        raise EaglehubError(
+            f"--sampling-trials {opts.sampling_trials} is too few for a chi-square test",
+            hint=f"give at least {MIN_SAMPLING_TRIALS} (2000000 finds a 1 % bias), or 0 for no test",
+        )
     if opts.sampling_trials and not 0.05 <= opts.sampling_temperature <= 10:  # also refuses NaN and inf
-        raise EaglehubError(f"--sampling-temperature must be in [0.05, 10], got {opts.sampling_temperature}",
-                            hint="the sampling test needs T > 0; 1.0 is the target's own distribution")
+        raise EaglehubError(
+            f"--sampling-temperature must be in [0.05, 10], got {opts.sampling_temperature}",
+            hint="the sampling test needs T > 0; 1.0 is the target's own distribution",
+        )
     if opts.tie_epsilon is not None and not (math.isfinite(opts.tie_epsilon) and opts.tie_epsilon >= 0):
-        raise EaglehubError(f"--tie-epsilon must be a finite logit gap >= 0, got {opts.tie_epsilon}",
-                            hint="leave it out for the dtype's default (float32: 0.01)")
+        raise EaglehubError(
+            f"--tie-epsilon must be a finite logit gap >= 0, got {opts.tie_epsilon}",
+            hint="leave it out for the dtype's default (float32: 0.01)",
+        )
     if opts.k > MAX_K:
-        raise EaglehubError(f"-k {opts.k} is more draft tokens than any EAGLE drafter proposes usefully",
-                            hint=f"use at most {MAX_K} (the manifest schema's bound too)")
+        raise EaglehubError(
+            f"-k {opts.k} is more draft tokens than any EAGLE drafter proposes usefully",
+            hint=f"use at most {MAX_K} (the manifest schema's bound too)",
+        )
 
 
 MULTI_TURN_DEFINITION = (
     "a request is one (prompt, user turn): id = the prompt id for turn 1, <prompt id>#<n> for turn n; the input of "
     "turn n + 1 holds the assistant reply of turn n = the primary engine's target-alone output for turn n, decoded with "
     "special tokens skipped, so every run of every engine receives the same token ids; a drafter run's own outputs are "
-    "only compared with the target's, never fed back")
+    "only compared with the target's, never fed back"
+)
 """The reply rule of :mod:`eaglehub.engines.chat`, as the report's ``definitions.multi_turn``."""
 
 
@@ -608,12 +743,16 @@ def merge_runs(phases: list[tuple[list[int], RunResult]], n: int) -> RunResult:
         for g, sec in run.group_seconds.items():
             group_seconds[g] = group_seconds.get(g, 0.0) + sec
     first = phases[0][1]
-    return RunResult(outputs=outputs, group_counters=group_counters,
-                     generate_seconds=sum(r.generate_seconds for _, r in phases),
-                     load_seconds=sum(r.load_seconds for _, r in phases), engine=first.engine,
-                     engine_version=first.engine_version,
-                     prompt_counters=counters if all(r.prompt_counters is not None for _, r in phases) else None,
-                     group_seconds=group_seconds)
+    return RunResult(
+        outputs=outputs,
+        group_counters=group_counters,
+        generate_seconds=sum(r.generate_seconds for _, r in phases),
+        load_seconds=sum(r.load_seconds for _, r in phases),
+        engine=first.engine,
+        engine_version=first.engine_version,
+        prompt_counters=counters if all(r.prompt_counters is not None for _, r in phases) else None,
+        group_seconds=group_seconds,
+    )
 
 
 def run_by_turn(run, requests: list[Request], encode, decode) -> tuple[RunResult, list[list[int]]]:
@@ -663,7 +802,9 @@ def _chat_codec(target: Path, prompts: list[Prompt]):
     return (lambda convs: [tok.encode_turn(turns, replies) for turns, replies in convs]), tok.decode
 
 
-def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, engines: list[Engine] | None = None) -> dict:
+def run_verify(
+    opts: VerifyOptions, engine: Engine | None = None, console=None, engines: list[Engine] | None = None
+) -> dict:
     """Run the baseline and every drafter in each engine, return the validated report.
 
     ``engines`` (or one ``engine``; default :func:`make_engines` of ``opts.engines``): the first is
@@ -689,7 +830,9 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, 
     engines = engines or ([engine] if engine is not None else make_engines(opts.engines, device=opts.device))
     for e in engines:
         e.version()  # fail fast, before any model work, when an engine is missing
-    drafters = [_resolve_drafter(d) for d in [*opts.drafters, *([opts.baseline_drafter] if opts.baseline_drafter else [])]]
+    drafters = [
+        _resolve_drafter(d) for d in [*opts.drafters, *([opts.baseline_drafter] if opts.baseline_drafter else [])]
+    ]
     target = resolve_target(opts.target)
     for d in drafters:
         preflight(d, target)
@@ -698,10 +841,31 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, 
     requests = requests_of(prompts)
     encode, decode = _chat_codec(target, prompts)
     groups = [r.category for r in requests]
-    specs = [RunSpec(target, None, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len,
-                     engine_options=dict(opts.engine_options))]
-    specs += [RunSpec(target, d, opts.k, opts.max_tokens, opts.dtype, opts.seed, opts.max_model_len,
-                      engine_options=dict(opts.engine_options)) for d in drafters]
+    specs = [
+        RunSpec(
+            target,
+            None,
+            opts.k,
+            opts.max_tokens,
+            opts.dtype,
+            opts.seed,
+            opts.max_model_len,
+            engine_options=dict(opts.engine_options),
+        )
+    ]
+    specs += [
+        RunSpec(
+            target,
+            d,
+            opts.k,
+            opts.max_tokens,
+            opts.dtype,
+            opts.seed,
+            opts.max_model_len,
+            engine_options=dict(opts.engine_options),
+        )
+        for d in drafters
+    ]
     load_target = _target_loader(engines, target, opts)
     file = (prompts_file or default_prompts_path()).resolve()
     multi_turn = any(r.turn > 1 for r in requests)
@@ -711,14 +875,29 @@ def run_verify(opts: VerifyOptions, engine: Engine | None = None, console=None, 
             with _progress(console) as run:
                 baseline, ids = run_by_turn(
                     lambda x, g, turn: run(e, specs[0], x, g, _label(specs[0], turn if multi_turn else None)),
-                    requests, encode, decode)
+                    requests,
+                    encode,
+                    decode,
+                )
                 results = [baseline] + [run(e, s, ids, groups, _label(s)) for s in specs[1:]]
         else:
             results = _run_all(e, specs, ids, groups, console)
-        explain = forensics_for({r.id: i for r, i in zip(requests, ids)}, results[0], load_target, opts.dtype,
-                                opts.tie_epsilon)
-        reports.append(build_report(opts, target, prompts, file, results[0], list(zip(drafters, results[1:])),
-                                    reference, explain, requests))
+        explain = forensics_for(
+            {r.id: i for r, i in zip(requests, ids)}, results[0], load_target, opts.dtype, opts.tie_epsilon
+        )
+        reports.append(
+            build_report(
+                opts,
+                target,
+                prompts,
+                file,
+                results[0],
+                list(zip(drafters, results[1:])),
+                reference,
+                explain,
+                requests,
+            )
+        )
         all_results.append(results)
     report = reports[0]
     if len(engines) > 1:
@@ -755,14 +934,26 @@ def _attach_cross_engine(report: dict, others: list[dict], results: list[list[Ru
         rows, extra = cross_engine.compare(report, other, results[0], runs, tolerance)
         for d, found in zip(report["drafters"], extra):
             d["findings"] += [f.as_dict() for f in found]
-        section["engines"].append({"engine": other["engine"], "baseline": other["baseline"], "comparison": rows,
-                                   "drafters": other["drafters"]})
+        section["engines"].append(
+            {
+                "engine": other["engine"],
+                "baseline": other["baseline"],
+                "comparison": rows,
+                "drafters": other["drafters"],
+            }
+        )
     report["cross_engine"] = section
     _refresh_passed(report)
 
 
-def _attach_sampling_tests(report: dict, engines: list[Engine], specs: list[RunSpec], requests: list[Request],
-                           ids: list[list[int]], opts: VerifyOptions) -> None:
+def _attach_sampling_tests(
+    report: dict,
+    engines: list[Engine],
+    specs: list[RunSpec],
+    requests: list[Request],
+    ids: list[list[int]],
+    opts: VerifyOptions,
+) -> None:
     """Each drafter's ``sampling_test`` section (:mod:`eaglehub.sampling_check`), on the reference
     engine, at the first request of each category (its id and category stand in for a prompt's)."""
     from dataclasses import replace
@@ -778,7 +969,9 @@ def _attach_sampling_tests(report: dict, engines: list[Engine], specs: list[RunS
         section["engine_outputs"] = []
         for e in engines:
             if opts.engine_samples and not isinstance(e, ReferenceEngine):  # the reference rule is tested above
-                part, more = run_engine_sampling_test(e, hot, chosen, opts.engine_samples, ref.target(spec.target, opts.dtype))
+                part, more = run_engine_sampling_test(
+                    e, hot, chosen, opts.engine_samples, ref.target(spec.target, opts.dtype)
+                )
                 section["engine_outputs"].append(part)
                 found += more
         d["sampling_test"] = section
@@ -805,10 +998,24 @@ def _progress(console):
     if console is None:
         yield lambda engine, spec, ids, groups, label: engine.run(spec, ids, groups)
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, console=console, transient=False) as bar:
+
         def run(engine, spec, ids, groups, label):
             task = bar.add_task(label, total=len(ids))
             return engine.run(spec, ids, groups, progress=lambda _g, n: bar.advance(task, n))

@@ -54,7 +54,7 @@ def _source(module: str) -> tuple[ast.Module, bool] | None:
     spec = importlib.util.find_spec(top)
     if spec is None or not spec.submodule_search_locations:
         return None
-    base = Path(list(spec.submodule_search_locations)[0]).joinpath(*rest)
+    base = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
     for path, is_pkg in ((base.with_suffix(".py"), False), (base / "__init__.py", True)):
         if path.is_file() and (rest or is_pkg):
             return ast.parse(path.read_text()), is_pkg
@@ -93,13 +93,21 @@ def ast_supports(module: str, name: str, depth: int = 0) -> bool | None:
     for node in _statements(tree.body):
         if isinstance(node, ast.ClassDef) and node.name == name:
             for stmt in node.body:  # the protocol's marker set by hand, without inheriting it
-                if (isinstance(stmt, (ast.Assign, ast.AnnAssign)) and getattr(stmt, "value", None) is not None
-                        and any(isinstance(t, ast.Name) and t.id == "supports_eagle3"
-                                for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]))
-                        and isinstance(stmt.value, ast.Constant) and stmt.value.value is True):
+                if (
+                    isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                    and getattr(stmt, "value", None) is not None
+                    and any(
+                        isinstance(t, ast.Name) and t.id == "supports_eagle3"
+                        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                    )
+                    and isinstance(stmt.value, ast.Constant)
+                    and stmt.value.value is True
+                ):
                     return True
             for base in node.bases:
-                base_name = base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
+                base_name = (
+                    base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
+                )
                 if base_name == INTERFACE:
                     return True
                 if base_name and isinstance(base, ast.Name) and ast_supports(module, base_name, depth + 1):
@@ -123,8 +131,12 @@ def mla_model_types() -> list[str]:
     for fn in ast.walk(parsed[0]):
         if isinstance(fn, ast.FunctionDef) and fn.name == "is_deepseek_mla":
             for cmp in ast.walk(fn):
-                if (isinstance(cmp, ast.Compare) and isinstance(cmp.ops[0], ast.In) and isinstance(cmp.comparators[0], ast.Tuple)
-                        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in cmp.comparators[0].elts)):
+                if (
+                    isinstance(cmp, ast.Compare)
+                    and isinstance(cmp.ops[0], ast.In)
+                    and isinstance(cmp.comparators[0], ast.Tuple)
+                    and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in cmp.comparators[0].elts)
+                ):
                     return sorted(e.value for e in cmp.comparators[0].elts)
     raise SystemExit("is_deepseek_mla has no literal tuple of model types: update scripts/gen_vllm_archs.py")
 
@@ -135,8 +147,11 @@ def collect() -> dict:
     from vllm.model_executor.models import registry
     from vllm.model_executor.models.interfaces import supports_eagle3
 
-    table = {**registry._TEXT_GENERATION_MODELS, **registry._MULTIMODAL_MODELS,
-             **registry._TRANSFORMERS_SUPPORTED_MODELS}
+    table = {
+        **registry._TEXT_GENERATION_MODELS,
+        **registry._MULTIMODAL_MODELS,
+        **registry._TRANSFORMERS_SUPPORTED_MODELS,
+    }
     eagle3, by_ast, undecided, disagree = set(), set(), [], []
     for arch, (rel, cls_name) in sorted(table.items()):
         module = module_name(rel)
@@ -144,7 +159,10 @@ def collect() -> dict:
         try:
             imported = bool(supports_eagle3(getattr(importlib.import_module(module), cls_name)))
         except Exception as exc:  # optional dependency missing (torchvision, timm, ...), CUDA-only module
-            print(f"  {arch}: import failed ({type(exc).__name__}: {str(exc)[:80]}); source says {from_source}", file=sys.stderr)
+            print(
+                f"  {arch}: import failed ({type(exc).__name__}: {str(exc)[:80]}); source says {from_source}",
+                file=sys.stderr,
+            )
             imported = None
             by_ast.add(arch)
             if from_source is None:
@@ -156,13 +174,26 @@ def collect() -> dict:
         # either verdict counts: an unjustified E-TARGET-NO-EAGLE3 would block a pair that serves
         if imported or from_source:
             eagle3.add(arch)
-    return {"version": vllm.__version__, "all": sorted(table), "eagle3": sorted(eagle3), "by_ast": sorted(by_ast),
-            "undecided": undecided, "disagree": disagree, "mla": mla_model_types()}
+    return {
+        "version": vllm.__version__,
+        "all": sorted(table),
+        "eagle3": sorted(eagle3),
+        "by_ast": sorted(by_ast),
+        "undecided": undecided,
+        "disagree": disagree,
+        "mla": mla_model_types(),
+    }
 
 
 def _frozenset(name: str, items: list[str], doc: str) -> str:
-    body = textwrap.fill(", ".join(f'"{i}"' for i in items), width=100, initial_indent="    ", subsequent_indent="    ",
-                         break_long_words=False, break_on_hyphens=False)
+    body = textwrap.fill(
+        ", ".join(f'"{i}"' for i in items),
+        width=100,
+        initial_indent="    ",
+        subsequent_indent="    ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
     return f"#: {doc}\n{name} = frozenset({{\n{body},\n}})\n"
 
 
@@ -181,11 +212,25 @@ def render(data: dict) -> str:
 VLLM_VERSION = "{data["version"]}"
 
 '''
-    return header + "\n".join([
-        _frozenset("EAGLE3_ARCHS", data["eagle3"], "architectures[0] values whose vLLM model class implements SupportsEagle3"),
-        _frozenset("ALL_ARCHS", data["all"], "every architectures[0] value vLLM registers for text generation (multimodal included)"),
-        _frozenset("MLA_MODEL_TYPES", data["mla"], "(text) model types vLLM serves with MLA attention when kv_lora_rank is set"),
-    ])
+    return header + "\n".join(
+        [
+            _frozenset(
+                "EAGLE3_ARCHS",
+                data["eagle3"],
+                "architectures[0] values whose vLLM model class implements SupportsEagle3",
+            ),
+            _frozenset(
+                "ALL_ARCHS",
+                data["all"],
+                "every architectures[0] value vLLM registers for text generation (multimodal included)",
+            ),
+            _frozenset(
+                "MLA_MODEL_TYPES",
+                data["mla"],
+                "(text) model types vLLM serves with MLA attention when kv_lora_rank is set",
+            ),
+        ]
+    )
 
 
 def main() -> None:
@@ -194,7 +239,10 @@ def main() -> None:
     args = ap.parse_args()
     data = collect()
     if data["undecided"]:
-        print(f"undecided (class definition not found, counted as no SupportsEagle3): {data['undecided']}", file=sys.stderr)
+        print(
+            f"undecided (class definition not found, counted as no SupportsEagle3): {data['undecided']}",
+            file=sys.stderr,
+        )
     if data["disagree"]:
         print(f"import and source disagree (counted as SupportsEagle3): {data['disagree']}", file=sys.stderr)
     text = render(data)
@@ -211,7 +259,9 @@ def main() -> None:
         print(f"{OUT} is {'up to date' if same else 'stale'} for vLLM {data['version']}")
         raise SystemExit(0 if same else 1)
     OUT.write_text(text)
-    print(f"wrote {OUT}: vLLM {data['version']}, {len(data['eagle3'])} of {len(data['all'])} architectures implement {INTERFACE}")
+    print(
+        f"wrote {OUT}: vLLM {data['version']}, {len(data['eagle3'])} of {len(data['all'])} architectures implement {INTERFACE}"
+    )
 
 
 if __name__ == "__main__":

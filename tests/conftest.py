@@ -125,8 +125,13 @@ Mutator = Callable[[dict, dict], None]
 def make_drafter(tmp_path: Path):
     """Factory: ``make_drafter(name, mutate=fn(cfg, tensors), v31=False, fmt="safetensors")`` → dir."""
 
-    def make(name: str = "drafter", mutate: Mutator | None = None, v31: bool = False, fmt: str = "safetensors",
-             seed: int = 0) -> Path:
+    def make(
+        name: str = "drafter",
+        mutate: Mutator | None = None,
+        v31: bool = False,
+        fmt: str = "safetensors",
+        seed: int = 0,
+    ) -> Path:
         cfg = copy.deepcopy(BASE_CONFIG)
         tensors = drafter_tensors(cfg, seed=seed)
         if v31:
@@ -140,10 +145,20 @@ def make_drafter(tmp_path: Path):
 
 def target_config(n_layers: int = 8, hidden: int = H, vocab: int = V, **over) -> dict:
     cfg = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": hidden,
-        "num_hidden_layers": n_layers, "num_attention_heads": NH, "num_key_value_heads": NKV, "head_dim": HD,
-        "intermediate_size": I, "vocab_size": vocab, "max_position_embeddings": 4096, "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "bfloat16",
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "num_hidden_layers": n_layers,
+        "num_attention_heads": NH,
+        "num_key_value_heads": NKV,
+        "head_dim": HD,
+        "intermediate_size": I,
+        "vocab_size": vocab,
+        "max_position_embeddings": 4096,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+        "torch_dtype": "bfloat16",
     }
     cfg.update(over)
     return cfg
@@ -161,11 +176,19 @@ def target_tensors(cfg: dict, seed: int = 1) -> dict[str, torch.Tensor]:
     t = {"model.embed_tokens.weight": w(v, h), "model.norm.weight": w(h), "lm_head.weight": w(v, h)}
     for i in range(n):
         p = f"model.layers.{i}."
-        t.update({p + "self_attn.q_proj.weight": w(q, h), p + "self_attn.k_proj.weight": w(kv, h),
-                  p + "self_attn.v_proj.weight": w(kv, h), p + "self_attn.o_proj.weight": w(h, q),
-                  p + "mlp.gate_proj.weight": w(I, h), p + "mlp.up_proj.weight": w(I, h),
-                  p + "mlp.down_proj.weight": w(h, I), p + "input_layernorm.weight": w(h),
-                  p + "post_attention_layernorm.weight": w(h)})
+        t.update(
+            {
+                p + "self_attn.q_proj.weight": w(q, h),
+                p + "self_attn.k_proj.weight": w(kv, h),
+                p + "self_attn.v_proj.weight": w(kv, h),
+                p + "self_attn.o_proj.weight": w(h, q),
+                p + "mlp.gate_proj.weight": w(I, h),
+                p + "mlp.up_proj.weight": w(I, h),
+                p + "mlp.down_proj.weight": w(h, I),
+                p + "input_layernorm.weight": w(h),
+                p + "post_attention_layernorm.weight": w(h),
+            }
+        )
     return t
 
 
@@ -187,7 +210,11 @@ def make_target(tmp_path: Path):
 
 def tree_hash(root: Path) -> dict[str, str]:
     """sha256 of every file under ``root`` (to prove a directory was not modified)."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 RECIPE_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3-recipe"

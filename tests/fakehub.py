@@ -104,10 +104,18 @@ class FakeHub:
         with self.lock:
             repo = Repo(repo_id, private)
             self.repos[repo_id] = repo
-            self._commit(repo, "main", None, "initial commit", {".gitattributes": b"*.safetensors filter=lfs\n", **(files or {})})
+            self._commit(
+                repo,
+                "main",
+                None,
+                "initial commit",
+                {".gitattributes": b"*.safetensors filter=lfs\n", **(files or {})},
+            )
             return repo
 
-    def push(self, repo_id: str, files: dict[str, bytes], branch: str = "main", message: str = "concurrent change") -> str:
+    def push(
+        self, repo_id: str, files: dict[str, bytes], branch: str = "main", message: str = "concurrent change"
+    ) -> str:
         """Commit ``files`` on ``branch`` from outside (another writer); returns the new oid."""
         with self.lock:
             repo = self.repos[repo_id]
@@ -184,8 +192,17 @@ class FakeHub:
     def _r_whoami(self, user, query, body):
         if user is None:
             raise HubError(401, "Invalid credentials in Authorization header")
-        return _json({"type": "user", "name": user["name"], "orgs": [{"name": o} for o in self.orgs],
-                      "auth": {"type": "access_token", "accessToken": {"displayName": "test", "role": user["role"]}}})
+        return _json(
+            {
+                "type": "user",
+                "name": user["name"],
+                "orgs": [{"name": o} for o in self.orgs],
+                "auth": {
+                    "type": "access_token",
+                    "accessToken": {"displayName": "test", "role": user["role"]},
+                },
+            }
+        )
 
     def _r_create(self, user, query, body):
         doc = json.loads(body)
@@ -215,8 +232,15 @@ class FakeHub:
         repo = self._repo(user, ns, name)
         self._writer(user, ns)
         files = self.repos[repo.repo_id].commits[self._rev(repo, rev)].files
-        out = [{"path": f["path"], "uploadMode": "regular", "shouldIgnore": False,
-                "oid": git_oid(files[f["path"]]) if f["path"] in files else None} for f in json.loads(body)["files"]]
+        out = [
+            {
+                "path": f["path"],
+                "uploadMode": "regular",
+                "shouldIgnore": False,
+                "oid": git_oid(files[f["path"]]) if f["path"] in files else None,
+            }
+            for f in json.loads(body)["files"]
+        ]
         return _json({"files": out, "commitOid": self._rev(repo, rev)})
 
     def _r_commit(self, user, query, body, ns, name, rev):
@@ -233,7 +257,10 @@ class FakeHub:
         if create_pr and ref not in repo.refs:
             raise HubError(404, f"{ref} is not a branch", "RevisionNotFound")
         if parent is not None and not create_pr and repo.resolve(parent) != head:
-            raise HubError(412, f"A commit has happened since. Please refresh and try again. (parent {parent}, head {head})")
+            raise HubError(
+                412,
+                f"A commit has happened since. Please refresh and try again. (parent {parent}, head {head})",
+            )
         base = repo.resolve(parent) if parent is not None else head
         files = dict(repo.commits[base].files)
         for item in lines:
@@ -256,8 +283,14 @@ class FakeHub:
             if target is None:
                 raise HubError(400, f"cannot commit to {ref}: not a branch")
         oid = self._commit(repo, target, base, header["summary"], files)
-        return _json({"commitUrl": f"{self.url}/{repo.repo_id}/commit/{oid}", "commitOid": oid,
-                      "pullRequestUrl": pr_url, "success": True})
+        return _json(
+            {
+                "commitUrl": f"{self.url}/{repo.repo_id}/commit/{oid}",
+                "commitOid": oid,
+                "pullRequestUrl": pr_url,
+                "success": True,
+            }
+        )
 
     def _r_branch(self, user, query, body, ns, name, branch):
         repo = self._repo(user, ns, name)
@@ -281,21 +314,34 @@ class FakeHub:
     def _r_info(self, user, query, body, ns, name, rev="main"):
         repo = self._repo(user, ns, name)
         oid = self._rev(repo, rev)
-        return _json({"id": repo.repo_id, "modelId": repo.repo_id, "sha": oid, "private": repo.private,
-                      "siblings": [{"rfilename": p} for p in sorted(repo.commits[oid].files)]})
+        return _json(
+            {
+                "id": repo.repo_id,
+                "modelId": repo.repo_id,
+                "sha": oid,
+                "private": repo.private,
+                "siblings": [{"rfilename": p} for p in sorted(repo.commits[oid].files)],
+            }
+        )
 
     def _r_tree(self, user, query, body, ns, name, rev, prefix=""):
         repo = self._repo(user, ns, name)
         files = repo.commits[self._rev(repo, rev)].files
         prefix = unquote(prefix).strip("/")
-        rows = [{"type": "file", "path": p, "size": len(b), "oid": git_oid(b)} for p, b in sorted(files.items())
-                if not prefix or p.startswith(prefix + "/")]
+        rows = [
+            {"type": "file", "path": p, "size": len(b), "oid": git_oid(b)}
+            for p, b in sorted(files.items())
+            if not prefix or p.startswith(prefix + "/")
+        ]
         return _json(rows)
 
     def _r_refs(self, user, query, body, ns, name):
         repo = self._repo(user, ns, name)
-        branches = [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": o} for n, o in repo.refs.items()
-                    if not n.startswith("refs/pr/")]
+        branches = [
+            {"name": n, "ref": f"refs/heads/{n}", "targetCommit": o}
+            for n, o in repo.refs.items()
+            if not n.startswith("refs/pr/")
+        ]
         prs = [{"name": n, "ref": n, "targetCommit": o} for n, o in repo.refs.items() if n.startswith("refs/pr/")]
         tags = [{"name": n, "ref": f"refs/tags/{n}", "targetCommit": o} for n, o in repo.tags.items()]
         return _json({"branches": branches, "tags": tags, "converts": [], "pullRequests": prs})
@@ -308,8 +354,12 @@ class FakeHub:
         if path not in files:
             raise HubError(404, f"Entry not found: {path}", "EntryNotFound")
         data = files[path]
-        headers = {"X-Repo-Commit": oid, "ETag": f'"{git_oid(data)}"', "Content-Length": str(len(data)),
-                   "Content-Type": "application/octet-stream"}
+        headers = {
+            "X-Repo-Commit": oid,
+            "ETag": f'"{git_oid(data)}"',
+            "Content-Length": str(len(data)),
+            "Content-Type": "application/octet-stream",
+        }
         return 200, headers, b"" if head else data
 
 
@@ -375,7 +425,6 @@ def _handler(hub: FakeHub):
         do_GET = do_POST = do_HEAD = do_PUT = do_DELETE = _serve
 
     return Handler
-
 
 
 # --- pytest fixtures (import them into a test module: `from fakehub import fake_hub, hf_env`) -------

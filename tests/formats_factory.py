@@ -65,7 +65,7 @@ class Dims:
     nh: int = 4
     nkv: int = 2
     hd: int = 16
-    I: int = 128  # noqa: E741
+    I: int = 128
     V: int = 256
     Vd: int = 32
     A: int = 3
@@ -97,8 +97,13 @@ class Spec:
     @property
     def dims(self) -> Dims:
         A = len(self.aux_c_in) if self.aux_c_in else 3
-        return Dims(Ht=self.target_hidden, Vd=32 if self.pruned else 256, A=A, layers=self.layers,
-                    nkv=4 if self.layer_kind == "mla" else 2)
+        return Dims(
+            Ht=self.target_hidden,
+            Vd=32 if self.pruned else 256,
+            A=A,
+            layers=self.layers,
+            nkv=4 if self.layer_kind == "mla" else 2,
+        )
 
     @property
     def version(self) -> str:
@@ -167,8 +172,16 @@ def _mla_attn(p: str, d: Dims, width: int, w, norm) -> dict:
     }
 
 
-def canonical_tensors(d: Dims, *, layer_kind: str = "llama", fc_norm: bool = False, norm_before_fc: bool = False,
-                      embed: bool = False, dtype: str = "bfloat16", seed: int = 0) -> dict[str, torch.Tensor]:
+def canonical_tensors(
+    d: Dims,
+    *,
+    layer_kind: str = "llama",
+    fc_norm: bool = False,
+    norm_before_fc: bool = False,
+    embed: bool = False,
+    dtype: str = "bfloat16",
+    seed: int = 0,
+) -> dict[str, torch.Tensor]:
     """Trained-looking weights by canonical name. ``d2t``/``t2d`` are added when ``Vd < V``."""
     g = torch.Generator().manual_seed(seed)
     dt = DTYPES[dtype]
@@ -184,13 +197,15 @@ def canonical_tensors(d: Dims, *, layer_kind: str = "llama", fc_norm: bool = Fal
         p = LAYER0 if i == 0 else f"layers.{i}."
         width = 2 * d.H if i == 0 else d.H
         t.update(_mla_attn(p, d, width, w, norm) if layer_kind == "mla" else _llama_attn(p, d, width, w))
-        t.update({
-            p + "mlp.gate_proj.weight": w(d.I, d.H),
-            p + "mlp.up_proj.weight": w(d.I, d.H),
-            p + "mlp.down_proj.weight": w(d.H, d.I),
-            p + "input_layernorm.weight": norm(d.H),
-            p + "post_attention_layernorm.weight": norm(d.H),
-        })
+        t.update(
+            {
+                p + "mlp.gate_proj.weight": w(d.I, d.H),
+                p + "mlp.up_proj.weight": w(d.I, d.H),
+                p + "mlp.down_proj.weight": w(d.H, d.I),
+                p + "input_layernorm.weight": norm(d.H),
+                p + "post_attention_layernorm.weight": norm(d.H),
+            }
+        )
         if i == 0:
             t[p + "hidden_norm.weight"] = norm(d.H)
     t["norm.weight"] = norm(d.H)
@@ -214,8 +229,14 @@ def identity_maps(V: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.zeros(V, dtype=torch.int64), torch.ones(V, dtype=torch.bool)
 
 
-def format_tensors(fmt: str, canonical: dict[str, torch.Tensor], V: int, *, keep_t2d: bool = True,
-                   legacy_aux_norm: bool = False) -> dict[str, torch.Tensor]:
+def format_tensors(
+    fmt: str,
+    canonical: dict[str, torch.Tensor],
+    V: int,
+    *,
+    keep_t2d: bool = True,
+    legacy_aux_norm: bool = False,
+) -> dict[str, torch.Tensor]:
     """The canonical tensors a producer of ``fmt`` ships (still canonical names; see :func:`stored_name`)."""
     t = dict(canonical)
     pruned = "d2t" in t
@@ -233,7 +254,7 @@ def format_tensors(fmt: str, canonical: dict[str, torch.Tensor], V: int, *, keep
 def stored_name(fmt: str, canonical: str, legacy_aux_norm: bool = False) -> str:
     """How ``fmt`` spells a canonical tensor name on disk."""
     if canonical.startswith(LAYER0) and fmt in ("speculators", "torchspec", "modelopt"):
-        return EXPORTED0 + canonical[len(LAYER0):]
+        return EXPORTED0 + canonical[len(LAYER0) :]
     if legacy_aux_norm and canonical.startswith("fc_norm."):
         return LEGACY_AUX_NORM[int(canonical.split(".")[1])]
     return canonical
@@ -242,11 +263,11 @@ def stored_name(fmt: str, canonical: str, legacy_aux_norm: bool = False) -> str:
 def canonical_name(fmt: str, stored: str) -> str:
     """Inverse of :func:`stored_name` (``model.`` prefix stripped)."""
     if stored.startswith("model."):
-        stored = stored[len("model."):]
+        stored = stored[len("model.") :]
     if stored in LEGACY_AUX_NORM:
         return f"fc_norm.{LEGACY_AUX_NORM.index(stored)}.weight"
     if stored.startswith(EXPORTED0):
-        return LAYER0 + stored[len(EXPORTED0):]
+        return LAYER0 + stored[len(EXPORTED0) :]
     return stored
 
 
@@ -254,10 +275,22 @@ def canonical_name(fmt: str, stored: str) -> str:
 # configs
 # --------------------------------------------------------------------------------------------
 
-LLAMA3_ROPE = {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
-               "original_max_position_embeddings": 8192, "rope_type": "llama3"}
-YARN_ROPE = {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 64.0, "mscale": 1.0, "mscale_all_dim": 1.0,
-             "original_max_position_embeddings": 4096, "type": "yarn"}
+LLAMA3_ROPE = {
+    "factor": 8.0,
+    "high_freq_factor": 4.0,
+    "low_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+    "rope_type": "llama3",
+}
+YARN_ROPE = {
+    "beta_fast": 1.0,
+    "beta_slow": 1.0,
+    "factor": 64.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+    "original_max_position_embeddings": 4096,
+    "type": "yarn",
+}
 
 
 def _layer_keys(spec: Spec, d: Dims) -> dict:
@@ -280,8 +313,15 @@ def _layer_keys(spec: Spec, d: Dims) -> dict:
         "vocab_size": d.V,
     }
     if spec.layer_kind == "mla":
-        cfg.update(q_lora_rank=d.q_lora, kv_lora_rank=d.kv_lora, qk_nope_head_dim=d.qk_nope,
-                   qk_rope_head_dim=d.qk_rope, v_head_dim=d.v_head, rope_theta=50000.0, rope_scaling=dict(YARN_ROPE))
+        cfg.update(
+            q_lora_rank=d.q_lora,
+            kv_lora_rank=d.kv_lora,
+            qk_nope_head_dim=d.qk_nope,
+            qk_rope_head_dim=d.qk_rope,
+            v_head_dim=d.v_head,
+            rope_theta=50000.0,
+            rope_scaling=dict(YARN_ROPE),
+        )
     else:
         cfg.update(head_dim=d.hd, rope_theta=500000.0, rope_scaling=dict(LLAMA3_ROPE))
     return cfg
@@ -321,22 +361,39 @@ def format_config(fmt: str, spec: Spec, *, research: bool = False, legacy_aux_no
             "speculators_config": {
                 "algorithm": "eagle3",
                 "default_proposal_method": "greedy",
-                "proposal_methods": [{"accept_tolerance": 0.0, "proposal_type": "greedy", "speculative_tokens": 3,
-                                      "verifier_accept_k": 1}],
+                "proposal_methods": [
+                    {
+                        "accept_tolerance": 0.0,
+                        "proposal_type": "greedy",
+                        "speculative_tokens": 3,
+                        "verifier_accept_k": 1,
+                    }
+                ],
                 "verifier": copy.deepcopy(VERIFIER),
             },
             "speculators_model_type": "eagle3",
             "speculators_version": "0.3.0",
             "target_hidden_size": d.Ht,
             "torch_dtype": spec.dtype,
-            "transformer_layer_config": {**layer, "model_type": "llama", "torch_dtype": spec.dtype,
-                                         "mlp_bias": False, "pretraining_tp": 1},
+            "transformer_layer_config": {
+                **layer,
+                "model_type": "llama",
+                "torch_dtype": spec.dtype,
+                "mlp_bias": False,
+                "pretraining_tp": 1,
+            },
             "transformers_version": "4.56.2",
         }
     arch = MLA_ARCH if mla else (RESEARCH_ARCH if research else EAGLE3_ARCH)
-    cfg = {"architectures": [arch], "model_type": "kimi_k2" if mla else "llama", **layer,
-           "draft_vocab_size": d.Vd, "tie_word_embeddings": False, "torch_dtype": spec.dtype,
-           "transformers_version": "4.51.0"}
+    cfg = {
+        "architectures": [arch],
+        "model_type": "kimi_k2" if mla else "llama",
+        **layer,
+        "draft_vocab_size": d.Vd,
+        "tie_word_embeddings": False,
+        "torch_dtype": spec.dtype,
+        "transformers_version": "4.51.0",
+    }
     if d.Ht != d.H:
         cfg["target_hidden_size"] = d.Ht
     cfg.update(_flags(spec, fmt, legacy_aux_norm))
@@ -372,8 +429,13 @@ def format_config(fmt: str, spec: Spec, *, research: bool = False, legacy_aux_no
 # --------------------------------------------------------------------------------------------
 
 
-def write_weights(path: Path, stored: dict[str, torch.Tensor], file_kind: str = "safetensors",
-                  metadata: dict | None = None, shards: int = 2) -> None:
+def write_weights(
+    path: Path,
+    stored: dict[str, torch.Tensor],
+    file_kind: str = "safetensors",
+    metadata: dict | None = None,
+    shards: int = 2,
+) -> None:
     """``safetensors`` | ``bin`` (``pytorch_model.bin``) | ``sharded`` (HF index + shards)."""
     meta = {"format": "pt", **(metadata or {})}
     if file_kind == "safetensors":
@@ -390,13 +452,19 @@ def write_weights(path: Path, stored: dict[str, torch.Tensor], file_kind: str = 
             weight_map.update(dict.fromkeys(part, file))
             total += sum(t.numel() * t.element_size() for t in part.values())
         (path / "model.safetensors.index.json").write_text(
-            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
+        )
     else:
         raise ValueError(file_kind)
 
 
-def write_dir(path: Path, config: dict, stored: dict[str, torch.Tensor], file_kind: str = "safetensors",
-              metadata: dict | None = None) -> Path:
+def write_dir(
+    path: Path,
+    config: dict,
+    stored: dict[str, torch.Tensor],
+    file_kind: str = "safetensors",
+    metadata: dict | None = None,
+) -> Path:
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     (path / "config.json").write_text(json.dumps(config, indent=2) + "\n")
@@ -416,12 +484,29 @@ class Written:
     stored: dict[str, torch.Tensor] = field(repr=False, default_factory=dict)
 
 
-def write_format(path, fmt: str, *, layer_kind: str = "llama", layers: int = 1, fc_norm: bool = False,
-                 norm_output: bool = False, norm_before_fc: bool = False, norm_before_residual: bool = False,
-                 pruned: bool = True, embed: bool = False, aux_c_in=(2, 4, 5), dtype: str = "bfloat16",
-                 seed: int = 0, target_hidden: int = 64, base_config: dict | None = None,
-                 file_kind: str = "safetensors", research: bool = False, legacy_aux_norm: bool = False,
-                 keep_t2d: bool = True, spec: Spec | None = None) -> Written:
+def write_format(
+    path,
+    fmt: str,
+    *,
+    layer_kind: str = "llama",
+    layers: int = 1,
+    fc_norm: bool = False,
+    norm_output: bool = False,
+    norm_before_fc: bool = False,
+    norm_before_residual: bool = False,
+    pruned: bool = True,
+    embed: bool = False,
+    aux_c_in=(2, 4, 5),
+    dtype: str = "bfloat16",
+    seed: int = 0,
+    target_hidden: int = 64,
+    base_config: dict | None = None,
+    file_kind: str = "safetensors",
+    research: bool = False,
+    legacy_aux_norm: bool = False,
+    keep_t2d: bool = True,
+    spec: Spec | None = None,
+) -> Written:
     """Write a tiny drafter directory the way the producer of ``fmt`` writes it.
 
     ``base_config``: keys merged over the generated config (e.g. extra non-structural keys).
@@ -430,16 +515,33 @@ def write_format(path, fmt: str, *, layer_kind: str = "llama", layers: int = 1, 
     ship ``t2d`` next to ``d2t`` (EAGLE research does).
     """
     if spec is None:
-        spec = Spec(layer_kind=layer_kind, layers=layers, fc_norm=fc_norm, norm_output=norm_output,
-                    norm_before_fc=norm_before_fc, norm_before_residual=norm_before_residual, pruned=pruned,
-                    embed=embed, aux_c_in=tuple(aux_c_in) if aux_c_in else None, dtype=dtype, seed=seed,
-                    target_hidden=target_hidden)
+        spec = Spec(
+            layer_kind=layer_kind,
+            layers=layers,
+            fc_norm=fc_norm,
+            norm_output=norm_output,
+            norm_before_fc=norm_before_fc,
+            norm_before_residual=norm_before_residual,
+            pruned=pruned,
+            embed=embed,
+            aux_c_in=tuple(aux_c_in) if aux_c_in else None,
+            dtype=dtype,
+            seed=seed,
+            target_hidden=target_hidden,
+        )
     if spec.target_hidden != 64 and not spec.embed:
         raise ValueError("Ht != H needs embed_tokens (formats.md §5)")
     assert not cannot_express(fmt, spec), (fmt, cannot_express(fmt, spec))
     d = spec.dims
-    canon = canonical_tensors(d, layer_kind=spec.layer_kind, fc_norm=spec.fc_norm, norm_before_fc=spec.norm_before_fc,
-                              embed=spec.embed, dtype=spec.dtype, seed=spec.seed)
+    canon = canonical_tensors(
+        d,
+        layer_kind=spec.layer_kind,
+        fc_norm=spec.fc_norm,
+        norm_before_fc=spec.norm_before_fc,
+        embed=spec.embed,
+        dtype=spec.dtype,
+        seed=spec.seed,
+    )
     canon = format_tensors(fmt, canon, d.V, keep_t2d=keep_t2d, legacy_aux_norm=legacy_aux_norm)
     cfg = format_config(fmt, spec, research=research, legacy_aux_norm=legacy_aux_norm)
     if base_config:
@@ -454,8 +556,13 @@ def write_format(path, fmt: str, *, layer_kind: str = "llama", layers: int = 1, 
 # --------------------------------------------------------------------------------------------
 
 TINY = Dims()
-MLA_KEYS = {"q_lora_rank": TINY.q_lora, "kv_lora_rank": TINY.kv_lora, "qk_nope_head_dim": TINY.qk_nope,
-            "qk_rope_head_dim": TINY.qk_rope, "v_head_dim": TINY.v_head}
+MLA_KEYS = {
+    "q_lora_rank": TINY.q_lora,
+    "kv_lora_rank": TINY.kv_lora,
+    "qk_nope_head_dim": TINY.qk_nope,
+    "qk_rope_head_dim": TINY.qk_rope,
+    "v_head_dim": TINY.v_head,
+}
 
 
 def _shrink_layer(cfg: dict) -> dict:
@@ -511,12 +618,23 @@ def _real_dims(cfg: dict, mla: bool, A: int) -> Dims:
     H = layer["hidden_size"]
     V = layer["vocab_size"]
     Vd = cfg.get("draft_vocab_size") or V
-    return Dims(H=H, Ht=cfg.get("target_hidden_size") or H, nh=nh, nkv=layer.get("num_key_value_heads") or nh,
-                hd=layer.get("head_dim") or H // nh, I=layer["intermediate_size"], V=V, Vd=Vd, A=A,
-                layers=layer.get("num_hidden_layers", 1),
-                q_lora=cfg.get("q_lora_rank") or 0, kv_lora=cfg.get("kv_lora_rank") or 0,
-                qk_nope=cfg.get("qk_nope_head_dim") or 0, qk_rope=cfg.get("qk_rope_head_dim") or 0,
-                v_head=cfg.get("v_head_dim") or 0)
+    return Dims(
+        H=H,
+        Ht=cfg.get("target_hidden_size") or H,
+        nh=nh,
+        nkv=layer.get("num_key_value_heads") or nh,
+        hd=layer.get("head_dim") or H // nh,
+        I=layer["intermediate_size"],
+        V=V,
+        Vd=Vd,
+        A=A,
+        layers=layer.get("num_hidden_layers", 1),
+        q_lora=cfg.get("q_lora_rank") or 0,
+        kv_lora=cfg.get("kv_lora_rank") or 0,
+        qk_nope=cfg.get("qk_nope_head_dim") or 0,
+        qk_rope=cfg.get("qk_rope_head_dim") or 0,
+        v_head=cfg.get("v_head_dim") or 0,
+    )
 
 
 @dataclass
@@ -594,14 +712,30 @@ def write_real(path, case: RealCase, seed: int = 0) -> Written:
     nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
     nbf = bool(nested.get("norm_before_fc", cfg.get("norm_before_fc", False)))
     dtype = (cfg.get("torch_dtype") or cfg.get("dtype") or "bfloat16").removeprefix("torch.")
-    canon = canonical_tensors(d, layer_kind=case.layer_kind, fc_norm=fc_norm, norm_before_fc=nbf, embed=case.embed,
-                              dtype=dtype, seed=seed)
+    canon = canonical_tensors(
+        d,
+        layer_kind=case.layer_kind,
+        fc_norm=fc_norm,
+        norm_before_fc=nbf,
+        embed=case.embed,
+        dtype=dtype,
+        seed=seed,
+    )
     fmt = case.fmt if case.fmt in FORMATS else "specforge"
     canon = format_tensors(fmt, canon, d.V)
     stored = {stored_name(fmt, n): t for n, t in canon.items()}
     write_dir(Path(path), cfg, stored, case.file_kind)
-    spec = Spec(layer_kind=case.layer_kind, layers=d.layers, fc_norm=fc_norm, norm_output=bool(cfg.get("norm_output")),
-                norm_before_fc=nbf, pruned=d.Vd < d.V, embed=case.embed, dtype=dtype, seed=seed)
+    spec = Spec(
+        layer_kind=case.layer_kind,
+        layers=d.layers,
+        fc_norm=fc_norm,
+        norm_output=bool(cfg.get("norm_output")),
+        norm_before_fc=nbf,
+        pruned=d.Vd < d.V,
+        embed=case.embed,
+        dtype=dtype,
+        seed=seed,
+    )
     return Written(Path(path), fmt, spec, cfg, canon, stored)
 
 
@@ -618,8 +752,14 @@ def write_eagle1(path, seed: int = 0) -> Path:
     t = {"fc.weight": w(d.H, 2 * d.H), "fc.bias": w(d.H)}
     p = "layers.0."
     t.update(_llama_attn(p, d, d.H, w))
-    t.update({p + "mlp.gate_proj.weight": w(d.I, d.H), p + "mlp.up_proj.weight": w(d.I, d.H),
-              p + "mlp.down_proj.weight": w(d.H, d.I), p + "post_attention_layernorm.weight": 1 + w(d.H)})
+    t.update(
+        {
+            p + "mlp.gate_proj.weight": w(d.I, d.H),
+            p + "mlp.up_proj.weight": w(d.I, d.H),
+            p + "mlp.down_proj.weight": w(d.H, d.I),
+            p + "post_attention_layernorm.weight": 1 + w(d.H),
+        }
+    )
     write_dir(Path(path), cfg, t, "bin")
     return Path(path)
 
@@ -629,8 +769,23 @@ def write_eagle1(path, seed: int = 0) -> Path:
 # --------------------------------------------------------------------------------------------
 
 
-ST_ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-               "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+ST_ITEMSIZE = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
 
 
 def check_safetensors_file(file) -> dict:
@@ -643,7 +798,7 @@ def check_safetensors_file(file) -> dict:
 
     raw = Path(file).read_bytes()
     (n,) = struct.unpack("<Q", raw[:8])
-    head = raw[8:8 + n]
+    head = raw[8 : 8 + n]
     assert head[:1] == b"{", "header must start with '{'"
     header = json.loads(head.decode("utf-8").rstrip(" "))
     meta = header.pop("__metadata__", {})
@@ -668,7 +823,9 @@ def read_safetensors_dir(path) -> dict[str, torch.Tensor]:
 
     path = Path(path)
     index = path / "model.safetensors.index.json"
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
+    files = (
+        sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
+    )
     out = {}
     for f in files:
         check_safetensors_file(path / f)

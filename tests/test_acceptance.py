@@ -72,9 +72,12 @@ def test_consistency_checks():
         "accepted_per_pos [1, 1, 2] increases with position",
     ]
     assert acceptance.check_consistency(SpecCounters(2, 3, 2, (1, 0, 0)), 3) == [
-        "sum of accepted_per_pos 1 != accepted 2"]
+        "sum of accepted_per_pos 1 != accepted 2"
+    ]
     assert acceptance.check_consistency(SpecCounters(1, 4, 0, (0, 0, 0)), 3) == ["draft tokens 4 > k·drafts 3"]
-    assert acceptance.check_consistency(SpecCounters(1, 3, 1, (1, 0, 0, 0)), 3) == ["accepted_per_pos has 4 positions > k 3"]
+    assert acceptance.check_consistency(SpecCounters(1, 3, 1, (1, 0, 0, 0)), 3) == [
+        "accepted_per_pos has 4 positions > k 3"
+    ]
 
 
 def test_acceptance_length_and_low_al_bar():
@@ -100,8 +103,10 @@ class _M:
 
 def test_counters_from_metrics_sums_engines_and_ignores_others():
     snap = [
-        _M("vllm:spec_decode_num_drafts", 4), _M("vllm:spec_decode_num_drafts", 6),
-        _M("vllm:spec_decode_num_draft_tokens", 30), _M("vllm:spec_decode_num_accepted_tokens", 13),
+        _M("vllm:spec_decode_num_drafts", 4),
+        _M("vllm:spec_decode_num_drafts", 6),
+        _M("vllm:spec_decode_num_draft_tokens", 30),
+        _M("vllm:spec_decode_num_accepted_tokens", 13),
         _M("vllm:spec_decode_num_accepted_tokens_per_pos", values=[5, 4, 2]),
         _M("vllm:spec_decode_num_accepted_tokens_per_pos", values=[2, 0, 0]),
         _M("vllm:generation_tokens", 999),

@@ -9,12 +9,12 @@ import pytest
 import torch
 from click.testing import CliRunner
 from safetensors.torch import load_file
+from test_reference_engine import PROMPTS, _constant_drafter, target  # noqa: F401  (fixture)
 
 from eaglehub import calibrate
 from eaglehub.cli import main
 from eaglehub.errors import EaglehubError
 from eaglehub.schemas import schema_errors
-from test_reference_engine import PROMPTS, _constant_drafter, target  # noqa: F401  (fixture)
 
 A, HT = 3, 64
 
@@ -22,7 +22,7 @@ A, HT = 3, 64
 def _shards(x: torch.Tensor, lengths: list[int]) -> list[dict]:
     out, at = [], 0
     for n in lengths:
-        out.append({"ids": torch.zeros(n, dtype=torch.long), "aux": x[at:at + n], "answer_start": 1})
+        out.append({"ids": torch.zeros(n, dtype=torch.long), "aux": x[at : at + n], "answer_start": 1})
         at += n
     return out
 
@@ -56,25 +56,31 @@ def test_fit_is_the_per_channel_least_squares_solution_and_skips_the_first_posit
 
 
 @pytest.fixture
-def pair(tmp_path, target, monkeypatch):  # noqa: F811
+def pair(tmp_path, target, monkeypatch):
     drafter, _ = _constant_drafter(tmp_path, target)
     prompts = tmp_path / "calib.jsonl"
-    prompts.write_text("".join(json.dumps({"id": f"c{i}", "category": "ab"[i % 2], "prompt": f"q{i}"}) + "\n" for i in range(6)))
+    prompts.write_text(
+        "".join(json.dumps({"id": f"c{i}", "category": "ab"[i % 2], "prompt": f"q{i}"}) + "\n" for i in range(6))
+    )
     ids = {f"q{i}": PROMPTS[i % len(PROMPTS)] for i in range(6)}
     monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [ids[m] for m in msgs])
     return drafter, target, prompts
 
 
 def _opts(target, prompts, **over):
-    return calibrate.CalibrationOptions(target=str(target), prompts_file=str(prompts), max_new_tokens=8, eval_tokens=12,
-                                        held_out=1, **over)
+    return calibrate.CalibrationOptions(
+        target=str(target), prompts_file=str(prompts), max_new_tokens=8, eval_tokens=12, held_out=1, **over
+    )
 
 
 def test_steps_0_adds_only_the_gains_and_the_flags(tmp_path, pair):
     drafter, target, prompts = pair
     report = calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts, steps=0))
     assert schema_errors(report, "convert-report") == []
-    src, out = load_file(str(drafter / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    src, out = (
+        load_file(str(drafter / "model.safetensors")),
+        load_file(str(tmp_path / "out" / "model.safetensors")),
+    )
     assert set(out) - set(src) == {f"fc_norm.{i}.weight" for i in range(3)}
     assert all(torch.equal(src[k], out[k]) for k in src)  # bit-exact
     cal = report["calibration"]
@@ -95,11 +101,21 @@ def test_steps_0_adds_only_the_gains_and_the_flags(tmp_path, pair):
 
 def test_fine_tuning_scopes(tmp_path, pair):
     drafter, target, prompts = pair
-    norms = calibrate.calibrated_upgrade(drafter, tmp_path / "norms", _opts(target, prompts, steps=2, train="norms", norm_output=False))
-    src, out = load_file(str(drafter / "model.safetensors")), load_file(str(tmp_path / "norms" / "model.safetensors"))
+    norms = calibrate.calibrated_upgrade(
+        drafter, tmp_path / "norms", _opts(target, prompts, steps=2, train="norms", norm_output=False)
+    )
+    src, out = (
+        load_file(str(drafter / "model.safetensors")),
+        load_file(str(tmp_path / "norms" / "model.safetensors")),
+    )
     assert all(torch.equal(src[k], out[k]) for k in src)  # norms only: the rest is bit-exact
     tune = norms["calibration"]["fine_tuning"]
-    assert tune["steps"] == 2 and tune["train"] == "norms" and tune["lr"] == 1e-2 and tune["label_weight"] == calibrate.DEFAULT_LABEL_WEIGHT
+    assert (
+        tune["steps"] == 2
+        and tune["train"] == "norms"
+        and tune["lr"] == 1e-2
+        and tune["label_weight"] == calibrate.DEFAULT_LABEL_WEIGHT
+    )
     assert "KL(source drafter || upgraded)" in tune["objective"]
     assert norms["calibration"]["norm_output"]["reason"] == "forced by --no-norm-output"
     calibrate.calibrated_upgrade(drafter, tmp_path / "all", _opts(target, prompts, steps=2, train="all", lr=1e-3))
@@ -114,26 +130,45 @@ def test_default_fine_tunes_every_weight_distilling_the_source(tmp_path, pair):
     report = calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts))
     assert schema_errors(report, "convert-report") == []
     tune = report["calibration"]["fine_tuning"]
-    assert (tune["steps"], tune["train"], tune["lr"], tune["label_weight"]) == (calibrate.DEFAULT_STEPS, "all", 1e-4, calibrate.DEFAULT_LABEL_WEIGHT)
+    assert (tune["steps"], tune["train"], tune["lr"], tune["label_weight"]) == (
+        calibrate.DEFAULT_STEPS,
+        "all",
+        1e-4,
+        calibrate.DEFAULT_LABEL_WEIGHT,
+    )
     assert tune["loss_last"] < tune["loss_first"]
-    src, out = load_file(str(drafter / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    src, out = (
+        load_file(str(drafter / "model.safetensors")),
+        load_file(str(tmp_path / "out" / "model.safetensors")),
+    )
     assert torch.equal(out["d2t"], src["d2t"]) and not torch.equal(out["fc.weight"], src["fc.weight"])
     acc = report["calibration"]["acceptance"]
     assert {"source", "plain_upgrade", "closed_form", "calibrated"} <= set(acc)
     changed = sorted(k for k in src if not torch.equal(src[k], out[k]))
-    assert "fc.weight" in changed and set(changed) <= set(report["replaced_tensors"])  # every rewritten tensor is listed
+    assert "fc.weight" in changed and set(changed) <= set(
+        report["replaced_tensors"]
+    )  # every rewritten tensor is listed
     prov = json.loads((tmp_path / "out" / "eaglehub.json").read_text())
-    assert schema_errors(prov, "provenance") == [] and prov["conversion"]["replaced_tensors"] == report["replaced_tensors"]
+    assert (
+        schema_errors(prov, "provenance") == [] and prov["conversion"]["replaced_tensors"] == report["replaced_tensors"]
+    )
     assert prov["conversion"]["calibration"]["fine_tuning"]["label_weight"] == calibrate.DEFAULT_LABEL_WEIGHT
-    assert prov["conversion"]["calibration"]["held_out_acceptance_length"]["calibrated"] == acc["calibrated"]["acceptance_length"]
+    assert (
+        prov["conversion"]["calibration"]["held_out_acceptance_length"]["calibrated"]
+        == acc["calibrated"]["acceptance_length"]
+    )
     # the gains summary describes the fine-tuned gains that were written
-    assert report["calibration"]["gains"][0]["gain_max"] == pytest.approx(float(out["fc_norm.0.weight"].float().max()), rel=1e-3)
+    assert report["calibration"]["gains"][0]["gain_max"] == pytest.approx(
+        float(out["fc_norm.0.weight"].float().max()), rel=1e-3
+    )
 
 
 def test_a_diverging_fine_tune_writes_nothing(tmp_path, pair, monkeypatch):
     drafter, target, prompts = pair
 
-    def diverged(model, *args, **kwargs):  # what too high a learning rate ends in: a NaN loss, NaN weights after the step
+    def diverged(
+        model, *args, **kwargs
+    ):  # what too high a learning rate ends in: a NaN loss, NaN weights after the step
         return sum(p.sum() for p in model.parameters()) * float("nan"), [], []
 
     monkeypatch.setattr("eaglehub.ttt.ttt_loss", diverged)
@@ -160,42 +195,131 @@ def test_default_steps_skip_a_drafter_training_time_test_cannot_unroll():
     assert calibrate._steps(opts, one) == (calibrate.DEFAULT_STEPS, None)
     steps, why = calibrate._steps(opts, two)
     assert steps == 0 and "single-layer" in why and "--steps 20" in why
-    assert calibrate._steps(calibrate.CalibrationOptions(target="t", steps=3), two) == (3, None)  # asked: finetune raises
+    assert calibrate._steps(calibrate.CalibrationOptions(target="t", steps=3), two) == (
+        3,
+        None,
+    )  # asked: finetune raises
 
 
 def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
     drafter, target, prompts = pair
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate"])
     assert res.exit_code == 2 and "--calibrate needs --to 3.1 and --target" in res.output
-    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
-                                    str(target), "--calibration-prompts", str(prompts), "--lr", "-1"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            str(drafter),
+            str(tmp_path / "x"),
+            "--to",
+            "3.1",
+            "--calibrate",
+            "--target",
+            str(target),
+            "--calibration-prompts",
+            str(prompts),
+            "--lr",
+            "-1",
+        ],
+    )
     assert res.exit_code == 2 and "--lr must be a finite number > 0" in res.output and "Traceback" not in res.output
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--steps", "5"])
     assert res.exit_code == 2 and "they need --calibrate" in res.output
-    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--label-weight", "0.5"])
+    res = CliRunner().invoke(
+        main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--label-weight", "0.5"]
+    )
     assert res.exit_code == 2 and "they need --calibrate" in res.output
-    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--target", str(target)])
+    res = CliRunner().invoke(
+        main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--target", str(target)]
+    )
     assert res.exit_code == 2 and "read only by --calibrate" in res.output and "add --calibrate" in res.output
-    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3", "--force", "--target",
-                                    str(target), "--calibrate"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            str(drafter),
+            str(tmp_path / "x"),
+            "--to",
+            "3",
+            "--force",
+            "--target",
+            str(target),
+            "--calibrate",
+        ],
+    )
     assert res.exit_code == 2 and "--calibrate and --norm-output apply to --to 3.1" in res.output
-    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
-                                    str(target), "--lr", "inf"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            str(drafter),
+            str(tmp_path / "x"),
+            "--to",
+            "3.1",
+            "--calibrate",
+            "--target",
+            str(target),
+            "--lr",
+            "inf",
+        ],
+    )
     assert res.exit_code == 2 and "--lr must be a finite number > 0" in res.output
-    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
-                                    str(target), "--label-weight", "2"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            str(drafter),
+            str(tmp_path / "x"),
+            "--to",
+            "3.1",
+            "--calibrate",
+            "--target",
+            str(target),
+            "--label-weight",
+            "2",
+        ],
+    )
     assert res.exit_code == 2 and "--label-weight" in res.output and "Traceback" not in res.output
-    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate", "--target",
-                                    str(target), "--calibration-prompts", str(tmp_path / "none.jsonl")])
+    res = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            str(drafter),
+            str(tmp_path / "x"),
+            "--to",
+            "3.1",
+            "--calibrate",
+            "--target",
+            str(target),
+            "--calibration-prompts",
+            str(tmp_path / "none.jsonl"),
+        ],
+    )
     assert res.exit_code == 2 and "calibration prompt file" in res.output and "--calibration-prompts FILE" in res.output
     assert not (tmp_path / "x").exists()
 
 
 def test_cli_prints_the_calibration(tmp_path, pair):
     drafter, target, prompts = pair
-    res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "out"), "--to", "3.1", "--calibrate",
-                                    "--target", str(target), "--calibration-prompts", str(prompts),
-                                    "--calibration-tokens", "8", "--calibration-limit", "2"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            str(drafter),
+            str(tmp_path / "out"),
+            "--to",
+            "3.1",
+            "--calibrate",
+            "--target",
+            str(target),
+            "--calibration-prompts",
+            str(prompts),
+            "--calibration-tokens",
+            "8",
+            "--calibration-limit",
+            "2",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert "(fitted)" in res.output and "calibration: 2 prompts" in res.output  # 2 per category: 1 fit, 1 held out
     assert "acceptance on 2 held-out prompts" in res.output and "plain upgrade (unit gains)" in res.output
@@ -210,19 +334,39 @@ def test_to_3_is_refused_unless_forced_then_folds_the_gains(tmp_path, pair):
     assert res.exit_code == 1 and "cannot become EAGLE-3 exactly" in res.output and "--force --target" in res.output
     res = CliRunner().invoke(main, ["convert", str(tmp_path / "v31"), str(tmp_path / "v3"), "--to", "3", "--force"])
     assert res.exit_code == 2 and "--to 3 --force needs --target T" in res.output
-    res = CliRunner().invoke(main, ["convert", str(tmp_path / "v31"), str(tmp_path / "v3"), "--to", "3", "--force",
-                                    "--target", str(target), "--calibration-prompts", str(prompts), "--calibration-tokens", "8",
-                                    "--json"])
+    res = CliRunner().invoke(
+        main,
+        [
+            "convert",
+            str(tmp_path / "v31"),
+            str(tmp_path / "v3"),
+            "--to",
+            "3",
+            "--force",
+            "--target",
+            str(target),
+            "--calibration-prompts",
+            str(prompts),
+            "--calibration-tokens",
+            "8",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert schema_errors(report, "convert-report") == [] and report["replaced_tensors"] == ["fc.weight"]
     assert any("nearest EAGLE-3 approximation" in w for w in report["warnings"]) and report["version"] == "3"
-    assert any("norm_output (the post-norm state fed back) cannot be kept" in w for w in report["warnings"])  # on in v31
+    assert any(
+        "norm_output (the post-norm state fed back) cannot be kept" in w for w in report["warnings"]
+    )  # on in v31
     fold = report["dropped"][0]
     assert fold["tensors"] == ["fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight"]
     assert fold["keys"] == ["fc_norm", "norm_output"] and "folded into fc.weight" in fold["what"]
     assert json.loads((tmp_path / "v3" / "eaglehub.json").read_text())["conversion"]["dropped"] == report["dropped"]
-    out, src = load_file(str(tmp_path / "v3" / "model.safetensors")), load_file(str(tmp_path / "v31" / "model.safetensors"))
+    out, src = (
+        load_file(str(tmp_path / "v3" / "model.safetensors")),
+        load_file(str(tmp_path / "v31" / "model.safetensors")),
+    )
     assert not any(k.startswith("fc_norm.") for k in out)
     cfg = json.loads((tmp_path / "v3" / "config.json").read_text())
     assert not cfg.get("fc_norm") and not cfg.get("norm_output")

@@ -45,14 +45,19 @@ def findings(result):
     return [(f["code"], f["subject"]) for f in report["findings"]]
 
 
-UNIT = ("W-FCNORM-UNIT", "fc_norm.0.weight")  # the uncalibrated upgrade's unit gains, which a person should hear about
+UNIT = (
+    "W-FCNORM-UNIT",
+    "fc_norm.0.weight",
+)  # the uncalibrated upgrade's unit gains, which a person should hear about
 
 
 def test_upgrade_validates_clean(upgraded, make_target):
     r = run("validate", upgraded, "--target", make_target(8), "--json")
     assert r.exit_code == 0 and findings(r) == [UNIT]
     human = run("validate", upgraded)
-    assert human.exit_code == 0 and "OK: 0 error(s), 1 warning(s), 0 info" in human.stdout and "calibrate" in human.stdout
+    assert (
+        human.exit_code == 0 and "OK: 0 error(s), 1 warning(s), 0 info" in human.stdout and "calibrate" in human.stdout
+    )
     assert run("validate", upgraded, "--strict").exit_code == 1
 
 
@@ -65,7 +70,10 @@ def test_deleting_one_fc_norm_weight_fails(upgraded):
 
 
 def test_unknown_layer_prefix_fails(upgraded):
-    rewrite(upgraded, lambda t: t.update({"blocks.0." + n[9:]: t.pop(n) for n in [n for n in t if n.startswith("midlayer.")]}))
+    rewrite(
+        upgraded,
+        lambda t: t.update({"blocks.0." + n[9:]: t.pop(n) for n in [n for n in t if n.startswith("midlayer.")]}),
+    )
     r = run("validate", upgraded, "--json")
     codes = findings(r)
     assert r.exit_code == 1
@@ -85,8 +93,21 @@ def test_inspect_json_and_table(upgraded):
     validate_json(report, "inspect-report")
     assert r.exit_code == 0 and report["eagle_version"] == "3.1" and report["format"] == "vllm"
     assert report["layer_kind"] == "llama" and any("top-level C-in" in e for e in report["format_evidence"])
-    assert report["dims"] | {} == {"H": 64, "Ht": 64, "A": 3, "nh": 4, "nkv": 2, "head_dim": 16, "I": 128, "V": 256, "Vd": 32,
-                                   "layers": 1, "attention_bias": False, "mlp_bias": False, "Ht_declared": True}
+    assert report["dims"] | {} == {
+        "H": 64,
+        "Ht": 64,
+        "A": 3,
+        "nh": 4,
+        "nkv": 2,
+        "head_dim": 16,
+        "I": 128,
+        "V": 256,
+        "Vd": 32,
+        "layers": 1,
+        "attention_bias": False,
+        "mlp_bias": False,
+        "Ht_declared": True,
+    }
     assert report["vocab"] == {"V": 256, "Vd": 32, "pruned": True, "d2t": True, "t2d": True}
     assert report["aux"]["c_in"] == [2, 4, 5] and report["aux"]["convention"] == "C-in"
     assert len(report["tensors"]) == 18 and report["parameters"] == 60128 and report["bytes"] == 120192
@@ -103,7 +124,12 @@ def test_convert_refuses_existing_and_already_31(upgraded, make_drafter):
     assert r.exit_code == 0 and json.loads((upgraded / "config.json").read_text())["norm_output"] is False
 
 
-BREAKAGES = {"json": "E-INPUT-CONFIG", "truncated": "E-INPUT-WEIGHTS", "noconfig": "E-INPUT-MISSING", "noweights": "E-INPUT-MISSING"}
+BREAKAGES = {
+    "json": "E-INPUT-CONFIG",
+    "truncated": "E-INPUT-WEIGHTS",
+    "noconfig": "E-INPUT-MISSING",
+    "noweights": "E-INPUT-MISSING",
+}
 
 
 def _broken(make_drafter, breakage):
@@ -127,7 +153,11 @@ def test_unreadable_input_is_a_finding_for_validate(make_drafter, breakage):
     r = run("validate", path, "--json")
     report = json.loads(r.stdout)
     validate_json(report, "validate-report")
-    assert r.exit_code == 1 and report["layout"] == "unreadable" and [f["code"] for f in report["findings"]] == [BREAKAGES[breakage]]
+    assert (
+        r.exit_code == 1
+        and report["layout"] == "unreadable"
+        and [f["code"] for f in report["findings"]] == [BREAKAGES[breakage]]
+    )
     assert report["findings"][0]["hint"]
     human = run("validate", path)
     assert human.exit_code == 1 and BREAKAGES[breakage] in human.stdout and "Traceback" not in human.output
@@ -138,7 +168,11 @@ def test_bad_input_is_one_line_and_exit_2(make_drafter, tmp_path, breakage):
     """inspect and convert stop on unreadable input with one line and a hint; so does validate for a
     path that names nothing at all (a usage error, not a finding about a drafter)."""
     path = tmp_path / "nope" if breakage == "missing" else _broken(make_drafter, breakage)
-    cmds = (["validate"], ["inspect"], ["convert", "--to", "3.1"]) if breakage == "missing" else (["inspect"], ["convert", "--to", "3.1"])
+    cmds = (
+        (["validate"], ["inspect"], ["convert", "--to", "3.1"])
+        if breakage == "missing"
+        else (["inspect"], ["convert", "--to", "3.1"])
+    )
     for cmd in cmds:
         args = cmd[:1] + [path] + ([tmp_path / "dst"] if cmd[0] == "convert" else []) + cmd[1:]
         r = run(*args)
@@ -180,7 +214,9 @@ def test_list_rules_prints_the_whole_catalogue():
 
 
 def test_strict_fails_on_warnings_only(make_drafter):
-    warned = make_drafter(mutate=lambda cfg, t: cfg.update(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 3, 4]}))
+    warned = make_drafter(
+        mutate=lambda cfg, t: cfg.update(eagle_config={"eagle_aux_hidden_state_layer_ids": [2, 3, 4]})
+    )
     plain, strict = run("validate", warned, "--json"), run("validate", warned, "--strict", "--json")
     codes = [f["code"] for f in json.loads(plain.stdout)["findings"]]
     assert codes == ["W-AUX-CONFLICT"] and plain.exit_code == 0 and strict.exit_code == 1

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 import torch
-
 from conftest import tree_hash
+
 from eaglehub import convert as convert_mod
 from eaglehub.convert import convert
 from eaglehub.errors import EaglehubError
@@ -25,8 +25,15 @@ def test_upgrade_adds_fc_norm_and_copies_bit_exact(make_drafter, make_target, tm
     report = convert(src, tmp_path / "out", to="3.1", norm_output=True)
     validate_json(report, "convert-report")
     assert tree_hash(src) == before
-    assert [t["name"] for t in report["added_tensors"]] == ["fc_norm.0.weight", "fc_norm.1.weight", "fc_norm.2.weight"]
-    assert report["config_changes"] == [{"key": "fc_norm", "old": None, "new": True}, {"key": "norm_output", "old": None, "new": True}]
+    assert [t["name"] for t in report["added_tensors"]] == [
+        "fc_norm.0.weight",
+        "fc_norm.1.weight",
+        "fc_norm.2.weight",
+    ]
+    assert report["config_changes"] == [
+        {"key": "fc_norm", "old": None, "new": True},
+        {"key": "norm_output", "old": None, "new": True},
+    ]
     assert report["copied_files"] == ["README.md"] and (tmp_path / "out" / "README.md").read_text() == "card\n"
     assert "not numerically equivalent" in report["warnings"][0]
 
@@ -51,7 +58,7 @@ def test_upgrade_adds_fc_norm_and_copies_bit_exact(make_drafter, make_target, tm
 def test_no_norm_output_and_layers0_spelling_kept(make_drafter, tmp_path):
     def rename(cfg, t):
         for n in [n for n in t if n.startswith("midlayer.")]:
-            t["layers.0." + n[len("midlayer."):]] = t.pop(n)
+            t["layers.0." + n[len("midlayer.") :]] = t.pop(n)
         cfg["norm_output"] = False
 
     report = convert(make_drafter(mutate=rename), tmp_path / "out", to="3.1", norm_output=False)
@@ -68,7 +75,9 @@ def test_bin_source_becomes_safetensors(make_drafter, tmp_path):
     assert read_index(tmp_path / "out").format == "safetensors"
     assert report["copied_tensors"] == 15
     old, new = read_index(src).load_all(), read_index(tmp_path / "out").load_all()
-    assert all(torch.equal(new[n].reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)) for n, t in old.items())
+    assert all(
+        torch.equal(new[n].reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8)) for n, t in old.items()
+    )
 
 
 def test_existing_destination_is_refused_then_overwritten(make_drafter, tmp_path):
@@ -97,10 +106,13 @@ def test_failure_leaves_no_destination(make_drafter, tmp_path, monkeypatch):
     assert tree_hash(src) == before
 
 
-@pytest.mark.parametrize("kwargs,match,code", [
-    ({"v31": True}, "already an EAGLE-3.1", 2),
-    ({"mutate": lambda c, t: t.pop("lm_head.weight")}, r"E-LMHEAD-MISSING\); refusing", 1),
-])
+@pytest.mark.parametrize(
+    "kwargs,match,code",
+    [
+        ({"v31": True}, "already an EAGLE-3.1", 2),
+        ({"mutate": lambda c, t: t.pop("lm_head.weight")}, r"E-LMHEAD-MISSING\); refusing", 1),
+    ],
+)
 def test_refusals(make_drafter, tmp_path, kwargs, match, code):
     with pytest.raises(EaglehubError, match=match) as err:
         convert(make_drafter(**kwargs), tmp_path / "out", to="3.1")
@@ -143,7 +155,9 @@ def test_unwritable_destination_is_a_one_line_error(make_drafter, tmp_path):
         ro.chmod(0o755)
 
 
-@pytest.mark.parametrize("size,expected", [("10KB", 10_000), ("2.5MB", 2_500_000), ("1GiB", 1 << 30), (4096, 4096), ("123", 123)])
+@pytest.mark.parametrize(
+    "size,expected", [("10KB", 10_000), ("2.5MB", 2_500_000), ("1GiB", 1 << 30), (4096, 4096), ("123", 123)]
+)
 def test_shard_sizes(size, expected):
     assert convert_mod.shard_size(size) == expected
 
@@ -165,7 +179,9 @@ def test_overwrite_replaces_a_file_or_link_without_leftovers(make_drafter, tmp_p
         dst.symlink_to(tmp_path / "elsewhere")
     convert(make_drafter(), dst, fmt="specforge", overwrite=True)
     assert dst.is_dir() and not dst.is_symlink() and (dst / "model.safetensors").is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["drafter", "dst"] + (["elsewhere"] if kind == "symlink" else []))
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        ["drafter", "dst"] + (["elsewhere"] if kind == "symlink" else [])
+    )
 
 
 def test_side_files_never_include_weights_or_directories(make_drafter, tmp_path):
@@ -174,12 +190,17 @@ def test_side_files_never_include_weights_or_directories(make_drafter, tmp_path)
     (src / "pytorch_model.bin").write_bytes(b"stale")
     (src / "checkpoints").mkdir()
     report = convert(src, tmp_path / "out", to="3.1")
-    assert report["copied_files"] == ["tokenizer.json"] and report["skipped_files"] == ["checkpoints/", "pytorch_model.bin"]
+    assert report["copied_files"] == ["tokenizer.json"] and report["skipped_files"] == [
+        "checkpoints/",
+        "pytorch_model.bin",
+    ]
     assert not (tmp_path / "out" / "pytorch_model.bin").exists()
 
 
 def test_from_cannot_contradict_the_evidence(make_drafter, tmp_path):
-    with pytest.raises(EaglehubError, match="--from speculators contradicts the evidence: this checkpoint reads as vllm") as err:
+    with pytest.raises(
+        EaglehubError, match="--from speculators contradicts the evidence: this checkpoint reads as vllm"
+    ) as err:
         convert(make_drafter(), tmp_path / "out", fmt="vllm", source_format="speculators")
     assert err.value.exit_code == 2 and not (tmp_path / "out").exists()
 

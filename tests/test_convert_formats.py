@@ -16,13 +16,6 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-
-from eaglehub.cli import main
-from eaglehub.convert import convert as _convert
-from eaglehub.errors import EaglehubError
-from eaglehub.layouts import read_drafter
-from eaglehub.spec import describe
-from eaglehub.validate import validate
 from formats_factory import (
     AUX_KEY,
     Spec,
@@ -34,6 +27,13 @@ from formats_factory import (
     tree_state,
     write_format,
 )
+
+from eaglehub.cli import main
+from eaglehub.convert import convert as _convert
+from eaglehub.errors import EaglehubError
+from eaglehub.layouts import read_drafter
+from eaglehub.spec import describe
+from eaglehub.validate import validate
 
 convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 
@@ -158,7 +158,10 @@ def test_unknown_convention_nested_list_is_reported(tmp_path):
     # naming the convention settles it either way, with the assumption gone from the warnings
     report = convert(src.path, tmp_path / "v", fmt="vllm", aux_convention="c-in")
     assert cfg_of(tmp_path / "v")[AUX_KEY] == [3, 5, 6] and not any("aux-layer ids" in w for w in report["warnings"])
-    res = CliRunner().invoke(main, ["convert", str(src.path), str(tmp_path / "v2"), "--format", "vllm", "--aux-convention", "c-out"])
+    res = CliRunner().invoke(
+        main,
+        ["convert", str(src.path), str(tmp_path / "v2"), "--format", "vllm", "--aux-convention", "c-out"],
+    )
     assert res.exit_code == 0, res.output
     assert cfg_of(tmp_path / "v2")[AUX_KEY] == [4, 6, 7]
 
@@ -252,7 +255,10 @@ def test_speculators_absent_norm_before_residual_means_true(tmp_path):
 
 def test_fc_norm_wider_than_hidden_cannot_be_speculators(tmp_path):
     src = write_format(tmp_path / "src", "vllm", fc_norm=True, embed=True, target_hidden=96)
-    assert tuple(src.canonical["fc_norm.0.weight"].shape) == (96,) and tuple(src.canonical["fc.weight"].shape) == (64, 288)
+    assert tuple(src.canonical["fc_norm.0.weight"].shape) == (96,) and tuple(src.canonical["fc.weight"].shape) == (
+        64,
+        288,
+    )
     with pytest.raises(EaglehubError) as exc:
         convert(src.path, tmp_path / "s", fmt="speculators", verifier=VERIFIER_ID)
     assert "cannot express" in str(exc.value)
@@ -313,7 +319,9 @@ def test_sharded_output(limit, limit_bytes, tmp_path):
 
 def test_sharded_and_bin_inputs_convert_bit_exact(tmp_path):
     for kind in ("bin", "sharded"):
-        src = write_format(tmp_path / f"src-{kind}", "vllm", research=True, dtype="float16", file_kind=kind, aux_c_in=None)
+        src = write_format(
+            tmp_path / f"src-{kind}", "vllm", research=True, dtype="float16", file_kind=kind, aux_c_in=None
+        )
         before = tree_state(src.path)
         assert read_drafter(src.path).format == "vllm"
         for fmt in ("vllm", "speculators"):
@@ -351,7 +359,10 @@ def test_hub_cache_source(tmp_path, monkeypatch):
     cache = tmp_path / "hub"
     a = write_format(tmp_path / "a", "specforge", seed=1)
     b = write_format(tmp_path / "b", "specforge", seed=2, aux_c_in=(2, 5, 7))
-    assert sorted(p.name for p in a.path.iterdir()) == ["config.json", "model.safetensors"]  # only these needed
+    assert sorted(p.name for p in a.path.iterdir()) == [
+        "config.json",
+        "model.safetensors",
+    ]  # only these needed
     make_hub_cache(cache, "tiny-org/eagle3-drafter", a.path, commit="a" * 40, ref="main")
     make_hub_cache(cache, "tiny-org/eagle3-drafter", b.path, commit="b" * 40, ref="v2")
     before = tree_state(cache)
@@ -359,8 +370,23 @@ def test_hub_cache_source(tmp_path, monkeypatch):
     # a fresh process reads HF_HUB_CACHE / HF_HUB_OFFLINE from the environment, as a user's shell sets them
     env = {**os.environ, "HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
     env.pop("HF_HOME", None)
-    proc = subprocess.run([sys.executable, "-m", "eaglehub.cli", "convert", "tiny-org/eagle3-drafter", str(tmp_path / "out"),
-                           "--format", "vllm", "--json"], env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eaglehub.cli",
+            "convert",
+            "tiny-org/eagle3-drafter",
+            str(tmp_path / "out"),
+            "--format",
+            "vllm",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     assert_bit_identical(a, tmp_path / "out", skip={"t2d"})
     assert cfg_of(tmp_path / "out")[AUX_KEY] == [2, 4, 5]
@@ -377,8 +403,19 @@ def test_hub_cache_source(tmp_path, monkeypatch):
     monkeypatch.setattr(hf_constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(hf_constants, "HF_HUB_OFFLINE", True)
     runner = CliRunner()
-    res = runner.invoke(main, ["convert", "tiny-org/eagle3-drafter", str(tmp_path / "out2"), "--format", "vllm",
-                               "--revision", "v2", "--json"])
+    res = runner.invoke(
+        main,
+        [
+            "convert",
+            "tiny-org/eagle3-drafter",
+            str(tmp_path / "out2"),
+            "--format",
+            "vllm",
+            "--revision",
+            "v2",
+            "--json",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert cfg_of(tmp_path / "out2")[AUX_KEY] == [2, 5, 7]
     assert_bit_identical(b, tmp_path / "out2", skip={"t2d"})
@@ -389,8 +426,12 @@ def test_hub_cache_source(tmp_path, monkeypatch):
 
     # a sharded repo: the index and every shard it names come from the cache, nothing else
     c = write_format(tmp_path / "c", "speculators", file_kind="sharded", seed=3)
-    assert sorted(p.name for p in c.path.iterdir()) == ["config.json", "model-00001-of-00002.safetensors",
-                                                         "model-00002-of-00002.safetensors", "model.safetensors.index.json"]
+    assert sorted(p.name for p in c.path.iterdir()) == [
+        "config.json",
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+        "model.safetensors.index.json",
+    ]
     make_hub_cache(cache, "tiny-org/sharded-drafter", c.path, commit="c" * 40)
     convert("tiny-org/sharded-drafter", tmp_path / "out5", fmt="vllm")
     assert set(canon(tmp_path / "out5")) == set(c.canonical) and assert_bit_identical(c, tmp_path / "out5")
@@ -440,7 +481,11 @@ def test_cli_convert_inspect_validate(tmp_path):
     res = runner.invoke(main, ["inspect", str(src.path), "--json"])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
-    assert rep["format"] == "torchspec" and rep["format_evidence"] and all(isinstance(e, str) for e in rep["format_evidence"])
+    assert (
+        rep["format"] == "torchspec"
+        and rep["format_evidence"]
+        and all(isinstance(e, str) for e in rep["format_evidence"])
+    )
 
     res = runner.invoke(main, ["convert", str(src.path), str(tmp_path / "v"), "--format", "vllm", "--json"])
     assert res.exit_code == 0, res.output
@@ -452,7 +497,9 @@ def test_cli_convert_inspect_validate(tmp_path):
 
     res = runner.invoke(main, ["convert", str(src.path), str(tmp_path / "mo"), "--format", "modelopt"])
     assert res.exit_code == 1 and "cannot express" in res.output and not (tmp_path / "mo").exists()
-    res = runner.invoke(main, ["convert", str(src.path), str(tmp_path / "mo"), "--format", "modelopt", "--force", "--json"])
+    res = runner.invoke(
+        main, ["convert", str(src.path), str(tmp_path / "mo"), "--format", "modelopt", "--force", "--json"]
+    )
     assert res.exit_code == 0, res.output
     dropped = json.loads(res.stdout)["dropped"]
     assert [t for drop in dropped for t in drop["tensors"]] == ["embed_tokens.weight"]
@@ -540,12 +587,19 @@ def test_upgrade_of_a_31_drafter_is_refused(tmp_path):
 def test_f1_target_class_in_drafter_config_is_fixed_by_convert(tmp_path):
     """F1: a drafter that declares the target's class (``Qwen3ForCausalLM``, ``model_type qwen3``) with
     ``midlayer.*`` names. validate names the problem; "convert fixes the class"."""
-    src = write_format(tmp_path / "src", "specforge", base_config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})
+    src = write_format(
+        tmp_path / "src",
+        "specforge",
+        base_config={"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"},
+    )
     res = validate(src.path)
     assert not res["ok"] and "E-CONFIG-ARCH" in {f["code"] for f in res["findings"]}
     report = convert(src.path, tmp_path / "v", fmt="vllm", source_format="specforge")
     changed = {c["key"]: (c["old"], c["new"]) for c in report["config_changes"]}
-    assert changed == {"architectures": (["Qwen3ForCausalLM"], ["LlamaForCausalLMEagle3"]), "model_type": ("qwen3", "llama")}
+    assert changed == {
+        "architectures": (["Qwen3ForCausalLM"], ["LlamaForCausalLMEagle3"]),
+        "model_type": ("qwen3", "llama"),
+    }
     cfg = cfg_of(tmp_path / "v")
     assert cfg["architectures"] == ["LlamaForCausalLMEagle3"] and cfg["model_type"] == "llama"
     assert validate(tmp_path / "v")["ok"]
@@ -593,8 +647,14 @@ def test_f10_undeclared_target_hidden_size_is_written(tmp_path):
 
 def test_f14_rope_parameters_survive_every_format(tmp_path):
     """F14: transformers-5 ``rope_parameters`` (no ``rope_theta``/``rope_scaling``) kept verbatim everywhere."""
-    rope = {"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0, "original_max_position_embeddings": 32768,
-            "beta_fast": 32.0, "beta_slow": 1.0}
+    rope = {
+        "rope_type": "yarn",
+        "rope_theta": 1000000.0,
+        "factor": 4.0,
+        "original_max_position_embeddings": 32768,
+        "beta_fast": 32.0,
+        "beta_slow": 1.0,
+    }
     src = write_format(tmp_path / "src", "vllm", fc_norm=True)
     cfg = cfg_of(src.path)
     del cfg["rope_theta"], cfg["rope_scaling"]
@@ -613,7 +673,16 @@ def test_f14_rope_parameters_survive_every_format(tmp_path):
 def test_cli_max_shard_size_and_overwrite(tmp_path):
     src = write_format(tmp_path / "src", "modelopt", fc_norm=True)
     runner = CliRunner()
-    args = ["convert", str(src.path), str(tmp_path / "out"), "--format", "torchspec", "--max-shard-size", "10KB", "--json"]
+    args = [
+        "convert",
+        str(src.path),
+        str(tmp_path / "out"),
+        "--format",
+        "torchspec",
+        "--max-shard-size",
+        "10KB",
+        "--json",
+    ]
     res = runner.invoke(main, args)
     assert res.exit_code == 0, res.output
     index = json.loads((tmp_path / "out" / "model.safetensors.index.json").read_text())

@@ -13,8 +13,17 @@ from click.testing import CliRunner
 
 from eaglehub import acceptance, diagnose
 from eaglehub.cli import main
-from eaglehub.context_padding import (INSTRUCTION, PaddedPrompts, Skipped, build_contexts, pad_prompts, padded_message,
-                                      padding_source, padding_text, token_cuts)
+from eaglehub.context_padding import (
+    INSTRUCTION,
+    PaddedPrompts,
+    Skipped,
+    build_contexts,
+    pad_prompts,
+    padded_message,
+    padding_source,
+    padding_text,
+    token_cuts,
+)
 from eaglehub.diagnose_plots import AL_VS_CONTEXT, CONDITIONAL, HIDDEN_NORM, SINK_MASS
 from eaglehub.engines.base import RunResult, SpecCounters
 from eaglehub.engines.chat import ChatTokenizer, encode_chat
@@ -22,8 +31,10 @@ from eaglehub.errors import EaglehubError
 from eaglehub.schemas import schema_errors
 from eaglehub.target import resolve_target
 
-CHAT_TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-                 "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 DRAFTS_PER_PROMPT = 10
 
 
@@ -36,16 +47,26 @@ def _tiny_tokenizer_json() -> str:
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=240, special_tokens=["[UNK]", "<|im_start|>", "<|im_end|>"], limit_alphabet=100)
+    trainer = trainers.BpeTrainer(
+        vocab_size=240, special_tokens=["[UNK]", "<|im_start|>", "<|im_end|>"], limit_alphabet=100
+    )
     tok.train_from_iterator([padding_text(), "user assistant Question: question m1 m2 c1 c2\n"], trainer)
     return tok.to_str()
 
 
 def add_tokenizer(target):
     (target / "tokenizer.json").write_text(_tiny_tokenizer_json())
-    (target / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<|im_start|>", "eos_token": "<|im_end|>",
-        "unk_token": "[UNK]", "chat_template": CHAT_TEMPLATE}))
+    (target / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "bos_token": "<|im_start|>",
+                "eos_token": "<|im_end|>",
+                "unk_token": "[UNK]",
+                "chat_template": CHAT_TEMPLATE,
+            }
+        )
+    )
     return target
 
 
@@ -97,12 +118,20 @@ class FakeEngine:
             if progress:
                 progress(g, groups.count(g))
         mean = sum(lengths) / len(lengths)
-        diag = {"hidden_state_norm": [5.0 + d + mean / 1000 for d in range(spec.k)],
-                "sink_attention_mass": [min(1.0, 0.05 * (d + 1) + mean / 10000) for d in range(spec.k)],
-                "sink_tokens": 4, "samples": [DRAFTS_PER_PROMPT * len(lengths)] * spec.k}
-        return RunResult(outputs=[[7] * spec.max_tokens for _ in lengths], group_counters=counters, generate_seconds=1.5,
-                         engine=self.name, engine_version=self.version(),
-                         diagnostics=diag if self.diagnostics and spec.diagnostics else None)
+        diag = {
+            "hidden_state_norm": [5.0 + d + mean / 1000 for d in range(spec.k)],
+            "sink_attention_mass": [min(1.0, 0.05 * (d + 1) + mean / 10000) for d in range(spec.k)],
+            "sink_tokens": 4,
+            "samples": [DRAFTS_PER_PROMPT * len(lengths)] * spec.k,
+        }
+        return RunResult(
+            outputs=[[7] * spec.max_tokens for _ in lengths],
+            group_counters=counters,
+            generate_seconds=1.5,
+            engine=self.name,
+            engine_version=self.version(),
+            diagnostics=diag if self.diagnostics and spec.diagnostics else None,
+        )
 
 
 @pytest.fixture
@@ -115,8 +144,14 @@ def pair(tmp_path, make_drafter, make_target):
 
 
 def _opts(target, prompts, *drafters, **over):
-    kw = dict(target=str(target), drafters=[str(d) for d in drafters], depth=4, contexts=[0, 256, 1024, 2048],
-              prompts_file=str(prompts), max_tokens=16)
+    kw = dict(
+        target=str(target),
+        drafters=[str(d) for d in drafters],
+        depth=4,
+        contexts=[0, 256, 1024, 2048],
+        prompts_file=str(prompts),
+        max_tokens=16,
+    )
     kw.update(over)
     return diagnose.DiagnoseOptions(**kw)
 
@@ -131,9 +166,11 @@ def _check_padded(target, prompts, built: PaddedPrompts):
     cuts = token_cuts(ChatTokenizer(target), text)
     length = built.context_tokens
     assert all(length - 1 <= n <= length for n in built.lengths), built.lengths
-    messages = [padded_message(text[:cuts[n]], p) for n, p in zip(built.padding_tokens, prompts)]
+    messages = [padded_message(text[: cuts[n]], p) for n, p in zip(built.padding_tokens, prompts)]
     assert encode_chat(target, messages) == built.ids
-    assert all(m.startswith(INSTRUCTION + "\n\n") and m.endswith(f"\n\nQuestion: {p}") for m, p in zip(messages, prompts))
+    assert all(
+        m.startswith(INSTRUCTION + "\n\n") and m.endswith(f"\n\nQuestion: {p}") for m, p in zip(messages, prompts)
+    )
 
 
 def test_padding_exact_on_smollm2_tokenizer():
@@ -157,12 +194,18 @@ def test_padding_exact_on_tiny_bpe_and_lengths_the_target_cannot_hold(pair):
     target, *_ = pair
     prompts = ["question m1", "a longer question about the heapq module and its invariant"]
     built, skipped = build_contexts(target, prompts, [0, 100, 1024, 1184, 1185, 2048], max_tokens=16)
-    assert [b.context_tokens for b in built] == [0, 100, 1024, 1184]  # 1184 + 16 = 1200 = max_position_embeddings
+    assert [b.context_tokens for b in built] == [
+        0,
+        100,
+        1024,
+        1184,
+    ]  # 1184 + 16 = 1200 = max_position_embeddings
     for b in built[1:]:
         _check_padded(target, prompts, b)
     assert [(s.context_tokens, s.note) for s in skipped] == [
         (1185, "1185 prompt + 16 output tokens exceed the target's max_position_embeddings 1200"),
-        (2048, "2048 prompt + 16 output tokens exceed the target's max_position_embeddings 1200")]
+        (2048, "2048 prompt + 16 output tokens exceed the target's max_position_embeddings 1200"),
+    ]
 
 
 def test_padding_shorter_than_the_wrapper_is_skipped(pair):
@@ -236,9 +279,16 @@ def test_sweep_report_values_and_schema(pair):
     assert change == pytest.approx((al3[2] - al3[0]) / al3[0]) and change < -0.2
     diag = report["drafters"][0]["runs"][2]["diagnostics"]
     assert diag["hidden_state_norm"][0] == pytest.approx(5.0 + sum(engine.calls[2]["lengths"]) / 4 / 1000)
-    assert report["settings"]["num_speculative_tokens"] == 4 and report["engine"] == {"name": "fake", "version": "fake 1.0"}
+    assert report["settings"]["num_speculative_tokens"] == 4 and report["engine"] == {
+        "name": "fake",
+        "version": "fake 1.0",
+    }
     assert report["padding"]["sha256"] == padding_source()["sha256"] and set(report["definitions"]) >= {
-        "acceptance_length", "hidden_state_norm", "sink_attention_mass", "context_tokens"}
+        "acceptance_length",
+        "hidden_state_norm",
+        "sink_attention_mass",
+        "context_tokens",
+    }
 
 
 def test_report_schema_rejects_a_broken_report(pair):
@@ -262,8 +312,10 @@ def test_no_context_the_target_allows_is_a_usage_error(pair):
     assert e.value.exit_code == 2 and "max_position_embeddings 1200" in e.value.message and engine.calls == []
 
 
-@pytest.mark.parametrize("over,message", [({"depth": 0}, "--depth"), ({"depth": 9}, "--depth"),
-                                          ({"max_tokens": 0}, "--max-tokens")])
+@pytest.mark.parametrize(
+    "over,message",
+    [({"depth": 0}, "--depth"), ({"depth": 9}, "--depth"), ({"max_tokens": 0}, "--max-tokens")],
+)
 def test_bad_options_refused_before_any_run(pair, over, message):
     target, d3, _, prompts = pair
     engine = FakeEngine()
@@ -276,7 +328,10 @@ def test_same_version_drafters_get_their_names():
     from pathlib import Path
 
     assert diagnose.drafter_labels(["3", "3", "3.1"], [Path("a/x"), Path("b/y"), Path("z")]) == [
-        "EAGLE-3 (x)", "EAGLE-3 (y)", "EAGLE-3.1"]
+        "EAGLE-3 (x)",
+        "EAGLE-3 (y)",
+        "EAGLE-3.1",
+    ]
 
 
 # --- plots ---------------------------------------------------------------------------------------
@@ -302,8 +357,17 @@ def _cli(*args):
     return CliRunner(env={"COLUMNS": "250"}).invoke(main, [str(a) for a in args])
 
 
-@pytest.mark.parametrize("bad", [["--contexts", "1k"], ["--contexts", ""], ["--contexts", "-5"], ["--depth", "0"],
-                                 ["--depth", "9"], ["--max-tokens", "0"]])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--contexts", "1k"],
+        ["--contexts", ""],
+        ["--contexts", "-5"],
+        ["--depth", "0"],
+        ["--depth", "9"],
+        ["--max-tokens", "0"],
+    ],
+)
 def test_cli_usage_errors_one_line_exit_2(pair, monkeypatch, bad):
     target, d3, _, prompts = pair
     engine = FakeEngine()
@@ -318,8 +382,23 @@ def test_cli_usage_errors_one_line_exit_2(pair, monkeypatch, bad):
 def test_cli_json_tables_report_and_plots(pair, monkeypatch, tmp_path):
     target, d3, d31, prompts = pair
     monkeypatch.setattr("eaglehub.diagnose.make_engine", lambda name, device: FakeEngine())
-    args = ["diagnose", "--target", target, "--drafter", d3, "--drafter", d31, "--prompts", prompts,
-            "--depth", "3", "--contexts", "0,512", "--max-tokens", "8"]
+    args = [
+        "diagnose",
+        "--target",
+        target,
+        "--drafter",
+        d3,
+        "--drafter",
+        d31,
+        "--prompts",
+        prompts,
+        "--depth",
+        "3",
+        "--contexts",
+        "0,512",
+        "--max-tokens",
+        "8",
+    ]
     res = _cli(*args, "--json")
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
@@ -329,11 +408,21 @@ def test_cli_json_tables_report_and_plots(pair, monkeypatch, tmp_path):
     assert res.exit_code == 0, res.output
     assert "EAGLE-3.1" in res.output and "conditional acceptance rate per draft position" in res.output
     drift = report["drafters"][0]["drift"]
-    assert "skipped" not in res.output and (f"EAGLE-3: AL {drift['acceptance_length_shortest']:.3f} at 0 → "
-                                            f"{drift['acceptance_length_longest']:.3f} at 512 tokens") in res.output
+    assert (
+        "skipped" not in res.output
+        and (
+            f"EAGLE-3: AL {drift['acceptance_length_shortest']:.3f} at 0 → "
+            f"{drift['acceptance_length_longest']:.3f} at 512 tokens"
+        )
+        in res.output
+    )
     assert "question" not in res.output  # prompt text is never printed
     al = report["drafters"][1]["runs"][1]["acceptance"]["acceptance_length"]
-    assert f"{al:.3f}" in res.output and not math.isclose(al, report["drafters"][0]["runs"][1]["acceptance"]["acceptance_length"])
+    assert f"{al:.3f}" in res.output and not math.isclose(
+        al, report["drafters"][0]["runs"][1]["acceptance"]["acceptance_length"]
+    )
     saved = json.loads((tmp_path / "r.json").read_text())
     assert saved["drafters"][1]["runs"] == report["drafters"][1]["runs"]
-    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted([CONDITIONAL, AL_VS_CONTEXT, HIDDEN_NORM, SINK_MASS])
+    assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(
+        [CONDITIONAL, AL_VS_CONTEXT, HIDDEN_NORM, SINK_MASS]
+    )

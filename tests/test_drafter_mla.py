@@ -7,30 +7,56 @@ import math
 
 import pytest
 import torch
+from formats_factory import Dims, Spec, canonical_tensors, format_config, write_dir, write_format
 from torch import nn
 from transformers import DeepseekV3Config
-from transformers.models.deepseek_v3.modeling_deepseek_v3 import DeepseekV3Attention, DeepseekV3RotaryEmbedding
+from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
+    DeepseekV3Attention,
+    DeepseekV3RotaryEmbedding,
+)
 
 from eaglehub.drafter_mla import MLAAttention, MLARope
 from eaglehub.drafter_model import LayerCache
 from eaglehub.errors import EaglehubError
 from eaglehub.layouts import read_drafter
 from eaglehub.shapes import expected_tensors
-from formats_factory import Dims, Spec, canonical_tensors, format_config, write_dir, write_format
 
 H, NH, Q_LORA, KV_LORA, NOPE, ROPE, V_HEAD, EPS = 64, 4, 32, 32, 16, 8, 16, 1e-5
 MLA_CFG = {
-    "architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2", "hidden_size": H,
-    "num_attention_heads": NH, "num_key_value_heads": NH, "q_lora_rank": Q_LORA, "kv_lora_rank": KV_LORA,
-    "qk_nope_head_dim": NOPE, "qk_rope_head_dim": ROPE, "v_head_dim": V_HEAD, "rms_norm_eps": EPS,
-    "rope_theta": 10000.0, "max_position_embeddings": 4096,
+    "architectures": ["Eagle3DeepseekV2ForCausalLM"],
+    "model_type": "kimi_k2",
+    "hidden_size": H,
+    "num_attention_heads": NH,
+    "num_key_value_heads": NH,
+    "q_lora_rank": Q_LORA,
+    "kv_lora_rank": KV_LORA,
+    "qk_nope_head_dim": NOPE,
+    "qk_rope_head_dim": ROPE,
+    "v_head_dim": V_HEAD,
+    "rms_norm_eps": EPS,
+    "rope_theta": 10000.0,
+    "max_position_embeddings": 4096,
 }
 #: Kimi-K2's schedule (real-configs/torchspec_kimi_k25_eagle3_mla.json): unit cos/sin, softmax × mscale²
-KIMI_YARN = {"beta_fast": 1.0, "beta_slow": 1.0, "factor": 64.0, "mscale": 1.0, "mscale_all_dim": 1.0,
-             "original_max_position_embeddings": 4096, "type": "yarn"}
+KIMI_YARN = {
+    "beta_fast": 1.0,
+    "beta_slow": 1.0,
+    "factor": 64.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 1.0,
+    "original_max_position_embeddings": 4096,
+    "type": "yarn",
+}
 #: a schedule whose ramp and cos/sin magnitude (m(4,1)/m(4,0.5) ≈ 1.065) both matter at rope dim 8
-RAMP_YARN = {"beta_fast": 32.0, "beta_slow": 1.0, "factor": 4.0, "mscale": 1.0, "mscale_all_dim": 0.5,
-             "original_max_position_embeddings": 64, "type": "yarn"}
+RAMP_YARN = {
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "factor": 4.0,
+    "mscale": 1.0,
+    "mscale_all_dim": 0.5,
+    "original_max_position_embeddings": 64,
+    "type": "yarn",
+}
 ROPES = {"plain": None, "kimi_yarn": KIMI_YARN, "ramp_yarn": RAMP_YARN}
 
 
@@ -55,10 +81,25 @@ def _transformers_twin(mine: MLAAttention, cfg: dict, in_features: int, interlea
     """transformers' naive MLA with ``mine``'s weights. Adapted where it differs from vLLM (see the
     drafter_mla module docstring): its input width is ``hidden_size``, so o_proj is re-made ``[H, nh·v]``;
     its latent norms get ``rms_norm_eps`` instead of the hard-coded 1e-6."""
-    keys = ("num_attention_heads", "num_key_value_heads", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
-            "qk_rope_head_dim", "v_head_dim", "rms_norm_eps", "rope_theta", "max_position_embeddings")
-    hf_cfg = DeepseekV3Config(hidden_size=in_features, attention_bias=False, rope_interleave=interleave,
-                              rope_scaling=cfg.get("rope_scaling"), **{k: cfg[k] for k in keys})
+    keys = (
+        "num_attention_heads",
+        "num_key_value_heads",
+        "q_lora_rank",
+        "kv_lora_rank",
+        "qk_nope_head_dim",
+        "qk_rope_head_dim",
+        "v_head_dim",
+        "rms_norm_eps",
+        "rope_theta",
+        "max_position_embeddings",
+    )
+    hf_cfg = DeepseekV3Config(
+        hidden_size=in_features,
+        attention_bias=False,
+        rope_interleave=interleave,
+        rope_scaling=cfg.get("rope_scaling"),
+        **{k: cfg[k] for k in keys},
+    )
     hf_cfg._attn_implementation = "eager"
     hf = DeepseekV3Attention(hf_cfg, layer_idx=0).eval()
     hf.o_proj = nn.Linear(NH * V_HEAD, cfg["hidden_size"], bias=False)
@@ -101,8 +142,12 @@ def test_matches_transformers_for_later_layers_reading_h():
     mine = _mla(cfg, in_features=H)
     x, positions = _x(7, width=H), torch.arange(7)
     with torch.no_grad():
-        torch.testing.assert_close(mine(x, positions, LayerCache())[0],
-                                   _run_transformers(_transformers_twin(mine, cfg, H), x, positions), rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(
+            mine(x, positions, LayerCache())[0],
+            _run_transformers(_transformers_twin(mine, cfg, H), x, positions),
+            rtol=1e-5,
+            atol=1e-5,
+        )
 
 
 def test_rope_is_interleaved_like_vllm_not_neox():
@@ -116,7 +161,9 @@ def test_rope_is_interleaved_like_vllm_not_neox():
     with torch.no_grad():
         out, _ = mine(x, positions, LayerCache())
         assert (out - _run_transformers(hf, x, positions)).abs().max() > 1e-2
-        q_rows = torch.cat([torch.cat([torch.arange(NOPE), NOPE + de_interleave]) + h * (NOPE + ROPE) for h in range(NH)])
+        q_rows = torch.cat(
+            [torch.cat([torch.arange(NOPE), NOPE + de_interleave]) + h * (NOPE + ROPE) for h in range(NH)]
+        )
         hf.q_b_proj.weight.copy_(hf.q_b_proj.weight[q_rows])
         kv_rows = torch.cat([torch.arange(KV_LORA), KV_LORA + de_interleave])
         hf.kv_a_proj_with_mqa.weight.copy_(hf.kv_a_proj_with_mqa.weight[kv_rows])
@@ -126,7 +173,7 @@ def test_rope_is_interleaved_like_vllm_not_neox():
 def test_yarn_rules_follow_vllm():
     kimi = MLARope.from_config(_cfg("kimi_yarn"), ROPE)
     m64 = 0.1 * math.log(64) + 1
-    assert (kimi.cos_sin_mscale, kimi.softmax_mscale) == (pytest.approx(1.0), pytest.approx(m64 ** 2))
+    assert (kimi.cos_sin_mscale, kimi.softmax_mscale) == (pytest.approx(1.0), pytest.approx(m64**2))
     ramp = MLARope.from_config(_cfg("ramp_yarn"), ROPE)
     assert ramp.cos_sin_mscale == pytest.approx((0.1 * math.log(4) + 1) / (0.05 * math.log(4) + 1))
     plain_freq = 10000.0 ** (-torch.arange(0, ROPE, 2) / ROPE)
@@ -136,7 +183,11 @@ def test_yarn_rules_follow_vllm():
     llama = MLARope.from_config(_cfg("kimi_yarn", rope_scaling=dict(KIMI_YARN, attention_factor=1.0)), ROPE)
     assert (llama.softmax_mscale, llama.inv_freq().tolist()) == (1.0, kimi.inv_freq().tolist())
     unset = MLARope.from_config(_cfg("plain", rope_scaling={"type": "yarn", "factor": 4.0}), ROPE)
-    assert (unset.original_max, unset.cos_sin_mscale, unset.softmax_mscale) == (4096, pytest.approx(0.1 * math.log(4) + 1), 1.0)
+    assert (unset.original_max, unset.cos_sin_mscale, unset.softmax_mscale) == (
+        4096,
+        pytest.approx(0.1 * math.log(4) + 1),
+        1.0,
+    )
 
 
 @pytest.mark.parametrize("rope", ["plain", "ramp_yarn"])
@@ -149,7 +200,7 @@ def test_incremental_decoding_through_the_cache_equals_one_pass(rope):
         cache = LayerCache()
         parts, probs = [mine(x[:5], positions[:5], cache)[0]], None
         for t in range(5, 8):
-            out, probs = mine(x[t:t + 1], positions[t:t + 1], cache, return_probs=True)
+            out, probs = mine(x[t : t + 1], positions[t : t + 1], cache, return_probs=True)
             parts.append(out)
     torch.testing.assert_close(torch.cat(parts), full, rtol=1e-5, atol=1e-6)
     assert cache.length == 8 and probs.shape == (NH, 1, 8)
@@ -162,7 +213,7 @@ def test_incremental_decoding_through_the_cache_equals_one_pass(rope):
 
 
 def _self_attn_specs(drafter, prefix: str) -> dict[str, tuple]:
-    return {s.name[len(prefix):]: s.shape for s in expected_tensors(drafter) if s.name.startswith(prefix)}
+    return {s.name[len(prefix) :]: s.shape for s in expected_tensors(drafter) if s.name.startswith(prefix)}
 
 
 def _shapes(m: nn.Module) -> dict[str, tuple]:
@@ -176,7 +227,7 @@ def test_state_dict_names_and_shapes_are_what_validate_expects(tmp_path):
     for prefix, width in (("midlayer.self_attn.", 2 * h), ("layers.1.self_attn.", h)):
         m = MLAAttention(drafter.config, width)
         assert _shapes(m) == _self_attn_specs(drafter, prefix)
-        m.load_state_dict({k[len(prefix):]: v for k, v in w.canonical.items() if k.startswith(prefix)})
+        m.load_state_dict({k[len(prefix) :]: v for k, v in w.canonical.items() if k.startswith(prefix)})
         assert torch.equal(m.kv_b_proj.weight, w.canonical[prefix + "kv_b_proj.weight"])
 
 
@@ -194,9 +245,15 @@ def test_q_lora_null_uses_q_proj_as_validate_expects(tmp_path):
     assert "q_proj.weight" in _shapes(m) and _shapes(m) == _self_attn_specs(drafter, a)
 
 
-@pytest.mark.parametrize("bad", [{"kv_lora_rank": None}, {"qk_rope_head_dim": 0},
-                                 {"rope_scaling": {"type": "linear", "factor": 2.0}},
-                                 {"rope_scaling": {"type": "yarn", "factor": "4"}}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"kv_lora_rank": None},
+        {"qk_rope_head_dim": 0},
+        {"rope_scaling": {"type": "linear", "factor": 2.0}},
+        {"rope_scaling": {"type": "yarn", "factor": "4"}},
+    ],
+)
 def test_unusable_config_is_a_one_line_error(bad):
     with pytest.raises(EaglehubError) as exc:
         MLAAttention(dict(MLA_CFG, **bad), 2 * H)

@@ -7,12 +7,13 @@ import json
 
 import pytest
 import torch
+from conftest import BASE_CONFIG, load_recipe
 from safetensors.torch import save_file
 
-from conftest import BASE_CONFIG, load_recipe
 from eaglehub.drafter_model import DrafterDims, Eagle3Drafter, attention
 from eaglehub.ttt import ttt_loss, unroll
 from eaglehub.validate import validate
+
 
 def _model(seed: int = 0, **flags) -> Eagle3Drafter:
     torch.manual_seed(seed)
@@ -83,8 +84,14 @@ def _ttt_batch(m, seed: int = 4):
     embed = torch.randn(d.vocab_size, d.hidden_size, generator=g)
     used = torch.nonzero(m.t2d).flatten()
     ids = used[torch.randint(0, len(used), (2, 9), generator=g)]
-    shards = [{"ids": ids[b], "aux": torch.randn(9, d.num_aux * d.target_hidden_size, generator=g) * 3, "answer_start": 3}
-              for b in range(2)]
+    shards = [
+        {
+            "ids": ids[b],
+            "aux": torch.randn(9, d.num_aux * d.target_hidden_size, generator=g) * 3,
+            "answer_start": 3,
+        }
+        for b in range(2)
+    ]
     t2d_index = torch.full((d.vocab_size,), -1, dtype=torch.long)
     t2d_index[used] = torch.arange(len(used))
     return embed, shards, [(0, 0, 9, 3), (1, 0, 7, 3)], t2d_index
@@ -96,7 +103,9 @@ def test_distillation_term_is_the_teacher_kl_and_vanishes_for_an_identical_teach
     w = [1.0, 0.8, 0.6]
     with torch.no_grad():
         ce, parts, _ = ttt_loss(m, embed, shards, batch, t2d_index, 3, w)
-        same, same_parts, _ = ttt_loss(m, embed, shards, batch, t2d_index, 3, w, teacher=_model(seed=2), label_weight=0.3)
+        same, same_parts, _ = ttt_loss(
+            m, embed, shards, batch, t2d_index, 3, w, teacher=_model(seed=2), label_weight=0.3
+        )
         other, _, _ = ttt_loss(m, embed, shards, batch, t2d_index, 3, w, teacher=_model(seed=5), label_weight=0.0)
     assert ce.item() > 1.0 and same_parts == parts  # the per-step CE is reported unchanged
     assert same.item() == pytest.approx(0.3 * ce.item(), rel=1e-5)  # KL(p || p) = 0

@@ -6,21 +6,35 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import pytest
 import torch
+from conftest import (
+    BASE_CONFIG,
+    HD,
+    V,
+    add_fc_norm,
+    drafter_tensors,
+    target_config,
+    target_tensors,
+    vocab_maps,
+)
 
-from conftest import BASE_CONFIG, HD, V, add_fc_norm, drafter_tensors, target_config, target_tensors, vocab_maps
 from eaglehub.findings import finding, rule_catalogue
-from eaglehub.validate import Options
 from eaglehub.layouts import read_drafter
 from eaglehub.schemas import load_schema, validate_json
 from eaglehub.shapes import expected_tensors, layer_kind
-from eaglehub.validate import validate
+from eaglehub.validate import Options, validate
 
-MLA_DIMS = {"q_lora_rank": 32, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 16, "v_head_dim": 16}
+MLA_DIMS = {
+    "q_lora_rank": 32,
+    "kv_lora_rank": 32,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 16,
+    "v_head_dim": 16,
+}
 
 
 def mla_tensors(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -37,15 +51,22 @@ def mla_tensors(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
         return (torch.randn(*shape, generator=g) * 0.05).to(torch.bfloat16)
 
     a = "midlayer.self_attn."
-    t.update({
-        a + "kv_a_proj_with_mqa.weight": w(kv + rope, 2 * h),
-        a + "kv_a_layernorm.weight": (1 + 0.1 * torch.randn(kv, generator=g)).to(torch.bfloat16),
-        a + "kv_b_proj.weight": w(nh * (nope + v), kv),
-        a + "o_proj.weight": w(h, nh * v),
-    })
+    t.update(
+        {
+            a + "kv_a_proj_with_mqa.weight": w(kv + rope, 2 * h),
+            a + "kv_a_layernorm.weight": (1 + 0.1 * torch.randn(kv, generator=g)).to(torch.bfloat16),
+            a + "kv_b_proj.weight": w(nh * (nope + v), kv),
+            a + "o_proj.weight": w(h, nh * v),
+        }
+    )
     if q:
-        t.update({a + "q_a_proj.weight": w(q, 2 * h), a + "q_b_proj.weight": w(nh * (nope + rope), q),
-                  a + "q_a_layernorm.weight": (1 + 0.1 * torch.randn(q, generator=g)).to(torch.bfloat16)})
+        t.update(
+            {
+                a + "q_a_proj.weight": w(q, 2 * h),
+                a + "q_b_proj.weight": w(nh * (nope + rope), q),
+                a + "q_a_layernorm.weight": (1 + 0.1 * torch.randn(q, generator=g)).to(torch.bfloat16),
+            }
+        )
     else:
         t[a + "q_proj.weight"] = w(nh * (nope + rope), 2 * h)
     return t
@@ -55,9 +76,20 @@ def to_mla(cfg: dict, t: dict) -> None:
     """Mutation D → the tiny MLA drafter (Eagle3DeepseekV2ForCausalLM, deepseek_v2, yarn RoPE)."""
     for k in ("num_key_value_heads", "head_dim"):
         cfg.pop(k)
-    cfg.update(architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="deepseek_v2", **MLA_DIMS,
-               rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 1024,
-                             "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0})
+    cfg.update(
+        architectures=["Eagle3DeepseekV2ForCausalLM"],
+        model_type="deepseek_v2",
+        **MLA_DIMS,
+        rope_scaling={
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": 1024,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+        },
+    )
     t.clear()
     t.update(mla_tensors(cfg))
 
@@ -165,62 +197,205 @@ def _random_init(rows: int, cols: int) -> torch.Tensor:
 TGT = {}
 CASES = [
     Case("E-CONFIG-SCHEMA", setk("norm_output", "true"), "norm_output"),
-    Case("E-CONFIG-ARCH", both(setk("architectures", ["Qwen3ForCausalLM"]), setk("model_type", "qwen3")), "architectures", id="F1"),
+    Case(
+        "E-CONFIG-ARCH",
+        both(setk("architectures", ["Qwen3ForCausalLM"]), setk("model_type", "qwen3")),
+        "architectures",
+        id="F1",
+    ),
     Case("W-CONFIG-ARCH", setk("architectures", ["LlamaForCausalLM"]), "architectures"),
-    Case("W-CONFIG-TIE", both(_unpruned, delt("d2t", "t2d"), setk("tie_word_embeddings", True)), "tie_word_embeddings"),
+    Case(
+        "W-CONFIG-TIE",
+        both(_unpruned, delt("d2t", "t2d"), setk("tie_word_embeddings", True)),
+        "tie_word_embeddings",
+    ),
     Case("E-CONFIG-TIE-PRUNED", setk("tie_word_embeddings", True), "tie_word_embeddings"),
     Case("E-CONFIG-HEADS", setk("num_key_value_heads", 3), "num_key_value_heads", id="gqa-groups"),
-    Case("E-CONFIG-HEADS", both(regenerate(num_attention_heads=3, num_key_value_heads=3, head_dim=16), delk("head_dim")), "head_dim",
-         id="hidden-not-divisible"),
-    Case("W-CONFIG-HEADDIM", both(setk("architectures", ["LlamaForCausalLM"]), regenerate(head_dim=32)), "head_dim"),
-    Case("E-ROPE-PARAMS", setk("rope_scaling", {"rope_type": "llama3", "factor": 8.0, "high_freq_factor": 4.0,
-                                                "original_max_position_embeddings": 8192}), "rope_scaling.low_freq_factor", id="F14-llama3"),
-    Case("E-ROPE-PARAMS", setk("rope_parameters", {"rope_type": "yarn", "factor": 0, "rope_theta": 10000.0}), "rope_parameters.factor",
-         id="yarn-factor-0"),
-    Case("E-ROPE-PARAMS", setk("rope_scaling", {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0,
-                                                "original_max_position_embeddings": 8192}), "rope_scaling.low_freq_factor", id="llama3-order"),
-    Case("E-FLAG-MISPLACED", both(delk("fc_norm", "norm_output"), setk("eagle_config", {"fc_norm": True})), "eagle_config.fc_norm",
-         v31=True, id="F17-nested"),
-    Case("E-FLAG-MISPLACED", both(delk("target_hidden_size"), setk("eagle_config", {"target_hidden_size": 96})),
-         "eagle_config.target_hidden_size", id="nested-Ht"),
-    Case("W-NORMS-BOTH", both(setk("norm_before_fc", True), sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16))),
-         "norm_before_fc", v31=True),
-    Case("W-INPUTNORM-NESTED", both(setk("eagle_config", {"norm_before_fc": True}),
-                                    sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16))),
-         "eagle_config.norm_before_fc", id="F16-nested"),
-    Case("W-SLIDING-WINDOW", both(setk("layer_types", ["sliding_attention"]), setk("sliding_window", 1024)), "layer_types", id="F15"),
-    Case("W-SLIDING-WINDOW", both(setk("use_sliding_window", True), setk("sliding_window", 2048)), "use_sliding_window", id="F15-qwen"),
-    Case("W-FCNORM-UNIT", lambda cfg, t: t.update({f"fc_norm.{i}.weight": torch.ones(64, dtype=torch.bfloat16) for i in range(3)}),
-         "fc_norm.0.weight", v31=True, id="uncalibrated-upgrade"),
+    Case(
+        "E-CONFIG-HEADS",
+        both(regenerate(num_attention_heads=3, num_key_value_heads=3, head_dim=16), delk("head_dim")),
+        "head_dim",
+        id="hidden-not-divisible",
+    ),
+    Case(
+        "W-CONFIG-HEADDIM",
+        both(setk("architectures", ["LlamaForCausalLM"]), regenerate(head_dim=32)),
+        "head_dim",
+    ),
+    Case(
+        "E-ROPE-PARAMS",
+        setk(
+            "rope_scaling",
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+        ),
+        "rope_scaling.low_freq_factor",
+        id="F14-llama3",
+    ),
+    Case(
+        "E-ROPE-PARAMS",
+        setk("rope_parameters", {"rope_type": "yarn", "factor": 0, "rope_theta": 10000.0}),
+        "rope_parameters.factor",
+        id="yarn-factor-0",
+    ),
+    Case(
+        "E-ROPE-PARAMS",
+        setk(
+            "rope_scaling",
+            {
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 4.0,
+                "high_freq_factor": 1.0,
+                "original_max_position_embeddings": 8192,
+            },
+        ),
+        "rope_scaling.low_freq_factor",
+        id="llama3-order",
+    ),
+    Case(
+        "E-FLAG-MISPLACED",
+        both(delk("fc_norm", "norm_output"), setk("eagle_config", {"fc_norm": True})),
+        "eagle_config.fc_norm",
+        v31=True,
+        id="F17-nested",
+    ),
+    Case(
+        "E-FLAG-MISPLACED",
+        both(delk("target_hidden_size"), setk("eagle_config", {"target_hidden_size": 96})),
+        "eagle_config.target_hidden_size",
+        id="nested-Ht",
+    ),
+    Case(
+        "W-NORMS-BOTH",
+        both(
+            setk("norm_before_fc", True),
+            sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16)),
+        ),
+        "norm_before_fc",
+        v31=True,
+    ),
+    Case(
+        "W-INPUTNORM-NESTED",
+        both(
+            setk("eagle_config", {"norm_before_fc": True}),
+            sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16)),
+        ),
+        "eagle_config.norm_before_fc",
+        id="F16-nested",
+    ),
+    Case(
+        "W-SLIDING-WINDOW",
+        both(setk("layer_types", ["sliding_attention"]), setk("sliding_window", 1024)),
+        "layer_types",
+        id="F15",
+    ),
+    Case(
+        "W-SLIDING-WINDOW",
+        both(setk("use_sliding_window", True), setk("sliding_window", 2048)),
+        "use_sliding_window",
+        id="F15-qwen",
+    ),
+    Case(
+        "W-FCNORM-UNIT",
+        lambda cfg, t: t.update({f"fc_norm.{i}.weight": torch.ones(64, dtype=torch.bfloat16) for i in range(3)}),
+        "fc_norm.0.weight",
+        v31=True,
+        id="uncalibrated-upgrade",
+    ),
     Case("E-ENGINE-VERSION", None, "fc_norm", v31=True, options={"vllm_version": "0.21.0"}, id="31-on-0.21"),
-    Case("E-ENGINE-VERSION", to_mla_31 := lambda cfg, t: (to_mla(cfg, t), add_fc_norm(cfg, t)), "fc_norm",
-         options={"vllm_version": "0.22.1"}, id="MLA-31-on-0.22"),
+    Case(
+        "E-ENGINE-VERSION",
+        to_mla_31 := lambda cfg, t: (to_mla(cfg, t), add_fc_norm(cfg, t)),
+        "fc_norm",
+        options={"vllm_version": "0.22.1"},
+        id="MLA-31-on-0.22",
+    ),
     Case("W-ENGINE-VERSION", to_mla_31, "fc_norm", options={"vllm_version": ""}, id="MLA-31-unknown-version"),
     Case("E-TP-DIVISIBILITY", None, "num_attention_heads", options={"tp": 8}, id="F21-heads"),
-    Case("E-TP-DIVISIBILITY", regenerate(intermediate_size=130), "intermediate_size", options={"tp": 4}, id="F21-intermediate"),
-    Case("E-TP-DIVISIBILITY", None, "target num_key_value_heads", target={"num_key_value_heads": 3}, options={"tp": 2},
-         id="F21-target"),
+    Case(
+        "E-TP-DIVISIBILITY",
+        regenerate(intermediate_size=130),
+        "intermediate_size",
+        options={"tp": 4},
+        id="F21-intermediate",
+    ),
+    Case(
+        "E-TP-DIVISIBILITY",
+        None,
+        "target num_key_value_heads",
+        target={"num_key_value_heads": 3},
+        options={"tp": 2},
+        id="F21-target",
+    ),
     Case("E-NOT-A-DRAFTER", None, "config.json", id="F3"),  # special-cased: the target is the drafter
     Case("E-LAYOUT-EAGLE1", _eagle1, "fc.weight"),
     Case("E-LAYOUT-UNSUPPORTED", setk("architectures", ["Eagle3Qwen3ForCausalLM"]), "config.json"),
     Case("E-TENSOR-MISSING", delt("midlayer.mlp.up_proj.weight"), "midlayer.mlp.up_proj.weight", id="F2"),
     Case("E-TENSOR-UNEXPECTED", sett("fc.bias", lambda t: torch.zeros(64, dtype=torch.bfloat16)), "fc.bias"),
-    Case("E-TENSOR-SHAPE", sett("midlayer.self_attn.q_proj.weight", lambda t: t["midlayer.self_attn.q_proj.weight"][:, :64].clone()),
-         "midlayer.self_attn.q_proj.weight"),
-    Case("E-TENSOR-DTYPE", lambda cfg, t: t.update({n: x.float() for n, x in t.items() if x.is_floating_point()}), id="F18-config"),
+    Case(
+        "E-TENSOR-SHAPE",
+        sett(
+            "midlayer.self_attn.q_proj.weight",
+            lambda t: t["midlayer.self_attn.q_proj.weight"][:, :64].clone(),
+        ),
+        "midlayer.self_attn.q_proj.weight",
+    ),
+    Case(
+        "E-TENSOR-DTYPE",
+        lambda cfg, t: t.update({n: x.float() for n, x in t.items() if x.is_floating_point()}),
+        id="F18-config",
+    ),
     Case("E-TENSOR-PREFIX", _prefixed, "model.d2t"),
-    Case("W-TENSOR-INIT", sett("norm.weight", lambda t: torch.ones(64, dtype=torch.bfloat16)), "norm.weight", id="F2-init", deep=True),
-    Case("W-TENSOR-INIT", sett("fc.weight", lambda t: _random_init(64, 192)), "fc.weight", id="F2-random-init", deep=True),
-    Case("E-TENSOR-NONFINITE", sett("midlayer.mlp.down_proj.weight",
-                                     lambda t: t["midlayer.mlp.down_proj.weight"].index_fill(1, torch.tensor([3, 70]), float("nan"))),
-         "midlayer.mlp.down_proj.weight", deep=True),
-    Case("E-TENSOR-NONFINITE", sett("norm.weight", lambda t: t["norm.weight"].index_fill(0, torch.tensor([0]), float("inf"))), "norm.weight",
-         deep=True, id="inf-norm"),
+    Case(
+        "W-TENSOR-INIT",
+        sett("norm.weight", lambda t: torch.ones(64, dtype=torch.bfloat16)),
+        "norm.weight",
+        id="F2-init",
+        deep=True,
+    ),
+    Case(
+        "W-TENSOR-INIT",
+        sett("fc.weight", lambda t: _random_init(64, 192)),
+        "fc.weight",
+        id="F2-random-init",
+        deep=True,
+    ),
+    Case(
+        "E-TENSOR-NONFINITE",
+        sett(
+            "midlayer.mlp.down_proj.weight",
+            lambda t: t["midlayer.mlp.down_proj.weight"].index_fill(1, torch.tensor([3, 70]), float("nan")),
+        ),
+        "midlayer.mlp.down_proj.weight",
+        deep=True,
+    ),
+    Case(
+        "E-TENSOR-NONFINITE",
+        sett("norm.weight", lambda t: t["norm.weight"].index_fill(0, torch.tensor([0]), float("inf"))),
+        "norm.weight",
+        deep=True,
+        id="inf-norm",
+    ),
     Case("E-LMHEAD-MISSING", delt("lm_head.weight"), "lm_head.weight", id="F8"),
-    Case("E-EMBED-MISSING", regenerate(hidden_size=48, target_hidden_size=64, head_dim=HD), "embed_tokens.weight", id="F9"),
+    Case(
+        "E-EMBED-MISSING",
+        regenerate(hidden_size=48, target_hidden_size=64, head_dim=HD),
+        "embed_tokens.weight",
+        id="F9",
+    ),
     Case("I-EMBED-SHARED", _shared_embed, "embed_tokens.weight", target=TGT, target_weights=True),
-    Case("I-EMBED-TRAINED", sett("embed_tokens.weight", lambda t: (torch.randn(V, 64) * 0.05).to(torch.bfloat16)),
-         "embed_tokens.weight", target=TGT, target_weights=True),
+    Case(
+        "I-EMBED-TRAINED",
+        sett("embed_tokens.weight", lambda t: (torch.randn(V, 64) * 0.05).to(torch.bfloat16)),
+        "embed_tokens.weight",
+        target=TGT,
+        target_weights=True,
+    ),
     Case("E-D2T-MISSING", delt("d2t", "t2d"), "d2t", id="F6"),
     Case("E-D2T-DTYPE", sett("d2t", lambda t: t["d2t"].float()), "d2t"),
     Case("E-D2T-ORDER", sett("d2t", _d2t_unordered), "d2t"),
@@ -231,46 +406,103 @@ CASES = [
     Case("E-T2D-DTYPE", sett("t2d", lambda t: t["t2d"].to(torch.uint8)), "t2d"),
     Case("E-T2D-COUNT", sett("t2d", _t2d_twenty), "t2d", id="F7"),
     Case("E-T2D-MISMATCH", sett("t2d", _t2d_other), "t2d"),
-    Case("E-VOCAB-DRAFT", both(setk("draft_vocab_size", 300), delt("d2t", "t2d"),
-                               sett("lm_head.weight", lambda t: (torch.randn(300, 64) * 0.05).to(torch.bfloat16))), "draft_vocab_size"),
+    Case(
+        "E-VOCAB-DRAFT",
+        both(
+            setk("draft_vocab_size", 300),
+            delt("d2t", "t2d"),
+            sett("lm_head.weight", lambda t: (torch.randn(300, 64) * 0.05).to(torch.bfloat16)),
+        ),
+        "draft_vocab_size",
+    ),
     Case("E-VOCAB-MISMATCH", None, "vocab_size", target={"vocab": 512}),
     Case("E-FCNORM-MISSING", delt("fc_norm.1.weight"), "fc_norm.1.weight", v31=True),
-    Case("W-FCNORM-UNUSED", both(setk("fc_norm", False), setk("norm_output", False)), "fc_norm.0.weight", v31=True),
+    Case(
+        "W-FCNORM-UNUSED",
+        both(setk("fc_norm", False), setk("norm_output", False)),
+        "fc_norm.0.weight",
+        v31=True,
+    ),
     Case("W-FCNORM-ALIAS", setk("use_aux_norm", True), "use_aux_norm"),
     Case("E-INPUTNORM-MISSING", setk("norm_before_fc", True), "input_norm.weight", id="F16-flag"),
-    Case("E-INPUTNORM-UNUSED", sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16)), "input_norm.weight", id="F16"),
-    Case("E-AUX-DUPLICATE", setk("eagle_aux_hidden_state_layer_ids", [2, 4, 4]), "eagle_aux_hidden_state_layer_ids"),
-    Case("E-AUX-DUPLICATE", delk("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids (vLLM default for N=4)",
-         target={"n_layers": 4}, id="default-N4"),
+    Case(
+        "E-INPUTNORM-UNUSED",
+        sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16)),
+        "input_norm.weight",
+        id="F16",
+    ),
+    Case(
+        "E-AUX-DUPLICATE",
+        setk("eagle_aux_hidden_state_layer_ids", [2, 4, 4]),
+        "eagle_aux_hidden_state_layer_ids",
+    ),
+    Case(
+        "E-AUX-DUPLICATE",
+        delk("eagle_aux_hidden_state_layer_ids"),
+        "eagle_aux_hidden_state_layer_ids (vLLM default for N=4)",
+        target={"n_layers": 4},
+        id="default-N4",
+    ),
     Case("E-AUX-ORDER", setk("eagle_aux_hidden_state_layer_ids", [4, 2, 5]), "eagle_aux_hidden_state_layer_ids"),
     Case("E-AUX-RANGE", None, "eagle_aux_hidden_state_layer_ids", target={"n_layers": 4}, id="too-few-layers"),
-    Case("E-AUX-COUNT", setk("eagle_aux_hidden_state_layer_ids", [2, 3, 4, 5]), "eagle_aux_hidden_state_layer_ids"),
-    Case("W-AUX-CONVENTION", both(delk("eagle_aux_hidden_state_layer_ids", "num_aux_hidden_states"),
-                                 setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]})),
-         "eagle_config.eagle_aux_hidden_state_layer_ids", id="F11"),
+    Case(
+        "E-AUX-COUNT",
+        setk("eagle_aux_hidden_state_layer_ids", [2, 3, 4, 5]),
+        "eagle_aux_hidden_state_layer_ids",
+    ),
+    Case(
+        "W-AUX-CONVENTION",
+        both(
+            delk("eagle_aux_hidden_state_layer_ids", "num_aux_hidden_states"),
+            setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": [1, 3, 4]}),
+        ),
+        "eagle_config.eagle_aux_hidden_state_layer_ids",
+        id="F11",
+    ),
     Case("W-AUX-LAST", None, "eagle_aux_hidden_state_layer_ids", target={"n_layers": 5}),
-    Case("W-AUX-CONFLICT", setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": [2, 3, 4]}), "eagle_config.eagle_aux_hidden_state_layer_ids"),
+    Case(
+        "W-AUX-CONFLICT",
+        setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": [2, 3, 4]}),
+        "eagle_config.eagle_aux_hidden_state_layer_ids",
+    ),
     Case("I-AUX-DEFAULT", delk("eagle_aux_hidden_state_layer_ids"), "eagle_aux_hidden_state_layer_ids"),
     Case("E-HIDDEN-MISMATCH", None, "target_hidden_size", target={"hidden": 96}),
     Case("E-HIDDEN-UNDECLARED", _hidden_undeclared, "target_hidden_size", id="F10"),
     Case("W-DTYPE-MISMATCH", None, "torch_dtype", target={"torch_dtype": "float16"}, id="F18"),
-    Case("E-ROPE-TYPE", setk("rope_scaling", {"rope_type": "wobbly", "factor": 2.0}), "rope_scaling.rope_type", id="F14"),
-    Case("E-ROPE-TYPE", setk("rope_scaling", {"rope_type": [], "factor": 2.0}), "rope_scaling.rope_type", id="rope-type-not-a-string"),
+    Case(
+        "E-ROPE-TYPE",
+        setk("rope_scaling", {"rope_type": "wobbly", "factor": 2.0}),
+        "rope_scaling.rope_type",
+        id="F14",
+    ),
+    Case(
+        "E-ROPE-TYPE",
+        setk("rope_scaling", {"rope_type": [], "factor": 2.0}),
+        "rope_scaling.rope_type",
+        id="rope-type-not-a-string",
+    ),
     Case("W-ROPE-MISMATCH", None, "rope_scaling", target={"rope_theta": 500000.0}),
-    *[Case("E-MLA-MODELTYPE", both(to_mla, setk("model_type", mt)), "model_type", id=f"MLA-{mt}")
-      for mt in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4")],
+    *[
+        Case("E-MLA-MODELTYPE", both(to_mla, setk("model_type", mt)), "model_type", id=f"MLA-{mt}")
+        for mt in ("deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4")
+    ],
     Case("E-MLA-QLORA", both(to_mla, setk("q_lora_rank", None)), "q_lora_rank", id="MLA-qlora-null"),
     Case("E-MLA-QLORA", both(to_mla, delk("q_lora_rank")), "q_lora_rank", id="MLA-qlora-absent"),
     Case("E-MLA-NORMBEFOREFC", both(to_mla, setk("norm_before_fc", True)), "norm_before_fc", id="MLA-flag"),
-    Case("E-MLA-NORMBEFOREFC", both(to_mla, sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16))),
-         "input_norm.weight", id="MLA-tensor"),
+    Case(
+        "E-MLA-NORMBEFOREFC",
+        both(to_mla, sett("input_norm.weight", lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16))),
+        "input_norm.weight",
+        id="MLA-tensor",
+    ),
 ]
 
 
 def test_validate_report_schema_lists_every_validate_code():
     codes = [r["code"] for r in rule_catalogue("validate")]
-    assert load_schema("validate-report")["$defs"]["code"]["enum"] == codes, \
+    assert load_schema("validate-report")["$defs"]["code"]["enum"] == codes, (
         "schemas/validate-report.schema.json $defs.code.enum must list the validate-stage codes of eaglehub/findings.py, in order"
+    )
 
 
 def test_unregistered_code_is_refused():
@@ -295,11 +527,14 @@ def test_finding(case: Case, make_drafter, make_target):
     if case.deep:  # value checks run only with --deep
         assert not [f for f in validate(drafter, target, options=options)["findings"] if f["code"] == case.code]
     if case.options:  # serving options decide these: without them the finding is absent
-        assert not [f for f in validate(drafter, target, deep=case.deep, options=Options(vllm_version="0.32.0"))["findings"]
-                    if f["code"] == case.code]
+        assert not [
+            f
+            for f in validate(drafter, target, deep=case.deep, options=Options(vllm_version="0.32.0"))["findings"]
+            if f["code"] == case.code
+        ]
     assert hits, json.dumps(report["findings"], indent=1)
     assert hits[0]["severity"] == {"E": "error", "W": "warning", "I": "info"}[case.code[0]]
-    assert hits[0]["message"] and hits[0]["hint"] or case.code.startswith("I-EMBED-TRAINED")
+    assert (hits[0]["message"] and hits[0]["hint"]) or case.code.startswith("I-EMBED-TRAINED")
     if case.subject:
         assert hits[0]["subject"] == case.subject
     assert report["ok"] == (report["counts"]["error"] == 0)
@@ -318,7 +553,7 @@ def test_clean_drafter_has_no_findings(make_drafter, make_target, fmt, v31):
 def test_exported_layers0_layout_is_clean(make_drafter):
     def rename(cfg, t):
         for n in [n for n in t if n.startswith("midlayer.")]:
-            t["layers.0." + n[len("midlayer."):]] = t.pop(n)
+            t["layers.0." + n[len("midlayer.") :]] = t.pop(n)
 
     report = validate(make_drafter(mutate=rename))
     assert report["layout"] == "vllm" and report["findings"] == []
@@ -327,7 +562,7 @@ def test_exported_layers0_layout_is_clean(make_drafter):
 def test_unknown_prefix_gives_unexpected_and_missing(make_drafter):
     def rename(cfg, t):
         for n in [n for n in t if n.startswith("midlayer.")]:
-            t["foo." + n[len("midlayer."):]] = t.pop(n)
+            t["foo." + n[len("midlayer.") :]] = t.pop(n)
 
     report = validate(make_drafter(mutate=rename))
     codes = [(f["code"], f["subject"]) for f in report["findings"]]
@@ -344,11 +579,14 @@ def test_aux_default_without_explicit_ids_is_fine_for_8_layers(make_drafter, mak
     assert report["ok"] is True
 
 
-@pytest.mark.parametrize("over,same", [
-    ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
-    ({"rope_scaling": {"type": "linear", "factor": 2.0}}, False),
-    ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0}}, False),
-])
+@pytest.mark.parametrize(
+    "over,same",
+    [
+        ({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}, True),
+        ({"rope_scaling": {"type": "linear", "factor": 2.0}}, False),
+        ({"rope_parameters": {"rope_type": "llama3", "factor": 8.0, "rope_theta": 10000.0}}, False),
+    ],
+)
 def test_rope_comparison_reads_both_spellings(make_drafter, make_target, over, same):
     target = make_target(8, name="t", **over)
     if "rope_parameters" in over:
@@ -398,6 +636,7 @@ def test_odd_tensor_ranks_give_shape_errors(make_drafter, make_target, shape):
 def test_trained_matrix_with_init_like_std_is_not_flagged(make_drafter):
     """Training leaves row norms uneven; a matrix whose overall std merely equals initializer_range
     (0.02) but whose rows differ in scale, as trained ones do, is not called random."""
+
     def uneven(cfg, t):
         g = torch.Generator().manual_seed(5)
         w = torch.randn(64, 192, generator=g) * torch.linspace(0.5, 1.5, 64)[:, None]
@@ -416,16 +655,19 @@ def mla_cfg() -> dict:
     return cfg
 
 
-@pytest.mark.parametrize("cfg,kind", [
-    ({"architectures": ["Eagle3DeepseekV2ForCausalLM"]}, "mla"),
-    ({"architectures": ["Eagle3DeepseekV3ForCausalLM"]}, "mla"),
-    ({"architectures": ["LlamaForCausalLMEagle3"], "kv_lora_rank": 512}, "mla"),
-    ({"architectures": ["LlamaForCausalLMEagle3"]}, "llama"),
-    ({"architectures": ["LlamaForCausalLM"], "q_lora_rank": 32}, "llama"),
-    ({"architectures": [{"weird": 1}]}, "llama"),
-    ({"architectures": "Eagle3DeepseekV2ForCausalLM"}, "llama"),
-    ({}, "llama"),
-])
+@pytest.mark.parametrize(
+    "cfg,kind",
+    [
+        ({"architectures": ["Eagle3DeepseekV2ForCausalLM"]}, "mla"),
+        ({"architectures": ["Eagle3DeepseekV3ForCausalLM"]}, "mla"),
+        ({"architectures": ["LlamaForCausalLMEagle3"], "kv_lora_rank": 512}, "mla"),
+        ({"architectures": ["LlamaForCausalLMEagle3"]}, "llama"),
+        ({"architectures": ["LlamaForCausalLM"], "q_lora_rank": 32}, "llama"),
+        ({"architectures": [{"weird": 1}]}, "llama"),
+        ({"architectures": "Eagle3DeepseekV2ForCausalLM"}, "llama"),
+        ({}, "llama"),
+    ],
+)
 def test_layer_kind(cfg, kind):
     assert layer_kind(cfg) == kind
 
@@ -448,9 +690,13 @@ def test_mla_expected_shapes(make_drafter):
     shapes = {s.name: s.shape for s in expected_tensors(d)}
     a = "midlayer.self_attn."
     assert {n: s for n, s in shapes.items() if n.startswith(a)} == {
-        a + "q_a_proj.weight": (32, 128), a + "q_a_layernorm.weight": (32,), a + "q_b_proj.weight": (128, 32),
-        a + "kv_a_proj_with_mqa.weight": (48, 128), a + "kv_a_layernorm.weight": (32,),
-        a + "kv_b_proj.weight": (128, 32), a + "o_proj.weight": (64, 64),
+        a + "q_a_proj.weight": (32, 128),
+        a + "q_a_layernorm.weight": (32,),
+        a + "q_b_proj.weight": (128, 32),
+        a + "kv_a_proj_with_mqa.weight": (48, 128),
+        a + "kv_a_layernorm.weight": (32,),
+        a + "kv_b_proj.weight": (128, 32),
+        a + "o_proj.weight": (64, 64),
     }
     assert shapes["midlayer.mlp.down_proj.weight"] == (64, 128) and shapes["midlayer.hidden_norm.weight"] == (64,)
     assert shapes["layers.1.self_attn.q_a_proj.weight"] == (32, 64)  # later layers read H
@@ -458,7 +704,9 @@ def test_mla_expected_shapes(make_drafter):
     assert shapes["fc.weight"] == (64, 192) and shapes["lm_head.weight"] == (32, 64)
     assert not any(n.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", ".bias")) for n in shapes)
     specs = {s.name: s for s in expected_tensors(d)}
-    assert specs["input_norm.weight"].required is False and specs["input_norm.weight"].unused_code == "E-MLA-NORMBEFOREFC"
+    assert (
+        specs["input_norm.weight"].required is False and specs["input_norm.weight"].unused_code == "E-MLA-NORMBEFOREFC"
+    )
 
 
 def test_mla_tensor_errors_name_the_mla_shapes(make_drafter):
@@ -472,15 +720,22 @@ def test_mla_tensor_errors_name_the_mla_shapes(make_drafter):
 
     found = {(f["code"], f["subject"]): f["message"] for f in validate(make_drafter(mutate=broken))["findings"]}
     assert found == {
-        ("E-TENSOR-SHAPE", a + "kv_a_proj_with_mqa.weight"): f"{a}kv_a_proj_with_mqa.weight is [32, 128], the config implies [48, 128]",
+        (
+            "E-TENSOR-SHAPE",
+            a + "kv_a_proj_with_mqa.weight",
+        ): f"{a}kv_a_proj_with_mqa.weight is [32, 128], the config implies [48, 128]",
         ("E-TENSOR-MISSING", a + "kv_b_proj.weight"): f"{a}kv_b_proj.weight [128, 32] is missing",
-        ("E-TENSOR-UNEXPECTED", a + "k_proj.weight"): f"{a}k_proj.weight is not a tensor of this layout (deepseek_eagle3.py skips it silently)",
+        (
+            "E-TENSOR-UNEXPECTED",
+            a + "k_proj.weight",
+        ): f"{a}k_proj.weight is not a tensor of this layout (deepseek_eagle3.py skips it silently)",
     }
 
 
 def test_mla_without_query_lora(make_drafter):
     """q_lora_rank null with a plain q_proj: one finding (vLLM cannot load it), no shape noise; with
     q_a_proj stored but the rank missing from the config, the hint names the rank from the tensor."""
+
     def plain_q(cfg, t):
         cfg["q_lora_rank"] = None
         t.clear()
@@ -498,11 +753,18 @@ def test_mla_without_query_lora(make_drafter):
 def test_mla_class_and_model_type_errors(make_drafter):
     report = validate(make_drafter("llama-type", mutate=both(to_mla, setk("model_type", "llama"))))
     assert [(f["code"], f["subject"], f["hint"]) for f in report["findings"]] == [
-        ("E-CONFIG-ARCH", "model_type", 'set "model_type": "deepseek_v2" (or "kimi_k2" for a Kimi-K2 target)')]
-    report = validate(make_drafter("llama-class", mutate=both(to_mla, setk("architectures", ["LlamaForCausalLMEagle3"]))))
+        ("E-CONFIG-ARCH", "model_type", 'set "model_type": "deepseek_v2" (or "kimi_k2" for a Kimi-K2 target)')
+    ]
+    report = validate(
+        make_drafter("llama-class", mutate=both(to_mla, setk("architectures", ["LlamaForCausalLMEagle3"])))
+    )
     arch = [f for f in report["findings"] if f["code"] == "E-CONFIG-ARCH"]
-    assert [(f["subject"], f["hint"]) for f in arch] == [("architectures", 'set "architectures": ["Eagle3DeepseekV2ForCausalLM"]')]
-    assert arch[0]["message"].startswith("LlamaForCausalLMEagle3 is not an MLA drafter class, yet the config is an MLA drafter")
+    assert [(f["subject"], f["hint"]) for f in arch] == [
+        ("architectures", 'set "architectures": ["Eagle3DeepseekV2ForCausalLM"]')
+    ]
+    assert arch[0]["message"].startswith(
+        "LlamaForCausalLMEagle3 is not an MLA drafter class, yet the config is an MLA drafter"
+    )
 
 
 def test_mla_schema_requires_the_mla_dims(make_drafter):
@@ -531,6 +793,7 @@ def test_nonfinite_blocks_cover_every_row(make_drafter, monkeypatch):
     from eaglehub.checks import tensors as tensor_checks
 
     monkeypatch.setattr(tensor_checks, "NONFINITE_ROWS_BYTES", 3 * 192 * 2)  # 3 rows of fc.weight per block
+
     def one_nan(t):
         w = t["fc.weight"].clone()
         w[63, 191] = float("nan")

@@ -14,11 +14,6 @@ import json
 from pathlib import Path
 
 import pytest
-
-from eaglehub.convert import convert as _convert
-from eaglehub.errors import EaglehubError
-from eaglehub.layouts import read_drafter
-from eaglehub.validate import validate
 from formats_factory import (
     AUX_KEY,
     EXPORTED0,
@@ -33,6 +28,11 @@ from formats_factory import (
     write_eagle1,
     write_real,
 )
+
+from eaglehub.convert import convert as _convert
+from eaglehub.errors import EaglehubError
+from eaglehub.layouts import read_drafter
+from eaglehub.validate import validate
 
 convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 
@@ -49,11 +49,20 @@ CASES = [RealCase(f, "specforge") for f in SPECFORGE] + [
     # trained speculators checkpoint (Eagle3DraftModel ships embed_tokens). As published its 4th id (93 = N,
     # appended for the loss) makes vLLM capture 4 states for an fc that reads 3 (formats.md §3; the published
     # list is tested below); here with that id removed, every other key as found.
-    RealCase("speculators-trained_qwen3moe-eagle3.1style_issue1065.json", "speculators", embed=True,
-             extra={AUX_KEY: [2, 46, 91]}, label="ids-fixed"),
+    RealCase(
+        "speculators-trained_qwen3moe-eagle3.1style_issue1065.json",
+        "speculators",
+        embed=True,
+        extra={AUX_KEY: [2, 46, 91]},
+        label="ids-fixed",
+    ),
     # the SGLang fixture says speculators_model_type "qwen3", which vLLM refuses (vllm.md §2; tested below)
-    RealCase("sglang-test-fixture_speculators-format_qwen3-32b.json", "speculators",
-             extra={"speculators_model_type": "eagle3"}, label="model-type-eagle3"),
+    RealCase(
+        "sglang-test-fixture_speculators-format_qwen3-32b.json",
+        "speculators",
+        extra={"speculators_model_type": "eagle3"},
+        label="model-type-eagle3",
+    ),
     RealCase("modelopt-megatron", "modelopt", layer_kind="mla"),
 ]
 
@@ -70,10 +79,26 @@ EXPECTED_C_IN = {
 
 #: keys whose place or spelling is the format's business (checked separately below)
 STRUCTURAL = {
-    "architectures", "model_type", "eagle_config", AUX_KEY, "num_aux_hidden_states", "_torchspec_version",
-    "speculators_config", "speculators_model_type", "speculators_version", "transformer_layer_config", "auto_map",
-    "has_no_defaults_at_init", "embed_requires_grad", "fc_norm", "use_aux_norm", "norm_output", "norm_before_fc", "norm_before_residual",
-    "target_hidden_size", "draft_vocab_size",
+    "architectures",
+    "model_type",
+    "eagle_config",
+    AUX_KEY,
+    "num_aux_hidden_states",
+    "_torchspec_version",
+    "speculators_config",
+    "speculators_model_type",
+    "speculators_version",
+    "transformer_layer_config",
+    "auto_map",
+    "has_no_defaults_at_init",
+    "embed_requires_grad",
+    "fc_norm",
+    "use_aux_norm",
+    "norm_output",
+    "norm_before_fc",
+    "norm_before_residual",
+    "target_hidden_size",
+    "draft_vocab_size",
 }
 ROPE_KEYS = ("rope_theta", "rope_scaling", "rope_parameters", "max_position_embeddings")
 
@@ -251,8 +276,10 @@ def test_speculators_model_type_other_than_eagle3_is_unsupported(tmp_path):
 def test_speculators_1065_as_published_is_refused(tmp_path):
     """4 top-level ids ``[2, 46, 91, 93]`` (93 = N, appended for the loss) with an fc that reads 3 states:
     vLLM captures 4 and fails (vLLM #54526, formats.md §3). Detected, normalised, and refused with the count."""
-    w = write_real(tmp_path / "src", RealCase("speculators-trained_qwen3moe-eagle3.1style_issue1065.json",
-                                              "speculators", embed=True, A=3))
+    w = write_real(
+        tmp_path / "src",
+        RealCase("speculators-trained_qwen3moe-eagle3.1style_issue1065.json", "speculators", embed=True, A=3),
+    )
     assert w.canonical["fc.weight"].shape[1] == 3 * 64 and w.config[AUX_KEY] == [2, 46, 91, 93]
     d = read_drafter(w.path)
     assert d.format == "speculators" and d.aux.c_in == [2, 46, 91, 93] and d.version == "3.1"
@@ -266,8 +293,11 @@ def test_speculators_1065_as_published_is_refused(tmp_path):
 
 def test_every_real_drafter_config_is_covered():
     """Each file in real-configs/ is either a case above or one of the deliberate negatives."""
-    covered = {c.file for c in CASES} | {"specforge_qwen3-8b-peagle.json", "eagle1-repo_llama3-instruct-8b.NOT-EAGLE3.json",
-                                          "modelopt-megatron_eagle31-mla_eagle-arch-config.NOT-HF-CONFIG.json"}
+    covered = {c.file for c in CASES} | {
+        "specforge_qwen3-8b-peagle.json",
+        "eagle1-repo_llama3-instruct-8b.NOT-EAGLE3.json",
+        "modelopt-megatron_eagle31-mla_eagle-arch-config.NOT-HF-CONFIG.json",
+    }
     on_disk = {p.name for p in REAL_DIR.glob("*.json")}
     assert on_disk == covered - {"modelopt-megatron"}
     assert len(CASES) == 32

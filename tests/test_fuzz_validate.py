@@ -20,28 +20,85 @@ from hypothesis import strategies as st
 from eaglehub.schemas import validate_json
 from eaglehub.validate import validate
 
-KEYS = ["architectures", "model_type", "hidden_size", "target_hidden_size", "num_hidden_layers", "num_attention_heads",
-        "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size", "draft_vocab_size", "rms_norm_eps",
-        "rope_theta", "rope_scaling", "rope_parameters", "torch_dtype", "dtype", "eagle_aux_hidden_state_layer_ids",
-        "num_aux_hidden_states", "fc_norm", "norm_output", "norm_before_fc", "norm_before_residual", "use_aux_norm",
-        "eagle_config", "attention_bias", "mlp_bias", "tie_word_embeddings", "kv_lora_rank", "q_lora_rank",
-        "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "speculators_model_type", "transformer_layer_config",
-        "speculators_config", "_torchspec_version", "initializer_range", "quantization_config"]
+KEYS = [
+    "architectures",
+    "model_type",
+    "hidden_size",
+    "target_hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "draft_vocab_size",
+    "rms_norm_eps",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "torch_dtype",
+    "dtype",
+    "eagle_aux_hidden_state_layer_ids",
+    "num_aux_hidden_states",
+    "fc_norm",
+    "norm_output",
+    "norm_before_fc",
+    "norm_before_residual",
+    "use_aux_norm",
+    "eagle_config",
+    "attention_bias",
+    "mlp_bias",
+    "tie_word_embeddings",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "speculators_model_type",
+    "transformer_layer_config",
+    "speculators_config",
+    "_torchspec_version",
+    "initializer_range",
+    "quantization_config",
+]
 JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 300) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 300)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
     | st.sampled_from(["llama", "bfloat16", "LlamaForCausalLMEagle3", "Eagle3DeepseekV2ForCausalLM", "eagle3", "yarn"]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(KEYS + ["rope_type", "factor"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(KEYS + ["rope_type", "factor"]), inner, max_size=4)
+    ),
     max_leaves=8,
 )
 CONFIG_EDIT = st.tuples(st.sampled_from(["set", "delete", "nested-set", "layer-set"]), st.sampled_from(KEYS), JSON)
-TARGET_KEYS = ["architectures", "model_type", "hidden_size", "num_hidden_layers", "vocab_size", "max_position_embeddings",
-               "torch_dtype", "rope_scaling", "rope_theta", "quantization_config", "text_config", "kv_lora_rank", "bos_token_id",
-               "eos_token_id", "num_attention_heads", "num_key_value_heads"]
+TARGET_KEYS = [
+    "architectures",
+    "model_type",
+    "hidden_size",
+    "num_hidden_layers",
+    "vocab_size",
+    "max_position_embeddings",
+    "torch_dtype",
+    "rope_scaling",
+    "rope_theta",
+    "quantization_config",
+    "text_config",
+    "kv_lora_rank",
+    "bos_token_id",
+    "eos_token_id",
+    "num_attention_heads",
+    "num_key_value_heads",
+]
 TARGET_EDIT = st.tuples(st.sampled_from(["set", "delete"]), st.sampled_from(TARGET_KEYS), JSON)
 BASES = ("eagle3", "eagle31", "mla", "speculators")
 HEADER_EDIT = st.tuples(
     st.sampled_from(["dtype", "shape", "offsets", "rename", "drop", "metadata", "truncate", "flip"]),
-    st.integers(0, 10_000), JSON,
+    st.integers(0, 10_000),
+    JSON,
 )
 
 
@@ -51,8 +108,9 @@ def bases(tmp_path_factory):
     import copy
 
     from conftest import BASE_CONFIG, add_fc_norm, drafter_tensors, target_config, write_checkpoint
-    from eaglehub.convert import convert
     from test_findings import to_mla
+
+    from eaglehub.convert import convert
 
     root = tmp_path_factory.mktemp("fuzz")
     out = {}
@@ -84,14 +142,14 @@ def _edit_config(cfg: dict, edits) -> dict:
 
 def _edit_header(raw: bytes, op: str, n: int, value) -> bytes:
     size = int.from_bytes(raw[:8], "little")
-    header, data = json.loads(raw[8:8 + size]), raw[8 + size:]
+    header, data = json.loads(raw[8 : 8 + size]), raw[8 + size :]
     names = sorted(k for k in header if k != "__metadata__")
     name = names[n % len(names)]
     if op == "truncate":
         return raw[: n % len(raw)]
     if op == "flip":
         pos = n % (8 + size)
-        return raw[:pos] + bytes([raw[pos] ^ 0x5A]) + raw[pos + 1:]
+        return raw[:pos] + bytes([raw[pos] ^ 0x5A]) + raw[pos + 1 :]
     if op == "dtype":
         header[name]["dtype"] = value if isinstance(value, str) else ["F16", "I64", "BOOL", "F8_E4M3", "XX"][n % 5]
     elif op == "shape":
@@ -110,11 +168,22 @@ def _edit_header(raw: bytes, op: str, n: int, value) -> bytes:
 
 # derandomize: CI replays the same cases every run (new seeds are for exploring by hand:
 # pytest --hypothesis-seed=N after removing derandomize)
-@settings(max_examples=3000, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(which=st.sampled_from(BASES), config_edits=st.lists(CONFIG_EDIT, max_size=3), header_edits=st.lists(HEADER_EDIT, max_size=2),
-       target_edits=st.none() | st.lists(TARGET_EDIT, max_size=3), deep=st.booleans())
-def test_mutated_drafters_give_findings_never_exceptions(bases, tmp_path_factory, which, config_edits, header_edits, target_edits, deep):
+@settings(
+    max_examples=3000,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    which=st.sampled_from(BASES),
+    config_edits=st.lists(CONFIG_EDIT, max_size=3),
+    header_edits=st.lists(HEADER_EDIT, max_size=2),
+    target_edits=st.none() | st.lists(TARGET_EDIT, max_size=3),
+    deep=st.booleans(),
+)
+def test_mutated_drafters_give_findings_never_exceptions(
+    bases, tmp_path_factory, which, config_edits, header_edits, target_edits, deep
+):
     drafters, target_cfg = bases
     path = tmp_path_factory.mktemp("case") / "d"
     shutil.copytree(drafters[which], path)

@@ -7,13 +7,13 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from safetensors.torch import save_file
-
 from conftest import BASE_CONFIG, drafter_tensors
+from safetensors.torch import save_file
+from test_quant_findings import fp8
+
 from eaglehub.cli import main
 from eaglehub.schemas import validate_json
 from eaglehub.validate import Options, validate
-from test_quant_findings import fp8
 
 
 def run(*args):
@@ -40,12 +40,24 @@ def _shard(path):
     return path
 
 
-@pytest.mark.parametrize("weight_map", [None, [1], {"fc.weight": 5}, {"fc.weight": None}, {"fc.weight": "../../etc/passwd"},
-                                        {"fc.weight": "/abs/model.safetensors"}, {}],
-                         ids=["no-map", "list", "int-shard", "null-shard", "dotdot", "absolute", "empty"])
+@pytest.mark.parametrize(
+    "weight_map",
+    [
+        None,
+        [1],
+        {"fc.weight": 5},
+        {"fc.weight": None},
+        {"fc.weight": "../../etc/passwd"},
+        {"fc.weight": "/abs/model.safetensors"},
+        {},
+    ],
+    ids=["no-map", "list", "int-shard", "null-shard", "dotdot", "absolute", "empty"],
+)
 def test_malformed_index_weight_map_is_a_finding(make_drafter, weight_map):
     path = _shard(make_drafter())
-    (path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {}} | ({} if weight_map is None else {"weight_map": weight_map})))
+    (path / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}} | ({} if weight_map is None else {"weight_map": weight_map}))
+    )
     report = validate(path)
     assert codes(report) == [("E-INPUT-WEIGHTS", "weight files")] and "index" in report["findings"][0]["message"]
     assert run("inspect", path).exit_code == 2
@@ -54,12 +66,17 @@ def test_malformed_index_weight_map_is_a_finding(make_drafter, weight_map):
 def test_stale_index_next_to_model_safetensors_is_read_as_vllm_reads_it(make_drafter):
     """vLLM loads only the files an index names; the tensors it would not see are missing."""
     path = make_drafter()
-    part = {k: v for k, v in list(drafter_tensors(dict(BASE_CONFIG)).items())[:5]}
+    part = dict(list(drafter_tensors(dict(BASE_CONFIG)).items())[:5])
     save_file(part, str(path / "model-00002-of-00002.safetensors"))
-    (path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": dict.fromkeys(part, "model-00002-of-00002.safetensors")}))
+    (path / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": dict.fromkeys(part, "model-00002-of-00002.safetensors")})
+    )
     assert list(part) == ["fc.weight", *(f"midlayer.self_attn.{p}_proj.weight" for p in "qkvo")]
     found = codes(validate(path))
-    assert ("E-LMHEAD-MISSING", "lm_head.weight") in found and ("E-TENSOR-MISSING", "midlayer.mlp.down_proj.weight") in found
+    assert ("E-LMHEAD-MISSING", "lm_head.weight") in found and (
+        "E-TENSOR-MISSING",
+        "midlayer.mlp.down_proj.weight",
+    ) in found
     assert ("E-D2T-MISSING", "d2t") in found
 
 
@@ -71,11 +88,17 @@ def test_several_safetensors_without_index_are_named_not_called_absent(make_draf
     save_file({n: t[n] for n in names[:6]}, str(path / "a.safetensors"))
     save_file({n: t[n] for n in names[6:]}, str(path / "b.safetensors"))
     report = validate(path)
-    assert codes(report) == [("E-INPUT-WEIGHTS", "weight files")] and "no model.safetensors.index.json" in report["findings"][0]["message"]
+    assert (
+        codes(report) == [("E-INPUT-WEIGHTS", "weight files")]
+        and "no model.safetensors.index.json" in report["findings"][0]["message"]
+    )
 
 
-@pytest.mark.parametrize("text", ['{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", '{"hidden_size": ' + "9" * 5000 + "}"],
-                         ids=["deep-nesting", "huge-integer"])
+@pytest.mark.parametrize(
+    "text",
+    ['{"a": ' + "[" * 100_000 + "]" * 100_000 + "}", '{"hidden_size": ' + "9" * 5000 + "}"],
+    ids=["deep-nesting", "huge-integer"],
+)
 def test_hostile_json_config_is_a_finding(make_drafter, make_target, text):
     path = make_drafter()
     (path / "config.json").write_text(text)
@@ -101,35 +124,49 @@ def test_lone_surrogates_and_terminal_escapes_are_printed_as_escapes(make_drafte
     named = make_drafter("surrogate-name")  # a tensor name with a lone surrogate escape: the library refuses the header
     raw = (named / "model.safetensors").read_bytes()
     n = int.from_bytes(raw[:8], "little")
-    header = raw[8:8 + n].replace(b'"fc.weight"', b'"fc.weight\\ud800"')
-    (named / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + raw[8 + n:])
+    header = raw[8 : 8 + n].replace(b'"fc.weight"', b'"fc.weight\\ud800"')
+    (named / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + raw[8 + n :])
     assert codes(validate(named)) == [("E-INPUT-WEIGHTS", "weight files")]
 
 
 def test_hostile_target_values_are_findings(make_drafter, make_target):
     """A huge rope_theta, an unpaired surrogate in the template, a non-ASCII digit as token id, sizes of
     the wrong type: the pairing checks report or skip, and say so."""
-    target = make_target(8, name="t", rope_theta=10 ** 400, num_hidden_layers="30", hidden_size=-4)
-    (target / "tokenizer_config.json").write_text(json.dumps({"chat_template": "\ud800", "added_tokens_decoder": {"²": {}, "9" * 5000: {}}}))
+    target = make_target(8, name="t", rope_theta=10**400, num_hidden_layers="30", hidden_size=-4)
+    (target / "tokenizer_config.json").write_text(
+        json.dumps({"chat_template": "\ud800", "added_tokens_decoder": {"²": {}, "9" * 5000: {}}})
+    )
     drafter = make_drafter()
     (drafter / "training.json").write_text(json.dumps({"chat_template_sha256": "0" * 64}))
     found = codes(validate(drafter, target))
-    assert ("E-TARGET-CONFIG", "target num_hidden_layers") in found and ("E-TARGET-CONFIG", "target hidden_size") in found
+    assert ("E-TARGET-CONFIG", "target num_hidden_layers") in found and (
+        "E-TARGET-CONFIG",
+        "target hidden_size",
+    ) in found
     assert ("W-TEMPLATE-CHANGED", "chat_template") in found and ("W-ROPE-MISMATCH", "rope_scaling") in found
 
 
 def test_huge_layer_and_aux_counts_are_one_finding_each_and_fast(make_drafter):
-    path = make_drafter(mutate=lambda cfg, t: cfg.update(num_hidden_layers=10 ** 9, num_aux_hidden_states=10 ** 9))
+    path = make_drafter(mutate=lambda cfg, t: cfg.update(num_hidden_layers=10**9, num_aux_hidden_states=10**9))
     found = codes(validate(path, deep=True))
-    assert ("E-TENSOR-MISSING", "layers.2") in found and sum(c == "E-TENSOR-MISSING" for c, _ in found) == 10  # layer 1 in detail
+    assert ("E-TENSOR-MISSING", "layers.2") in found and sum(
+        c == "E-TENSOR-MISSING" for c, _ in found
+    ) == 10  # layer 1 in detail
     assert ("E-AUX-COUNT", "fc.weight") in found and len(found) < 20
 
 
 def test_integer_valued_floats_are_schema_errors_not_silently_dropped(make_drafter, make_target):
-    path = make_drafter(mutate=lambda cfg, t: cfg.update(eagle_aux_hidden_state_layer_ids=[2.0, 4, 5], hidden_size=64.0))
+    path = make_drafter(
+        mutate=lambda cfg, t: cfg.update(eagle_aux_hidden_state_layer_ids=[2.0, 4, 5], hidden_size=64.0)
+    )
     found = codes(validate(path, make_target(8)))
-    assert ("E-CONFIG-SCHEMA", "eagle_aux_hidden_state_layer_ids[0]") in found and ("E-CONFIG-SCHEMA", "hidden_size") in found
-    assert not [c for c, _ in found if c in ("I-AUX-DEFAULT", "E-EMBED-MISSING")]  # no verdict built on the dropped values
+    assert ("E-CONFIG-SCHEMA", "eagle_aux_hidden_state_layer_ids[0]") in found and (
+        "E-CONFIG-SCHEMA",
+        "hidden_size",
+    ) in found
+    assert not [
+        c for c, _ in found if c in ("I-AUX-DEFAULT", "E-EMBED-MISSING")
+    ]  # no verdict built on the dropped values
     res = run("convert", path, path.parent / "out", "--format", "specforge")
     assert res.exit_code == 1 and "E-CONFIG-SCHEMA" in res.output  # refused, not converted without its ids
 
@@ -155,18 +192,23 @@ def test_pre_release_of_the_minimum_version_is_older(make_drafter, version):
     assert ("E-ENGINE-VERSION", "fc_norm") in found
 
 
-@pytest.mark.parametrize("args, message", [
-    (["validate", "x", "--tp", "0"], "Invalid value for '--tp'"),
-    (["validate", "--list-rules", "somewhere"], "--list-rules prints the catalogue"),
-    (["validate", "x", "--markdown"], "--markdown goes with --list-rules"),
-    (["validate", "--list-rules", "--markdown", "--json"], "pick one of --markdown and --json"),
-    (["validate", "--from", "garbage", "x"], "Invalid value for '--from'"),
-    (["nope"], "No such command"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["validate", "x", "--tp", "0"], "Invalid value for '--tp'"),
+        (["validate", "--list-rules", "somewhere"], "--list-rules prints the catalogue"),
+        (["validate", "x", "--markdown"], "--markdown goes with --list-rules"),
+        (["validate", "--list-rules", "--markdown", "--json"], "pick one of --markdown and --json"),
+        (["validate", "--from", "garbage", "x"], "Invalid value for '--from'"),
+        (["nope"], "No such command"),
+    ],
+)
 def test_usage_errors_are_one_line_with_a_hint(args, message):
     res = run(*args)
     lines = res.stderr.strip().splitlines()
-    assert res.exit_code == 2 and lines[0].startswith("error:") and message in lines[0] and lines[-1].startswith("hint:")
+    assert (
+        res.exit_code == 2 and lines[0].startswith("error:") and message in lines[0] and lines[-1].startswith("hint:")
+    )
     assert len(lines) == 2
 
 

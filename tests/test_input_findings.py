@@ -9,9 +9,9 @@ import pickle
 
 import pytest
 import torch
+from conftest import BASE_CONFIG, drafter_tensors
 from safetensors.torch import save_file
 
-from conftest import BASE_CONFIG, drafter_tensors
 from eaglehub.schemas import validate_json
 from eaglehub.validate import validate
 
@@ -27,8 +27,11 @@ def _missing_shard(path):
 def _index_lies(path):
     index = json.loads((path / "model.safetensors.index.json").read_text())
     name = next(iter(index["weight_map"]))
-    index["weight_map"][name] = "model-00002-of-00002.safetensors" if index["weight_map"][name].startswith("model-00001") \
+    index["weight_map"][name] = (
+        "model-00002-of-00002.safetensors"
+        if index["weight_map"][name].startswith("model-00001")
         else "model-00001-of-00002.safetensors"
+    )
     _write_index(path, index["weight_map"])
 
 
@@ -74,19 +77,36 @@ def _bad_provenance(path):
 
 def _ambiguous(cfg, t):
     for n in [n for n in t if n.startswith("midlayer.")]:
-        t["layers.0." + n[len("midlayer."):]] = t.pop(n)
+        t["layers.0." + n[len("midlayer.") :]] = t.pop(n)
     cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": cfg.pop("eagle_aux_hidden_state_layer_ids")}
 
 
 CASES = [  # (id, fmt, break the written files, expected code, subject)
     ("no-config", "safetensors", lambda p: (p / "config.json").unlink(), "E-INPUT-MISSING", "config.json"),
-    ("no-weights", "safetensors", lambda p: (p / "model.safetensors").unlink(), "E-INPUT-MISSING", "weight files"),
+    (
+        "no-weights",
+        "safetensors",
+        lambda p: (p / "model.safetensors").unlink(),
+        "E-INPUT-MISSING",
+        "weight files",
+    ),
     ("missing-shard", "sharded", _missing_shard, "E-INPUT-MISSING", "weight files"),
-    ("bad-json", "safetensors", lambda p: (p / "config.json").write_text('{"hidden_size": 64,'), "E-INPUT-CONFIG", "config.json"),
+    (
+        "bad-json",
+        "safetensors",
+        lambda p: (p / "config.json").write_text('{"hidden_size": 64,'),
+        "E-INPUT-CONFIG",
+        "config.json",
+    ),
     ("config-array", "safetensors", _config_array, "E-INPUT-CONFIG", "config.json"),
     ("data-cut", "safetensors", _data_cut, "E-INPUT-WEIGHTS", "weight files"),
-    ("header-garbage", "safetensors", lambda p: (p / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json!!!!!!}"),
-     "E-INPUT-WEIGHTS", "weight files"),
+    (
+        "header-garbage",
+        "safetensors",
+        lambda p: (p / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json!!!!!!}"),
+        "E-INPUT-WEIGHTS",
+        "weight files",
+    ),
     ("stored-twice", "safetensors", _stored_twice, "E-INPUT-WEIGHTS", "weight files"),
     ("index-lies", "sharded", _index_lies, "E-INPUT-WEIGHTS", "weight files"),
     ("legacy-pickle-bin", "safetensors", _legacy_bin, "E-INPUT-WEIGHTS", "weight files"),
@@ -116,8 +136,10 @@ def test_broken_provenance_is_a_finding_and_the_drafter_is_still_checked(make_dr
     report = validate(path)
     validate_json(report, "validate-report")
     assert report["layout"] == "vllm"
-    assert [(f["code"], f["subject"]) for f in report["findings"]] == [("E-INPUT-CONFIG", "eaglehub.json"),
-                                                                       ("E-AUX-ORDER", "eagle_aux_hidden_state_layer_ids")]
+    assert [(f["code"], f["subject"]) for f in report["findings"]] == [
+        ("E-INPUT-CONFIG", "eaglehub.json"),
+        ("E-AUX-ORDER", "eagle_aux_hidden_state_layer_ids"),
+    ]
 
 
 def test_ambiguous_layout_names_the_candidates(make_drafter):
@@ -149,8 +171,13 @@ def test_unreadable_target_config_is_a_finding_and_the_drafter_is_still_checked(
     target = tmp_path / "target"
     target.mkdir()
     (target / "config.json").write_text(text)
-    report = validate(make_drafter(mutate=lambda cfg, t: cfg.update(eagle_aux_hidden_state_layer_ids=[4, 2, 5])), target)
+    report = validate(
+        make_drafter(mutate=lambda cfg, t: cfg.update(eagle_aux_hidden_state_layer_ids=[4, 2, 5])), target
+    )
     validate_json(report, "validate-report")
     codes = [(f["code"], f["subject"]) for f in report["findings"]]
-    assert ("E-TARGET-CONFIG", "target config.json") in codes and ("E-AUX-ORDER", "eagle_aux_hidden_state_layer_ids") in codes
+    assert ("E-TARGET-CONFIG", "target config.json") in codes and (
+        "E-AUX-ORDER",
+        "eagle_aux_hidden_state_layer_ids",
+    ) in codes
     assert report["target"] is None and report["layout"] == "vllm"

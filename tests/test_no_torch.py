@@ -13,7 +13,6 @@ import sys
 
 import pytest
 import torch
-
 from conftest import BASE_CONFIG, add_fc_norm, target_config, target_tensors, write_checkpoint
 from test_findings import to_mla
 
@@ -48,7 +47,12 @@ print("@@" + json.dumps({{"codes": codes, "heavy": sorted(first), "where": first
 
 
 def _run(runs: list[list[str]]) -> dict:
-    r = subprocess.run([sys.executable, "-c", PROGRAM.format(runs=runs, heavy=HEAVY)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-c", PROGRAM.format(runs=runs, heavy=HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("@@")), None)
     assert line, r.stderr[-3000:]
     return json.loads(line[2:])
@@ -56,7 +60,8 @@ def _run(runs: list[list[str]]) -> dict:
 
 def _assert_light(result: dict) -> None:
     assert result["heavy"] == [], "inspect/validate imported " + "; ".join(
-        f"{m} from {' -> '.join(result['where'][m]) or '(no eaglehub frame)'}" for m in result["heavy"])
+        f"{m} from {' -> '.join(result['where'][m]) or '(no eaglehub frame)'}" for m in result["heavy"]
+    )
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "sharded"])
@@ -70,6 +75,7 @@ def test_inspect_and_validate_do_not_import_torch(make_drafter, fmt):
 def test_validate_with_checks_that_read_data_does_not_import_torch(make_drafter, make_target):
     """A 3.1 drafter shipping its own embedding, validated against a target with weights: the norm,
     init, d2t/t2d and embedding-equality checks all read tensor data."""
+
     def embed(cfg, t):
         add_fc_norm(cfg, t)
         t["embed_tokens.weight"] = target_tensors(target_config(8))["model.embed_tokens.weight"]
@@ -83,6 +89,7 @@ def test_validate_with_checks_that_read_data_does_not_import_torch(make_drafter,
 
 def test_broken_drafter_is_reported_without_torch(make_drafter):
     """Findings that load data (all-ones norm, bad d2t) still come from numpy only; exit 1."""
+
     def broken(cfg, t):
         t["norm.weight"] = torch.ones_like(t["norm.weight"])
         t["d2t"] = t["d2t"].float()

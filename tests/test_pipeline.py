@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fakehub import fake_hub, hf_env  # noqa: F401  (pytest fixtures)
 from huggingface_hub import hf_hub_download
 from safetensors import safe_open
+from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
 
-from fakehub import fake_hub, hf_env  # noqa: F401  (pytest fixtures)
 from eaglehub import verify
 from eaglehub.cli import main
 from eaglehub.manifest import load_manifest
 from eaglehub.schemas import validate_json
-from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "smollm2-eagle3"
@@ -67,15 +67,20 @@ publish = { repo = "org/broken" }
 def test_the_manifest_sections_load_and_verify_ignores_them(tiny):
     tmp_path, _, _ = tiny
     m = load_manifest(tmp_path / "pipeline.toml")
-    assert m.entries[0].stages == {"convert": {"to": "3.1"}, "quantize": {"scheme": "fp8-dynamic"},
-                                   "verify": {"prompts": "p.jsonl", "max_tokens": 4, "engine": "reference"},
-                                   "publish": {"repo": "org/good-fp8"}}
+    assert m.entries[0].stages == {
+        "convert": {"to": "3.1"},
+        "quantize": {"scheme": "fp8-dynamic"},
+        "verify": {"prompts": "p.jsonl", "max_tokens": 4, "engine": "reference"},
+        "publish": {"repo": "org/good-fp8"},
+    }
     assert m.entries[0].settings == {"num_speculative_tokens": 3}
     bad = tmp_path / "bad.toml"
     bad.write_text((tmp_path / "pipeline.toml").read_text().replace('scheme = "fp8-dynamic"', 'scheme = "int3"'))
     res = _run("pipeline", bad)
     assert res.exit_code == 2 and "drafters[0].quantize.scheme" in res.stderr
-    bad.write_text((tmp_path / "pipeline.toml").read_text().replace('convert = { to = "3.1" }', 'convert = { calibrate = true }'))
+    bad.write_text(
+        (tmp_path / "pipeline.toml").read_text().replace('convert = { to = "3.1" }', "convert = { calibrate = true }")
+    )
     res = _run("pipeline", bad)
     assert res.exit_code == 2 and "drafters[0].convert" in res.stderr and "'to' is a required property" in res.stderr
     assert load_manifest(ROOT / "fixtures" / "manifests" / "smollm2.toml").entries[0].stages == {}
@@ -84,15 +89,29 @@ def test_the_manifest_sections_load_and_verify_ignores_them(tiny):
 def test_pipeline_dry_run_end_to_end_on_tiny_checkpoints(tiny, fake_hub, hf_env):
     tmp_path, engine, chosen = tiny
     work = tmp_path / "work"
-    res = _run("pipeline", tmp_path / "pipeline.toml", "--work-dir", work, "--endpoint", fake_hub.url,
-               "--report", tmp_path / "summary.json", "--json")
+    res = _run(
+        "pipeline",
+        tmp_path / "pipeline.toml",
+        "--work-dir",
+        work,
+        "--endpoint",
+        fake_hub.url,
+        "--report",
+        tmp_path / "summary.json",
+        "--json",
+    )
     assert res.exit_code == 1, res.output  # `broken` fails validation
     summary = json.loads(res.stdout)
     validate_json(summary, "pipeline-report")
     assert summary == json.loads((tmp_path / "summary.json").read_text())
     good, broken = summary["drafters"]
     assert [(s["name"], s["status"]) for s in good["steps"]] == [
-        ("validate", "ok"), ("convert", "ok"), ("quantize", "ok"), ("verify", "ok"), ("publish", "ok")]
+        ("validate", "ok"),
+        ("convert", "ok"),
+        ("quantize", "ok"),
+        ("verify", "ok"),
+        ("publish", "ok"),
+    ]
     assert good["passed"] and good["output"] == str(work / "tiny--good-fp8" / "quantized")
     steps = {s["name"]: s["summary"] for s in good["steps"]}
     assert steps["quantize"]["scheme"] == "fp8-dynamic" and steps["quantize"]["sizes"]["ratio"] < 0.7
@@ -107,20 +126,47 @@ def test_pipeline_dry_run_end_to_end_on_tiny_checkpoints(tiny, fake_hub, hf_env)
     assert Path(v["report"]) == work / "tiny--good-fp8" / "quantized.verify.json"
     p = steps["publish"]
     assert p["dry_run"] and p["repo"] == "org/good-fp8" and p["result"] is None and p["parent_commit"] is None
-    assert set(p["changed"]) == {"config.json", "model.safetensors", "eaglehub.json", "README.md", "eaglehub-verify.json"}
+    assert set(p["changed"]) == {
+        "config.json",
+        "model.safetensors",
+        "eaglehub.json",
+        "README.md",
+        "eaglehub-verify.json",
+    }
     assert [(s["name"], s["status"]) for s in broken["steps"]] == [
-        ("validate", "failed"), ("verify", "skipped"), ("publish", "skipped")]
+        ("validate", "failed"),
+        ("verify", "skipped"),
+        ("publish", "skipped"),
+    ]
     assert "E-LMHEAD-MISSING" in broken["steps"][0]["error"] and not broken["passed"] and not summary["passed"]
     assert fake_hub.posts() == []  # a dry run writes nothing
-    table = _run("pipeline", tmp_path / "pipeline.toml", "--work-dir", work, "--endpoint", fake_hub.url,
-                 "--drafter", "good-fp8")
+    table = _run(
+        "pipeline",
+        tmp_path / "pipeline.toml",
+        "--work-dir",
+        work,
+        "--endpoint",
+        fake_hub.url,
+        "--drafter",
+        "good-fp8",
+    )
     assert table.exit_code == 0 and "2.100 vs 2.500" in table.output and "dry run: org/good-fp8@main" in table.output
 
 
 def test_pipeline_publish_opens_the_pull_request(tiny, fake_hub, hf_env):
     tmp_path, _, _ = tiny
-    res = _run("pipeline", tmp_path / "pipeline.toml", "--work-dir", tmp_path / "work", "--endpoint", fake_hub.url,
-               "--drafter", "good-fp8", "--publish", "--json")
+    res = _run(
+        "pipeline",
+        tmp_path / "pipeline.toml",
+        "--work-dir",
+        tmp_path / "work",
+        "--endpoint",
+        fake_hub.url,
+        "--drafter",
+        "good-fp8",
+        "--publish",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     step = json.loads(res.stdout)["drafters"][0]["steps"][-1]["summary"]
     assert not step["dry_run"] and step["result"]["pr_num"] == 1
@@ -162,14 +208,30 @@ def test_fixture_pipeline_in_vllm_then_publish_the_fixture(fake_hub, hf_env, tmp
     assert all(d["lossless"] == "6/6" for v in verified.values() for d in v["drafters"])
     assert fake_hub.posts() == []
     report = Path(verified["eagle3"]["report"])
-    res = _run("publish", FIXTURE, "--repo", "eaglehub-fixtures/smollm2-eagle3", "--endpoint", fake_hub.url,
-               "--report", report, "--json")
+    res = _run(
+        "publish",
+        FIXTURE,
+        "--repo",
+        "eaglehub-fixtures/smollm2-eagle3",
+        "--endpoint",
+        fake_hub.url,
+        "--report",
+        report,
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
-    assert doc["result"]["revision"] == "refs/pr/1" and doc["card"]["base_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert (
+        doc["result"]["revision"] == "refs/pr/1" and doc["card"]["base_model"] == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    )
     for name in ("config.json", "model.safetensors", "training.json"):
-        path = hf_hub_download("eaglehub-fixtures/smollm2-eagle3", name, revision="refs/pr/1", endpoint=fake_hub.url,
-                               cache_dir=tmp_path / "dl")
+        path = hf_hub_download(
+            "eaglehub-fixtures/smollm2-eagle3",
+            name,
+            revision="refs/pr/1",
+            endpoint=fake_hub.url,
+            cache_dir=tmp_path / "dl",
+        )
         assert Path(path).read_bytes() == (FIXTURE / name).read_bytes()
     card = fake_hub.files("eaglehub-fixtures/smollm2-eagle3", "refs/pr/1")["README.md"].decode()
     entry = json.loads(report.read_text())["drafters"][0]

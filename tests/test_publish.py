@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from huggingface_hub import ModelCard, hf_hub_download
-
 from conftest import tree_hash
 from fakehub import TOKEN, fake_hub, hf_env  # noqa: F401  (pytest fixtures)
+from huggingface_hub import ModelCard, hf_hub_download
+from test_verify import BASE, DEAD, GOOD, ScriptedEngine, write_prompts
+
 from eaglehub import verify
 from eaglehub.cli import main
 from eaglehub.digest import files_sha256
 from eaglehub.schemas import validate_json
-from test_verify import BASE, DEAD, GOOD, ScriptedEngine, write_prompts
 
 
 @pytest.fixture
@@ -32,7 +32,9 @@ def verified(tmp_path, monkeypatch, make_drafter, make_target):
     for name in ("good", "dead"):
         drafter = make_drafter(name)
         (drafter / "README.md").write_text("---\nlicense: apache-2.0\n---\n# good\n\nTrained on tests.\n")
-        opts = verify.VerifyOptions(target=str(target), drafters=[str(drafter)], k=3, max_tokens=4, prompts_file=str(prompts))
+        opts = verify.VerifyOptions(
+            target=str(target), drafters=[str(drafter)], k=3, max_tokens=4, prompts_file=str(prompts)
+        )
         verify.write_report(verify.run_verify(opts, engine=engine), tmp_path / f"{name}.verify.json")
     return tmp_path / "good", target
 
@@ -66,12 +68,20 @@ def test_publish_opens_a_pull_request_whose_files_download_back_byte_identical(v
     # main keeps the repo's first commit only; the pull request holds everything
     assert set(fake_hub.files("org/tiny", "main")) == {".gitattributes"}
     pr = fake_hub.files("org/tiny", "refs/pr/1")
-    assert set(pr) == {".gitattributes", "config.json", "model.safetensors", "README.md", "eaglehub-verify.json"}
+    assert set(pr) == {
+        ".gitattributes",
+        "config.json",
+        "model.safetensors",
+        "README.md",
+        "eaglehub-verify.json",
+    }
     assert [p for p in fake_hub.posts() if "/commit/" in p] == ["/api/models/org/tiny/commit/main"]
     for name in ("config.json", "model.safetensors"):  # downloaded back through huggingface_hub
         path = hf_hub_download("org/tiny", name, revision="refs/pr/1", endpoint=fake_hub.url, cache_dir=tmp_path / "dl")
         assert Path(path).read_bytes() == (src / name).read_bytes()
-    card_path = hf_hub_download("org/tiny", "README.md", revision="refs/pr/1", endpoint=fake_hub.url, cache_dir=tmp_path / "dl")
+    card_path = hf_hub_download(
+        "org/tiny", "README.md", revision="refs/pr/1", endpoint=fake_hub.url, cache_dir=tmp_path / "dl"
+    )
     card = ModelCard.load(card_path)
     assert card.data.library_name == "vllm" and card.data.pipeline_tag == "text-generation"
     assert card.data.license == "apache-2.0"  # carried over from the checkpoint's own card
@@ -80,7 +90,7 @@ def test_publish_opens_a_pull_request_whose_files_download_back_byte_identical(v
     assert "| math | 2.500 |" in card.text and "| coding | 1.500 |" in card.text
     assert "vllm serve target8 --speculative-config " in card.text and str(tmp_path) not in card.text
     assert card.data.base_model is None and "pass --base-model" not in card.text
-    assert '"model": "org/tiny"' in card.text and "num_speculative_tokens\": 3" in card.text
+    assert '"model": "org/tiny"' in card.text and 'num_speculative_tokens": 3' in card.text
     assert "`[2, 4, 5]` via `eagle_aux_hidden_state_layer_ids` (C-in" in card.text
     assert "scripted 1.0" in card.text and "Trained on tests." in card.text
     # not converted by eaglehub (no eaglehub.json): the checkpoint's own card is this drafter's notes
@@ -104,7 +114,9 @@ def test_the_token_never_appears_in_output_reports_cards_or_requests(verified, f
             assert not any(TOKEN.encode() in data for data in c.files.values())
     assert not any(TOKEN.encode() in body for body in fake_hub.bodies)  # only ever in the Authorization header
     assert all(h.get("Authorization") == f"Bearer {TOKEN}" for h in fake_hub.headers if "Authorization" in h)
-    assert not any(TOKEN in p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file() and p.stat().st_size < 2**20)
+    assert not any(
+        TOKEN in p.read_text(errors="ignore") for p in tmp_path.rglob("*") if p.is_file() and p.stat().st_size < 2**20
+    )
 
 
 def test_dry_run_prints_the_plan_and_writes_nothing(verified, fake_hub, hf_env):
@@ -126,7 +138,9 @@ def test_dry_run_prints_the_plan_and_writes_nothing(verified, fake_hub, hf_env):
     assert text.exit_code == 0 and f"pull request against main at {head}" in text.output
     assert "model.safetensors" in text.output and fake_hub.posts() == []
     assert "the card has no base_model" in text.output and "pass --base-model" in text.output
-    named = json.loads(publish(fake_hub, src, "--dry-run", "--json", "--base-model", "meta-llama/Llama-3.1-8B-Instruct").stdout)
+    named = json.loads(
+        publish(fake_hub, src, "--dry-run", "--json", "--base-model", "meta-llama/Llama-3.1-8B-Instruct").stdout
+    )
     assert named["card"]["base_model"] == "meta-llama/Llama-3.1-8B-Instruct"
     assert "base_model: meta-llama/Llama-3.1-8B-Instruct" in named["card"]["text"]
     assert "vllm serve meta-llama/Llama-3.1-8B-Instruct --speculative-config" in named["card"]["text"]
@@ -141,7 +155,10 @@ def test_a_moved_branch_fails_the_commit_and_changes_nothing(verified, fake_hub,
     assert res.exit_code == 1
     assert "org/tiny@main moved since the plan was made (412" in res.stderr and "nothing was changed" in res.stderr
     assert "Traceback" not in res.output
-    assert set(fake_hub.files("org/tiny")) == {".gitattributes", "theirs.txt"}  # theirs kept, ours not written
+    assert set(fake_hub.files("org/tiny")) == {
+        ".gitattributes",
+        "theirs.txt",
+    }  # theirs kept, ours not written
     assert fake_hub.repos["org/tiny"].prs == 0
 
 
@@ -168,10 +185,13 @@ def test_parent_commit_from_a_reviewed_dry_run(verified, fake_hub, hf_env):
     assert ok.exit_code == 0 and json.loads(ok.stdout)["result"]["pr_num"] == 1
 
 
-@pytest.mark.parametrize("token, status, message", [
-    ("hf_read_only", 403, "the token may not write to org/tiny (403"),
-    ("not-a-token", 401, "refused the token (401"),
-])
+@pytest.mark.parametrize(
+    "token, status, message",
+    [
+        ("hf_read_only", 403, "the token may not write to org/tiny (403"),
+        ("not-a-token", 401, "refused the token (401"),
+    ],
+)
 def test_permission_errors_are_one_line_with_a_hint(verified, fake_hub, hf_env, monkeypatch, token, status, message):
     src, _ = verified
     fake_hub.create("org/tiny")
@@ -192,7 +212,9 @@ def test_missing_token_revision_and_unreachable_hub(verified, fake_hub, hf_env, 
     fake_hub.fail("whoami", 401)
     res = publish(fake_hub, src)
     assert res.exit_code == 2 and "refused the token (401" in res.stderr
-    res = CliRunner().invoke(main, ["publish", str(src), "--repo", "org/tiny", "--endpoint", "http://127.0.0.1:9", "--dry-run"])
+    res = CliRunner().invoke(
+        main, ["publish", str(src), "--repo", "org/tiny", "--endpoint", "http://127.0.0.1:9", "--dry-run"]
+    )
     assert res.exit_code == 2 and "cannot reach the Hub at http://127.0.0.1:9" in res.stderr
     monkeypatch.delenv("HF_TOKEN")
     res = publish(fake_hub, src)
@@ -203,7 +225,11 @@ def test_missing_token_revision_and_unreachable_hub(verified, fake_hub, hf_env, 
 def test_the_gate_refuses_unverified_failed_or_changed_checkpoints(verified, fake_hub, hf_env, tmp_path, make_drafter):
     src, _ = verified
     res = publish(fake_hub, tmp_path / "dead")
-    assert res.exit_code == 1 and "refusing to publish" in res.stderr and "verify failed (E-VERIFY-NOT-WIRED)" in res.stderr
+    assert (
+        res.exit_code == 1
+        and "refusing to publish" in res.stderr
+        and "verify failed (E-VERIFY-NOT-WIRED)" in res.stderr
+    )
     other = make_drafter("other", seed=3)  # no report covers it
     res = publish(fake_hub, other, "--report", tmp_path / "good.verify.json")
     assert res.exit_code == 1 and "no drafter with these files' sha256" in res.stderr
@@ -240,9 +266,13 @@ def test_a_validation_error_is_refused(verified, fake_hub, hf_env, tmp_path, mon
     del tensors["lm_head.weight"]
     save_file(tensors, broken / "model.safetensors")
     monkeypatch.setattr(verify, "preflight", lambda d, t: None)
-    opts = verify.VerifyOptions(target=str(target), drafters=[str(broken)], k=3, max_tokens=4,
-                                prompts_file=str(tmp_path / "p.jsonl"))
-    verify.write_report(verify.run_verify(opts, engine=ScriptedEngine({"broken": (BASE, GOOD)})), tmp_path / "broken.verify.json")
+    opts = verify.VerifyOptions(
+        target=str(target), drafters=[str(broken)], k=3, max_tokens=4, prompts_file=str(tmp_path / "p.jsonl")
+    )
+    verify.write_report(
+        verify.run_verify(opts, engine=ScriptedEngine({"broken": (BASE, GOOD)})),
+        tmp_path / "broken.verify.json",
+    )
     res = publish(fake_hub, broken, "--dry-run")
     assert res.exit_code == 1 and "validate finds E-LMHEAD-MISSING" in res.stderr
 
@@ -259,10 +289,15 @@ def test_republishing_sends_only_changes_and_removes_stale_files(verified, fake_
     fake_hub.push("org/tiny", {"model-00001-of-00002.safetensors": b"old shard"})
     third = json.loads(publish(fake_hub, src, "--no-pr", "--json").stdout)
     assert [(f["path"], f["status"]) for f in third["files"] if f["status"] != "unchanged"] == [
-        ("model-00001-of-00002.safetensors", "deleted")]
+        ("model-00001-of-00002.safetensors", "deleted")
+    ]
     assert "model-00001-of-00002.safetensors" not in fake_hub.files("org/tiny")
     res = publish(fake_hub, src, "--no-pr", "--tag", "v1")  # an existing tag: refused by the plan
-    assert res.exit_code == 1 and "tag 'v1' already exists on org/tiny" in res.stderr and "choose another --tag" in res.stderr
+    assert (
+        res.exit_code == 1
+        and "tag 'v1' already exists on org/tiny" in res.stderr
+        and "choose another --tag" in res.stderr
+    )
     assert json.loads(publish(fake_hub, src, "--no-pr", "--tag", "v2", "--json").stdout)["result"]["tag"] == "v2"
     assert repo.tags["v2"] == repo.refs["main"]
 
@@ -297,16 +332,24 @@ def test_publishing_to_another_branch(verified, fake_hub, hf_env):
     assert pr["commit_oid"] is None and pr["pr_url"] is None and repo.prs == 0  # nothing differs from dev: no empty PR
     fake_hub.push("org/tiny", {"model.safetensors": b"changed on dev"}, branch="dev")
     pr = json.loads(publish(fake_hub, src, "--revision", "dev", "--json").stdout)["result"]
-    assert pr["revision"] == "refs/pr/1" and fake_hub.files("org/tiny", "refs/pr/1")["model.safetensors"] == (
-        src / "model.safetensors").read_bytes()
+    assert (
+        pr["revision"] == "refs/pr/1"
+        and fake_hub.files("org/tiny", "refs/pr/1")["model.safetensors"] == (src / "model.safetensors").read_bytes()
+    )
     assert fake_hub.files("org/tiny", "dev")["model.safetensors"] == b"changed on dev"  # the PR is not merged
 
 
 def test_card_metadata_the_hub_rejects_is_one_line(verified, fake_hub, hf_env, monkeypatch):
     src, _ = verified
-    monkeypatch.setattr(fake_hub, "_r_validate_yaml",
-                        lambda user, query, body: (400, {"Content-Type": "application/json"},
-                                                   json.dumps({"errors": [{"message": "bad base_model"}], "warnings": []}).encode()))
+    monkeypatch.setattr(
+        fake_hub,
+        "_r_validate_yaml",
+        lambda user, query, body: (
+            400,
+            {"Content-Type": "application/json"},
+            json.dumps({"errors": [{"message": "bad base_model"}], "warnings": []}).encode(),
+        ),
+    )
     res = publish(fake_hub, src)
     assert res.exit_code == 1 and "huggingface_hub refused the request for org/tiny" in res.stderr
     assert "bad base_model" in res.stderr and "Traceback" not in res.output
@@ -321,12 +364,21 @@ def test_an_existing_tag_is_refused_before_anything_is_sent(verified, fake_hub, 
     fake_hub.log.clear()
     dry = publish(fake_hub, src, "--no-pr", "--tag", "v1", "--dry-run")
     assert dry.exit_code == 1, dry.output  # the dry run says the real run would fail
-    assert f"tag 'v1' already exists on org/tiny (at commit {head}): publishing would fail; nothing was sent" in dry.stderr
+    assert (
+        f"tag 'v1' already exists on org/tiny (at commit {head}): publishing would fail; nothing was sent" in dry.stderr
+    )
     assert "choose another --tag, or delete it first (`hf repos tag delete org/tiny v1`)" in dry.stderr
     assert ("GET", "/api/models/org/tiny/refs") in fake_hub.log  # list_repo_refs
     res = publish(fake_hub, src, "--no-pr", "--tag", "v1")
-    assert res.exit_code == 1 and "tag 'v1' already exists on org/tiny" in res.stderr and "refusing to publish" in res.stderr
-    assert "Traceback" not in res.output and [line.split(":")[0] for line in res.stderr.strip().splitlines()] == ["error", "hint"]
+    assert (
+        res.exit_code == 1
+        and "tag 'v1' already exists on org/tiny" in res.stderr
+        and "refusing to publish" in res.stderr
+    )
+    assert "Traceback" not in res.output and [line.split(":")[0] for line in res.stderr.strip().splitlines()] == [
+        "error",
+        "hint",
+    ]
     assert fake_hub.posts() == [] and repo.refs["main"] == head and repo.tags == {"v1": head}
     # a free tag name is planned without complaint
     assert publish(fake_hub, src, "--no-pr", "--tag", "v2", "--dry-run").exit_code == 0
@@ -346,8 +398,10 @@ def test_a_tag_created_after_the_plan(verified, fake_hub, hf_env):
     res = publish(fake_hub, src, "--no-pr", "--tag", "v2")
     landed = repo.refs["main"]
     assert res.exit_code == 1 and landed != head and "model.safetensors" in fake_hub.files("org/tiny")
-    assert (f"the commit landed on org/tiny@main ({landed}, {fake_hub.url}/org/tiny/commit/{landed}) but tagging it "
-            "'v2' failed: conflict on org/tiny (409: Tag v2 already exists)") in res.stderr
+    assert (
+        f"the commit landed on org/tiny@main ({landed}, {fake_hub.url}/org/tiny/commit/{landed}) but tagging it "
+        "'v2' failed: conflict on org/tiny (409: Tag v2 already exists)"
+    ) in res.stderr
     assert f"hf repos tag create org/tiny TAG --revision {landed}" in res.stderr and "Traceback" not in res.output
     assert repo.tags == {"v1": head, "v2": head}
 
@@ -363,8 +417,9 @@ def test_forced_reasons_top_the_card_without_local_paths(verified, fake_hub, hf_
     reasons, text = card_of(dead)
     assert reasons == ["verify failed (E-VERIFY-NOT-WIRED) in ../dead.verify.json"]
     # right below the title, before the description and the serve line
-    assert text.lstrip().startswith("# tiny\n\n> **Published with `--force`** despite: verify failed (E-VERIFY-NOT-WIRED) in "
-                           "../dead.verify.json\n")
+    assert text.lstrip().startswith(
+        "# tiny\n\n> **Published with `--force`** despite: verify failed (E-VERIFY-NOT-WIRED) in ../dead.verify.json\n"
+    )
     assert str(tmp_path) not in text
     # the tester's case: the report inside SRC is named relative to it
     (dead / "eaglehub-verify.json").write_bytes((tmp_path / "dead.verify.json").read_bytes())
@@ -372,8 +427,10 @@ def test_forced_reasons_top_the_card_without_local_paths(verified, fake_hub, hf_
     assert reasons == ["verify failed (E-VERIFY-NOT-WIRED) in eaglehub-verify.json"] and str(tmp_path) not in text
     other = make_drafter("other", seed=3)
     reasons, text = card_of(other)
-    assert reasons == ["no verify report covers these files (no verify report given (--report) or found at "
-                       "eaglehub-verify.json, ../other.verify.json, ../verify.json)"]
+    assert reasons == [
+        "no verify report covers these files (no verify report given (--report) or found at "
+        "eaglehub-verify.json, ../other.verify.json, ../verify.json)"
+    ]
     assert str(tmp_path) not in text and text.index("Published with `--force`") < text.index("## Use with vLLM")
     reasons, _ = card_of(other, "--report", tmp_path / "good.verify.json")
     assert reasons == ["no verify report covers these files (../good.verify.json: no drafter with these files' sha256)"]
@@ -381,9 +438,11 @@ def test_forced_reasons_top_the_card_without_local_paths(verified, fake_hub, hf_
 
 def test_a_converted_or_quantized_drafter_labels_the_source_card(verified, fake_hub, hf_env, tmp_path):
     src, _ = verified
-    for args, words in [(["convert", src, tmp_path / "v31", "--to", "3.1"], "conversion"),
-                        (["quantize", src, tmp_path / "fp8"], "quantization"),
-                        (["quantize", tmp_path / "v31", tmp_path / "v31-fp8"], "conversion and quantization")]:
+    for args, words in [
+        (["convert", src, tmp_path / "v31", "--to", "3.1"], "conversion"),
+        (["quantize", src, tmp_path / "fp8"], "quantization"),
+        (["quantize", tmp_path / "v31", tmp_path / "v31-fp8"], "conversion and quantization"),
+    ]:
         made = CliRunner().invoke(main, list(map(str, args)))
         assert made.exit_code == 0, made.output
         out = Path(args[2])
@@ -392,9 +451,11 @@ def test_a_converted_or_quantized_drafter_labels_the_source_card(verified, fake_
         assert res.exit_code == 0, res.output
         text = ModelCard(json.loads(res.stdout)["card"]["text"]).text
         assert "## Notes from the checkpoint" not in text
-        label = (f"## Card of the source checkpoint\n\n*Before {words}: this is the card the source checkpoint came "
-                 "with; its figures (dtype, size, acceptance, …) describe that checkpoint, not this drafter (see above).*"
-                 "\n\nTrained on tests.")
+        label = (
+            f"## Card of the source checkpoint\n\n*Before {words}: this is the card the source checkpoint came "
+            "with; its figures (dtype, size, acceptance, …) describe that checkpoint, not this drafter (see above).*"
+            "\n\nTrained on tests."
+        )
         assert label in text and text.index("## How it was made") < text.index(label)
 
 

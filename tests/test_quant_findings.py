@@ -9,16 +9,26 @@ import math
 
 import pytest
 import torch
-
 from test_findings import to_mla
+
 from eaglehub.checks.quant import vllm_name
 from eaglehub.layouts import read_drafter
 from eaglehub.schemas import validate_json
 from eaglehub.shapes import expected_tensors
 from eaglehub.validate import validate
 
-LAYER = [f"midlayer.{p}" for p in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                   "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")]
+LAYER = [
+    f"midlayer.{p}"
+    for p in (
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn.o_proj",
+        "mlp.gate_proj",
+        "mlp.up_proj",
+        "mlp.down_proj",
+    )
+]
 IGNORE = ["re:.*lm_head$", "re:.*embed_tokens$", "re:.*fc$"]
 FP8 = {"num_bits": 8, "type": "float", "symmetric": True, "dynamic": False}
 DYNAMIC_TOKEN = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": "token", "dynamic": True}
@@ -26,10 +36,24 @@ DYNAMIC_TOKEN = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": 
 
 def ct_config(weights: dict, acts: dict | None, fmt: str = "float-quantized", ignore=IGNORE) -> dict:
     """The compressed-tensors block of quantize-publish.md §2, one group targeting every Linear."""
-    return {"quant_method": "compressed-tensors", "format": fmt, "quantization_status": "compressed",
-            "config_groups": {"group_0": {"targets": ["Linear"], "format": fmt, "weights": weights,
-                                          "input_activations": acts, "output_activations": None}},
-            "ignore": list(ignore), "kv_cache_scheme": None, "sparsity_config": {}, "version": "0.20.0"}
+    return {
+        "quant_method": "compressed-tensors",
+        "format": fmt,
+        "quantization_status": "compressed",
+        "config_groups": {
+            "group_0": {
+                "targets": ["Linear"],
+                "format": fmt,
+                "weights": weights,
+                "input_activations": acts,
+                "output_activations": None,
+            }
+        },
+        "ignore": list(ignore),
+        "kv_cache_scheme": None,
+        "sparsity_config": {},
+        "version": "0.20.0",
+    }
 
 
 def fp8_tensors(w: torch.Tensor, strategy: str = "channel", block: tuple[int, int] | None = None):
@@ -44,18 +68,37 @@ def fp8_tensors(w: torch.Tensor, strategy: str = "channel", block: tuple[int, in
     else:
         bn, bk = block
         rows, cols = math.ceil(x.shape[0] / bn), math.ceil(x.shape[1] / bk)
-        scale = torch.stack([torch.stack([x[i * bn:(i + 1) * bn, j * bk:(j + 1) * bk].abs().amax() for j in range(cols)])
-                             for i in range(rows)]) / 448
+        scale = (
+            torch.stack(
+                [
+                    torch.stack([x[i * bn : (i + 1) * bn, j * bk : (j + 1) * bk].abs().amax() for j in range(cols)])
+                    for i in range(rows)
+                ]
+            )
+            / 448
+        )
         full = scale.repeat_interleave(bn, 0)[: x.shape[0]].repeat_interleave(bk, 1)[:, : x.shape[1]]
     return (x / full).to(torch.float8_e4m3fn), scale.to(w.dtype)
 
 
-def fp8(names=LAYER, strategy: str = "channel", block=None, static: bool = False, ignore=IGNORE, config: bool = True):
+def fp8(
+    names=LAYER,
+    strategy: str = "channel",
+    block=None,
+    static: bool = False,
+    ignore=IGNORE,
+    config: bool = True,
+):
     """Mutation: ``names`` → FP8 with their scales; the config of quantize-publish.md §2 (FP8_DYNAMIC by
     default; FP8_BLOCK with ``block``; per-tensor static with ``static``)."""
     weights = {**FP8, "strategy": strategy, **({"block_structure": list(block)} if block else {})}
-    acts = ({**FP8, "strategy": "tensor"} if static else
-            {**DYNAMIC_TOKEN, "strategy": "group", "group_size": block[1]} if block else DYNAMIC_TOKEN)
+    acts = (
+        {**FP8, "strategy": "tensor"}
+        if static
+        else {**DYNAMIC_TOKEN, "strategy": "group", "group_size": block[1]}
+        if block
+        else DYNAMIC_TOKEN
+    )
 
     def mutate(cfg, t):
         for n in names:
@@ -76,11 +119,23 @@ def w4a16(group: int = 32):
         g = torch.Generator().manual_seed(3)
         for n in LAYER:
             out, inp = t.pop(f"{n}.weight").shape
-            t[f"{n}.weight_packed"] = torch.randint(-2**31, 2**31 - 1, (out, inp // 8), generator=g, dtype=torch.int32)
+            t[f"{n}.weight_packed"] = torch.randint(
+                -(2**31), 2**31 - 1, (out, inp // 8), generator=g, dtype=torch.int32
+            )
             t[f"{n}.weight_scale"] = torch.full((out, inp // group), 0.01, dtype=torch.bfloat16)
             t[f"{n}.weight_shape"] = torch.tensor([out, inp], dtype=torch.int64)
-        cfg["quantization_config"] = ct_config({"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
-                                                "group_size": group, "dynamic": False}, None, fmt="pack-quantized")
+        cfg["quantization_config"] = ct_config(
+            {
+                "num_bits": 4,
+                "type": "int",
+                "symmetric": True,
+                "strategy": "group",
+                "group_size": group,
+                "dynamic": False,
+            },
+            None,
+            fmt="pack-quantized",
+        )
 
     return mutate
 
@@ -95,6 +150,7 @@ def then(*fns):
 
 def qc(**over):
     """Mutation editing the quantization_config (a key set to ``...`` is deleted)."""
+
     def mutate(cfg, t):
         for k, v in over.items():
             cfg["quantization_config"].pop(k) if v is ... else cfg["quantization_config"].__setitem__(k, v)
@@ -124,9 +180,16 @@ def test_fp8_dynamic_drafter_is_clean(make_drafter, make_target, with_target, fm
     assert read_drafter(d).tensors["midlayer.self_attn.q_proj.weight"].dtype == "float8_e4m3fn"
 
 
-@pytest.mark.parametrize("mutate", [fp8(strategy="block", block=(32, 32)), fp8(strategy="tensor", static=True),
-                                    fp8(names=["fc", *LAYER], ignore=IGNORE[:2]), w4a16()],
-                         ids=["block-32x32", "static-per-tensor", "fc-quantized", "w4a16"])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        fp8(strategy="block", block=(32, 32)),
+        fp8(strategy="tensor", static=True),
+        fp8(names=["fc", *LAYER], ignore=IGNORE[:2]),
+        w4a16(),
+    ],
+    ids=["block-32x32", "static-per-tensor", "fc-quantized", "w4a16"],
+)
 def test_other_schemes_are_clean(make_drafter, make_target, mutate):
     d = make_drafter(mutate=mutate)
     assert findings(d) == [] and findings(d, make_target(8)) == []
@@ -161,7 +224,9 @@ def test_block_scale_with_the_wrong_shape(make_drafter):
         t["midlayer.self_attn.q_proj.weight_scale"] = torch.ones(1, 1, dtype=torch.bfloat16)  # [64/32, 128/32] = [2, 4]
 
     report = validate(make_drafter(mutate=then(fp8(strategy="block", block=(32, 32)), wrong)))
-    assert [(f["code"], f["subject"]) for f in report["findings"]] == [("E-QUANT-SCALE", "midlayer.self_attn.q_proj.weight_scale")]
+    assert [(f["code"], f["subject"]) for f in report["findings"]] == [
+        ("E-QUANT-SCALE", "midlayer.self_attn.q_proj.weight_scale")
+    ]
     assert "[2, 4]" in report["findings"][0]["message"]
 
 
@@ -172,20 +237,26 @@ def test_128_blocks_do_not_fit_the_fused_attention_rows(make_drafter):
 
 
 def test_static_activations_need_input_scale(make_drafter):
-    d = make_drafter(mutate=then(fp8(strategy="tensor", static=True), lambda cfg, t: t.pop("midlayer.self_attn.o_proj.input_scale")))
+    d = make_drafter(
+        mutate=then(fp8(strategy="tensor", static=True), lambda cfg, t: t.pop("midlayer.self_attn.o_proj.input_scale"))
+    )
     assert findings(d) == [("E-QUANT-SCALE", "midlayer.self_attn.o_proj.input_scale")]
 
 
 def test_input_scale_with_dynamic_activations(make_drafter):
     extra = lambda cfg, t: t.__setitem__("midlayer.mlp.down_proj.input_scale", torch.tensor([0.02]))  # noqa: E731
-    assert findings(make_drafter(mutate=then(fp8(), extra))) == [("E-QUANT-MISMATCH", "midlayer.mlp.down_proj.input_scale")]
+    assert findings(make_drafter(mutate=then(fp8(), extra))) == [
+        ("E-QUANT-MISMATCH", "midlayer.mlp.down_proj.input_scale")
+    ]
 
 
 def test_w4a16_with_a_wrong_weight_packed_shape(make_drafter):
     def wrong(cfg, t):
         t["midlayer.mlp.down_proj.weight_packed"] = t["midlayer.mlp.down_proj.weight_packed"][:, :8].clone()
 
-    assert findings(make_drafter(mutate=then(w4a16(), wrong))) == [("E-TENSOR-SHAPE", "midlayer.mlp.down_proj.weight_packed")]
+    assert findings(make_drafter(mutate=then(w4a16(), wrong))) == [
+        ("E-TENSOR-SHAPE", "midlayer.mlp.down_proj.weight_packed")
+    ]
 
 
 # --- ignore list --------------------------------------------------------------------------------------
@@ -221,7 +292,9 @@ def test_ignore_uses_the_target_layer_index(make_drafter, make_target):
     only_attn = fp8(names=LAYER[:4], ignore=IGNORE + [r"re:model\.layers\.8\.mlp\..*"])
     d = make_drafter(mutate=only_attn)
     assert quant_findings(d, make_target(8)) == [] and quant_findings(d) == []
-    assert quant_findings(d, make_target(16)) == [("E-QUANT-MISMATCH", f"midlayer.mlp.{p}_proj.weight") for p in ("gate", "up", "down")]
+    assert quant_findings(d, make_target(16)) == [
+        ("E-QUANT-MISMATCH", f"midlayer.mlp.{p}_proj.weight") for p in ("gate", "up", "down")
+    ]
 
 
 def second_layer(cfg, t):
@@ -230,8 +303,9 @@ def second_layer(cfg, t):
     cfg["num_hidden_layers"] = 2
     for n in LAYER:
         out, inp = t[f"{n}.weight"].shape
-        t[f"layers.1.{n[len('midlayer.'):]}.weight"] = (torch.randn(out, 64 if "self_attn" in n and "o_proj" not in n else inp,
-                                                                  generator=g) * 0.05).to(torch.bfloat16)
+        t[f"layers.1.{n[len('midlayer.') :]}.weight"] = (
+            torch.randn(out, 64 if "self_attn" in n and "o_proj" not in n else inp, generator=g) * 0.05
+        ).to(torch.bfloat16)
     for n in ("input_layernorm", "post_attention_layernorm"):
         t[f"layers.1.{n}.weight"] = t[f"midlayer.{n}.weight"].clone()
 
@@ -254,8 +328,12 @@ def test_ignore_entries_for_shards_do_not_ignore_a_fused_drafter_layer(make_draf
     all_shards = fp8(names=LAYER[3:], ignore=IGNORE + [r"re:.*self_attn\.(q|k|v)_proj$"])
     report = validate(make_drafter("all", mutate=all_shards))
     assert [(f["code"], f["subject"]) for f in report["findings"]] == [
-        ("E-QUANT-MISMATCH", f"midlayer.self_attn.{p}_proj.weight") for p in "qkv"]
-    assert "compares a drafter's ignore list with the fused name only (write 're:.*qkv_proj$')" in report["findings"][0]["message"]
+        ("E-QUANT-MISMATCH", f"midlayer.self_attn.{p}_proj.weight") for p in "qkv"
+    ]
+    assert (
+        "compares a drafter's ignore list with the fused name only (write 're:.*qkv_proj$')"
+        in report["findings"][0]["message"]
+    )
     assert findings(make_drafter("fused", mutate=fp8(names=LAYER[3:], ignore=IGNORE + [r"re:.*qkv_proj$"]))) == []
 
 
@@ -263,7 +341,9 @@ def test_ignore_entries_for_shards_do_not_ignore_a_fused_drafter_layer(make_draf
 
 
 def test_fp8_weights_without_quantization_config(make_drafter):
-    assert findings(make_drafter(mutate=fp8(config=False))) == [("E-QUANT-MISMATCH", "midlayer.self_attn.q_proj.weight")]
+    assert findings(make_drafter(mutate=fp8(config=False))) == [
+        ("E-QUANT-MISMATCH", "midlayer.self_attn.q_proj.weight")
+    ]
 
 
 @pytest.mark.parametrize("method", ["compressed-tensors", "fp8"])
@@ -287,7 +367,11 @@ def test_fc_quantized_but_ignored_and_fc_not_ignored_but_unquantized(make_drafte
 
 
 def test_config_without_quantized_weights(make_drafter):
-    d = make_drafter(mutate=lambda cfg, t: cfg.__setitem__("quantization_config", ct_config({**FP8, "strategy": "channel"}, DYNAMIC_TOKEN)))
+    d = make_drafter(
+        mutate=lambda cfg, t: cfg.__setitem__(
+            "quantization_config", ct_config({**FP8, "strategy": "channel"}, DYNAMIC_TOKEN)
+        )
+    )
     assert findings(d) == [("E-QUANT-MISMATCH", "quantization_config")]
 
 
@@ -303,30 +387,52 @@ def test_fp8_norm(make_drafter):
     assert findings(make_drafter(mutate=then(fp8(), norm))) == [("E-QUANT-UNSUPPORTED", "norm.weight")]
 
 
-MLA_LINEARS = [f"midlayer.self_attn.{p}" for p in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")] + LAYER[4:]
+MLA_LINEARS = [
+    f"midlayer.self_attn.{p}" for p in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+] + LAYER[4:]
 
 
 def test_mla_drafter(make_drafter):
     """MLA: vLLM fuses q_a_proj + kv_a_proj_with_mqa into fused_qkv_a_proj (vllm.md §5)."""
     assert findings(make_drafter("mla", mutate=then(to_mla, fp8(names=MLA_LINEARS)))) == []
     half = then(to_mla, fp8(names=[n for n in MLA_LINEARS if "kv_a_proj" not in n]))
-    assert findings(make_drafter("half", mutate=half)) == [("E-QUANT-MISMATCH", "midlayer.self_attn.kv_a_proj_with_mqa.weight")]
+    assert findings(make_drafter("half", mutate=half)) == [
+        ("E-QUANT-MISMATCH", "midlayer.self_attn.kv_a_proj_with_mqa.weight")
+    ]
 
 
 # --- malformed configs --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("edit, subject", [
-    (qc(quant_method="gguf-ish"), "quantization_config.quant_method"),
-    (qc(config_groups=...), "quantization_config.config_groups"),
-    (qc(ignore=...), "quantization_config.ignore"),
-    (qc(ignore="re:.*lm_head$"), "quantization_config.ignore"),
-    (qc(format=...), "quantization_config.format"),
-    (qc(ignore=IGNORE + ["re:(unclosed"]), "quantization_config.ignore"),
-    (qc(kv_cache_scheme={"num_bits": 4, "type": "int", "strategy": "tensor", "symmetric": True}), "quantization_config.kv_cache_scheme"),
-    (lambda cfg, t: cfg["quantization_config"]["config_groups"]["group_0"]["weights"].update(strategy="block"),
-     "quantization_config.config_groups.group_0.weights"),
-], ids=["unknown-method", "no-config-groups", "no-ignore", "ignore-not-a-list", "no-format", "bad-regex", "kv-int4", "block-no-structure"])
+@pytest.mark.parametrize(
+    "edit, subject",
+    [
+        (qc(quant_method="gguf-ish"), "quantization_config.quant_method"),
+        (qc(config_groups=...), "quantization_config.config_groups"),
+        (qc(ignore=...), "quantization_config.ignore"),
+        (qc(ignore="re:.*lm_head$"), "quantization_config.ignore"),
+        (qc(format=...), "quantization_config.format"),
+        (qc(ignore=IGNORE + ["re:(unclosed"]), "quantization_config.ignore"),
+        (
+            qc(kv_cache_scheme={"num_bits": 4, "type": "int", "strategy": "tensor", "symmetric": True}),
+            "quantization_config.kv_cache_scheme",
+        ),
+        (
+            lambda cfg, t: cfg["quantization_config"]["config_groups"]["group_0"]["weights"].update(strategy="block"),
+            "quantization_config.config_groups.group_0.weights",
+        ),
+    ],
+    ids=[
+        "unknown-method",
+        "no-config-groups",
+        "no-ignore",
+        "ignore-not-a-list",
+        "no-format",
+        "bad-regex",
+        "kv-int4",
+        "block-no-structure",
+    ],
+)
 def test_malformed_config_is_one_finding(make_drafter, edit, subject):
     assert findings(make_drafter(mutate=then(fp8(), edit))) == [("E-QUANT-CONFIG", subject)]
 
@@ -336,8 +442,14 @@ def test_malformed_config_is_one_finding(make_drafter, edit, subject):
 
 def test_modelopt_hf_quant_config(make_drafter):
     """Legacy ModelOpt: hf_quant_config.json next to config.json; scales accepted by name."""
-    hf = {"producer": {"name": "modelopt", "version": "0.29.0"},
-          "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": None, "exclude_modules": ["lm_head", "fc"]}}
+    hf = {
+        "producer": {"name": "modelopt", "version": "0.29.0"},
+        "quantization": {
+            "quant_algo": "FP8",
+            "kv_cache_quant_algo": None,
+            "exclude_modules": ["lm_head", "fc"],
+        },
+    }
 
     def modelopt(cfg, t):
         fp8(strategy="tensor", static=True, config=False)(cfg, t)

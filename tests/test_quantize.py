@@ -12,14 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
+from conftest import tree_hash
+from formats_factory import write_format
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
-
-from conftest import tree_hash
-from formats_factory import write_format
 from test_findings import regenerate
 from test_quant_findings import LAYER, fp8, then
+
 from eaglehub.cli import main
 from eaglehub.errors import EaglehubError
 from eaglehub.layouts import read_drafter
@@ -27,15 +27,32 @@ from eaglehub.quantize import dequantize_tensors, dequantize_weight, quantize, q
 from eaglehub.schemas import validate_json
 from eaglehub.validate import Options, validate
 
-LLAMA_LINEARS = {f"midlayer.{p}.weight" for p in ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                                  "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
-MLA_LINEARS = {f"midlayer.self_attn.{p}.weight" for p in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")} | {
-    f"midlayer.mlp.{p}.weight" for p in ("gate_proj", "up_proj", "down_proj")}
+LLAMA_LINEARS = {
+    f"midlayer.{p}.weight"
+    for p in (
+        "self_attn.q_proj",
+        "self_attn.k_proj",
+        "self_attn.v_proj",
+        "self_attn.o_proj",
+        "mlp.gate_proj",
+        "mlp.up_proj",
+        "mlp.down_proj",
+    )
+}
+MLA_LINEARS = {
+    f"midlayer.self_attn.{p}.weight" for p in ("q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+} | {f"midlayer.mlp.{p}.weight" for p in ("gate_proj", "up_proj", "down_proj")}
 #: D with every Linear 128k x 256j (hidden 256, 4 heads x 64, 2 KV heads, intermediate 256): whole 128-blocks, and at
 #: least two block columns, so compressed-tensors 0.17's reader (which infers the strategy from the scale's shape
 #: and takes a [rows, 1] scale for per-channel) reads them back
-DIVISIBLE = regenerate(hidden_size=256, target_hidden_size=256, num_attention_heads=4, num_key_value_heads=2, head_dim=64,
-                       intermediate_size=256)
+DIVISIBLE = regenerate(
+    hidden_size=256,
+    target_hidden_size=256,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=64,
+    intermediate_size=256,
+)
 
 
 def _report(src, dst, **kw) -> dict:
@@ -54,7 +71,7 @@ def _fp8_bound(w: torch.Tensor, scale_full: torch.Tensor) -> torch.Tensor:
     """Largest |dequantized - w| FP8 rounding allows per element: half an e4m3 ULP (2^-4 relative, 3 mantissa
     bits) + the rounding of the scale and of the product to the weight's dtype (2^-7 relative covers bf16), and
     half the smallest subnormal (2^-10) times the scale below the normal range."""
-    return (2 ** -4 + 2 ** -7) * w.abs() + 2 ** -10 * scale_full
+    return (2**-4 + 2**-7) * w.abs() + 2**-10 * scale_full
 
 
 def _full_scale(scale: torch.Tensor, shape, block) -> torch.Tensor:
@@ -69,7 +86,9 @@ def _full_scale(scale: torch.Tensor, shape, block) -> torch.Tensor:
 
 #: (source format, layer kind, EAGLE 3.1): MLA drafters exist only in the vLLM-native layout (formats.md §5)
 LAYOUTS = [(f, "llama", v31) for f in ("vllm", "speculators", "specforge") for v31 in (False, True)] + [
-    ("vllm", "mla", False), ("vllm", "mla", True)]
+    ("vllm", "mla", False),
+    ("vllm", "mla", True),
+]
 
 
 @pytest.mark.parametrize("fmt, layer_kind, v31", LAYOUTS, ids=[f"{f}-{k}-{'3.1' if v else '3'}" for f, k, v in LAYOUTS])
@@ -90,15 +109,23 @@ def test_fp8_dynamic_layouts_validate_clean_and_keep_heads_norms_and_maps(tmp_pa
             assert t.dtype == "float8_e4m3fn"
             assert out.tensors[name.removesuffix(".weight") + ".weight_scale"].shape == (t.shape[0], 1)
         elif not name.endswith(".weight_scale"):  # kept: the source's bytes, dtype included (d2t int64, t2d bool)
-            assert torch.equal(stored[out.names[name]], original[name]) and stored[out.names[name]].dtype == original[name].dtype
+            assert (
+                torch.equal(stored[out.names[name]], original[name])
+                and stored[out.names[name]].dtype == original[name].dtype
+            )
     assert {"d2t", "lm_head.weight", "fc.weight", "norm.weight"} <= set(out.tensors) - quantized
     assert v31 == any(n.startswith("fc_norm.") for n in out.tensors)
     qc = json.loads((tmp_path / "fp8" / "config.json").read_text())["quantization_config"]
     assert qc == report["quantization_config"]
-    assert qc["ignore"][:3] == ["re:.*lm_head$", "re:.*embed_tokens$", "re:.*fc$"] and all(e.startswith("re:") for e in qc["ignore"])
+    assert qc["ignore"][:3] == ["re:.*lm_head$", "re:.*embed_tokens$", "re:.*fc$"] and all(
+        e.startswith("re:") for e in qc["ignore"]
+    )
     assert qc["config_groups"]["group_0"]["weights"]["strategy"] == "channel"
-    assert qc["config_groups"]["group_0"]["input_activations"] == {**qc["config_groups"]["group_0"]["input_activations"],
-                                                                   "strategy": "token", "dynamic": True}
+    assert qc["config_groups"]["group_0"]["input_activations"] == {
+        **qc["config_groups"]["group_0"]["input_activations"],
+        "strategy": "token",
+        "dynamic": True,
+    }
     assert _errors(tmp_path / "fp8") == []
     prov = json.loads((tmp_path / "fp8" / "eaglehub.json").read_text())
     validate_json(prov, "provenance")
@@ -117,11 +144,15 @@ def test_compressed_tensors_reads_the_checkpoint_back(tmp_path, make_drafter):
     from compressed_tensors.entrypoints.convert.converters.ct_dequantizer import CompressedTensorsDequantizer
     from compressed_tensors.quantization import QuantizationConfig
 
-    cases = [("d31-dynamic", make_drafter("d31", v31=True), "fp8-dynamic"),
-             ("divisible-block", make_drafter("div", mutate=DIVISIBLE), "fp8-block")]
+    cases = [
+        ("d31-dynamic", make_drafter("d31", v31=True), "fp8-dynamic"),
+        ("divisible-block", make_drafter("div", mutate=DIVISIBLE), "fp8-block"),
+    ]
     for name, src, scheme in cases:
         _report(src, tmp_path / name, scheme=scheme)
-        qc = QuantizationConfig.model_validate(json.loads((tmp_path / name / "config.json").read_text())["quantization_config"])
+        qc = QuantizationConfig.model_validate(
+            json.loads((tmp_path / name / "config.json").read_text())["quantization_config"]
+        )
         assert qc.quant_method == "compressed-tensors" and qc.config_groups["group_0"].weights.type == "float"
         reader = CompressedTensorsDequantizer(tmp_path / name, dtype=torch.float32)
         stored = load_file(str(tmp_path / name / "model.safetensors"))
@@ -132,7 +163,9 @@ def test_compressed_tensors_reads_the_checkpoint_back(tmp_path, make_drafter):
         for n, w in original.items():
             if n in LLAMA_LINEARS:
                 err = (back[n] - w.float()).abs()
-                assert stored[n].dtype == torch.float8_e4m3fn and float(err.max()) <= 2 ** -4 * float(w.float().abs().max()), n
+                assert stored[n].dtype == torch.float8_e4m3fn and float(err.max()) <= 2**-4 * float(
+                    w.float().abs().max()
+                ), n
             else:
                 assert torch.equal(back[n].to(w.dtype), w), n
 
@@ -145,10 +178,14 @@ def test_fp8_block_keeps_the_layers_vllm_would_refuse_and_says_which(tmp_path, m
     assert [k["layer"] for k in kept] == ["midlayer.self_attn.qkv_proj"]
     assert "q_proj has 64 rows, not a multiple of 128; vLLM refuses the fused qkv_proj" in kept[0]["reason"]
     assert {t["name"] for t in report["tensors"] if t["action"] == "quantized"} == {
-        f"midlayer.{p}.weight" for p in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+        f"midlayer.{p}.weight" for p in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    }
     assert r"re:.*self_attn\.(qkv_proj|q_proj|k_proj|v_proj)$" in report["quantization_config"]["ignore"]
     scales = {t["name"]: t["scale"]["shape"] for t in report["tensors"] if t["action"] == "quantized"}
-    assert scales["midlayer.mlp.down_proj.weight"] == [1, 1] and scales["midlayer.mlp.gate_proj.weight"] == [1, 1]
+    assert scales["midlayer.mlp.down_proj.weight"] == [1, 1] and scales["midlayer.mlp.gate_proj.weight"] == [
+        1,
+        1,
+    ]
     w = report["quantization_config"]["config_groups"]["group_0"]["weights"]
     assert w["strategy"] == "block" and w["block_structure"] == [128, 128]
     assert _errors(tmp_path / "blk") == []
@@ -161,7 +198,9 @@ def test_fp8_block_keeps_the_layers_vllm_would_refuse_and_says_which(tmp_path, m
     report = _report(mla, tmp_path / "mla-blk", scheme="fp8-block")
     assert [k["layer"] for k in report["kept_not_block_divisible"]] == ["midlayer.self_attn.fused_qkv_a_proj"]
     assert {t["name"] for t in report["tensors"] if t["action"] == "quantized"} == MLA_LINEARS - {
-        "midlayer.self_attn.q_a_proj.weight", "midlayer.self_attn.kv_a_proj_with_mqa.weight"}
+        "midlayer.self_attn.q_a_proj.weight",
+        "midlayer.self_attn.kv_a_proj_with_mqa.weight",
+    }
     assert _errors(tmp_path / "mla-blk") == []
 
 
@@ -171,7 +210,10 @@ def test_quantize_fc_and_extra_ignores(tmp_path, make_drafter):
     q = {t["name"] for t in report["tensors"] if t["action"] == "quantized"}
     assert "fc.weight" in q and not q & {f"midlayer.mlp.{p}_proj.weight" for p in ("gate", "up", "down")}
     assert report["quantization_config"]["ignore"][:2] == ["re:.*lm_head$", "re:.*embed_tokens$"]
-    assert "re:.*fc$" not in report["quantization_config"]["ignore"] and r"re:.*down_proj$" in report["quantization_config"]["ignore"]
+    assert (
+        "re:.*fc$" not in report["quantization_config"]["ignore"]
+        and r"re:.*down_proj$" in report["quantization_config"]["ignore"]
+    )
     down = next(t for t in report["tensors"] if t["name"] == "midlayer.mlp.down_proj.weight")
     assert down["reason"] == "ignore entry 're:.*down_proj$'"
     # the fused name is what vLLM compares for a drafter; the shards are added for compressed-tensors' reader
@@ -187,12 +229,18 @@ def test_dry_run_touches_nothing_and_plans_what_is_written(tmp_path, make_drafte
     assert plan["dry_run"] and plan["files"] == [] and plan["sizes"]["files_bytes_after"] is None
     assert _report(src, None, dry_run=True)["destination"] is None
     done = _report(src, tmp_path / "out")
-    assert {k: v for k, v in plan.items() if k not in ("dry_run", "files", "sizes")} == \
-        {k: v for k, v in done.items() if k not in ("dry_run", "files", "sizes")}
+    assert {k: v for k, v in plan.items() if k not in ("dry_run", "files", "sizes")} == {
+        k: v for k, v in done.items() if k not in ("dry_run", "files", "sizes")
+    }
     assert plan["sizes"]["tensor_bytes_after"] == done["sizes"]["tensor_bytes_after"]
     # the CLI prints the table (quantized and kept, with sizes) and writes nothing
     res = CliRunner().invoke(main, ["quantize", str(src), str(tmp_path / "other"), "--dry-run"])
-    assert res.exit_code == 0 and "would quantize" in res.output and "kept" in res.output and not (tmp_path / "other").exists()
+    assert (
+        res.exit_code == 0
+        and "would quantize" in res.output
+        and "kept" in res.output
+        and not (tmp_path / "other").exists()
+    )
 
 
 def test_atomic_write_leaves_an_existing_destination_untouched(tmp_path, make_drafter, monkeypatch):
@@ -207,7 +255,10 @@ def test_atomic_write_leaves_an_existing_destination_untouched(tmp_path, make_dr
     with pytest.raises(EaglehubError, match="cannot write"):
         quantize(src, tmp_path / "out", overwrite=True)
     assert tree_hash(tmp_path / "out") == old
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["drafter", "out"]  # no temporary directory left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "drafter",
+        "out",
+    ]  # no temporary directory left behind
 
 
 def _cli(*args):
@@ -223,7 +274,11 @@ def test_errors_exit_non_zero_with_one_line(tmp_path, make_drafter):
         ((fp8_dir, tmp_path / "again"), 1, "already quantized"),
         ((src, src / "inside"), 2, "inside the source"),
         ((src, tmp_path / "x", "--ignore", "re:.*q_proj$"), 2, "matches q_proj but not the fused qkv_proj"),
-        ((src, tmp_path / "x", "--ignore", "gate_proj"), 2, "matches gate_proj but not the fused gate_up_proj"),
+        (
+            (src, tmp_path / "x", "--ignore", "gate_proj"),
+            2,
+            "matches gate_proj but not the fused gate_up_proj",
+        ),
         ((src, tmp_path / "x", "--ignore", "re:(unclosed"), 2, "not a valid regular expression"),
         ((src, tmp_path / "x", "--ignore", "re:.*proj$"), 1, "nothing to quantize"),
         ((src, tmp_path / "x", "--ignore", "down_prj"), 2, "matches no module vLLM builds"),
@@ -261,9 +316,14 @@ def test_source_with_error_findings_is_refused(tmp_path, make_drafter):
 
 
 @settings(max_examples=40, deadline=None)
-@given(rows=st.integers(1, 300), cols=st.integers(1, 300), scheme=st.sampled_from(["fp8-dynamic", "fp8-block"]),
-       dtype=st.sampled_from([torch.bfloat16, torch.float16, torch.float32]), seed=st.integers(0, 2 ** 16),
-       spread=st.floats(1e-3, 10.0))
+@given(
+    rows=st.integers(1, 300),
+    cols=st.integers(1, 300),
+    scheme=st.sampled_from(["fp8-dynamic", "fp8-block"]),
+    dtype=st.sampled_from([torch.bfloat16, torch.float16, torch.float32]),
+    seed=st.integers(0, 2**16),
+    spread=st.floats(1e-3, 10.0),
+)
 def test_dequantized_weights_are_within_fp8_rounding(rows, cols, scheme, dtype, seed, spread):
     g = torch.Generator().manual_seed(seed)
     w = (torch.randn(rows, cols, generator=g) * spread * torch.rand(rows, 1, generator=g)).to(dtype)
@@ -286,7 +346,7 @@ def test_tiny_and_zero_rows_keep_finite_scales(dtype):
     q, scale = quantize_weight(w, "fp8-dynamic")
     assert bool(torch.isfinite(q.float()).all()) and bool((scale > 0).all())
     back = dequantize_weight(q, scale)
-    assert bool((back[1] == 0).all()) and float((back.float() - w.float()).abs().max()) <= 2 ** -4
+    assert bool((back[1] == 0).all()) and float((back.float() - w.float()).abs().max()) <= 2**-4
 
 
 def test_reference_engine_dequantizes_per_channel_and_block(tmp_path, make_drafter):
@@ -300,7 +360,10 @@ def test_reference_engine_dequantizes_per_channel_and_block(tmp_path, make_draft
         assert set(back) == set(original)
         for n, w in original.items():
             if d.tensors[n].dtype == "float8_e4m3fn":
-                assert float((back[n].float() - w.float()).abs().max()) <= 2 ** -4 * float(w.float().abs().max()) and back[n].dtype == w.dtype
+                assert (
+                    float((back[n].float() - w.float()).abs().max()) <= 2**-4 * float(w.float().abs().max())
+                    and back[n].dtype == w.dtype
+                )
             else:
                 assert torch.equal(back[n], w), n
     with pytest.raises(EaglehubError, match="compressed-tensors FP8 only"):
@@ -318,7 +381,9 @@ def test_reference_engine_runs_a_quantized_drafter(tmp_path, make_drafter, make_
     ps, qs = plain.model.state_dict(), quant.model.state_dict()
     assert set(ps) == set(qs)
     changed = {n for n in ps if not torch.equal(ps[n], qs[n])}
-    assert changed == {f"midlayer.{p}.weight" for p in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+    assert changed == {
+        f"midlayer.{p}.weight" for p in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    }
 
 
 # --- failure kinds (validate) ------------------------------------------------------------------------------------
@@ -335,7 +400,10 @@ def _f20_repro(cfg, t):
 def test_f20_fp8_fc_with_scalar_scales_and_its_variants(make_drafter):
     assert _errors(make_drafter("repro", mutate=_f20_repro)) == []  # the layout vLLM >= PR #28435 loads
     no_scales = then(_f20_repro, lambda cfg, t: [t.pop(f"fc.{p}") for p in ("weight_scale", "input_scale")])
-    assert _errors(make_drafter("no-scales", mutate=no_scales)) == [("E-QUANT-SCALE", "fc.weight_scale"), ("E-QUANT-SCALE", "fc.input_scale")]
+    assert _errors(make_drafter("no-scales", mutate=no_scales)) == [
+        ("E-QUANT-SCALE", "fc.weight_scale"),
+        ("E-QUANT-SCALE", "fc.input_scale"),
+    ]
     bare = then(_f20_repro, lambda cfg, t: cfg["quantization_config"]["ignore"].append("fc"))
     assert _errors(make_drafter("bare-fc", mutate=bare)) == [("E-QUANT-IGNORE", "quantization_config.ignore")]
     ignored = then(_f20_repro, lambda cfg, t: cfg["quantization_config"]["ignore"].append("re:.*fc$"))
@@ -345,8 +413,13 @@ def test_f20_fp8_fc_with_scalar_scales_and_its_variants(make_drafter):
 def test_f18_dtypes_of_a_quantized_drafter(make_drafter):
     """F18 in a quantized drafter: scales stored as float8 (vLLM reads float scales) are E-QUANT-SCALE; float32
     tensors under a bfloat16 config are still E-TENSOR-DTYPE; quantize keeps d2t int64 and t2d bool (above)."""
-    fp8_scale = then(fp8(), lambda cfg, t: t.__setitem__("midlayer.mlp.up_proj.weight_scale",
-                                                         t["midlayer.mlp.up_proj.weight_scale"].to(torch.float8_e4m3fn)))
+    fp8_scale = then(
+        fp8(),
+        lambda cfg, t: t.__setitem__(
+            "midlayer.mlp.up_proj.weight_scale",
+            t["midlayer.mlp.up_proj.weight_scale"].to(torch.float8_e4m3fn),
+        ),
+    )
     errors = _errors(make_drafter("fp8-scale", mutate=fp8_scale))
     assert errors == [("E-QUANT-SCALE", "midlayer.mlp.up_proj.weight_scale")]
     fp32 = then(fp8(), lambda cfg, t: t.__setitem__("norm.weight", t["norm.weight"].float()))
@@ -360,9 +433,16 @@ def test_block_layout_refused_at_the_tensor_parallel_size(make_drafter):
     subject = "quantization_config.config_groups.group_0.weights.block_structure"
     report = validate(d, options=Options(tp=4))
     hits = [f for f in report["findings"] if f["code"] == "E-QUANT-CONFIG"]
-    assert [f["subject"] for f in hits] == [subject] * 2  # qkv_proj (rows), o_proj (input columns); down_proj: 128 / 4 = 32 fits
-    assert "16 rows per rank at TP 4" in hits[0]["message"] and "per rank at TP 4, not a multiple of 32" in hits[1]["message"]
-    assert _errors(make_drafter("fp8-block-128", mutate=fp8(strategy="block", block=(128, 128)))) == [("E-QUANT-CONFIG", subject)]
+    assert [f["subject"] for f in hits] == [
+        subject
+    ] * 2  # qkv_proj (rows), o_proj (input columns); down_proj: 128 / 4 = 32 fits
+    assert (
+        "16 rows per rank at TP 4" in hits[0]["message"]
+        and "per rank at TP 4, not a multiple of 32" in hits[1]["message"]
+    )
+    assert _errors(make_drafter("fp8-block-128", mutate=fp8(strategy="block", block=(128, 128)))) == [
+        ("E-QUANT-CONFIG", subject)
+    ]
 
 
 # --- verify --baseline-drafter -----------------------------------------------------------------------------------
@@ -372,6 +452,7 @@ def test_verify_reports_acceptance_next_to_the_baseline_drafter(tmp_path, monkey
     """The quantized drafter and its source on one target-alone run and the same prompts: both ALs, their ratio,
     and the bytes on disk of both (ScriptedEngine of tests/test_verify.py: fixed outputs and counters)."""
     from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
+
     from eaglehub import verify
     from eaglehub.engines.base import SpecCounters
 
@@ -381,10 +462,19 @@ def test_verify_reports_acceptance_next_to_the_baseline_drafter(tmp_path, monkey
     prompts = tmp_path / "p.jsonl"
     write_prompts(prompts)
     monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, 3]] * len(msgs))
-    slower = {"math": SpecCounters(6, 18, 8, (5, 2, 1)), "coding": SpecCounters(4, 12, 2, (2, 0, 0))}  # AL 2.0 vs GOOD's 2.1
+    slower = {
+        "math": SpecCounters(6, 18, 8, (5, 2, 1)),
+        "coding": SpecCounters(4, 12, 2, (2, 0, 0)),
+    }  # AL 2.0 vs GOOD's 2.1
     engine = ScriptedEngine({"base": (BASE, GOOD), "fp8": (BASE, slower)})
-    opts = verify.VerifyOptions(target=str(target), drafters=[str(tmp_path / "fp8")], k=3, max_tokens=4, prompts_file=str(prompts),
-                                baseline_drafter=str(src))
+    opts = verify.VerifyOptions(
+        target=str(target),
+        drafters=[str(tmp_path / "fp8")],
+        k=3,
+        max_tokens=4,
+        prompts_file=str(prompts),
+        baseline_drafter=str(src),
+    )
     report = verify.run_verify(opts, engine=engine)
     validate_json(report, "verify-report")
     assert [c[0] for c in engine.calls] == [None, "fp8", "base"]  # one target-alone run, the baseline last
@@ -393,9 +483,14 @@ def test_verify_reports_acceptance_next_to_the_baseline_drafter(tmp_path, monkey
     assert section["weight_bytes"] == (src / "model.safetensors").stat().st_size
     (row,) = section["comparisons"]
     assert row["drafter"] == str((tmp_path / "fp8").resolve()) and row["acceptance_length"] == pytest.approx(2.0)
-    assert row["al_ratio"] == pytest.approx(2.0 / 2.1, abs=1e-4) and row["al_relative_change"] == pytest.approx(2.0 / 2.1 - 1, abs=1e-4)
+    assert row["al_ratio"] == pytest.approx(2.0 / 2.1, abs=1e-4) and row["al_relative_change"] == pytest.approx(
+        2.0 / 2.1 - 1, abs=1e-4
+    )
     assert row["weight_bytes"] == (tmp_path / "fp8" / "model.safetensors").stat().st_size
-    assert row["size_ratio"] == pytest.approx(row["weight_bytes"] / section["weight_bytes"], abs=1e-4) and row["size_ratio"] < 1
+    assert (
+        row["size_ratio"] == pytest.approx(row["weight_bytes"] / section["weight_bytes"], abs=1e-4)
+        and row["size_ratio"] < 1
+    )
     assert row["lossless"] and report["passed"]
     # a manifest run has no single set of drafters to compare
     manifest = Path(__file__).resolve().parent.parent / "fixtures" / "manifests" / "smollm2.toml"
@@ -416,9 +511,28 @@ def test_fp8_dynamic_fixture_in_vllm_is_lossless_and_keeps_acceptance(tmp_path):
     dst = tmp_path / "smollm2-eagle3-fp8"
     assert _cli(FIXTURE, dst, "--json").exit_code == 0
     report_path = tmp_path / "verify.json"
-    res = CliRunner().invoke(main, ["verify", "--target", "smollm2", "--drafter", str(dst), "--baseline-drafter", str(FIXTURE),
-                                    "-k", "3", "--max-tokens", "64", "--limit", "1", "--engine", "vllm",
-                                    "--report", str(report_path)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "verify",
+            "--target",
+            "smollm2",
+            "--drafter",
+            str(dst),
+            "--baseline-drafter",
+            str(FIXTURE),
+            "-k",
+            "3",
+            "--max-tokens",
+            "64",
+            "--limit",
+            "1",
+            "--engine",
+            "vllm",
+            "--report",
+            str(report_path),
+        ],
+    )
     report = json.loads(report_path.read_text())
     assert res.exit_code == 0, res.output
     assert [d["drafter"] for d in report["drafters"]] == [str(dst.resolve()), str(FIXTURE.resolve())]

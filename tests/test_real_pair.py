@@ -59,18 +59,27 @@ def test_fixture_and_upgrade_validate_clean_against_the_real_target(upgraded):
         assert res.exit_code == 0, res.output
         report = json.loads(res.output)
         assert report["deep"] is True and [f["code"] for f in report["findings"]] == warnings, res.output
-    unit = next(f for f in json.loads(_run("validate", str(upgraded), "--json").output)["findings"] if f["code"] == "W-FCNORM-UNIT")
+    unit = next(
+        f
+        for f in json.loads(_run("validate", str(upgraded), "--json").output)["findings"]
+        if f["code"] == "W-FCNORM-UNIT"
+    )
     assert "calibrate" in unit["hint"]
     assert json.loads((upgraded / "config.json").read_text())["fc_norm"] is True
 
 
 def test_breaking_the_upgrade_gives_named_errors(upgraded, tmp_path):
-    no_norm = _rewrite(upgraded, tmp_path / "no-fc-norm", lambda t: {k: v for k, v in t.items() if k != "fc_norm.1.weight"})
+    no_norm = _rewrite(
+        upgraded, tmp_path / "no-fc-norm", lambda t: {k: v for k, v in t.items() if k != "fc_norm.1.weight"}
+    )
     res = _run("validate", str(no_norm), "--target", "smollm2", "--json")
     assert res.exit_code == 1 and "E-FCNORM-MISSING" in _codes(res)
 
-    renamed = _rewrite(upgraded, tmp_path / "renamed",
-                       lambda t: {k.replace("midlayer.", "decoder."): v for k, v in t.items()})
+    renamed = _rewrite(
+        upgraded,
+        tmp_path / "renamed",
+        lambda t: {k.replace("midlayer.", "decoder."): v for k, v in t.items()},
+    )
     res = _run("validate", str(renamed), "--target", "smollm2", "--json")
     assert res.exit_code == 1 and {"E-TENSOR-UNEXPECTED", "E-TENSOR-MISSING"} <= set(_codes(res))
 
@@ -87,8 +96,13 @@ def converted(tmp_path_factory) -> list[Path]:
     """The fixture in the speculators format (layout change) and as vLLM-native shards."""
     root = tmp_path_factory.mktemp("converted")
     out = [root / "speculators", root / "sharded"]
-    for dst, args in zip(out, (["--format", "speculators", "--verifier", "HuggingFaceTB/SmolLM2-135M-Instruct"],
-                               ["--format", "vllm", "--max-shard-size", "5MB"])):
+    for dst, args in zip(
+        out,
+        (
+            ["--format", "speculators", "--verifier", "HuggingFaceTB/SmolLM2-135M-Instruct"],
+            ["--format", "vllm", "--max-shard-size", "5MB"],
+        ),
+    ):
         res = _run("convert", str(FIXTURE), str(dst), *args, "--json")
         assert res.exit_code == 0, res.output
     assert len(list(out[1].glob("model-*-of-*.safetensors"))) == 4
@@ -100,9 +114,24 @@ def converted(tmp_path_factory) -> list[Path]:
 def test_verify_fixture_and_upgrade_in_vllm(upgraded, converted, tmp_path):
     report_path = tmp_path / "verify.json"
     drafters = [FIXTURE, upgraded, *converted]
-    res = _run("verify", "--target", "smollm2", *[a for d in drafters for a in ("--drafter", str(d))],
-               "-k", str(K), "--max-tokens", "48", "--limit", "2", "--report", str(report_path),
-               "--engine", "vllm", "--engine", "reference")
+    res = _run(
+        "verify",
+        "--target",
+        "smollm2",
+        *[a for d in drafters for a in ("--drafter", str(d))],
+        "-k",
+        str(K),
+        "--max-tokens",
+        "48",
+        "--limit",
+        "2",
+        "--report",
+        str(report_path),
+        "--engine",
+        "vllm",
+        "--engine",
+        "reference",
+    )
     report = json.loads(report_path.read_text())
     assert res.exit_code == 0, res.output
     # the embedded reference engine agrees with vLLM (issue 5: AL within 5 %) and is lossless too, in every layout
@@ -118,5 +147,8 @@ def test_verify_fixture_and_upgrade_in_vllm(upgraded, converted, tmp_path):
         assert a["acceptance_rate_per_position"][0] > 0.05
     al = [d["acceptance"]["overall"]["acceptance_length"] for d in report["drafters"]]
     assert al[0] > 1.2  # a trained drafter, not a wired-but-random one (random: ~1.0)
-    counts = [(d["acceptance"]["overall"]["num_drafts"], d["acceptance"]["overall"]["num_accepted_tokens"]) for d in report["drafters"]]
+    counts = [
+        (d["acceptance"]["overall"]["num_drafts"], d["acceptance"]["overall"]["num_accepted_tokens"])
+        for d in report["drafters"]
+    ]
     assert counts[2] == counts[0] and counts[3] == counts[0]  # same weights, same acceptance, in any layout

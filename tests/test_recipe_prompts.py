@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from conftest import load_recipe
+
 from eaglehub.prompts import load_prompts
 
 

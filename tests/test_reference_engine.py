@@ -10,8 +10,16 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import (
+    BASE_CONFIG,
+    add_fc_norm,
+    drafter_tensors,
+    target_config,
+    target_tensors,
+    vocab_maps,
+    write_checkpoint,
+)
 
-from conftest import BASE_CONFIG, add_fc_norm, drafter_tensors, target_config, target_tensors, vocab_maps, write_checkpoint
 from eaglehub import acceptance, forensics, verify
 from eaglehub.drafter_model import DrafterDims, Eagle3Drafter, KVCache
 from eaglehub.engines.base import RunSpec, SpecCounters
@@ -73,9 +81,15 @@ def _two_layers(cfg, t):
     h, inter = cfg["hidden_size"], cfg["intermediate_size"]
     q, kv = cfg["num_attention_heads"] * 16, cfg["num_key_value_heads"] * 16
     g = torch.Generator().manual_seed(7)
-    shapes = {"self_attn.q_proj.weight": (q, h), "self_attn.k_proj.weight": (kv, h), "self_attn.v_proj.weight": (kv, h),
-              "self_attn.o_proj.weight": (h, q), "mlp.gate_proj.weight": (inter, h), "mlp.up_proj.weight": (inter, h),
-              "mlp.down_proj.weight": (h, inter)}
+    shapes = {
+        "self_attn.q_proj.weight": (q, h),
+        "self_attn.k_proj.weight": (kv, h),
+        "self_attn.v_proj.weight": (kv, h),
+        "self_attn.o_proj.weight": (h, q),
+        "mlp.gate_proj.weight": (inter, h),
+        "mlp.up_proj.weight": (inter, h),
+        "mlp.down_proj.weight": (h, inter),
+    }
     for name, shape in shapes.items():
         t[f"layers.1.{name}"] = torch.randn(*shape, generator=g) * 0.05
     t["layers.1.input_layernorm.weight"] = torch.ones(h)
@@ -115,7 +129,9 @@ def test_greedy_speculation_is_token_identical_for_every_switch(tmp_path, target
     produced = len(PROMPTS) + total.num_drafts + total.num_accepted_tokens  # + each prompt's prefill token
     assert produced >= sum(len(o) for o in run.outputs) >= produced - len(PROMPTS) * 3
     assert base.group_counters == {} and base.prompt_counters is None
-    assert set(run.group_seconds) == {"a", "b"} and run.generate_seconds == pytest.approx(sum(run.group_seconds.values()))
+    assert set(run.group_seconds) == {"a", "b"} and run.generate_seconds == pytest.approx(
+        sum(run.group_seconds.values())
+    )
 
 
 def test_drafter_cache_equals_a_full_recompute():
@@ -129,7 +145,10 @@ def test_drafter_cache_equals_a_full_recompute():
         full, fed_full, _ = m.forward_step(emb, hid, torch.arange(7), KVCache(2))
         cache = KVCache(2)
         m.forward_step(emb[:4], hid[:4], torch.arange(4), cache)
-        rows = [m.forward_step(emb[i:i + 1], hid[i:i + 1], torch.tensor([i]), cache, return_probs=True) for i in range(4, 7)]
+        rows = [
+            m.forward_step(emb[i : i + 1], hid[i : i + 1], torch.tensor([i]), cache, return_probs=True)
+            for i in range(4, 7)
+        ]
     assert cache.length == 7
     assert torch.allclose(torch.cat([r[0] for r in rows]), full[4:], atol=1e-5)
     assert torch.allclose(fed_full, full)  # norm_output: the fed-back state is the post-norm one
@@ -149,7 +168,7 @@ def test_counters_follow_vllm_semantics_with_a_constant_drafter(tmp_path, target
     """Every draft is one token c: a step accepts i drafts iff the target's next i tokens are all c."""
     drafter, tok = _constant_drafter(tmp_path, target)
     run = ReferenceEngine().run(RunSpec(target, drafter, 2, 24), PROMPTS, ["a"] * len(PROMPTS))
-    for prompt, out, c in zip(PROMPTS, run.outputs, run.prompt_counters):
+    for _prompt, out, c in zip(PROMPTS, run.outputs, run.prompt_counters):
         # replay the steps on the output: each step starts after the emitted tokens so far
         pos, drafts, accepted, per_pos = 1, 0, 0, [0, 0]
         while pos < len(out):
@@ -163,7 +182,11 @@ def test_counters_follow_vllm_semantics_with_a_constant_drafter(tmp_path, target
         if out[-1] != 255 and len(out) == 24:  # the last step may have been cut by max_tokens: compare its prefix
             assert c.num_drafts == drafts and c.num_accepted_tokens >= accepted
         else:
-            assert (c.num_drafts, c.num_accepted_tokens, list(c.accepted_per_pos)) == (drafts, accepted, per_pos)
+            assert (c.num_drafts, c.num_accepted_tokens, list(c.accepted_per_pos)) == (
+                drafts,
+                accepted,
+                per_pos,
+            )
     assert acceptance.total(run.prompt_counters).num_accepted_tokens > 0
 
 
@@ -193,7 +216,11 @@ def test_quantized_and_incomplete_drafters_are_refused(tmp_path, target):
     broken = _drafter(tmp_path, "broken", lambda cfg, t: t.pop("midlayer.mlp.down_proj.weight"))
     with pytest.raises(EaglehubError, match="missing midlayer.mlp.down_proj.weight"):
         load_drafter(broken, engine.target(target, "float32"))
-    quant = _drafter(tmp_path, "quant", lambda cfg, t: cfg.update(quantization_config={"quant_method": "compressed-tensors"}))
+    quant = _drafter(
+        tmp_path,
+        "quant",
+        lambda cfg, t: cfg.update(quantization_config={"quant_method": "compressed-tensors"}),
+    )
     with pytest.raises(EaglehubError, match="quantized"):
         load_drafter(quant, engine.target(target, "float32"))
     with pytest.raises(EaglehubError, match="runs float32"):
@@ -206,11 +233,15 @@ def test_forensics_classifies_near_ties_and_faults(target):
     logits, _ = t.forward(prompt, t.new_cache(), None)
     top = torch.topk(logits[-1], 3).indices.tolist()
     gap = float(logits[-1][top[0]] - logits[-1][top[1]])
-    rows = forensics.explain(t, [
-        forensics.Divergence("tie", prompt, [top[0]], [top[1]], 0),
-        forensics.Divergence("third", prompt, [top[0]], [top[2]], 0),
-        forensics.Divergence("short", prompt, [top[0], 5], [top[0]], 1),
-    ], epsilon=gap + 1e-3)
+    rows = forensics.explain(
+        t,
+        [
+            forensics.Divergence("tie", prompt, [top[0]], [top[1]], 0),
+            forensics.Divergence("third", prompt, [top[0]], [top[2]], 0),
+            forensics.Divergence("short", prompt, [top[0], 5], [top[0]], 1),
+        ],
+        epsilon=gap + 1e-3,
+    )
     tie, third, short = rows
     assert tie["classification"] == "near_tie" and tie["gap"] == pytest.approx(gap)
     assert tie["baseline_token"]["rank"] == 1 and tie["candidate_token"]["rank"] == 2
@@ -225,12 +256,19 @@ def test_verify_with_the_reference_engine_and_near_tie_forensics(tmp_path, targe
     """End to end through run_verify: lossless pass; a divergence at a near-tie is a warning, not an error."""
     drafter, _ = _constant_drafter(tmp_path, target)
     prompts = tmp_path / "p.jsonl"
-    prompts.write_text("".join(json.dumps({"id": f"p{i}", "category": c, "prompt": "x"}) + "\n"
-                               for i, c in enumerate("aabb")))
+    prompts.write_text(
+        "".join(json.dumps({"id": f"p{i}", "category": c, "prompt": "x"}) + "\n" for i, c in enumerate("aabb"))
+    )
     monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: PROMPTS[: len(msgs)])
     monkeypatch.setattr(verify, "preflight", lambda d, t: None)  # tiny target: no tokenizer for validate --target
-    opts = verify.VerifyOptions(target=str(target), drafters=[str(drafter)], k=3, max_tokens=12,
-                                prompts_file=str(prompts), engines=["reference"])
+    opts = verify.VerifyOptions(
+        target=str(target),
+        drafters=[str(drafter)],
+        k=3,
+        max_tokens=12,
+        prompts_file=str(prompts),
+        engines=["reference"],
+    )
     report = verify.run_verify(opts)
     d = report["drafters"][0]
     assert report["engine"]["name"] == "reference" and d["lossless"] and d["passed"], d["findings"]
@@ -259,7 +297,9 @@ def test_verify_with_the_reference_engine_and_near_tie_forensics(tmp_path, targe
     assert "near_tie: the target's top-2 differ by" in _rendered(report)
     opts.tie_epsilon = 0.0
     report = verify.run_verify(opts, engine=engine)
-    assert [f["code"] for f in report["drafters"][0]["findings"] if f["code"] != "W-VERIFY-LOW-AL"] == ["E-VERIFY-LOSSLESS"]
+    assert [f["code"] for f in report["drafters"][0]["findings"] if f["code"] != "W-VERIFY-LOW-AL"] == [
+        "E-VERIFY-LOSSLESS"
+    ]
     verify.validate_report(report)
 
 
@@ -269,7 +309,9 @@ def test_two_engines_are_compared(tmp_path, target, monkeypatch):
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "category": "a", "prompt": "x"}) + "\n" for i in range(2)))
     monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: PROMPTS[: len(msgs)])
     monkeypatch.setattr(verify, "preflight", lambda d, t: None)
-    opts = verify.VerifyOptions(target=str(target), drafters=[str(drafter)], k=3, max_tokens=12, prompts_file=str(prompts))
+    opts = verify.VerifyOptions(
+        target=str(target), drafters=[str(drafter)], k=3, max_tokens=12, prompts_file=str(prompts)
+    )
     same = ReferenceEngine()
     other = ReferenceEngine()
     other.name = "reference-copy"
@@ -284,8 +326,10 @@ def test_two_engines_are_compared(tmp_path, target, monkeypatch):
     def fewer(spec, ids, groups, progress=None):
         res = real(spec, ids, groups, progress)
         if spec.drafter:
-            res.group_counters = {g: SpecCounters(c.num_drafts, c.num_draft_tokens, 0, (0,) * spec.k)
-                                  for g, c in res.group_counters.items()}
+            res.group_counters = {
+                g: SpecCounters(c.num_drafts, c.num_draft_tokens, 0, (0,) * spec.k)
+                for g, c in res.group_counters.items()
+            }
             res.outputs[0] = res.outputs[0][:-1]  # and one output stops a token early in that engine
         return res
 
@@ -293,8 +337,11 @@ def test_two_engines_are_compared(tmp_path, target, monkeypatch):
     report = verify.run_verify(opts, engines=[same, other])
     codes = [f["code"] for f in report["drafters"][0]["findings"]]
     assert "E-VERIFY-ENGINES-DISAGREE" in codes and not report["passed"]
-    assert any(f["subject"] == "engines.reference-copy.outputs" for f in report["drafters"][0]["findings"]
-               if f["code"] == "E-VERIFY-LOSSLESS")  # the other engine's own errors count too
+    assert any(
+        f["subject"] == "engines.reference-copy.outputs"
+        for f in report["drafters"][0]["findings"]
+        if f["code"] == "E-VERIFY-LOSSLESS"
+    )  # the other engine's own errors count too
     verify.validate_report(report)
 
 
@@ -383,5 +430,8 @@ def test_replaying_a_recorded_target_run_gives_the_engine_s_counters(tmp_path, t
     replayed = replay_acceptance(engine, live, drafter, records, 3)
     live_total = acceptance.total(run.group_counters.values())
     assert replayed.num_accepted_tokens > 0
-    assert (replayed.num_drafts, replayed.num_accepted_tokens, replayed.accepted_per_pos) == \
-        (live_total.num_drafts, live_total.num_accepted_tokens, live_total.accepted_per_pos)
+    assert (replayed.num_drafts, replayed.num_accepted_tokens, replayed.accepted_per_pos) == (
+        live_total.num_drafts,
+        live_total.num_accepted_tokens,
+        live_total.accepted_per_pos,
+    )

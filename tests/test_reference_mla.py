@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from formats_factory import vocab_maps, write_format, write_weights
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
 from eaglehub import acceptance
@@ -15,14 +16,18 @@ from eaglehub.drafter_mla import MLAAttention
 from eaglehub.engines.base import RunSpec, SpecCounters
 from eaglehub.engines.reference import ReferenceEngine, load_drafter
 from eaglehub.validate import validate
-from formats_factory import vocab_maps, write_format, write_weights
 
 PROMPTS = [[3, 17, 45, 9, 200, 31], [250, 4, 4, 4, 4, 8, 100, 61, 7], [60]]
 GROUPS = ["a", "a", "b"]
 LAYERS, EOS, K, MAX_TOKENS = 8, 255, 3, 24
 #: what a drafter copies from this target's config, so that `validate --target` has nothing to say
-PAIRED = {"rope_theta": 10000.0, "rope_scaling": None, "bos_token_id": 0, "eos_token_id": EOS,
-          "max_position_embeddings": 4096}
+PAIRED = {
+    "rope_theta": 10000.0,
+    "rope_scaling": None,
+    "bos_token_id": 0,
+    "eos_token_id": EOS,
+    "max_position_embeddings": 4096,
+}
 
 
 @pytest.fixture(scope="module")
@@ -31,11 +36,32 @@ def target(tmp_path_factory):
     first 2 dense, then MoE (4 routed experts, top-2, 1 shared); vocab 256, float32. Weights std 0.4
     (transformers' init at ``initializer_range``) for peaky logits, so greedy runs have no near-ties."""
     cfg = DeepseekV3Config(
-        vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=32, num_hidden_layers=LAYERS,
-        num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16,
-        qk_rope_head_dim=8, v_head_dim=16, first_k_dense_replace=2, n_routed_experts=4, num_experts_per_tok=2,
-        n_shared_experts=1, n_group=1, topk_group=1, max_position_embeddings=4096, bos_token_id=0,
-        eos_token_id=EOS, pad_token_id=None, tie_word_embeddings=False, initializer_range=0.4, dtype="float32")
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=128,
+        moe_intermediate_size=32,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        q_lora_rank=32,
+        kv_lora_rank=32,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=16,
+        first_k_dense_replace=2,
+        n_routed_experts=4,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        n_group=1,
+        topk_group=1,
+        max_position_embeddings=4096,
+        bos_token_id=0,
+        eos_token_id=EOS,
+        pad_token_id=None,
+        tie_word_embeddings=False,
+        initializer_range=0.4,
+        dtype="float32",
+    )
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("t") / "deepseek-v3-tiny"
     DeepseekV3ForCausalLM(cfg).save_pretrained(path)
@@ -109,7 +135,7 @@ def test_a_constant_mla_drafter_gets_drafts_accepted(tmp_path, engine, target, b
     accepted wherever the target emits c, so the target's and drafter's caches are cropped after
     accepted drafts too, and the output still equals the target alone."""
     counts = np.bincount([t for o in baseline.outputs for t in o[1:] if t != EOS], minlength=256)
-    tok = int(counts[:256 - 32].argmax())  # room for 31 larger ids: c is the smallest used id, draft id 0
+    tok = int(counts[: 256 - 32].argmax())  # room for 31 larger ids: c is the smallest used id, draft id 0
     w = _drafter(tmp_path, "const")
     tensors = dict(w.canonical)
     tensors["d2t"], tensors["t2d"] = vocab_maps(range(tok, tok + 32), 256)
@@ -130,9 +156,12 @@ def test_aux_hidden_states_are_the_inputs_of_the_captured_layers(tmp_path, engin
     def capture(i):
         def hook(module, args, kwargs):
             inputs[i] = (args[0] if args else kwargs["hidden_states"])[0].clone()
+
         return hook
 
-    hooks = [layer.register_forward_pre_hook(capture(i), with_kwargs=True) for i, layer in enumerate(t.model.model.layers)]
+    hooks = [
+        layer.register_forward_pre_hook(capture(i), with_kwargs=True) for i, layer in enumerate(t.model.model.layers)
+    ]
     try:
         with torch.inference_mode():
             _, aux = t.forward(PROMPTS[1], t.new_cache(), aux_ids)

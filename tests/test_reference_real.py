@@ -42,15 +42,38 @@ def test_wrong_d2t_offsets_are_caught_by_validate_and_by_acceptance_collapse(tmp
     with_t2d = _shifted_d2t(tmp_path / "shifted", keep_t2d=True)
     res = CliRunner().invoke(main, ["validate", str(with_t2d), "--target", "smollm2", "--json"])
     assert res.exit_code == 1 and "E-T2D-MISMATCH" in {f["code"] for f in json.loads(res.output)["findings"]}
-    res = CliRunner().invoke(main, ["verify", "--target", "smollm2", "--drafter", str(with_t2d), "--engine", "reference"])
+    res = CliRunner().invoke(
+        main, ["verify", "--target", "smollm2", "--drafter", str(with_t2d), "--engine", "reference"]
+    )
     assert res.exit_code == 1 and "E-T2D-MISMATCH" in res.output  # refused before any engine work
 
     # without t2d nothing in the checkpoint contradicts the offsets: only the run can tell
     blind = _shifted_d2t(tmp_path / "blind", keep_t2d=False)
     report_path = tmp_path / "verify.json"
-    res = CliRunner().invoke(main, ["verify", "--target", "smollm2", "--drafter", str(FIXTURE), "--drafter", str(blind),
-                                    "--engine", "reference", "--limit", "1", "--max-tokens", "32",
-                                    "--sampling-trials", "200000", "--sampling-prefixes", "2", "--report", str(report_path)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "verify",
+            "--target",
+            "smollm2",
+            "--drafter",
+            str(FIXTURE),
+            "--drafter",
+            str(blind),
+            "--engine",
+            "reference",
+            "--limit",
+            "1",
+            "--max-tokens",
+            "32",
+            "--sampling-trials",
+            "200000",
+            "--sampling-prefixes",
+            "2",
+            "--report",
+            str(report_path),
+        ],
+    )
     assert res.exit_code == 1, res.output
     good, bad = json.loads(report_path.read_text())["drafters"]
     assert good["passed"] and good["lossless"] and bad["lossless"]  # losslessness holds either way

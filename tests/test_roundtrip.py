@@ -15,14 +15,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-from eaglehub.convert import convert as _convert
-from eaglehub.errors import EaglehubError
-from eaglehub.layouts import read_drafter
-from eaglehub.spec import describe
-from eaglehub.validate import validate
 from formats_factory import (
     AUX_KEY,
     EXPORTED0,
@@ -38,11 +30,25 @@ from formats_factory import (
     tree_state,
     write_format,
 )
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from eaglehub.convert import convert as _convert
+from eaglehub.errors import EaglehubError
+from eaglehub.layouts import read_drafter
+from eaglehub.spec import describe
+from eaglehub.validate import validate
 
 convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 
 #: layer-0 spelling each producer writes (formats.md §5 "layer names")
-LAYER0_OF = {"vllm": LAYER0, "specforge": LAYER0, "speculators": EXPORTED0, "torchspec": EXPORTED0, "modelopt": EXPORTED0}
+LAYER0_OF = {
+    "vllm": LAYER0,
+    "specforge": LAYER0,
+    "speculators": EXPORTED0,
+    "torchspec": EXPORTED0,
+    "modelopt": EXPORTED0,
+}
 
 
 VERIFIER_ID = "tiny-org/tiny-target-8l"
@@ -116,8 +122,12 @@ def check_intermediate(src, b_dir: Path, fmt_b: str) -> None:
 def check_config(src, cfg: dict, fmt_b: str) -> None:
     """What each producer's config must say (formats.md §5, contract)."""
     spec, d = src.spec, src.spec.dims
-    flags = {"fc_norm": spec.fc_norm, "norm_output": spec.norm_output, "norm_before_fc": spec.norm_before_fc,
-             "norm_before_residual": spec.norm_before_residual}
+    flags = {
+        "fc_norm": spec.fc_norm,
+        "norm_output": spec.norm_output,
+        "norm_before_fc": spec.norm_before_fc,
+        "norm_before_residual": spec.norm_before_residual,
+    }
     if fmt_b == "speculators":
         layer = cfg["transformer_layer_config"]
         assert cfg["speculators_model_type"] == "eagle3" and "model_type" not in cfg
@@ -139,7 +149,14 @@ def check_config(src, cfg: dict, fmt_b: str) -> None:
         if k == "fc_norm" and flat.get("use_aux_norm") is True:
             continue
         assert flat.get(k, False) is v, k
-    for k in ("rope_theta", "rope_scaling", "max_position_embeddings", "bos_token_id", "eos_token_id", "rms_norm_eps"):
+    for k in (
+        "rope_theta",
+        "rope_scaling",
+        "max_position_embeddings",
+        "bos_token_id",
+        "eos_token_id",
+        "rms_norm_eps",
+    ):
         assert flat[k] == src.config.get(k, src.config.get("transformer_layer_config", {}).get(k)), k
 
 
@@ -285,7 +302,13 @@ def drafters(draw):
     return spec, fmt_a, file_kind
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 @given(drafters())
 def test_generated_round_trips(case):
     spec, fmt_a, file_kind = case
@@ -296,15 +319,29 @@ def test_generated_round_trips(case):
 def test_generated_space_reaches_every_format_and_refusal():
     """The strategy above can produce every source format and every reason a format refuses."""
     reasons, sources = set(), set()
-    for spec in (Spec(layer_kind="mla"), Spec(layers=2), Spec(norm_before_fc=True), Spec(embed=True),
-                 Spec(norm_before_residual=True), Spec(fc_norm=True, embed=True, target_hidden=96),
-                 Spec(fc_norm=True, norm_before_fc=True)):
+    for spec in (
+        Spec(layer_kind="mla"),
+        Spec(layers=2),
+        Spec(norm_before_fc=True),
+        Spec(embed=True),
+        Spec(norm_before_residual=True),
+        Spec(fc_norm=True, embed=True, target_hidden=96),
+        Spec(fc_norm=True, norm_before_fc=True),
+    ):
         for f in FORMATS:
             reasons.update(cannot_express(f, spec))
             if not cannot_express(f, spec):
                 sources.add(f)
-    assert reasons == {"mla", "layers", "norm_before_fc", "embed_tokens", "embed_required", "norm_before_residual",
-                       "fc_norm_ht", "both_norms"}
+    assert reasons == {
+        "mla",
+        "layers",
+        "norm_before_fc",
+        "embed_tokens",
+        "embed_required",
+        "norm_before_residual",
+        "fc_norm_ht",
+        "both_norms",
+    }
     assert sources == set(FORMATS)
 
 

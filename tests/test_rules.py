@@ -18,8 +18,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_docs_page_is_the_rendered_catalogue():
-    assert (REPO / "docs" / "rules.md").read_text() == rules_markdown(), \
+    assert (REPO / "docs" / "rules.md").read_text() == rules_markdown(), (
         "docs/rules.md is stale: run `eaglehub validate --list-rules --markdown > docs/rules.md`"
+    )
 
 
 def test_every_rule_is_complete_and_unique():

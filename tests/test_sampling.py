@@ -77,7 +77,11 @@ def test_correct_rule_reproduces_p_on_the_f24_toy():
     assert tv(emitted_distribution(variant("rule"), P, Q), P) < 1e-12  # exactly p, by the algebra
 
 
-@pytest.mark.parametrize("sampler, expected_tv", [(RESIDUAL_P, 0.14), (DRAFTED_FROM_R, 0.07)], ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize(
+    "sampler, expected_tv",
+    [(RESIDUAL_P, 0.14), (DRAFTED_FROM_R, 0.07)],
+    ids=lambda v: getattr(v, "__name__", v),
+)
 def test_broken_variants_are_biased_on_the_f24_toy(sampler, expected_tv):
     exact = tv(emitted_distribution(sampler, P, Q), P)
     assert exact == pytest.approx(expected_tv, abs=0.001)  # the numbers of failure-kinds.md F24
@@ -94,7 +98,9 @@ def test_single_candidate_variant_is_lossless():
     assert res["passed"] and res["tv"] < NOISE_TV and res["finding"] is None
 
 
-BIAS_TRIALS = 2_000_000  # power ≥ 0.99999 against a 1 % acceptance bias (asserted below); 200k would find it 20–40 % of the time
+BIAS_TRIALS = (
+    2_000_000  # power ≥ 0.99999 against a 1 % acceptance bias (asserted below); 200k would find it 20–40 % of the time
+)
 
 
 @pytest.mark.parametrize("scale", [1.01, 0.99], ids=["plus-1pct", "minus-1pct"])
@@ -108,7 +114,9 @@ def test_planted_one_percent_acceptance_bias_is_detected(scale):
     assert not res["passed"] and res["finding"]["code"] == "E-SAMPLING-BIASED"
     assert res["tv"] < 0.01  # a bias far below what a histogram shows by eye
     # the same trial count and seed do not flag the correct rule: the detection is the bias, not the size
-    assert sampling.sampling_test(sampling.speculative_sample, P, Q, BIAS_TRIALS, np.random.default_rng(3), ALPHA)["passed"]
+    assert sampling.sampling_test(sampling.speculative_sample, P, Q, BIAS_TRIALS, np.random.default_rng(3), ALPHA)[
+        "passed"
+    ]
 
 
 def dirichlet_pair(seed: int, vocab: int = 16) -> tuple[np.ndarray, np.ndarray]:
@@ -172,14 +180,26 @@ def test_fixed_seed_reproduces_exactly():
     assert np.array_equal(a, b)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: sampling.speculative_sample([0.5, 0.6], [0.5, 0.5], 10, np.random.default_rng()), "sums to"),
-    (lambda: sampling.speculative_sample([1.0], [0.5, 0.5], 10, np.random.default_rng()), "different vocabularies"),
-    (lambda: sampling.speculative_sample([[1.0]], [1.0], 10, np.random.default_rng()), "1-D"),
-    (lambda: sampling.speculative_sample([1.5, -0.5], [0.5, 0.5], 10, np.random.default_rng()), "non-negative"),
-    (lambda: sampling.goodness_of_fit(np.array([0, 4]), P), r"in \[0, 4\)"),
-    (lambda: sampling.speculative_chain(np.array([P, P]), np.array([Q, Q]), 10, np.random.default_rng()), "k\\+1"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: sampling.speculative_sample([0.5, 0.6], [0.5, 0.5], 10, np.random.default_rng()), "sums to"),
+        (
+            lambda: sampling.speculative_sample([1.0], [0.5, 0.5], 10, np.random.default_rng()),
+            "different vocabularies",
+        ),
+        (lambda: sampling.speculative_sample([[1.0]], [1.0], 10, np.random.default_rng()), "1-D"),
+        (
+            lambda: sampling.speculative_sample([1.5, -0.5], [0.5, 0.5], 10, np.random.default_rng()),
+            "non-negative",
+        ),
+        (lambda: sampling.goodness_of_fit(np.array([0, 4]), P), r"in \[0, 4\)"),
+        (
+            lambda: sampling.speculative_chain(np.array([P, P]), np.array([Q, Q]), 10, np.random.default_rng()),
+            "k\\+1",
+        ),
+    ],
+)
 def test_bad_inputs_raise_value_error(call, match):
     with pytest.raises(ValueError, match=match):
         call()

@@ -14,8 +14,14 @@ SCHEMAS = sorted(schemas_dir().glob("*.schema.json"))
 
 
 def test_schemas_exist():
-    assert {p.name for p in SCHEMAS} >= {"drafter-config.schema.json", "convert-report.schema.json", "provenance.schema.json",
-                                         "inspect-report.schema.json", "validate-report.schema.json", "verify-report.schema.json"}
+    assert {p.name for p in SCHEMAS} >= {
+        "drafter-config.schema.json",
+        "convert-report.schema.json",
+        "provenance.schema.json",
+        "inspect-report.schema.json",
+        "validate-report.schema.json",
+        "verify-report.schema.json",
+    }
 
 
 @pytest.mark.parametrize("path", SCHEMAS, ids=lambda p: p.name)

@@ -8,10 +8,10 @@ import math
 
 import pytest
 from click.testing import CliRunner
+from conftest import BASE_CONFIG
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import BASE_CONFIG
 from eaglehub import speedup
 from eaglehub.cli import main
 from eaglehub.engines.base import Engine, RunResult, SpecCounters
@@ -50,13 +50,22 @@ def test_general_speedup_and_bound_with_the_cpu_costs_of_benchmarks_md():
     assert speedup.general_speedup(1.657, 3, 107.0, 181.0, 5.0) < 1.0
 
 
-@pytest.mark.parametrize("call", [
-    lambda: speedup.implied_alpha(0.99, 3), lambda: speedup.implied_alpha(4.01, 3),
-    lambda: speedup.implied_alpha(float("nan"), 3), lambda: speedup.implied_alpha(2.0, 0),
-    lambda: speedup.expected_al(1.01, 3), lambda: speedup.expected_al(-0.1, 3), lambda: speedup.expected_al(0.5, True),
-    lambda: speedup.leviathan_speedup(0.5, 3, -0.1), lambda: speedup.general_speedup(0.9, 3, 1.0, 1.0, 0.0),
-    lambda: speedup.general_speedup(2.0, 3, 0.0, 1.0, 0.0), lambda: speedup.speedup_bound(3, 0.0, 0.1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: speedup.implied_alpha(0.99, 3),
+        lambda: speedup.implied_alpha(4.01, 3),
+        lambda: speedup.implied_alpha(float("nan"), 3),
+        lambda: speedup.implied_alpha(2.0, 0),
+        lambda: speedup.expected_al(1.01, 3),
+        lambda: speedup.expected_al(-0.1, 3),
+        lambda: speedup.expected_al(0.5, True),
+        lambda: speedup.leviathan_speedup(0.5, 3, -0.1),
+        lambda: speedup.general_speedup(0.9, 3, 1.0, 1.0, 0.0),
+        lambda: speedup.general_speedup(2.0, 3, 0.0, 1.0, 0.0),
+        lambda: speedup.speedup_bound(3, 0.0, 0.1),
+    ],
+)
 def test_formulas_refuse_values_outside_their_domain(call):
     with pytest.raises(ValueError):
         call()
@@ -79,7 +88,9 @@ def test_al_1_means_alpha_0_and_al_k_plus_1_means_alpha_1(k):
 @given(alphas, ks, cs)
 def test_leviathan_is_the_general_formula_with_a_one_forward_verify(alpha, k, c):
     al = speedup.expected_al(alpha, k)
-    assert speedup.general_speedup(al, k, 1.0, 1.0, c) == pytest.approx(speedup.leviathan_speedup(alpha, k, c), rel=1e-12)
+    assert speedup.general_speedup(al, k, 1.0, 1.0, c) == pytest.approx(
+        speedup.leviathan_speedup(alpha, k, c), rel=1e-12
+    )
 
 
 @given(alphas, ks, cs, vs)
@@ -117,8 +128,16 @@ def test_parse_concurrency_refuses_bad_lists(text):
 
 # --- throughput assembly on a scripted engine ------------------------------------------------------------
 
-COSTS = speedup.Costs(t_target_1_ms=100.0, t_verify_k1_ms=170.0, t_draft_1_ms=5.0, prefix_tokens=256, repeats=10,
-                      device="cpu", threads=2, dtype="float32")  # c = 0.05, v = 1.7
+COSTS = speedup.Costs(
+    t_target_1_ms=100.0,
+    t_verify_k1_ms=170.0,
+    t_draft_1_ms=5.0,
+    prefix_tokens=256,
+    repeats=10,
+    device="cpu",
+    threads=2,
+    dtype="float32",
+)  # c = 0.05, v = 1.7
 
 
 def batch_counters(c: int) -> SpecCounters:
@@ -147,9 +166,15 @@ class FakeEngine:
         for g, n in batches.items():
             if progress:
                 progress(g, n)
-        return RunResult(outputs=[[7] * 8 for _ in groups], group_counters=counters,
-                         generate_seconds=sum(seconds.values()), load_seconds=3.0, engine=self.name,
-                         engine_version="0.1", group_seconds=seconds if self.timed else {})
+        return RunResult(
+            outputs=[[7] * 8 for _ in groups],
+            group_counters=counters,
+            generate_seconds=sum(seconds.values()),
+            load_seconds=3.0,
+            engine=self.name,
+            engine_version="0.1",
+            group_seconds=seconds if self.timed else {},
+        )
 
 
 def test_fake_engine_satisfies_the_protocol():
@@ -171,8 +196,16 @@ def setup(tmp_path, monkeypatch, make_drafter, make_target):
 
 def _opts(setup, **over):
     target, drafter, prompts = setup
-    return speedup.SpeedupOptions(**{"target": str(target), "drafter": str(drafter), "prompts_file": str(prompts),
-                                     "concurrency": [1, 4], "max_tokens": 8, **over})
+    return speedup.SpeedupOptions(
+        **{
+            "target": str(target),
+            "drafter": str(drafter),
+            "prompts_file": str(prompts),
+            "concurrency": [1, 4],
+            "max_tokens": 8,
+            **over,
+        }
+    )
 
 
 def test_throughput_levels_batches_ratios_and_expected_speedups(setup):
@@ -182,15 +215,26 @@ def test_throughput_levels_batches_ratios_and_expected_speedups(setup):
     # two engine runs (alone, with the drafter), identical batches of exactly c, max_num_seqs = the largest level
     assert [r[0].drafter is not None for r in engine.runs] == [False, True]
     assert engine.runs[0][1] == engine.runs[1][1] == {"warmup": 1, "c1-0": 1, "c1-1": 1, "c1-2": 1, "c4-0": 4}
-    assert engine.runs[0][2] == engine.runs[1][2] == [[1, 2, 0], [1, 2, 0], [1, 2, 1], [1, 2, 2],
-                                                      [1, 2, 0], [1, 2, 1], [1, 2, 2], [1, 2, 0]]
+    assert (
+        engine.runs[0][2]
+        == engine.runs[1][2]
+        == [[1, 2, 0], [1, 2, 0], [1, 2, 1], [1, 2, 2], [1, 2, 0], [1, 2, 1], [1, 2, 2], [1, 2, 0]]
+    )
     assert all(r[0].engine_options == {"max_num_seqs": 4} and r[0].k == 3 for r in engine.runs)
     one, four = report["levels"]
     assert (one["concurrency"], one["batches"], one["prompts"]) == (1, 3, 3)
     assert (four["concurrency"], four["batches"], four["prompts"]) == (4, 1, 4)
     # the warm-up batch is in neither level: 3 batches × 2 s alone, 3 × 1 s with the drafter
-    assert one["target_alone"] == {"generate_seconds": 6.0, "output_tokens": 24, "output_tokens_per_second": 4.0}
-    assert one["with_drafter"] == {"generate_seconds": 3.0, "output_tokens": 24, "output_tokens_per_second": 8.0}
+    assert one["target_alone"] == {
+        "generate_seconds": 6.0,
+        "output_tokens": 24,
+        "output_tokens_per_second": 4.0,
+    }
+    assert one["with_drafter"] == {
+        "generate_seconds": 3.0,
+        "output_tokens": 24,
+        "output_tokens_per_second": 8.0,
+    }
     assert one["measured_speedup"] == pytest.approx(2.0)
     assert four["target_alone"]["output_tokens_per_second"] == pytest.approx(16.0)
     assert four["with_drafter"]["output_tokens_per_second"] == pytest.approx(20.0)
@@ -207,14 +251,17 @@ def test_throughput_levels_batches_ratios_and_expected_speedups(setup):
     assert report["costs"]["c"] == pytest.approx(0.05) and report["costs"]["v"] == pytest.approx(1.7)
     assert report["engine"] == {"name": "fake", "version": "0.1"}
     assert report["prompts"]["count"] == 3 and report["prompts"]["categories"] == {"math": 2, "coding": 1}
-    assert report["serve_command"].startswith("vllm serve ") and '"num_speculative_tokens": 3' in report["serve_command"]
+    assert (
+        report["serve_command"].startswith("vllm serve ") and '"num_speculative_tokens": 3' in report["serve_command"]
+    )
     assert any(n.startswith("CPU speedups are not GPU speedups") and "v = 1.70" in n for n in report["notes"])
     assert set(report["definitions"]) >= {"measured_speedup", "implied_alpha", "expected_speedup_leviathan"}
 
 
 def test_gpu_costs_carry_no_cpu_note(setup):
-    report = speedup.run_speedup(_opts(setup), engine=FakeEngine(), costs=speedup.Costs(
-        10.0, 10.5, 0.5, 256, 10, "cuda", 1, "float32"))
+    report = speedup.run_speedup(
+        _opts(setup), engine=FakeEngine(), costs=speedup.Costs(10.0, 10.5, 0.5, 256, 10, "cuda", 1, "float32")
+    )
     assert not any("CPU" in n for n in report["notes"])
 
 
@@ -231,11 +278,18 @@ def test_inconsistent_counters_are_an_error(setup, monkeypatch):
     assert exc.value.exit_code == 1
 
 
-@pytest.mark.parametrize("over, match", [
-    ({"k": 0}, "-k must be at least 1"), ({"max_tokens": 0}, "--max-tokens"), ({"repeats": 0}, "--repeats"),
-    ({"concurrency": []}, "concurrency levels"), ({"concurrency": [4, 4]}, "concurrency levels"),
-    ({"prefix_tokens": 2048}, "exceeds max_model_len"), ({"limit": 0}, "--limit"),
-])
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        ({"k": 0}, "-k must be at least 1"),
+        ({"max_tokens": 0}, "--max-tokens"),
+        ({"repeats": 0}, "--repeats"),
+        ({"concurrency": []}, "concurrency levels"),
+        ({"concurrency": [4, 4]}, "concurrency levels"),
+        ({"prefix_tokens": 2048}, "exceeds max_model_len"),
+        ({"limit": 0}, "--limit"),
+    ],
+)
 def test_usage_errors_come_before_any_engine_run(setup, over, match):
     engine = FakeEngine()
     with pytest.raises(EaglehubError, match=match) as exc:
@@ -292,8 +346,23 @@ def _cli(*args):
 def test_cli_table_json_report_and_plot(setup, tmp_path, monkeypatch):
     target, drafter, prompts = setup
     monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: FakeEngine())
-    args = ["speedup", "--target", target, "--drafter", drafter, "--prompts", prompts, "--concurrency", "4,1",
-            "--max-tokens", "8", "--prefix-tokens", "16", "--repeats", "2"]
+    args = [
+        "speedup",
+        "--target",
+        target,
+        "--drafter",
+        drafter,
+        "--prompts",
+        prompts,
+        "--concurrency",
+        "4,1",
+        "--max-tokens",
+        "8",
+        "--prefix-tokens",
+        "16",
+        "--repeats",
+        "2",
+    ]
     res = _cli(*args, "--report", tmp_path / "s.json", "--plot", tmp_path / "s.png")
     assert res.exit_code == 0, res.output
     assert "question" not in res.output  # prompt text is never printed
@@ -310,11 +379,14 @@ def test_cli_table_json_report_and_plot(setup, tmp_path, monkeypatch):
     assert [lv["measured_speedup"] for lv in report["levels"]] == pytest.approx([2.0, 1.25])
 
 
-@pytest.mark.parametrize("extra, match", [
-    (["--concurrency", "1,x"], "error: --concurrency '1,x': 'x' is not an integer in [1, 1024]"),
-    (["--concurrency", ""], "error: --concurrency is empty"),
-    (["-k", "0"], "error: -k must be at least 1, got 0"),
-])
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--concurrency", "1,x"], "error: --concurrency '1,x': 'x' is not an integer in [1, 1024]"),
+        (["--concurrency", ""], "error: --concurrency is empty"),
+        (["-k", "0"], "error: -k must be at least 1, got 0"),
+    ],
+)
 def test_cli_usage_errors_are_one_line_exit_2(setup, monkeypatch, extra, match):
     target, drafter, prompts = setup
     engine = FakeEngine()

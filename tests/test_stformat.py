@@ -21,11 +21,42 @@ from safetensors.torch import save_file as pt_save_file
 from eaglehub.errors import EaglehubError
 from eaglehub.stformat import DTYPE_BY_TORCH, DTYPES, MAX_HEADER_SIZE, read_header
 
-TORCH_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32,
-                torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64,
-                torch.float8_e4m3fn, torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz, torch.float8_e8m0fnu]
-NUMPY_DTYPES = [np.bool_, np.uint8, np.int8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64,
-                np.float16, np.float32, np.float64, np.complex64]
+TORCH_DTYPES = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.float8_e4m3fn,
+    torch.float8_e5m2,
+    torch.float8_e4m3fnuz,
+    torch.float8_e5m2fnuz,
+    torch.float8_e8m0fnu,
+]
+NUMPY_DTYPES = [
+    np.bool_,
+    np.uint8,
+    np.int8,
+    np.int16,
+    np.uint16,
+    np.int32,
+    np.uint32,
+    np.int64,
+    np.uint64,
+    np.float16,
+    np.float32,
+    np.float64,
+    np.complex64,
+]
 
 names = st.text(alphabet="abcdefgh._0123", min_size=1, max_size=12).filter(lambda s: s != "__metadata__")
 shapes = st.lists(st.integers(0, 5), min_size=0, max_size=3).map(tuple)
@@ -77,23 +108,41 @@ def _assert_matches_library(path: Path, expected: dict[str, bytes], meta: dict |
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.dictionaries(names, st.tuples(st.sampled_from(TORCH_DTYPES), shapes), max_size=6), metadata, st.integers(0, 2**16))
+@given(
+    st.dictionaries(names, st.tuples(st.sampled_from(TORCH_DTYPES), shapes), max_size=6),
+    metadata,
+    st.integers(0, 2**16),
+)
 def test_torch_written_files_read_back(tmp_path, spec, meta, seed):
     tensors = {n: _torch_tensor(dt, shape, seed + i) for i, (n, (dt, shape)) in enumerate(spec.items())}
     path = tmp_path / "t.safetensors"
     pt_save_file(tensors, str(path), metadata=meta)
-    _assert_matches_library(path, {n: t.contiguous().view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-                                   for n, t in tensors.items()}, meta)
+    _assert_matches_library(
+        path,
+        {
+            n: t.contiguous().view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            for n, t in tensors.items()
+        },
+        meta,
+    )
     for n, t in tensors.items():
         assert read_header(path).tensors[n].dtype_info.torch == str(t.dtype).removeprefix("torch.")
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.dictionaries(names, st.tuples(st.sampled_from(NUMPY_DTYPES), shapes), max_size=6), metadata, st.integers(0, 2**16))
+@given(
+    st.dictionaries(names, st.tuples(st.sampled_from(NUMPY_DTYPES), shapes), max_size=6),
+    metadata,
+    st.integers(0, 2**16),
+)
 def test_numpy_written_files_read_back(tmp_path, spec, meta, seed):
     rng = np.random.default_rng(seed)
-    tensors = {n: rng.integers(0, 256, size=int(np.prod(shape)) * np.dtype(dt).itemsize, dtype=np.uint8)
-               .view(np.uint8 if dt is np.bool_ else dt).reshape(shape) for n, (dt, shape) in spec.items()}
+    tensors = {
+        n: rng.integers(0, 256, size=int(np.prod(shape)) * np.dtype(dt).itemsize, dtype=np.uint8)
+        .view(np.uint8 if dt is np.bool_ else dt)
+        .reshape(shape)
+        for n, (dt, shape) in spec.items()
+    }
     tensors = {n: np.asarray((a % 2).astype(np.bool_)) if spec[n][0] is np.bool_ else a for n, a in tensors.items()}
     path = tmp_path / "n.safetensors"
     np_save_file(tensors, str(path), metadata=meta)
@@ -102,8 +151,11 @@ def test_numpy_written_files_read_back(tmp_path, spec, meta, seed):
 
 def test_offsets_are_absolute_and_metadata_kept(tmp_path):
     path = tmp_path / "x.safetensors"
-    pt_save_file({"b": torch.arange(3, dtype=torch.int64), "a": torch.ones(2, 2, dtype=torch.bfloat16)}, str(path),
-                 metadata={"format": "pt", "note": "é"})
+    pt_save_file(
+        {"b": torch.arange(3, dtype=torch.int64), "a": torch.ones(2, 2, dtype=torch.bfloat16)},
+        str(path),
+        metadata={"format": "pt", "note": "é"},
+    )
     h = read_header(path)
     n = struct.unpack("<Q", path.read_bytes()[:8])[0]
     assert h.header_len == n and h.data_start == 8 + n
@@ -178,7 +230,11 @@ BAD = {
     "three offsets": ({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4, 4]}}, b"\0" * 4, None),
     "entry not object": ({"a": [1, 2]}, b"", None),
     "empty header with data": ({}, b"\0" * 4, None),
-    "duplicate name": (None, b"\0" * 8, b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}'),
+    "duplicate name": (
+        None,
+        b"\0" * 8,
+        b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}',
+    ),
     "header is a list": (None, b"", b"[]"),
     "NUL padding": (None, b"\0" * 4, b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}\0\0'),
     "cut JSON": (None, b"", b'{"a":'),
@@ -222,12 +278,15 @@ def test_library_and_read_header_accept_the_same_files(tmp_path, case):
     assert sorted(h.tensors) == keys and h.metadata == {}
 
 
-@pytest.mark.parametrize("prefix,match", [
-    (b"abc", "too short"),
-    (struct.pack("<Q", MAX_HEADER_SIZE + 1) + b"{}", "exceeds"),
-    (struct.pack("<Q", 1 << 40) + b"{}", "exceeds"),
-    (struct.pack("<Q", 1000) + b"{}", "runs past the end"),
-])
+@pytest.mark.parametrize(
+    "prefix,match",
+    [
+        (b"abc", "too short"),
+        (struct.pack("<Q", MAX_HEADER_SIZE + 1) + b"{}", "exceeds"),
+        (struct.pack("<Q", 1 << 40) + b"{}", "exceeds"),
+        (struct.pack("<Q", 1000) + b"{}", "runs past the end"),
+    ],
+)
 def test_bad_length_prefix(tmp_path, prefix, match):
     path = tmp_path / "p.safetensors"
     path.write_bytes(prefix)
@@ -247,7 +306,11 @@ def test_missing_file_is_a_one_line_error(tmp_path):
 def test_every_truncation_is_refused_by_both(tmp_path, data):
     path = tmp_path / "full.safetensors"
     if not path.exists():
-        pt_save_file({"w": torch.randn(4, 8).to(torch.bfloat16), "d2t": torch.arange(5)}, str(path), metadata={"format": "pt"})
+        pt_save_file(
+            {"w": torch.randn(4, 8).to(torch.bfloat16), "d2t": torch.arange(5)},
+            str(path),
+            metadata={"format": "pt"},
+        )
     full = path.read_bytes()
     cut = data.draw(st.integers(0, len(full) - 1), label="cut")
     short = tmp_path / "short.safetensors"
@@ -264,7 +327,11 @@ def test_garbled_header_bytes_never_crash(tmp_path, data):
     with an EaglehubError, never another exception."""
     path = tmp_path / "full.safetensors"
     if not path.exists():
-        pt_save_file({"w": torch.randn(4, 8).to(torch.bfloat16), "d2t": torch.arange(5)}, str(path), metadata={"format": "pt"})
+        pt_save_file(
+            {"w": torch.randn(4, 8).to(torch.bfloat16), "d2t": torch.arange(5)},
+            str(path),
+            metadata={"format": "pt"},
+        )
     full = bytearray(path.read_bytes())
     n = struct.unpack("<Q", full[:8])[0]
     pos = data.draw(st.integers(0, 8 + n - 1), label="pos")

@@ -37,12 +37,21 @@ def _random(dtype, shape, seed):
 def _copy_plan(src: Path) -> list[OutTensor]:
     """OutTensors that copy every tensor of ``src`` through, renamed with a ``copy.`` prefix."""
     h = read_header(src)
-    return [OutTensor(f"copy.{e.name}", e.dtype, e.shape, e.nbytes, src_file=src, src_offset=e.start) for e in h.tensors.values()]
+    return [
+        OutTensor(f"copy.{e.name}", e.dtype, e.shape, e.nbytes, src_file=src, src_offset=e.start)
+        for e in h.tensors.values()
+    ]
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(DTYPES), st.lists(st.integers(0, 5), min_size=0, max_size=3)), min_size=1, max_size=6),
-       st.integers(0, 2**16))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(DTYPES), st.lists(st.integers(0, 5), min_size=0, max_size=3)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(0, 2**16),
+)
 def test_copied_files_read_back_bit_exact(tmp_path_factory, specs, seed):
     tmp = tmp_path_factory.mktemp("st")
     tensors = {f"t{i}": _random(dt, tuple(shape), seed + i) for i, (dt, shape) in enumerate(specs)}
@@ -80,7 +89,10 @@ def test_chunked_fallback_when_the_kernel_copy_is_refused(tmp_path, monkeypatch)
 
 
 def test_contiguous_tensors_are_copied_in_one_run(tmp_path, monkeypatch):
-    save_file({f"t{i}": torch.full((10,), i, dtype=torch.float32) for i in range(5)}, str(tmp_path / "src.safetensors"))
+    save_file(
+        {f"t{i}": torch.full((10,), i, dtype=torch.float32) for i in range(5)},
+        str(tmp_path / "src.safetensors"),
+    )
     sizes = []
     real = os.copy_file_range
 
@@ -126,6 +138,9 @@ def test_byte_level_convert_does_not_import_torch(make_drafter, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
     assert json.loads((tmp_path / "out" / "config.json").read_text())["speculators_model_type"] == "eagle3"
-    before, after = load_file(str(src / "model.safetensors")), load_file(str(tmp_path / "out" / "model.safetensors"))
+    before, after = (
+        load_file(str(src / "model.safetensors")),
+        load_file(str(tmp_path / "out" / "model.safetensors")),
+    )
     assert torch.equal(after["layers.0.mlp.up_proj.weight"], before["midlayer.mlp.up_proj.weight"])
     assert torch.equal(after["fc_norm.2.weight"], torch.ones(64, dtype=torch.bfloat16))

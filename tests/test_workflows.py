@@ -6,7 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -17,10 +16,18 @@ BIN = Path(sys.executable).parent
 def lint(*paths: Path) -> list[subprocess.CompletedProcess]:
     """Both linters on ``paths`` (offline: zizmor's online audits off, the schema is the one check-jsonschema vendors)."""
     return [
-        subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
-                       capture_output=True, text=True, timeout=120),
-        subprocess.run([str(BIN / "zizmor"), "--offline", "--no-progress", *map(str, paths)],
-                       capture_output=True, text=True, timeout=120),
+        subprocess.run(
+            [str(BIN / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", *map(str, paths)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ),
+        subprocess.run(
+            [str(BIN / "zizmor"), "--offline", "--no-progress", *map(str, paths)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ),
     ]
 
 
@@ -65,8 +72,15 @@ def test_publish_workflow_shape():
     doc = yaml.safe_load((ROOT / ".github" / "workflows" / "publish.yml").read_text())
     trigger = doc[True]  # PyYAML reads the key `on` as the boolean true
     inputs = trigger["workflow_dispatch"]["inputs"]
-    assert {k: v["type"] for k, v in inputs.items() if k in ("source", "target", "target_repo", "scheme", "dry_run")} == {
-        "source": "string", "target": "string", "target_repo": "string", "scheme": "choice", "dry_run": "boolean"}
+    assert {
+        k: v["type"] for k, v in inputs.items() if k in ("source", "target", "target_repo", "scheme", "dry_run")
+    } == {
+        "source": "string",
+        "target": "string",
+        "target_repo": "string",
+        "scheme": "choice",
+        "dry_run": "boolean",
+    }
     assert inputs["dry_run"]["default"] is True and inputs["scheme"]["default"] == "fp8-dynamic"
     assert doc["permissions"] == {}
     jobs = doc["jobs"]

@@ -14,13 +14,26 @@ from . import aux, config, engine, quant, target, tensors, vocab
 from .context import Context, Options, TargetInfo, read_target
 
 CHECKS = [
-    config.check_schema, config.check_architecture, config.check_rope, config.check_misc, config.check_flags, config.check_mla,
-    tensors.check_prefix, tensors.check_expected, tensors.check_dtypes, tensors.check_fc_norm_unit,
-    tensors.check_finite, tensors.check_init,
-    quant.check, vocab.check, aux.check, target.check, engine.check,
+    config.check_schema,
+    config.check_architecture,
+    config.check_rope,
+    config.check_misc,
+    config.check_flags,
+    config.check_mla,
+    tensors.check_prefix,
+    tensors.check_expected,
+    tensors.check_dtypes,
+    tensors.check_fc_norm_unit,
+    tensors.check_finite,
+    tensors.check_init,
+    quant.check,
+    vocab.check,
+    aux.check,
+    target.check,
+    engine.check,
 ]
 
 #: value checks that read weight data (``validate --deep``): non-finite values, untrained-looking weights
 STATISTICS_CHECKS = (tensors.check_finite, tensors.check_init)
 
-__all__ = ["STATISTICS_CHECKS", "CHECKS", "Context", "Options", "TargetInfo", "read_target"]
+__all__ = ["CHECKS", "STATISTICS_CHECKS", "Context", "Options", "TargetInfo", "read_target"]

@@ -15,9 +15,14 @@ def _hidden_undeclared(ctx: Context) -> list[Finding]:
     if d.Ht_declared or fc is None or len(fc.shape) != 2 or not d.H or fc.shape[1] == d.A * d.H or fc.shape[1] % d.A:
         return []
     ht = fc.shape[1] // d.A
-    return [finding("E-HIDDEN-UNDECLARED", "target_hidden_size",
-                    f"fc.weight is {list(fc.shape)}: Ht = {fc.shape[1]}/{d.A} = {ht}, but config has no target_hidden_size (engines then use hidden_size {d.H})",
-                    f'add "target_hidden_size": {ht}')]
+    return [
+        finding(
+            "E-HIDDEN-UNDECLARED",
+            "target_hidden_size",
+            f"fc.weight is {list(fc.shape)}: Ht = {fc.shape[1]}/{d.A} = {ht}, but config has no target_hidden_size (engines then use hidden_size {d.H})",
+            f'add "target_hidden_size": {ht}',
+        )
+    ]
 
 
 def _fc_count(ctx: Context) -> list[Finding]:
@@ -25,32 +30,70 @@ def _fc_count(ctx: Context) -> list[Finding]:
     fc = ctx.drafter.tensors.get("fc.weight")
     if fc is None or len(fc.shape) != 2 or not d.Ht or fc.shape[1] % d.Ht or fc.shape[1] // d.Ht == d.A:
         return []
-    return [finding("E-AUX-COUNT", "fc.weight", f"fc.weight reads {fc.shape[1] // d.Ht} aux states of width {d.Ht}, the config implies A = {d.A}",
-                    f'set "num_aux_hidden_states": {fc.shape[1] // d.Ht} and list that many aux-layer ids')]
+    return [
+        finding(
+            "E-AUX-COUNT",
+            "fc.weight",
+            f"fc.weight reads {fc.shape[1] // d.Ht} aux states of width {d.Ht}, the config implies A = {d.A}",
+            f'set "num_aux_hidden_states": {fc.shape[1] // d.Ht} and list that many aux-layer ids',
+        )
+    ]
 
 
-def check_ids(ids: list[int], subject: str, n_layers: int | None, expected_count: int | None, ordered: bool = True) -> list[Finding]:
+def check_ids(
+    ids: list[int], subject: str, n_layers: int | None, expected_count: int | None, ordered: bool = True
+) -> list[Finding]:
     """Duplicates, order (if ``ordered``), range ``[0, N]`` and count of one id list as vLLM captures it."""
     out = []
     if len(set(ids)) != len(ids):
         dup = sorted({i for i in ids if ids.count(i) > 1})
-        out.append(finding("E-AUX-DUPLICATE", subject, f"aux-layer ids {ids} repeat {dup}: vLLM captures fewer states than fc expects and crashes at the first draft step",
-                           "write distinct, sorted C-in ids at the top level (eagle_aux_hidden_state_layer_ids)"))
+        out.append(
+            finding(
+                "E-AUX-DUPLICATE",
+                subject,
+                f"aux-layer ids {ids} repeat {dup}: vLLM captures fewer states than fc expects and crashes at the first draft step",
+                "write distinct, sorted C-in ids at the top level (eagle_aux_hidden_state_layer_ids)",
+            )
+        )
     elif ordered and ids != sorted(ids):
-        out.append(finding("E-AUX-ORDER", subject, f"aux-layer ids {ids} are not ascending; vLLM concatenates in ascending layer order",
-                           f"write {sorted(ids)} (and make sure fc blocks follow that order)"))
+        out.append(
+            finding(
+                "E-AUX-ORDER",
+                subject,
+                f"aux-layer ids {ids} are not ascending; vLLM concatenates in ascending layer order",
+                f"write {sorted(ids)} (and make sure fc blocks follow that order)",
+            )
+        )
     hi = n_layers
     bad = [i for i in ids if i < 0 or (hi is not None and i > hi)]
     if bad:
         where = f"[0, {hi}] of the {hi}-layer target" if hi is not None else "[0, N]"
-        out.append(finding("E-AUX-RANGE", subject, f"aux-layer id(s) {bad} outside {where}",
-                           "pick ids inside the target's layers, or pair the drafter with the target it was trained on"))
+        out.append(
+            finding(
+                "E-AUX-RANGE",
+                subject,
+                f"aux-layer id(s) {bad} outside {where}",
+                "pick ids inside the target's layers, or pair the drafter with the target it was trained on",
+            )
+        )
     elif hi is not None and hi in ids:
-        out.append(finding("W-AUX-LAST", subject, f"id {hi} is the final pre-norm state; Llama/Qwen targets in vLLM capture ids < N",
-                           "check the engine captures it; otherwise use an id below N"))
+        out.append(
+            finding(
+                "W-AUX-LAST",
+                subject,
+                f"id {hi} is the final pre-norm state; Llama/Qwen targets in vLLM capture ids < N",
+                "check the engine captures it; otherwise use an id below N",
+            )
+        )
     if expected_count is not None and len(ids) != expected_count:
-        out.append(finding("E-AUX-COUNT", subject, f"{len(ids)} aux-layer ids but the drafter reads A = {expected_count} aux states",
-                           "make num_aux_hidden_states, the id list and fc width agree"))
+        out.append(
+            finding(
+                "E-AUX-COUNT",
+                subject,
+                f"{len(ids)} aux-layer ids but the drafter reads A = {expected_count} aux states",
+                "make num_aux_hidden_states, the id list and fc width agree",
+            )
+        )
     return out
 
 
@@ -59,15 +102,33 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
     top = aux.key == AUX_KEY
     conv, reason = infer_convention(aux.raw, top, n_layers)
     if top and aux.raw and aux.raw[0] == 1:
-        return [finding("W-AUX-CONVENTION", aux.key, f"top-level ids {aux.raw} start at 1 like a C-out list, but this key is read as C-in (input to layer)",
-                        f"if the trainer used C-out ids (SpecForge, TorchSpec, ModelOpt), write {[i + 1 for i in aux.raw]}")]
+        return [
+            finding(
+                "W-AUX-CONVENTION",
+                aux.key,
+                f"top-level ids {aux.raw} start at 1 like a C-out list, but this key is read as C-in (input to layer)",
+                f"if the trainer used C-out ids (SpecForge, TorchSpec, ModelOpt), write {[i + 1 for i in aux.raw]}",
+            )
+        ]
     if conv == C_OUT:
-        return [finding("W-AUX-CONVENTION", aux.key, f"nested ids {aux.raw} look C-out ({reason}); vLLM captures them as C-in, one layer early",
-                        f'for vLLM, `eaglehub convert --format vllm` (writes top-level "{AUX_KEY}": {[i + 1 for i in aux.raw]}); '
-                        "SGLang and this format's own tools read the nested list as written")]
+        return [
+            finding(
+                "W-AUX-CONVENTION",
+                aux.key,
+                f"nested ids {aux.raw} look C-out ({reason}); vLLM captures them as C-in, one layer early",
+                f'for vLLM, `eaglehub convert --format vllm` (writes top-level "{AUX_KEY}": {[i + 1 for i in aux.raw]}); '
+                "SGLang and this format's own tools read the nested list as written",
+            )
+        ]
     if conv == UNKNOWN:
-        return [finding("W-AUX-CONVENTION", aux.key, f"cannot tell whether nested ids {aux.raw} are C-in or C-out ({reason})",
-                        f'write the C-in list at the top level ("{AUX_KEY}")')]
+        return [
+            finding(
+                "W-AUX-CONVENTION",
+                aux.key,
+                f"cannot tell whether nested ids {aux.raw} are C-in or C-out ({reason})",
+                f'write the C-in list at the top level ("{AUX_KEY}")',
+            )
+        ]
     assert conv == C_IN
     return []
 
@@ -85,12 +146,19 @@ def _conflict(ctx: Context, n_layers: int | None) -> list[Finding]:
     if not (_int_list(top) and _int_list(nested)):
         return []  # malformed lists are reported by the schema check
     conv, _ = infer_convention(nested, False, n_layers)
-    readings = {C_IN: [list(nested)], C_OUT: [[i + 1 for i in nested]]}.get(conv, [list(nested), [i + 1 for i in nested]])
+    readings = {C_IN: [list(nested)], C_OUT: [[i + 1 for i in nested]]}.get(
+        conv, [list(nested), [i + 1 for i in nested]]
+    )
     if top in readings:
         return []
-    return [finding("W-AUX-CONFLICT", f"eagle_config.{AUX_KEY}",
-                    f"top-level ids {top} (read by vLLM) and nested ids {nested} (read by SGLang) name different layers",
-                    "keep one list, the one the drafter was trained with (`eaglehub convert` writes each format's list from one)")]
+    return [
+        finding(
+            "W-AUX-CONFLICT",
+            f"eagle_config.{AUX_KEY}",
+            f"top-level ids {top} (read by vLLM) and nested ids {nested} (read by SGLang) name different layers",
+            "keep one list, the one the drafter was trained with (`eaglehub convert` writes each format's list from one)",
+        )
+    ]
 
 
 def _nondefault(ctx: Context, n_layers: int) -> list[Finding]:
@@ -103,9 +171,14 @@ def _nondefault(ctx: Context, n_layers: int) -> list[Finding]:
     if sorted(aux.c_in) == sorted(defaults):
         return []
     shown = f"C-in {aux.c_in}" + (f" (stored {aux.convention} as {aux.raw})" if aux.c_in != aux.raw else "")
-    return [finding("W-AUX-NONDEFAULT", aux.key,
-                    f"aux-layer ids {shown} differ from the default {defaults} of this {n_layers}-layer target: vLLM reads the "
-                    "drafter's ids, engines that capture only the default layers feed it other hidden states (AL ≈ 1)")]
+    return [
+        finding(
+            "W-AUX-NONDEFAULT",
+            aux.key,
+            f"aux-layer ids {shown} differ from the default {defaults} of this {n_layers}-layer target: vLLM reads the "
+            "drafter's ids, engines that capture only the default layers feed it other hidden states (AL ≈ 1)",
+        )
+    ]
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -123,11 +196,23 @@ def check(ctx: Context) -> list[Finding]:
     if AUX_KEY in raw or AUX_KEY in (raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}):
         return out  # a list is stored but is not a list of integers: E-CONFIG-SCHEMA says so; no default applies
     if n is None:
-        return out + [finding("I-AUX-DEFAULT", AUX_KEY, "no explicit aux-layer ids: vLLM captures the target's default (2, N//2, N-3)",
-                              "pass --target to check the defaults, or write explicit ids")]
+        return out + [
+            finding(
+                "I-AUX-DEFAULT",
+                AUX_KEY,
+                "no explicit aux-layer ids: vLLM captures the target's default (2, N//2, N-3)",
+                "pass --target to check the defaults, or write explicit ids",
+            )
+        ]
     defaults = default_aux_ids(n)
     found = check_ids(defaults, f"{AUX_KEY} (vLLM default for N={n})", n, d.A, ordered=False)
     if not found:
-        found = [finding("I-AUX-DEFAULT", AUX_KEY, f"no explicit aux-layer ids: vLLM captures {defaults} for this {n}-layer target",
-                         f'write "{AUX_KEY}": {defaults} explicitly')]
+        found = [
+            finding(
+                "I-AUX-DEFAULT",
+                AUX_KEY,
+                f"no explicit aux-layer ids: vLLM captures {defaults} for this {n}-layer target",
+                f'write "{AUX_KEY}": {defaults} explicitly',
+            )
+        ]
     return out + found

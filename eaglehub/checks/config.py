@@ -11,7 +11,9 @@ from ..shapes import MLA, MLA_ARCHITECTURES, layer_kind
 from .context import Context
 
 #: rope types vLLM's ``get_rope`` and transformers' ``ROPE_INIT_FUNCTIONS`` know (F14).
-KNOWN_ROPE_TYPES = frozenset({"default", "linear", "dynamic", "yarn", "longrope", "llama3", "mrope", "deepseek_yarn", "su"})
+KNOWN_ROPE_TYPES = frozenset(
+    {"default", "linear", "dynamic", "yarn", "longrope", "llama3", "mrope", "deepseek_yarn", "su"}
+)
 DRAFTER_MODEL_TYPES = frozenset({"llama"})
 #: ``model_type`` values an MLA drafter config loads with (vllm.md §5, §14; formats.md §5).
 MLA_MODEL_TYPES = frozenset({"kimi_k2", "deepseek_v2"})
@@ -31,7 +33,11 @@ def _raw(ctx: Context) -> dict:
 #: ``schemas/<name>.schema.json`` per layout: speculators configs are checked as stored (their
 #: layer keys live in ``transformer_layer_config``), the flat layouts on the canonical flat config.
 SPECULATORS_SCHEMA, MLA_SCHEMA, EAGLE31_SCHEMA, EAGLE3_SCHEMA = (
-    "drafter-config-speculators", "drafter-config-mla", "drafter-config-eagle31", "drafter-config")
+    "drafter-config-speculators",
+    "drafter-config-mla",
+    "drafter-config-eagle31",
+    "drafter-config",
+)
 
 
 def config_schema(ctx: Context) -> tuple[str, dict]:
@@ -51,7 +57,12 @@ def check_schema(ctx: Context) -> list[Finding]:
     """Every violation of the layout's schema (:func:`config_schema`) → E-CONFIG-SCHEMA."""
     name, cfg = config_schema(ctx)
     return [
-        finding("E-CONFIG-SCHEMA", path, f"config.json: {msg}", f"fix config.json (see schemas/{name}.schema.json)")
+        finding(
+            "E-CONFIG-SCHEMA",
+            path,
+            f"config.json: {msg}",
+            f"fix config.json (see schemas/{name}.schema.json)",
+        )
         for path, msg in schema_errors(cfg, name)
     ]
 
@@ -72,17 +83,33 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
     arch = architecture(cfg)
     out = []
     if arch is not None and arch not in MLA_ARCHITECTURES:
-        out.append(finding("E-CONFIG-ARCH", "architectures",
-                           f"{arch} is not an MLA drafter class, yet the config is an MLA drafter (kv_lora_rank; {_evidence(ctx)})",
-                           f'set "architectures": ["{MLA_ARCH}"]'))
+        out.append(
+            finding(
+                "E-CONFIG-ARCH",
+                "architectures",
+                f"{arch} is not an MLA drafter class, yet the config is an MLA drafter (kv_lora_rank; {_evidence(ctx)})",
+                f'set "architectures": ["{MLA_ARCH}"]',
+            )
+        )
     mt = cfg.get("model_type")
     if isinstance(mt, str) and mt in MLA_MTP_MODEL_TYPES:
-        out.append(finding("E-MLA-MODELTYPE", "model_type",
-                           f"model_type {mt!r}: vLLM rewrites such draft configs into an MTP model, whose class cannot load an EAGLE-3 drafter",
-                           _MLA_MODEL_TYPE_HINT))
+        out.append(
+            finding(
+                "E-MLA-MODELTYPE",
+                "model_type",
+                f"model_type {mt!r}: vLLM rewrites such draft configs into an MTP model, whose class cannot load an EAGLE-3 drafter",
+                _MLA_MODEL_TYPE_HINT,
+            )
+        )
     elif not isinstance(mt, str) or mt not in MLA_MODEL_TYPES:
-        out.append(finding("E-CONFIG-ARCH", "model_type", f"model_type {mt!r}: vLLM parses an MLA drafter config as 'kimi_k2' or 'deepseek_v2'",
-                           _MLA_MODEL_TYPE_HINT))
+        out.append(
+            finding(
+                "E-CONFIG-ARCH",
+                "model_type",
+                f"model_type {mt!r}: vLLM parses an MLA drafter config as 'kimi_k2' or 'deepseek_v2'",
+                _MLA_MODEL_TYPE_HINT,
+            )
+        )
     return out
 
 
@@ -97,22 +124,42 @@ def check_architecture(ctx: Context) -> list[Finding]:
     arch = architecture(cfg)
     out = []
     if arch == RESEARCH_ARCH:
-        out.append(finding("W-CONFIG-ARCH", "architectures", "research class LlamaForCausalLM: vLLM renames it, SGLang needs LlamaForCausalLMEagle3",
-                           'set "architectures": ["LlamaForCausalLMEagle3"]'))
+        out.append(
+            finding(
+                "W-CONFIG-ARCH",
+                "architectures",
+                "research class LlamaForCausalLM: vLLM renames it, SGLang needs LlamaForCausalLMEagle3",
+                'set "architectures": ["LlamaForCausalLMEagle3"]',
+            )
+        )
     elif arch is not None and arch not in LLAMA_EAGLE3_ARCHS:
-        out.append(finding("E-CONFIG-ARCH", "architectures",
-                           f"{arch} is not a drafter class, yet the checkpoint is a drafter ({_evidence(ctx)}); engines would build a full {arch}",
-                           f'set "architectures": ["LlamaForCausalLMEagle3"] (registered: {", ".join(sorted(LLAMA_EAGLE3_ARCHS))})'))
+        out.append(
+            finding(
+                "E-CONFIG-ARCH",
+                "architectures",
+                f"{arch} is not a drafter class, yet the checkpoint is a drafter ({_evidence(ctx)}); engines would build a full {arch}",
+                f'set "architectures": ["LlamaForCausalLMEagle3"] (registered: {", ".join(sorted(LLAMA_EAGLE3_ARCHS))})',
+            )
+        )
     mt = cfg.get("model_type")
     if not isinstance(mt, str) or mt not in DRAFTER_MODEL_TYPES:
-        out.append(finding("E-CONFIG-ARCH", "model_type", f"model_type {mt!r}: vLLM parses a Llama-style drafter config as 'llama'",
-                           'set "model_type": "llama"'))
+        out.append(
+            finding(
+                "E-CONFIG-ARCH",
+                "model_type",
+                f"model_type {mt!r}: vLLM parses a Llama-style drafter config as 'llama'",
+                'set "model_type": "llama"',
+            )
+        )
     return out
 
 
 #: parameters each scaled ``rope_type`` needs (transformers ``modeling_rope_utils`` validators; vLLM ``get_rope``)
 ROPE_REQUIRED = {
-    "linear": ("factor",), "dynamic": ("factor",), "yarn": ("factor",), "deepseek_yarn": ("factor",),
+    "linear": ("factor",),
+    "dynamic": ("factor",),
+    "yarn": ("factor",),
+    "deepseek_yarn": ("factor",),
     "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
     "longrope": ("short_factor", "long_factor"),
 }
@@ -125,15 +172,39 @@ def _number(v) -> bool:
 def _rope_params(key: str, rope: dict, rtype: str) -> list[Finding]:
     missing = [p for p in ROPE_REQUIRED.get(rtype, ()) if p not in rope]
     if missing:
-        return [finding("E-ROPE-PARAMS", f"{key}.{missing[0]}", f"{key} of rope_type {rtype!r} lacks {', '.join(missing)}")]
-    bad = [p for p in ROPE_REQUIRED.get(rtype, ()) if p.endswith("factor") and not p.endswith("s_factor")
-           and not (_number(rope[p]) and rope[p] > 0)]
+        return [
+            finding(
+                "E-ROPE-PARAMS",
+                f"{key}.{missing[0]}",
+                f"{key} of rope_type {rtype!r} lacks {', '.join(missing)}",
+            )
+        ]
+    bad = [
+        p
+        for p in ROPE_REQUIRED.get(rtype, ())
+        if p.endswith("factor") and not p.endswith("s_factor") and not (_number(rope[p]) and rope[p] > 0)
+    ]
     if bad:
-        return [finding("E-ROPE-PARAMS", f"{key}.{bad[0]}", f"{key}.{bad[0]} is {rope[bad[0]]!r}, must be a number > 0")]
-    if rtype == "llama3" and _number(rope["low_freq_factor"]) and _number(rope["high_freq_factor"]) \
-            and rope["low_freq_factor"] >= rope["high_freq_factor"]:
-        return [finding("E-ROPE-PARAMS", f"{key}.low_freq_factor",
-                        f"llama3 RoPE needs low_freq_factor < high_freq_factor, got {rope['low_freq_factor']} >= {rope['high_freq_factor']}")]
+        return [
+            finding(
+                "E-ROPE-PARAMS",
+                f"{key}.{bad[0]}",
+                f"{key}.{bad[0]} is {rope[bad[0]]!r}, must be a number > 0",
+            )
+        ]
+    if (
+        rtype == "llama3"
+        and _number(rope["low_freq_factor"])
+        and _number(rope["high_freq_factor"])
+        and rope["low_freq_factor"] >= rope["high_freq_factor"]
+    ):
+        return [
+            finding(
+                "E-ROPE-PARAMS",
+                f"{key}.low_freq_factor",
+                f"llama3 RoPE needs low_freq_factor < high_freq_factor, got {rope['low_freq_factor']} >= {rope['high_freq_factor']}",
+            )
+        ]
     return []
 
 
@@ -146,8 +217,14 @@ def check_rope(ctx: Context) -> list[Finding]:
         if isinstance(rope, dict):
             rtype = rope.get("rope_type", rope.get("type"))
             if rtype is not None and (not isinstance(rtype, str) or rtype not in KNOWN_ROPE_TYPES):
-                out.append(finding("E-ROPE-TYPE", f"{key}.rope_type", f"unknown rope_type {rtype!r}",
-                                   f"use one of {', '.join(sorted(KNOWN_ROPE_TYPES))}, copied verbatim from the training config"))
+                out.append(
+                    finding(
+                        "E-ROPE-TYPE",
+                        f"{key}.rope_type",
+                        f"unknown rope_type {rtype!r}",
+                        f"use one of {', '.join(sorted(KNOWN_ROPE_TYPES))}, copied verbatim from the training config",
+                    )
+                )
             elif isinstance(rtype, str):
                 out += _rope_params(key, rope, rtype)
     return out
@@ -161,15 +238,32 @@ def _heads(ctx: Context) -> list[Finding]:
         return []
     out = []
     if d.nkv and d.nh % d.nkv:
-        out.append(finding("E-CONFIG-HEADS", "num_key_value_heads",
-                           f"num_attention_heads {d.nh} is not a multiple of num_key_value_heads {d.nkv}: query heads cannot be grouped"))
+        out.append(
+            finding(
+                "E-CONFIG-HEADS",
+                "num_key_value_heads",
+                f"num_attention_heads {d.nh} is not a multiple of num_key_value_heads {d.nkv}: query heads cannot be grouped",
+            )
+        )
     if d.H and d.H % d.nh and int_field(cfg, "head_dim") is None:
-        out.append(finding("E-CONFIG-HEADS", "head_dim", f"hidden_size {d.H} does not divide into {d.nh} heads and no head_dim is given",
-                           'add the "head_dim" the drafter was trained with'))
+        out.append(
+            finding(
+                "E-CONFIG-HEADS",
+                "head_dim",
+                f"hidden_size {d.H} does not divide into {d.nh} heads and no head_dim is given",
+                'add the "head_dim" the drafter was trained with',
+            )
+        )
     hd = int_field(cfg, "head_dim")
     if architecture(cfg) == RESEARCH_ARCH and hd and d.H and d.H % d.nh == 0 and hd != d.H // d.nh:
-        out.append(finding("W-CONFIG-HEADDIM", "head_dim", f"head_dim {hd} != hidden_size / num_attention_heads = {d.H // d.nh} "
-                           "in an EAGLE research (LlamaForCausalLM) config, whose loaders compute H / nh and ignore head_dim"))
+        out.append(
+            finding(
+                "W-CONFIG-HEADDIM",
+                "head_dim",
+                f"head_dim {hd} != hidden_size / num_attention_heads = {d.H // d.nh} "
+                "in an EAGLE research (LlamaForCausalLM) config, whose loaders compute H / nh and ignore head_dim",
+            )
+        )
     return out
 
 
@@ -179,15 +273,31 @@ def check_misc(ctx: Context) -> list[Finding]:
     cfg, d, out = ctx.drafter.config, ctx.drafter.dims, []
     if cfg.get("tie_word_embeddings") is True:
         if d.Vd and d.V and d.Vd < d.V:
-            out.append(finding("E-CONFIG-TIE-PRUNED", "tie_word_embeddings",
-                               f"tie_word_embeddings is true but the vocabulary is pruned ({d.Vd} < {d.V}): lm_head [{d.Vd}, H] "
-                               "cannot be the [V, H] embedding; loaders that tie would replace the trained head"))
+            out.append(
+                finding(
+                    "E-CONFIG-TIE-PRUNED",
+                    "tie_word_embeddings",
+                    f"tie_word_embeddings is true but the vocabulary is pruned ({d.Vd} < {d.V}): lm_head [{d.Vd}, H] "
+                    "cannot be the [V, H] embedding; loaders that tie would replace the trained head",
+                )
+            )
         else:
-            out.append(finding("W-CONFIG-TIE", "tie_word_embeddings",
-                               "tie_word_embeddings is true but vLLM does not read it; the drafter's lm_head is used as stored"))
+            out.append(
+                finding(
+                    "W-CONFIG-TIE",
+                    "tie_word_embeddings",
+                    "tie_word_embeddings is true but vLLM does not read it; the drafter's lm_head is used as stored",
+                )
+            )
     raw = _raw(ctx)
     if raw.get("use_aux_norm") is True and raw.get("fc_norm") is not True:
-        out.append(finding("W-FCNORM-ALIAS", "use_aux_norm", "use_aux_norm (SGLang alias) is true but fc_norm, which vLLM reads, is not"))
+        out.append(
+            finding(
+                "W-FCNORM-ALIAS",
+                "use_aux_norm",
+                "use_aux_norm (SGLang alias) is true but fc_norm, which vLLM reads, is not",
+            )
+        )
     if d.Vd and d.V and d.Vd > d.V:
         out.append(finding("E-VOCAB-DRAFT", "draft_vocab_size", f"draft_vocab_size {d.Vd} > vocab_size {d.V}"))
     return out + _heads(ctx)
@@ -196,12 +306,23 @@ def check_misc(ctx: Context) -> list[Finding]:
 #: top-level switches vLLM reads only at the top level of a flat config (vllm.md §3; ``norm_before_fc``
 #: is read nested too, so it is W-INPUTNORM-NESTED there) -> the value vLLM uses when absent
 #: (``None``: derived from other fields, so any stated value matters)
-FLAT_TOP_ONLY = {"fc_norm": False, "norm_output": False, "norm_before_residual": False, "target_hidden_size": None,
-                 "draft_vocab_size": None, "num_aux_hidden_states": None}
+FLAT_TOP_ONLY = {
+    "fc_norm": False,
+    "norm_output": False,
+    "norm_before_residual": False,
+    "target_hidden_size": None,
+    "draft_vocab_size": None,
+    "num_aux_hidden_states": None,
+}
 #: switches vLLM's speculators adapter copies from the top level only, overwriting the layer
 #: config's value with the top-level one or its default (vLLM ``configs/speculators/algos.py``)
-SPECULATORS_TOP_ONLY = {"fc_norm": False, "norm_output": False, "norm_before_fc": False, "norm_before_residual": True,
-                        "draft_vocab_size": None}
+SPECULATORS_TOP_ONLY = {
+    "fc_norm": False,
+    "norm_output": False,
+    "norm_before_fc": False,
+    "norm_before_residual": True,
+    "draft_vocab_size": None,
+}
 
 
 def misplaced_flags(d) -> list[tuple[str, str, object]]:
@@ -221,7 +342,11 @@ def misplaced_flags(d) -> list[tuple[str, str, object]]:
     out = []
     for key, default in table.items():
         if sub.get(key) is not None and key not in raw:  # null states nothing
-            derived = {"target_hidden_size": d.dims.H, "draft_vocab_size": d.dims.V, "num_aux_hidden_states": 3}.get(key)
+            derived = {
+                "target_hidden_size": d.dims.H,
+                "draft_vocab_size": d.dims.V,
+                "num_aux_hidden_states": 3,
+            }.get(key)
             if sub[key] != (default if default is not None else derived):
                 out.append((where, key, sub[key]))
     return out
@@ -233,13 +358,23 @@ def _sliding_window(cfg: dict) -> list[Finding]:
     ``use_sliding_window`` switch is not read there, so a window trained that way is dropped."""
     types = cfg.get("layer_types")
     if isinstance(types, list) and "sliding_attention" in types:
-        return [finding("W-SLIDING-WINDOW", "layer_types",
-                        f"layer_types marks sliding_attention (window {cfg.get('sliding_window')!r}): engine versions differ on whether the "
-                        "drafter gets its own window or the target's (speculators PR #684)")]
+        return [
+            finding(
+                "W-SLIDING-WINDOW",
+                "layer_types",
+                f"layer_types marks sliding_attention (window {cfg.get('sliding_window')!r}): engine versions differ on whether the "
+                "drafter gets its own window or the target's (speculators PR #684)",
+            )
+        ]
     if cfg.get("use_sliding_window") is True and cfg.get("sliding_window"):
-        return [finding("W-SLIDING-WINDOW", "use_sliding_window",
-                        f"use_sliding_window is true (window {cfg.get('sliding_window')!r}) but vLLM's Llama drafter layers read only "
-                        "layer_types: the drafter runs with full attention, unlike in training")]
+        return [
+            finding(
+                "W-SLIDING-WINDOW",
+                "use_sliding_window",
+                f"use_sliding_window is true (window {cfg.get('sliding_window')!r}) but vLLM's Llama drafter layers read only "
+                "layer_types: the drafter runs with full attention, unlike in training",
+            )
+        ]
     return []
 
 
@@ -248,17 +383,33 @@ def check_flags(ctx: Context) -> list[Finding]:
     disagree on (W-NORMS-BOTH) and sliding windows (W-SLIDING-WINDOW); formats.md §4, vllm.md §2–§3."""
     d, out = ctx.drafter, []
     for where, key, value in misplaced_flags(d):
-        out.append(finding("E-FLAG-MISPLACED", f"{where}.{key}",
-                           f"{key} = {value!r} is stored only in {where}, which vLLM does not read for it: vLLM runs the drafter as if it were unset"))
+        out.append(
+            finding(
+                "E-FLAG-MISPLACED",
+                f"{where}.{key}",
+                f"{key} = {value!r} is stored only in {where}, which vLLM does not read for it: vLLM runs the drafter as if it were unset",
+            )
+        )
     raw = _raw(ctx)
     nested = nested_config(raw)
     if d.format != "speculators" and nested.get("norm_before_fc") is True and "norm_before_fc" not in raw:
-        out.append(finding("W-INPUTNORM-NESTED", "eagle_config.norm_before_fc",
-                           "norm_before_fc is set only inside eagle_config: vLLM reads it there, engines and converters that read the top "
-                           "level skip input_norm (vLLM PR #38111, #42143)"))
+        out.append(
+            finding(
+                "W-INPUTNORM-NESTED",
+                "eagle_config.norm_before_fc",
+                "norm_before_fc is set only inside eagle_config: vLLM reads it there, engines and converters that read the top "
+                "level skip input_norm (vLLM PR #38111, #42143)",
+            )
+        )
     if d.flags.norm_before_fc and d.flags.fc_norm:
-        out.append(finding("W-NORMS-BOTH", "norm_before_fc", "norm_before_fc and fc_norm are both true: vLLM applies input_norm, then fc_norm; "
-                           "speculators refuses the pair, so training code may have applied only one"))
+        out.append(
+            finding(
+                "W-NORMS-BOTH",
+                "norm_before_fc",
+                "norm_before_fc and fc_norm are both true: vLLM applies input_norm, then fc_norm; "
+                "speculators refuses the pair, so training code may have applied only one",
+            )
+        )
     return out + _sliding_window(d.config)
 
 
@@ -273,14 +424,28 @@ def check_mla(ctx: Context) -> list[Finding]:
     out = []
     if cfg.get("q_lora_rank") is None:
         q_a = d.tensors.get("midlayer.self_attn.q_a_proj.weight")
-        hint = (f'set "q_lora_rank": {q_a.shape[0]} (the rows of q_a_proj)' if q_a is not None and len(q_a.shape) == 2
-                else "export the drafter with a query LoRA (q_lora_rank, q_a_proj, q_a_layernorm, q_b_proj)")
+        hint = (
+            f'set "q_lora_rank": {q_a.shape[0]} (the rows of q_a_proj)'
+            if q_a is not None and len(q_a.shape) == 2
+            else "export the drafter with a query LoRA (q_lora_rank, q_a_proj, q_a_layernorm, q_b_proj)"
+        )
         state = "null" if "q_lora_rank" in cfg else "absent"
-        out.append(finding("E-MLA-QLORA", "q_lora_rank",
-                           f"q_lora_rank is {state}: vLLM's MLA drafter loader always fuses q_a_proj with kv_a_proj_with_mqa, so loading fails",
-                           hint))
+        out.append(
+            finding(
+                "E-MLA-QLORA",
+                "q_lora_rank",
+                f"q_lora_rank is {state}: vLLM's MLA drafter loader always fuses q_a_proj with kv_a_proj_with_mqa, so loading fails",
+                hint,
+            )
+        )
     if d.flags.norm_before_fc:
         key = "eagle_config.norm_before_fc" if "norm_before_fc" in nested_config(_raw(ctx)) else "norm_before_fc"
-        out.append(finding("E-MLA-NORMBEFOREFC", key, "norm_before_fc is true but deepseek_eagle3.py has no pre-FC norm: vLLM ignores the flag",
-                           "an MLA drafter cannot use a pre-FC norm; retrain without it (or, for EAGLE 3.1, use fc_norm)"))
+        out.append(
+            finding(
+                "E-MLA-NORMBEFOREFC",
+                key,
+                "norm_before_fc is true but deepseek_eagle3.py has no pre-FC norm: vLLM ignores the flag",
+                "an MLA drafter cannot use a pre-FC norm; retrain without it (or, for EAGLE 3.1, use fc_norm)",
+            )
+        )
     return out

@@ -17,8 +17,14 @@ from ..tensorio import TensorIndex, read_index
 
 #: target files the checks read besides config.json (never weights): tokenizer, template, generation
 #: defaults, ModelOpt's quantization record (``hf_quant_config.json``, failure-kinds.md F19)
-TARGET_SIDE_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json",
-                     "special_tokens_map.json", "hf_quant_config.json")
+TARGET_SIDE_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "chat_template.jinja",
+    "generation_config.json",
+    "special_tokens_map.json",
+    "hf_quant_config.json",
+)
 CHAT_TEMPLATE_FILE = "chat_template.jinja"
 
 
@@ -96,7 +102,10 @@ class TargetInfo:
                 return None
         template = (self.side_json("tokenizer_config.json") or {}).get("chat_template")
         if isinstance(template, list):
-            template = next((t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"), None)
+            template = next(
+                (t.get("template") for t in template if isinstance(t, dict) and t.get("name") == "default"),
+                None,
+            )
         return (template, "tokenizer_config.json chat_template") if isinstance(template, str) else None
 
     def index(self) -> TensorIndex | None:
@@ -129,8 +138,15 @@ def read_target(spec: str | Path) -> TargetInfo:
         v = text.get(key, cfg.get(key))
         return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None  # else E-TARGET-CONFIG
 
-    return TargetInfo(path, cfg, get("num_hidden_layers"), get("hidden_size"), get("vocab_size"),
-                      config_dtype(text) or config_dtype(cfg), files)
+    return TargetInfo(
+        path,
+        cfg,
+        get("num_hidden_layers"),
+        get("hidden_size"),
+        get("vocab_size"),
+        config_dtype(text) or config_dtype(cfg),
+        files,
+    )
 
 
 @dataclass

@@ -35,12 +35,24 @@ def _three_one(ctx: Context) -> bool:
 
 
 VERSION_RULES = (
-    VersionRule("fc_norm", "0.22.0", lambda c: _three_one(c) and layer_kind(c.drafter.config) != MLA,
-                "EAGLE-3.1 flags (fc_norm, norm_output) are read from vLLM 0.22.0 (PR #42764); older versions ignore them"),
-    VersionRule("fc_norm", "0.23.0", lambda c: c.drafter.flags.fc_norm and layer_kind(c.drafter.config) == MLA,
-                "the MLA drafter applies fc_norm from vLLM 0.23.0 (PR #43482); 0.22.x loads the weights and never applies them"),
-    VersionRule("fc_norm", "0.25.0", lambda c: _three_one(c) and c.drafter.format == "speculators",
-                "the speculators adapter passes fc_norm/norm_output from vLLM 0.25.0 (PR #46488); older versions drop them"),
+    VersionRule(
+        "fc_norm",
+        "0.22.0",
+        lambda c: _three_one(c) and layer_kind(c.drafter.config) != MLA,
+        "EAGLE-3.1 flags (fc_norm, norm_output) are read from vLLM 0.22.0 (PR #42764); older versions ignore them",
+    ),
+    VersionRule(
+        "fc_norm",
+        "0.23.0",
+        lambda c: c.drafter.flags.fc_norm and layer_kind(c.drafter.config) == MLA,
+        "the MLA drafter applies fc_norm from vLLM 0.23.0 (PR #43482); 0.22.x loads the weights and never applies them",
+    ),
+    VersionRule(
+        "fc_norm",
+        "0.25.0",
+        lambda c: _three_one(c) and c.drafter.format == "speculators",
+        "the speculators adapter passes fc_norm/norm_output from vLLM 0.25.0 (PR #46488); older versions drop them",
+    ),
 )
 
 
@@ -66,11 +78,23 @@ def _versions(ctx: Context) -> list[Finding]:
             continue
         need = parse_version(rule.minimum)
         if have is not None and parse_version(have.public) < need:  # a pre-release of the minimum is older than it
-            out.append(finding("E-ENGINE-VERSION", rule.subject, f"{rule.why}; this drafter will be served with vLLM {given}",
-                               f"serve with vLLM >= {rule.minimum}"))
+            out.append(
+                finding(
+                    "E-ENGINE-VERSION",
+                    rule.subject,
+                    f"{rule.why}; this drafter will be served with vLLM {given}",
+                    f"serve with vLLM >= {rule.minimum}",
+                )
+            )
         elif have is None and need > parse_version(BASELINE):
-            out.append(finding("W-ENGINE-VERSION", rule.subject, f"{rule.why}; no vLLM version is known here",
-                               f"serve with vLLM >= {rule.minimum} (pass --vllm-version to check)"))
+            out.append(
+                finding(
+                    "W-ENGINE-VERSION",
+                    rule.subject,
+                    f"{rule.why}; no vLLM version is known here",
+                    f"serve with vLLM >= {rule.minimum} (pass --vllm-version to check)",
+                )
+            )
     return out
 
 
@@ -97,8 +121,10 @@ def _tensor_parallel(ctx: Context) -> list[Finding]:
         return []
     d = ctx.drafter.dims
     kv = None if layer_kind(ctx.drafter.config) == MLA else d.nkv  # MLA: one latent KV, replicated
-    out = [finding("E-TP-DIVISIBILITY", key, f"drafter: {why}; vLLM builds the drafter with the target's TP")
-           for key, why in tp_problems(d.nh, kv, d.I, tp)]
+    out = [
+        finding("E-TP-DIVISIBILITY", key, f"drafter: {why}; vLLM builds the drafter with the target's TP")
+        for key, why in tp_problems(d.nh, kv, d.I, tp)
+    ]
     if ctx.target is not None:
         t = ctx.target.text_config
 
@@ -106,8 +132,10 @@ def _tensor_parallel(ctx: Context) -> list[Finding]:
             v = t.get(key)
             return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
-        out += [finding("E-TP-DIVISIBILITY", f"target {key}", f"target: {why}")
-                for key, why in tp_problems(get("num_attention_heads"), get("num_key_value_heads"), None, tp)]
+        out += [
+            finding("E-TP-DIVISIBILITY", f"target {key}", f"target: {why}")
+            for key, why in tp_problems(get("num_attention_heads"), get("num_key_value_heads"), None, tp)
+        ]
     return out
 
 

@@ -55,24 +55,60 @@ from ..drafter import Drafter
 from ..findings import Finding, finding
 from ..shapes import MLA, TensorSpec, expected_tensors, layer_kind
 from .context import Context
-from .quant_config import (ALL_PARAMS, CT, CT_PARAMS, HIGH_PRECISION, KV_PARAMS, LOOSE_METHODS, LOOSE_PARAMS, LOW, PACKED, PLAIN,
-                           SCALAR, QuantConfig, Scheme, read_quant_config)
+from .quant_config import (
+    ALL_PARAMS,
+    CT,
+    CT_PARAMS,
+    HIGH_PRECISION,
+    KV_PARAMS,
+    LOOSE_METHODS,
+    LOOSE_PARAMS,
+    LOW,
+    PACKED,
+    PLAIN,
+    SCALAR,
+    QuantConfig,
+    Scheme,
+    read_quant_config,
+)
 
 #: checkpoint Linears vLLM may build quantized (quantize-publish.md §5); everything else is never quantized.
-QUANTIZABLE = frozenset({"fc", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
-                         "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj"})
+QUANTIZABLE = frozenset(
+    {
+        "fc",
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+        "q_a_proj",
+        "q_b_proj",
+        "kv_a_proj_with_mqa",
+        "kv_b_proj",
+    }
+)
 #: vLLM's packed_modules_mapping: fused module -> the checkpoint Linears it is loaded from, in order.
-FUSED = {"llama": {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")},
-         MLA: {"fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"), "gate_up_proj": ("gate_proj", "up_proj")}}
+FUSED = {
+    "llama": {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")},
+    MLA: {"fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"), "gate_up_proj": ("gate_proj", "up_proj")},
+}
 #: vLLM module classes (targets that are class names match by substring); the rest are ColumnParallelLinear.
-CLASSES = {"qkv_proj": "QKVParallelLinear", "gate_up_proj": "MergedColumnParallelLinear", "o_proj": "RowParallelLinear",
-           "down_proj": "RowParallelLinear", "fc": "ReplicatedLinear", "kv_a_proj_with_mqa": "ReplicatedLinear",
-           "fused_qkv_a_proj": "DeepSeekV2FusedQkvAProjLinear"}
+CLASSES = {
+    "qkv_proj": "QKVParallelLinear",
+    "gate_up_proj": "MergedColumnParallelLinear",
+    "o_proj": "RowParallelLinear",
+    "down_proj": "RowParallelLinear",
+    "fc": "ReplicatedLinear",
+    "kv_a_proj_with_mqa": "ReplicatedLinear",
+    "fused_qkv_a_proj": "DeepSeekV2FusedQkvAProjLinear",
+}
 UNKNOWN_TARGET_LAYERS = range(1, 257)
 
 
 def _low_weight(name: str, dtype: str) -> bool:
-    return name.endswith(".weight") and dtype not in HIGH_PRECISION or name.endswith(".weight_packed")
+    return (name.endswith(".weight") and dtype not in HIGH_PRECISION) or name.endswith(".weight_packed")
 
 
 def quantization_tensors(drafter: Drafter) -> set[str]:
@@ -107,7 +143,9 @@ def quantized_specs(drafter: Drafter, specs: list[TensorSpec]) -> list[TensorSpe
         packed, stored = f"{base}.weight_packed", t.get(s.name)
         two_d = len(s.shape) == 2
         fp4_bytes = stored is not None and stored.dtype == "uint8" and two_d
-        out.append(replace(s, required=s.required and packed not in t, shape=(s.shape[0], None) if fp4_bytes else s.shape))
+        out.append(
+            replace(s, required=s.required and packed not in t, shape=(s.shape[0], None) if fp4_bytes else s.shape)
+        )
         if two_d:
             word = {"int32": 32, "uint8": 8}.get(t[packed].dtype if packed in t else "int32")
             cols = math.ceil(s.shape[1] * next(iter(bits)) / word) if len(bits) == 1 and word and s.shape[1] else None
@@ -176,7 +214,9 @@ def _match(value: str, pattern: str) -> bool:
     return re.match(pattern[3:], value) is not None if pattern.startswith("re:") else pattern == value
 
 
-def _decide(name: str, shards: list[str], cls: str, ignore: list[str], targets: dict[str, Scheme]) -> tuple[str, str | None]:
+def _decide(
+    name: str, shards: list[str], cls: str, ignore: list[str], targets: dict[str, Scheme]
+) -> tuple[str, str | None]:
     """vLLM's verdict on one drafter Linear (module docstring): ``("ignored", entry)``, ``("unmatched", None)`` or
     ``("quantized", target)``. ``shards`` (the names of a fused layer's parts) play no part: a drafter's quant config
     has no fused mapping (see :func:`shard_only_ignores` for entries that would need one)."""
@@ -185,7 +225,10 @@ def _decide(name: str, shards: list[str], cls: str, ignore: list[str], targets: 
         return "ignored", hits[0]
     target = next((t for t in targets if _match(name, t)), None)
     if target is None:
-        target = next((t for t in targets if (_match(cls, t) if t.startswith("re:") else t.lower() in cls.lower())), None)
+        target = next(
+            (t for t in targets if (_match(cls, t) if t.startswith("re:") else t.lower() in cls.lower())),
+            None,
+        )
     return ("quantized", target) if target is not None else ("unmatched", None)
 
 
@@ -228,8 +271,14 @@ def _has_scale(t: dict, base: str) -> list[Finding]:
     if f"{base}.weight_scale" in t or f"{base}.weight_scale_inv" in t:
         return []
     payload = _payload(t, base)
-    return [finding("E-QUANT-SCALE", f"{base}.weight_scale", f"{payload} is {t[payload].dtype} but {base}.weight_scale is missing: "
-                    "vLLM does not report it and keeps its placeholder scale")]
+    return [
+        finding(
+            "E-QUANT-SCALE",
+            f"{base}.weight_scale",
+            f"{payload} is {t[payload].dtype} but {base}.weight_scale is missing: "
+            "vLLM does not report it and keeps its placeholder scale",
+        )
+    ]
 
 
 def _scheme_findings(t: dict, base: str, shape: tuple, scheme: Scheme) -> list[Finding]:
@@ -240,7 +289,13 @@ def _scheme_findings(t: dict, base: str, shape: tuple, scheme: Scheme) -> list[F
     suffix, dtype = scheme.payload
     payload, stored = f"{base}.{suffix}", _payload(t, base)
     if payload != stored or t[stored].dtype != dtype:
-        return [finding("E-QUANT-MISMATCH", stored, f"{stored} is {t[stored].dtype}, but {scheme.describe()} stores {payload} as {dtype}")]
+        return [
+            finding(
+                "E-QUANT-MISMATCH",
+                stored,
+                f"{stored} is {t[stored].dtype}, but {scheme.describe()} stores {payload} as {dtype}",
+            )
+        ]
     out = []
     want = scheme.params(*shape)
     for p, shp in want.items():
@@ -249,17 +304,30 @@ def _scheme_findings(t: dict, base: str, shape: tuple, scheme: Scheme) -> list[F
             as_shape = "" if shp is None else f" as {_fmt(shp)}"
             out.append(finding("E-QUANT-SCALE", n, f"{n} is missing: {scheme.describe()} needs it{as_shape}"))
         elif not _fits(t[n].shape, shp):
-            out.append(finding("E-QUANT-SCALE", n, f"{n} is {_fmt(t[n].shape)}, {scheme.describe()} implies {_fmt(shp)}"))
+            out.append(
+                finding("E-QUANT-SCALE", n, f"{n} is {_fmt(t[n].shape)}, {scheme.describe()} implies {_fmt(shp)}")
+            )
         elif p.endswith("_scale") and scheme.kind in ("fp8", "int8") and t[n].dtype not in HIGH_PRECISION:
             # vLLM creates these scales as float32 parameters and copies the stored values in: an fp8 or integer
             # scale is read as the wrong numbers
-            out.append(finding("E-QUANT-SCALE", n, f"{n} is {t[n].dtype}; {scheme.describe()} stores its scales as floats "
-                               "(float16, bfloat16 or float32, the weight's original dtype)"))
+            out.append(
+                finding(
+                    "E-QUANT-SCALE",
+                    n,
+                    f"{n} is {t[n].dtype}; {scheme.describe()} stores its scales as floats "
+                    "(float16, bfloat16 or float32, the weight's original dtype)",
+                )
+            )
     for p in CT_PARAMS:
         n = f"{base}.{p}"
         if n in t and p not in want:
-            out.append(finding("E-QUANT-MISMATCH", n, f"{n} is present but {scheme.describe()} has no such parameter "
-                               "(vLLM fails on the unknown name)"))
+            out.append(
+                finding(
+                    "E-QUANT-MISMATCH",
+                    n,
+                    f"{n} is present but {scheme.describe()} has no such parameter (vLLM fails on the unknown name)",
+                )
+            )
     return out
 
 
@@ -277,18 +345,33 @@ def _block_fit(layer: Layer, scheme: Scheme, source: str, tp: int = 1) -> list[F
     if cls == "RowParallelLinear":
         base, (_, inp) = layer.shards[0]
         if tp > 1 and inp and inp % tp == 0 and (inp // tp) % bk:
-            return [finding("E-QUANT-CONFIG", subject, f"block_structure {list(scheme.block)}: {base} has {inp} input columns, "
-                            f"{inp // tp} per rank at TP {tp}, not a multiple of {bk}; vLLM refuses {leaf} (\"not divisible by "
-                            "weight quantization block_k\")", "pick a block size that divides every partition, or ignore those layers")]
+            return [
+                finding(
+                    "E-QUANT-CONFIG",
+                    subject,
+                    f"block_structure {list(scheme.block)}: {base} has {inp} input columns, "
+                    f'{inp // tp} per rank at TP {tp}, not a multiple of {bk}; vLLM refuses {leaf} ("not divisible by '
+                    'weight quantization block_k")',
+                    "pick a block size that divides every partition, or ignore those layers",
+                )
+            ]
         return []
     shards = layer.shards if tp > 1 else layer.shards[:-1]
-    bad = [(b, s[0] // tp if tp > 1 else s[0]) for b, s in shards if s[0] and s[0] % tp == 0 and (s[0] // tp) % bn]  # rows % tp: E-TP-DIVISIBILITY
+    bad = [
+        (b, s[0] // tp if tp > 1 else s[0]) for b, s in shards if s[0] and s[0] % tp == 0 and (s[0] // tp) % bn
+    ]  # rows % tp: E-TP-DIVISIBILITY
     if not bad:
         return []
     (base, rows), per_rank = bad[0], f" per rank at TP {tp}" if tp > 1 else ""
-    return [finding("E-QUANT-CONFIG", subject, f"block_structure {list(scheme.block)}: {base} has {rows} rows{per_rank}, not a multiple "
-                    f"of {bn}; vLLM refuses {fused} (\"not divisible by weight quantization block_n\")",
-                    "pick a block size that divides every fused projection's rows, or ignore those layers")]
+    return [
+        finding(
+            "E-QUANT-CONFIG",
+            subject,
+            f"block_structure {list(scheme.block)}: {base} has {rows} rows{per_rank}, not a multiple "
+            f'of {bn}; vLLM refuses {fused} ("not divisible by weight quantization block_n")',
+            "pick a block size that divides every fused projection's rows, or ignore those layers",
+        )
+    ]
 
 
 def _agreement(t: dict, layer: Layer) -> list[Finding]:
@@ -299,8 +382,14 @@ def _agreement(t: dict, layer: Layer) -> list[Finding]:
     if not (q and plain):
         return []
     rest = ", ".join(p.rpartition(".")[2] for p in plain)
-    return [finding("E-QUANT-MISMATCH", f"{plain[0]}.weight", f"{', '.join(q)} quantized but {rest} not: vLLM fuses them into "
-                    f"{layer.name.rpartition('.')[2]} and requires all shards to agree")]
+    return [
+        finding(
+            "E-QUANT-MISMATCH",
+            f"{plain[0]}.weight",
+            f"{', '.join(q)} quantized but {rest} not: vLLM fuses them into "
+            f"{layer.name.rpartition('.')[2]} and requires all shards to agree",
+        )
+    ]
 
 
 def _verdict(layer: Layer, worlds: list[tuple[int, list[str]]], qc: QuantConfig) -> tuple[str, str | None] | None:
@@ -316,7 +405,10 @@ def _verdict(layer: Layer, worlds: list[tuple[int, list[str]]], qc: QuantConfig)
 
 #: the drafter's heads vLLM builds under the draft quant config: checkpoint name, vLLM name, vLLM class
 #: (``llama_eagle3.py`` passes the quant config to ``ParallelLMHead`` and ``VocabParallelEmbedding``)
-HEADS = (("lm_head", "lm_head", "ParallelLMHead"), ("embed_tokens", "model.embed_tokens", "VocabParallelEmbedding"))
+HEADS = (
+    ("lm_head", "lm_head", "ParallelLMHead"),
+    ("embed_tokens", "model.embed_tokens", "VocabParallelEmbedding"),
+)
 
 
 def _ignore_findings(qc: QuantConfig, layers: list[Layer], ns, stored: set[str]) -> tuple[list[Finding], list[str]]:
@@ -335,14 +427,26 @@ def _ignore_findings(qc: QuantConfig, layers: list[Layer], ns, stored: set[str])
             meant.append(e)
             continue
         meant.append(_suggest(e))
-        out.append(finding("E-QUANT-IGNORE", where, f"ignore entry {e!r} matches no layer: vLLM compares entries with its prefixed "
-                           f"names (model.fc, model.layers.N+i.…, lm_head); write {_suggest(e)!r}"))
+        out.append(
+            finding(
+                "E-QUANT-IGNORE",
+                where,
+                f"ignore entry {e!r} matches no layer: vLLM compares entries with its prefixed "
+                f"names (model.fc, model.layers.N+i.…, lm_head); write {_suggest(e)!r}",
+            )
+        )
     for module, vname, cls in HEADS:
         verdict, target = _decide(vname, [], cls, meant, qc.targets)
         if f"{module}.weight" in stored and verdict == "quantized":
-            out.append(finding("E-QUANT-IGNORE", where, f"no ignore entry matches {module} (vLLM name {vname}) and the target {target!r} "
-                               f"does: vLLM builds it quantized, and the stored {module}.weight does not load "
-                               f"(quantize-publish.md §3); add 're:.*{module}$'"))
+            out.append(
+                finding(
+                    "E-QUANT-IGNORE",
+                    where,
+                    f"no ignore entry matches {module} (vLLM name {vname}) and the target {target!r} "
+                    f"does: vLLM builds it quantized, and the stored {module}.weight does not load "
+                    f"(quantize-publish.md §3); add 're:.*{module}$'",
+                )
+            )
     return out, meant
 
 
@@ -351,14 +455,25 @@ def _never_quantized(t: dict) -> list[Finding]:
     by_base: dict[str, list[str]] = {}
     for n, info in t.items():
         base, _, leaf = n.rpartition(".")
-        if (base in ("lm_head", "embed_tokens") or "norm" in base) and (_low_weight(n, info.dtype) or leaf in ALL_PARAMS):
+        if (base in ("lm_head", "embed_tokens") or "norm" in base) and (
+            _low_weight(n, info.dtype) or leaf in ALL_PARAMS
+        ):
             by_base.setdefault(base, []).append(n)
     listed = {base: ", ".join(f"{n} {t[n].dtype}" for n in names) for base, names in by_base.items()}
-    return [finding("E-QUANT-UNSUPPORTED", f"{base}.weight", f"{base} is stored quantized ({tensors}): vLLM builds {base} unquantized, "
-                    "so these tensors do not load as meant") for base, tensors in listed.items()]
+    return [
+        finding(
+            "E-QUANT-UNSUPPORTED",
+            f"{base}.weight",
+            f"{base} is stored quantized ({tensors}): vLLM builds {base} unquantized, "
+            "so these tensors do not load as meant",
+        )
+        for base, tensors in listed.items()
+    ]
 
 
-def _layer_findings(t: dict, layer: Layer, verdict: tuple[str, str | None], name: str, qc: QuantConfig, tp: int = 1) -> list[Finding]:
+def _layer_findings(
+    t: dict, layer: Layer, verdict: tuple[str, str | None], name: str, qc: QuantConfig, tp: int = 1
+) -> list[Finding]:
     """One vLLM Linear (shown as ``name``) whose verdict is definite, against its checkpoint shards."""
     kind, detail = verdict
     scheme = qc.targets[detail] if kind == "quantized" else None
@@ -366,8 +481,10 @@ def _layer_findings(t: dict, layer: Layer, verdict: tuple[str, str | None], name
     only = shard_only_ignores(*layer.vllm_names(1), qc.ignore) if kind == "quantized" else []
     if only:
         leaf = layer.name.rpartition(".")[2]
-        fused += (f"; ignore entries {', '.join(map(repr, only))} match its shards, but vLLM compares a drafter's ignore list with "
-                  f"the fused name only (write 're:.*{leaf}$')")
+        fused += (
+            f"; ignore entries {', '.join(map(repr, only))} match its shards, but vLLM compares a drafter's ignore list with "
+            f"the fused name only (write 're:.*{leaf}$')"
+        )
     out = []
     for base, shape in layer.shards:
         state, payload = _state(t, base), _payload(t, base)
@@ -375,11 +492,22 @@ def _layer_findings(t: dict, layer: Layer, verdict: tuple[str, str | None], name
             continue  # E-TENSOR-MISSING
         if scheme is None and state != PLAIN:
             why = f"ignore entry {detail!r} matches it" if kind == "ignored" else "no config_groups target matches it"
-            out.append(finding("E-QUANT-MISMATCH", payload, f"{payload} is {t[payload].dtype} but vLLM builds {name} unquantized "
-                               f"({why}){fused}"))
+            out.append(
+                finding(
+                    "E-QUANT-MISMATCH",
+                    payload,
+                    f"{payload} is {t[payload].dtype} but vLLM builds {name} unquantized ({why}){fused}",
+                )
+            )
         elif scheme is not None and state == PLAIN:
-            out.append(finding("E-QUANT-MISMATCH", payload, f"{payload} is {t[payload].dtype} but vLLM builds {name} quantized (target "
-                               f"{detail!r}, {scheme.describe()}){fused}: the unquantized weight does not load"))
+            out.append(
+                finding(
+                    "E-QUANT-MISMATCH",
+                    payload,
+                    f"{payload} is {t[payload].dtype} but vLLM builds {name} quantized (target "
+                    f"{detail!r}, {scheme.describe()}){fused}: the unquantized weight does not load",
+                )
+            )
         elif scheme is not None:
             out += _scheme_findings(t, base, shape, scheme)
     if scheme is not None and scheme.block:
@@ -411,16 +539,29 @@ def check(ctx: Context) -> list[Finding]:
     quantized = [_payload(t, b) for layer in layers for b, _ in layer.shards if _state(t, b) in (PACKED, LOW)]
     if qc is None:
         if quantized:
-            out.append(finding("E-QUANT-MISMATCH", quantized[0], f"{len(quantized)} Linear weight(s) are quantized (e.g. {quantized[0]} "
-                               f"{t[quantized[0]].dtype}) but there is no quantization_config: vLLM builds them unquantized, reads the "
-                               "raw values as weights and has no parameter for their scales", "add the quantization_config the weights "
-                               "were quantized with (quantize-publish.md §2), or ship the unquantized weights"))
+            out.append(
+                finding(
+                    "E-QUANT-MISMATCH",
+                    quantized[0],
+                    f"{len(quantized)} Linear weight(s) are quantized (e.g. {quantized[0]} "
+                    f"{t[quantized[0]].dtype}) but there is no quantization_config: vLLM builds them unquantized, reads the "
+                    "raw values as weights and has no parameter for their scales",
+                    "add the quantization_config the weights "
+                    "were quantized with (quantize-publish.md §2), or ship the unquantized weights",
+                )
+            )
         return out
     if qc.error:
         return out + [qc.error]
     if not quantized:
-        return out + [finding("E-QUANT-MISMATCH", qc.source, f"{qc.source} is present but no Linear weight is quantized",
-                              "drop the quantization config, or ship the quantized weights")]
+        return out + [
+            finding(
+                "E-QUANT-MISMATCH",
+                qc.source,
+                f"{qc.source} is present but no Linear weight is quantized",
+                "drop the quantization config, or ship the quantized weights",
+            )
+        ]
     ns = [ctx.target.layers] if ctx.target is not None and ctx.target.layers else UNKNOWN_TARGET_LAYERS
     worlds = [(n, qc.ignore) for n in ns]
     if qc.checked:
@@ -434,5 +575,12 @@ def check(ctx: Context) -> list[Finding]:
             out += _agreement(t, layer)
             out += [f for b, _ in layer.shards if _state(t, b) in (PACKED, LOW) for f in _has_scale(t, b)]
         else:
-            out += _layer_findings(t, layer, verdict, vllm_name(layer.name, ns[0] if len(ns) == 1 else None), qc, ctx.options.tp or 1)
+            out += _layer_findings(
+                t,
+                layer,
+                verdict,
+                vllm_name(layer.name, ns[0] if len(ns) == 1 else None),
+                qc,
+                ctx.options.tp or 1,
+            )
     return out

@@ -60,8 +60,10 @@ def tensors_equal(a: TensorIndex, a_name: str, b: TensorIndex, b_name: str) -> b
         return bool(np.array_equal(a.load_numpy(a_name), b.load_numpy(b_name)))
     rows = max(1, READ_CHUNK // max(1, info.nbytes // max(1, info.shape[0])))
     for start in range(0, info.shape[0], rows):
-        if not np.array_equal(a.load_numpy(a_name, max_rows=rows, start_row=start),
-                              b.load_numpy(b_name, max_rows=rows, start_row=start)):
+        if not np.array_equal(
+            a.load_numpy(a_name, max_rows=rows, start_row=start),
+            b.load_numpy(b_name, max_rows=rows, start_row=start),
+        ):
             return False
     return True
 
@@ -70,8 +72,14 @@ def _embedding(ctx: Context) -> list[Finding]:
     d, t = ctx.drafter, ctx.target
     if EMBED not in d.names:
         if d.dims.H == d.dims.Ht and d.dims.H != t.hidden:  # not already required by shapes.py
-            return [finding("E-EMBED-MISSING", EMBED, f"drafter hidden {d.dims.H} != target hidden {t.hidden}: vLLM can only share the target embedding when they match",
-                            "ship embed_tokens.weight [V, H] trained with the drafter")]
+            return [
+                finding(
+                    "E-EMBED-MISSING",
+                    EMBED,
+                    f"drafter hidden {d.dims.H} != target hidden {t.hidden}: vLLM can only share the target embedding when they match",
+                    "ship embed_tokens.weight [V, H] trained with the drafter",
+                )
+            ]
         return []
     info = d.tensors[EMBED]
     try:
@@ -83,12 +91,32 @@ def _embedding(ctx: Context) -> list[Finding]:
         return []
     tinfo = tidx.tensors.get(EMBED)
     if tinfo is None or tinfo.shape != info.shape:
-        return [finding("I-EMBED-TRAINED", EMBED, f"drafter ships its own embed_tokens {list(info.shape)} (target's: {list(tinfo.shape) if tinfo else 'absent'}); vLLM keeps it",
-                        "")]
+        return [
+            finding(
+                "I-EMBED-TRAINED",
+                EMBED,
+                f"drafter ships its own embed_tokens {list(info.shape)} (target's: {list(tinfo.shape) if tinfo else 'absent'}); vLLM keeps it",
+                "",
+            )
+        ]
     same = tinfo.dtype == info.dtype and tensors_equal(d.index, d.names[EMBED], tidx, EMBED)
     if same:
-        return [finding("I-EMBED-SHARED", EMBED, "embed_tokens equals the target's; vLLM shares the target's table", "the tensor can be dropped to save space")]
-    return [finding("I-EMBED-TRAINED", EMBED, "embed_tokens differs from the target's; vLLM keeps the drafter's own table", "")]
+        return [
+            finding(
+                "I-EMBED-SHARED",
+                EMBED,
+                "embed_tokens equals the target's; vLLM shares the target's table",
+                "the tensor can be dropped to save space",
+            )
+        ]
+    return [
+        finding(
+            "I-EMBED-TRAINED",
+            EMBED,
+            "embed_tokens differs from the target's; vLLM keeps the drafter's own table",
+            "",
+        )
+    ]
 
 
 def rope_settings(cfg: dict) -> tuple[float, dict | None]:
@@ -102,7 +130,9 @@ def rope_settings(cfg: dict) -> tuple[float, dict | None]:
         scaling.setdefault("rope_type", scaling.pop("type"))
     if scaling.get("rope_type", "default") == "default" and set(scaling) <= {"rope_type"}:
         scaling = {}
-    if isinstance(theta, (int, float)) and not isinstance(theta, bool) and abs(theta) < 1e300:  # huge ints overflow float()
+    if (
+        isinstance(theta, (int, float)) and not isinstance(theta, bool) and abs(theta) < 1e300
+    ):  # huge ints overflow float()
         theta = float(theta)
     return theta, scaling or None
 
@@ -135,12 +165,22 @@ def _architecture(ctx: Context) -> list[Finding]:
         return []
     where = f"vLLM {vllm_archs.VLLM_VERSION}{_version_note(ctx)}"
     if arch in vllm_archs.ALL_ARCHS:
-        return [finding("E-TARGET-NO-EAGLE3", "target architectures",
-                        f"{_shown(arch)} is registered in {where} but its model class does not implement SupportsEagle3: vLLM cannot "
-                        'capture aux hidden states from it and stops at load ("Model does not support EAGLE3 interface")')]
-    return [finding("W-TARGET-UNKNOWN-ARCH", "target architectures",
-                    f"{_shown(arch)} is not a text-generation architecture registered in {where}: vLLM may still serve it through its "
-                    "Transformers backend (which implements SupportsEagle3) if transformers knows the class, or refuse it")]
+        return [
+            finding(
+                "E-TARGET-NO-EAGLE3",
+                "target architectures",
+                f"{_shown(arch)} is registered in {where} but its model class does not implement SupportsEagle3: vLLM cannot "
+                'capture aux hidden states from it and stops at load ("Model does not support EAGLE3 interface")',
+            )
+        ]
+    return [
+        finding(
+            "W-TARGET-UNKNOWN-ARCH",
+            "target architectures",
+            f"{_shown(arch)} is not a text-generation architecture registered in {where}: vLLM may still serve it through its "
+            "Transformers backend (which implements SupportsEagle3) if transformers knows the class, or refuse it",
+        )
+    ]
 
 
 def target_mla_reason(t: TargetInfo) -> str | None:
@@ -171,13 +211,23 @@ def _family(ctx: Context) -> list[Finding]:
     t_arch = _shown(_first_str(t.config.get("architectures")) or "the target")
     d_arch = _shown(_first_str(d.config.get("architectures")) or "drafter")
     if mla and d.layer_kind != MLA:
-        return [finding("W-TARGET-FAMILY", "architectures",
-                        f"the target uses MLA attention ({t_arch}, {mla}) but the drafter ({d_arch}) is an MHA (Llama) drafter: "
-                        "the draft may inherit the target's MLA attention backend, and a reported MHA drafter for an MLA target accepted < 2 % (F22)")]
+        return [
+            finding(
+                "W-TARGET-FAMILY",
+                "architectures",
+                f"the target uses MLA attention ({t_arch}, {mla}) but the drafter ({d_arch}) is an MHA (Llama) drafter: "
+                "the draft may inherit the target's MLA attention backend, and a reported MHA drafter for an MLA target accepted < 2 % (F22)",
+            )
+        ]
     if not mla and d.layer_kind == MLA:
-        return [finding("W-TARGET-FAMILY", "architectures",
-                        f"the drafter ({d_arch}) is an MLA drafter but the target ({t_arch}) uses MHA attention: MLA drafters are "
-                        "built for Kimi-K2.x / DeepSeek targets, and the draft may inherit the target's attention backend (F22)")]
+        return [
+            finding(
+                "W-TARGET-FAMILY",
+                "architectures",
+                f"the drafter ({d_arch}) is an MLA drafter but the target ({t_arch}) uses MHA attention: MLA drafters are "
+                "built for Kimi-K2.x / DeepSeek targets, and the draft may inherit the target's attention backend (F22)",
+            )
+        ]
     return []
 
 
@@ -185,7 +235,10 @@ def drafter_record(d: Drafter, key: str) -> tuple[object, str] | None:
     """``(value, file)`` of ``key`` at the top level of the drafter's ``training.json``, else of its
     ``eaglehub.json`` (as read with the drafter, read-only); ``None`` when neither records it. An
     unreadable ``training.json`` counts as absent: it is an optional record, not part of the drafter."""
-    for name, data in ((TRAINING_FILE, jsonio.read_object(Path(d.path) / TRAINING_FILE)), (PROVENANCE_FILE, d.provenance)):
+    for name, data in (
+        (TRAINING_FILE, jsonio.read_object(Path(d.path) / TRAINING_FILE)),
+        (PROVENANCE_FILE, d.provenance),
+    ):
         if isinstance(data, dict) and data.get(key) is not None:
             return data[key], name
     return None
@@ -209,16 +262,27 @@ def _context(ctx: Context) -> list[Finding]:
         limits.append((n, "max_position_embeddings", f"drafter max_position_embeddings {n}"))
     rec = drafter_record(d, TRAIN_LENGTH_KEY)
     if rec and isinstance(rec[0], int) and not isinstance(rec[0], bool) and rec[0] > 0:
-        limits.append((rec[0], f"{rec[1]} {TRAIN_LENGTH_KEY}", f"training sequences of at most {rec[0]} tokens ({rec[1]} {TRAIN_LENGTH_KEY})"))
+        limits.append(
+            (
+                rec[0],
+                f"{rec[1]} {TRAIN_LENGTH_KEY}",
+                f"training sequences of at most {rec[0]} tokens ({rec[1]} {TRAIN_LENGTH_KEY})",
+            )
+        )
     if not limits:
         return []
     n, subject, what = min(limits)
     if n >= serves:
         return []
-    return [finding("W-CONTEXT-SHORT", subject,
-                    f"{what} < the target's {serves} positions: vLLM 0.32 raises the drafter's max_position_embeddings to the "
-                    f"target's max_model_len (SpeculativeConfig._maybe_override_draft_max_position_embeddings, #48894), so "
-                    f"serving works, but positions past {n} are outside the drafter's training: acceptance falls on longer prompts")]
+    return [
+        finding(
+            "W-CONTEXT-SHORT",
+            subject,
+            f"{what} < the target's {serves} positions: vLLM 0.32 raises the drafter's max_position_embeddings to the "
+            f"target's max_model_len (SpeculativeConfig._maybe_override_draft_max_position_embeddings, #48894), so "
+            f"serving works, but positions past {n} are outside the drafter's training: acceptance falls on longer prompts",
+        )
+    ]
 
 
 def _token_ids(v) -> set[int] | None:
@@ -235,7 +299,11 @@ def _special_tokens(ctx: Context) -> list[Finding]:
     target's ids are the union of its (text) config and ``generation_config.json``, since a target
     may list extra stop ids in one of them only (Qwen: ``<|im_end|>`` in generation_config)."""
     d, t = ctx.drafter, ctx.target
-    sources = [("config.json", t.text_config), ("config.json", t.config), ("generation_config.json", t.side_json("generation_config.json") or {})]
+    sources = [
+        ("config.json", t.text_config),
+        ("config.json", t.config),
+        ("generation_config.json", t.side_json("generation_config.json") or {}),
+    ]
     out = []
     for key in SPECIAL_TOKEN_KEYS:
         mine = _token_ids(d.config.get(key))
@@ -248,8 +316,14 @@ def _special_tokens(ctx: Context) -> list[Finding]:
                 theirs |= ids
                 where.append(name)
         if theirs and not mine <= theirs:
-            out.append(finding("W-TOKENS-SPECIAL", key, f"drafter {key} {d.config[key]} is not the target's {sorted(theirs)} "
-                                                        f"({', '.join(dict.fromkeys(where))})"))
+            out.append(
+                finding(
+                    "W-TOKENS-SPECIAL",
+                    key,
+                    f"drafter {key} {d.config[key]} is not the target's {sorted(theirs)} "
+                    f"({', '.join(dict.fromkeys(where))})",
+                )
+            )
     return out
 
 
@@ -274,7 +348,9 @@ def _tokenizer_facts_cached(path: str, mtime_ns: int, size: int) -> TokenizerFac
         return None
     vocab = tok.get_vocab(with_added_tokens=True)
     added = sorted((i, a.content, a.special) for i, a in tok.get_added_tokens_decoder().items())
-    digest = hashlib.sha256(json.dumps([sorted(vocab.items(), key=lambda kv: (kv[1], kv[0])), added]).encode()).hexdigest()
+    digest = hashlib.sha256(
+        json.dumps([sorted(vocab.items(), key=lambda kv: (kv[1], kv[0])), added]).encode()
+    ).hexdigest()
     return TokenizerFacts(max(vocab.values(), default=-1) + 1, vocab, digest)
 
 
@@ -301,7 +377,11 @@ def _tokenizer(ctx: Context) -> list[Finding]:
         return []
     size, extra = facts.size, ""
     decoder = (t.side_json("tokenizer_config.json") or {}).get("added_tokens_decoder")
-    if isinstance(decoder, dict) and (ids := [int(k) for k in decoder if k.isascii() and k.isdigit() and len(k) < 19]) and max(ids) + 1 > size:
+    if (
+        isinstance(decoder, dict)
+        and (ids := [int(k) for k in decoder if k.isascii() and k.isdigit() and len(k) < 19])
+        and max(ids) + 1 > size
+    ):
         size, extra = max(ids) + 1, f"; tokenizer_config.json added_tokens_decoder adds ids up to {max(ids)}"
     out = []
     vocabs = [("vocab_size", "the drafter", d.dims.V)]
@@ -309,18 +389,29 @@ def _tokenizer(ctx: Context) -> list[Finding]:
         vocabs.append(("target vocab_size", "the target", t.vocab))
     for subject, whose, vocab in vocabs:
         if vocab is not None and size > vocab:
-            out.append(finding("E-TOKENIZER-SIZE", subject,
-                               f"the target's tokenizer produces ids up to {size - 1} ({len(facts.vocab)} tokens in tokenizer.json, added "
-                               f"tokens included{extra}) but {whose} has vocab_size {vocab}: ids >= {vocab} fall past the embedding "
-                               "table and the drafter's vocabulary"))
+            out.append(
+                finding(
+                    "E-TOKENIZER-SIZE",
+                    subject,
+                    f"the target's tokenizer produces ids up to {size - 1} ({len(facts.vocab)} tokens in tokenizer.json, added "
+                    f"tokens included{extra}) but {whose} has vocab_size {vocab}: ids >= {vocab} fall past the embedding "
+                    "table and the drafter's vocabulary",
+                )
+            )
     own = Path(d.path) / TOKENIZER_FILE
     mine = tokenizer_facts(own) if own.is_file() else None
     if mine is not None and mine.digest != facts.digest:
         differ = len(set(mine.vocab.items()) ^ set(facts.vocab.items()))
-        out.append(finding("W-TOKENIZER-MISMATCH", TOKENIZER_FILE,
-                           f"the drafter's tokenizer.json ({len(mine.vocab)} tokens) is not the target's ({len(facts.vocab)} tokens; "
-                           f"{differ} token/id pairs differ" + (")" if differ else ", added-token flags differ)") +
-                           ": vLLM drafts with the target's tokenizer, so a drafter trained with this one predicts other token ids"))
+        out.append(
+            finding(
+                "W-TOKENIZER-MISMATCH",
+                TOKENIZER_FILE,
+                f"the drafter's tokenizer.json ({len(mine.vocab)} tokens) is not the target's ({len(facts.vocab)} tokens; "
+                f"{differ} token/id pairs differ"
+                + (")" if differ else ", added-token flags differ)")
+                + ": vLLM drafts with the target's tokenizer, so a drafter trained with this one predicts other token ids",
+            )
+        )
     return out
 
 
@@ -335,16 +426,28 @@ def _template(ctx: Context) -> list[Finding]:
     recorded, where = rec[0].strip().lower(), rec[1]
     current = ctx.target.chat_template()
     if current is None:
-        return [finding("W-TEMPLATE-CHANGED", "chat_template",
-                        f"the drafter's training data was rendered with chat template sha256 {recorded[:12]}… ({where}), "
-                        "but the target has no chat template now")]
-    digest = hashlib.sha256(current[0].encode("utf-8", "surrogatepass")).hexdigest()  # a lone surrogate cannot match, must not crash
+        return [
+            finding(
+                "W-TEMPLATE-CHANGED",
+                "chat_template",
+                f"the drafter's training data was rendered with chat template sha256 {recorded[:12]}… ({where}), "
+                "but the target has no chat template now",
+            )
+        ]
+    digest = hashlib.sha256(
+        current[0].encode("utf-8", "surrogatepass")
+    ).hexdigest()  # a lone surrogate cannot match, must not crash
     if digest == recorded:
         return []
-    return [finding("W-TEMPLATE-CHANGED", "chat_template",
-                    f"the drafter's training data was rendered with chat template sha256 {recorded[:12]}… ({where}), the "
-                    f"target's current template ({current[1]}) hashes to {digest[:12]}…: served prompts are not the token "
-                    "stream the drafter learned")]
+    return [
+        finding(
+            "W-TEMPLATE-CHANGED",
+            "chat_template",
+            f"the drafter's training data was rendered with chat template sha256 {recorded[:12]}… ({where}), the "
+            f"target's current template ({current[1]}) hashes to {digest[:12]}…: served prompts are not the token "
+            "stream the drafter learned",
+        )
+    ]
 
 
 def _quant_method(cfg: dict, hf_quant: dict | None) -> str | None:
@@ -366,18 +469,34 @@ def _quant_pairing(ctx: Context) -> list[Finding]:
     method = _quant_method(t.config, t.side_json("hf_quant_config.json")) or _quant_method(t.text_config, None)
     if method is None:
         return []
-    if _quant_method(d.raw_config, jsonio.read_object(Path(d.path) / "hf_quant_config.json")) or _quant_method(d.config, None):
+    if _quant_method(d.raw_config, jsonio.read_object(Path(d.path) / "hf_quant_config.json")) or _quant_method(
+        d.config, None
+    ):
         return []
-    subject = "target quantization_config" if "quantization_config" in t.config or "quantization_config" in t.text_config \
+    subject = (
+        "target quantization_config"
+        if "quantization_config" in t.config or "quantization_config" in t.text_config
         else "target hf_quant_config.json"
-    return [finding("I-QUANT-PAIRING", subject,
-                    f"the target is quantized ({method}), the drafter is not: vLLM before PR #25883 built the drafter with the "
-                    "target's quant config and failed on its unquantized weights (KeyError layers.0.mlp.down_proj.weight)")]
+    )
+    return [
+        finding(
+            "I-QUANT-PAIRING",
+            subject,
+            f"the target is quantized ({method}), the drafter is not: vLLM before PR #25883 built the drafter with the "
+            "target's quant config and failed on its unquantized weights (KeyError layers.0.mlp.down_proj.weight)",
+        )
+    ]
 
 
 #: target config fields the pairing checks compare; a stated one that is not a positive integer
 #: skips its checks, which is said (E-TARGET-CONFIG) rather than done silently
-TARGET_SIZE_KEYS = ("hidden_size", "num_hidden_layers", "vocab_size", "max_position_embeddings", "num_attention_heads")
+TARGET_SIZE_KEYS = (
+    "hidden_size",
+    "num_hidden_layers",
+    "vocab_size",
+    "max_position_embeddings",
+    "num_attention_heads",
+)
 
 
 def _malformed_sizes(t: TargetInfo) -> list[Finding]:
@@ -387,8 +506,14 @@ def _malformed_sizes(t: TargetInfo) -> list[Finding]:
             if key in cfg:
                 v = cfg[key]
                 if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
-                    out.append(finding("E-TARGET-CONFIG", f"target {key}", f"the target's {key} is {v!r}, not a positive integer: "
-                                       "the checks that compare it were skipped"))
+                    out.append(
+                        finding(
+                            "E-TARGET-CONFIG",
+                            f"target {key}",
+                            f"the target's {key} is {v!r}, not a positive integer: "
+                            "the checks that compare it were skipped",
+                        )
+                    )
                 break
     return out
 
@@ -399,20 +524,47 @@ def check(ctx: Context) -> list[Finding]:
         return []
     d, out = ctx.drafter, _malformed_sizes(t)
     if t.hidden is not None and d.dims.Ht is not None and d.dims.Ht != t.hidden:
-        out.append(finding("E-HIDDEN-MISMATCH", "target_hidden_size", f"drafter expects aux states of width {d.dims.Ht}, target hidden_size is {t.hidden}",
-                           "pair the drafter with the target it was trained on, or fix target_hidden_size"))
+        out.append(
+            finding(
+                "E-HIDDEN-MISMATCH",
+                "target_hidden_size",
+                f"drafter expects aux states of width {d.dims.Ht}, target hidden_size is {t.hidden}",
+                "pair the drafter with the target it was trained on, or fix target_hidden_size",
+            )
+        )
     if t.vocab is not None and d.dims.V is not None and d.dims.V != t.vocab:
-        out.append(finding("E-VOCAB-MISMATCH", "vocab_size", f"drafter vocab_size {d.dims.V} != target vocab_size {t.vocab}",
-                           "vocab_size must be the target's; draft_vocab_size is the pruned size"))
+        out.append(
+            finding(
+                "E-VOCAB-MISMATCH",
+                "vocab_size",
+                f"drafter vocab_size {d.dims.V} != target vocab_size {t.vocab}",
+                "vocab_size must be the target's; draft_vocab_size is the pruned size",
+            )
+        )
     if t.dtype and d.dtype and t.dtype != d.dtype:
-        out.append(finding("W-DTYPE-MISMATCH", "torch_dtype", f"drafter is {d.dtype}, target is {t.dtype}; both meet in one op (embeddings, aux states)",
-                           "serve both in one dtype (vLLM casts the drafter to the model dtype)"))
+        out.append(
+            finding(
+                "W-DTYPE-MISMATCH",
+                "torch_dtype",
+                f"drafter is {d.dtype}, target is {t.dtype}; both meet in one op (embeddings, aux states)",
+                "serve both in one dtype (vLLM casts the drafter to the model dtype)",
+            )
+        )
     if t.hidden is not None:
         out += _embedding(ctx)
-    mine, theirs = rope_settings(d.config), rope_settings(t.text_config)  # multimodal targets: the language model's
+    mine, theirs = (
+        rope_settings(d.config),
+        rope_settings(t.text_config),
+    )  # multimodal targets: the language model's
     if mine != theirs:
-        out.append(finding("W-ROPE-MISMATCH", "rope_scaling", f"drafter RoPE (theta, scaling) {mine} differs from the target's {theirs}",
-                           "keep RoPE fields as trained; if a converter dropped them, copy them from the training config"))
+        out.append(
+            finding(
+                "W-ROPE-MISMATCH",
+                "rope_scaling",
+                f"drafter RoPE (theta, scaling) {mine} differs from the target's {theirs}",
+                "keep RoPE fields as trained; if a converter dropped them, copy them from the training config",
+            )
+        )
     for part in (_architecture, _family, _context, _special_tokens, _tokenizer, _template, _quant_pairing):
         out += part(ctx)
     return out

@@ -42,17 +42,27 @@ def check_prefix(ctx: Context) -> list[Finding]:
     if not idx.stripped_prefix:
         return []
     bad = [i.source_name for i in idx.tensors.values() if i.source_name != i.name]
-    return [finding("E-TENSOR-PREFIX", bad[0], f"{len(bad)} tensor name(s) start with 'model.' (e.g. {bad[0]}); vLLM adds its own prefix",
-                    "store un-prefixed names (fc.weight, midlayer.*, ...)")]
+    return [
+        finding(
+            "E-TENSOR-PREFIX",
+            bad[0],
+            f"{len(bad)} tensor name(s) start with 'model.' (e.g. {bad[0]}); vLLM adds its own prefix",
+            "store un-prefixed names (fc.weight, midlayer.*, ...)",
+        )
+    ]
 
 
 #: unused_code -> (message, hint) for a tensor whose enabling flag is off or that the layer kind lacks.
 _UNUSED = {
-    "E-MLA-NORMBEFOREFC": ("{name} is present but deepseek_eagle3.py has no pre-FC norm: vLLM skips the weight silently",
-                           "an MLA drafter cannot use input_norm; retrain without norm_before_fc or drop the tensor"),
+    "E-MLA-NORMBEFOREFC": (
+        "{name} is present but deepseek_eagle3.py has no pre-FC norm: vLLM skips the weight silently",
+        "an MLA drafter cannot use input_norm; retrain without norm_before_fc or drop the tensor",
+    ),
 }
-_UNUSED_DEFAULT = ("{name} is present but the config flag that enables it is off, so it is ignored",
-                   "set the flag (fc_norm / norm_before_fc) if the drafter was trained with it, else drop the tensor")
+_UNUSED_DEFAULT = (
+    "{name} is present but the config flag that enables it is off, so it is ignored",
+    "set the flag (fc_norm / norm_before_fc) if the drafter was trained with it, else drop the tensor",
+)
 
 
 def check_expected(ctx: Context) -> list[Finding]:
@@ -60,29 +70,57 @@ def check_expected(ctx: Context) -> list[Finding]:
     tensors, out = ctx.drafter.tensors, []
     specs = {s.name: s for s in expected_tensors(ctx.drafter)}
     # llama_eagle3.py raises on unknown names; deepseek_eagle3.py skips them (vllm.md §4.4, §5)
-    on_unknown = "deepseek_eagle3.py skips it silently" if layer_kind(ctx.drafter.config) == MLA else "vLLM raises KeyError on it"
+    on_unknown = (
+        "deepseek_eagle3.py skips it silently"
+        if layer_kind(ctx.drafter.config) == MLA
+        else "vLLM raises KeyError on it"
+    )
     for name, spec in specs.items():
         info = tensors.get(name)
         if info is None:
             if spec.required:
-                out.append(finding(spec.missing_code, name, f"{name} {_fmt(spec.shape)} is missing",
-                                   "export the tensor from the training checkpoint (vLLM would not report it)"))
+                out.append(
+                    finding(
+                        spec.missing_code,
+                        name,
+                        f"{name} {_fmt(spec.shape)} is missing",
+                        "export the tensor from the training checkpoint (vLLM would not report it)",
+                    )
+                )
             continue
         if spec.unused_code:
             message, hint = _UNUSED.get(spec.unused_code, _UNUSED_DEFAULT)
             out.append(finding(spec.unused_code, name, message.format(name=name), hint))
         if len(info.shape) != len(spec.shape) or any(e is not None and e != a for e, a in zip(spec.shape, info.shape)):
-            out.append(finding("E-TENSOR-SHAPE", name, f"{name} is {_fmt(info.shape)}, the config implies {_fmt(spec.shape)}",
-                               "fix the config dimensions or re-export the tensor"))
+            out.append(
+                finding(
+                    "E-TENSOR-SHAPE",
+                    name,
+                    f"{name} is {_fmt(info.shape)}, the config implies {_fmt(spec.shape)}",
+                    "fix the config dimensions or re-export the tensor",
+                )
+            )
     declared, described = ctx.drafter.dims.layers, described_layers(ctx.drafter)
     if declared > described:  # one finding, however many layers the config claims
         span = f"layer {described} has" if declared == described + 1 else f"layers {described}..{declared - 1} have"
-        out.append(finding("E-TENSOR-MISSING", f"layers.{described}", f"config declares num_hidden_layers {declared}: {span} no tensors at all",
-                           "set num_hidden_layers to the layers the drafter has, or export the missing layers"))
+        out.append(
+            finding(
+                "E-TENSOR-MISSING",
+                f"layers.{described}",
+                f"config declares num_hidden_layers {declared}: {span} no tensors at all",
+                "set num_hidden_layers to the layers the drafter has, or export the missing layers",
+            )
+        )
     for name in tensors:
         if name not in specs:
-            out.append(finding("E-TENSOR-UNEXPECTED", name, f"{name} is not a tensor of this layout ({on_unknown})",
-                               "rename it to the layout's name (fc, midlayer.*, norm, lm_head, d2t, t2d, fc_norm.{i}) or drop it"))
+            out.append(
+                finding(
+                    "E-TENSOR-UNEXPECTED",
+                    name,
+                    f"{name} is not a tensor of this layout ({on_unknown})",
+                    "rename it to the layout's name (fc, midlayer.*, norm, lm_head, d2t, t2d, fc_norm.{i}) or drop it",
+                )
+            )
     return out
 
 
@@ -101,8 +139,14 @@ def check_dtypes(ctx: Context) -> list[Finding]:
         if dtype != ref:
             first = next(k for k, v in floats.items() if v == dtype)
             src = "the config's torch_dtype" if ref == want else "the other weights"
-            out.append(finding("E-TENSOR-DTYPE", first, f"{n} weight(s) are {dtype} (e.g. {first}) but {src} is {ref}",
-                               "cast the weights or fix torch_dtype; leave d2t/t2d dtypes alone"))
+            out.append(
+                finding(
+                    "E-TENSOR-DTYPE",
+                    first,
+                    f"{n} weight(s) are {dtype} (e.g. {first}) but {src} is {ref}",
+                    "cast the weights or fix torch_dtype; leave d2t/t2d dtypes alone",
+                )
+            )
     return out
 
 
@@ -115,27 +159,62 @@ def check_init(ctx: Context) -> list[Finding]:
     ir = d.config.get("initializer_range", 0.02)
     out = []
     for name, info in d.tensors.items():
-        if info.dtype not in FLOAT_CHECKED or name.startswith("fc_norm.") or name == "embed_tokens.weight" or not info.numel:
+        if (
+            info.dtype not in FLOAT_CHECKED
+            or name.startswith("fc_norm.")
+            or name == "embed_tokens.weight"
+            or not info.numel
+        ):
             continue
         if name.endswith(("weight_scale", "input_scale")):  # a zero scale dequantizes every weight (or input) to 0
             if not bool(drafter_array(d, name).any()):
-                out.append(finding("W-TENSOR-INIT", name, f"{name} is all zeros: the layer's quantized values all dequantize to 0",
-                                   "re-quantize the layer (scales come from the weights' absolute maxima)"))
+                out.append(
+                    finding(
+                        "W-TENSOR-INIT",
+                        name,
+                        f"{name} is all zeros: the layer's quantized values all dequantize to 0",
+                        "re-quantize the layer (scales come from the weights' absolute maxima)",
+                    )
+                )
         elif len(info.shape) == 1 and name.endswith("norm.weight"):
             t = drafter_array(d, name)
             if bool((t == 1).all()):
-                out.append(finding("W-TENSOR-INIT", name, f"{name} is all ones (a freshly initialised RMSNorm)",
-                                   "check that the converter copied the trained weight"))
+                out.append(
+                    finding(
+                        "W-TENSOR-INIT",
+                        name,
+                        f"{name} is all ones (a freshly initialised RMSNorm)",
+                        "check that the converter copied the trained weight",
+                    )
+                )
         elif len(info.shape) == 2 and info.numel >= INIT_MIN_NUMEL:
             # float64: a bounded sample, and the std is compared to 1 % of initializer_range
             t = drafter_array(d, name, max_rows=max(1, INIT_SAMPLE_NUMEL // info.shape[1])).astype(np.float64)
             std, mean = float(t.std(ddof=1)), float(t.mean())  # ddof=1: torch's Tensor.std
             if std == 0.0:
-                out.append(finding("W-TENSOR-INIT", name, f"{name} is constant ({mean:g})", "check that the converter copied the trained weight"))
-            elif (isinstance(ir, (int, float)) and ir > 0 and abs(std - ir) / ir < INIT_STD_RTOL and abs(mean) < 0.1 * ir
-                  and _rows_look_iid(t)):
-                out.append(finding("W-TENSOR-INIT", name, f"{name} has std {std:.5f} ≈ initializer_range {ir}: looks randomly initialised",
-                                   "check that the converter copied the trained weight"))
+                out.append(
+                    finding(
+                        "W-TENSOR-INIT",
+                        name,
+                        f"{name} is constant ({mean:g})",
+                        "check that the converter copied the trained weight",
+                    )
+                )
+            elif (
+                isinstance(ir, (int, float))
+                and ir > 0
+                and abs(std - ir) / ir < INIT_STD_RTOL
+                and abs(mean) < 0.1 * ir
+                and _rows_look_iid(t)
+            ):
+                out.append(
+                    finding(
+                        "W-TENSOR-INIT",
+                        name,
+                        f"{name} has std {std:.5f} ≈ initializer_range {ir}: looks randomly initialised",
+                        "check that the converter copied the trained weight",
+                    )
+                )
     return out
 
 
@@ -152,9 +231,14 @@ def check_fc_norm_unit(ctx: Context) -> list[Finding]:
         return []
     if not all(bool((drafter_array(d, n) == 1).all()) for n in names):
         return []
-    return [finding("W-FCNORM-UNIT", "fc_norm.0.weight",
-                    f"all {len(names)} fc_norm gain vectors are exactly 1 (an uncalibrated 3.1 upgrade): the drafter now normalises each aux "
-                    "state it was not trained to see normalised, and acceptance usually drops until the gains are calibrated")]
+    return [
+        finding(
+            "W-FCNORM-UNIT",
+            "fc_norm.0.weight",
+            f"all {len(names)} fc_norm gain vectors are exactly 1 (an uncalibrated 3.1 upgrade): the drafter now normalises each aux "
+            "state it was not trained to see normalised, and acceptance usually drops until the gains are calibrated",
+        )
+    ]
 
 
 NONFINITE_ROWS_BYTES = 16 << 20  # rows read per step: bounded memory on multi-GB tensors
@@ -171,9 +255,19 @@ def check_finite(ctx: Context) -> list[Finding]:
         step = max(1, NONFINITE_ROWS_BYTES // max(1, info.nbytes // rows))
         bad = 0
         for start in range(0, rows, step):
-            block = d.index.load_numpy(d.names[name], max_rows=step, start_row=start) if info.shape else drafter_array(d, name)
+            block = (
+                d.index.load_numpy(d.names[name], max_rows=step, start_row=start)
+                if info.shape
+                else drafter_array(d, name)
+            )
             bad += int(block.size - np.count_nonzero(np.isfinite(block)))
         if bad:
-            out.append(finding("E-TENSOR-NONFINITE", name, f"{name} holds {bad} NaN/Inf value(s) of {info.numel}",
-                               "re-export the weights from a healthy training checkpoint"))
+            out.append(
+                finding(
+                    "E-TENSOR-NONFINITE",
+                    name,
+                    f"{name} holds {bad} NaN/Inf value(s) of {info.numel}",
+                    "re-export the weights from a healthy training checkpoint",
+                )
+            )
     return out

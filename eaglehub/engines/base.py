@@ -12,9 +12,10 @@ Implementations: :mod:`eaglehub.engines.vllm_engine` (vLLM) and :mod:`eaglehub.e
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,12 @@ class SpecCounters:
 
     @classmethod
     def from_dict(cls, d: dict) -> SpecCounters:
-        return cls(int(d["num_drafts"]), int(d["num_draft_tokens"]), int(d["num_accepted_tokens"]),
-                   tuple(int(x) for x in d["accepted_per_pos"]))
+        return cls(
+            int(d["num_drafts"]),
+            int(d["num_draft_tokens"]),
+            int(d["num_accepted_tokens"]),
+            tuple(int(x) for x in d["accepted_per_pos"]),
+        )
 
 
 def _zip_pad(a: tuple[int, ...], b: tuple[int, ...], sign: int) -> tuple[int, ...]:
@@ -158,7 +163,8 @@ class RunResult:
             load_seconds=float(d["load_seconds"]),
             engine=d["engine"],
             engine_version=d["engine_version"],
-            prompt_counters=None if d.get("prompt_counters") is None
+            prompt_counters=None
+            if d.get("prompt_counters") is None
             else [SpecCounters.from_dict(c) for c in d["prompt_counters"]],
             diagnostics=d.get("diagnostics"),
             group_seconds={g: float(s) for g, s in (d.get("group_seconds") or {}).items()},
@@ -183,8 +189,13 @@ class Engine(Protocol):
         """
         ...
 
-    def run(self, spec: RunSpec, prompt_token_ids: list[list[int]], groups: list[str],
-            progress: ProgressFn | None = None) -> RunResult:
+    def run(
+        self,
+        spec: RunSpec,
+        prompt_token_ids: list[list[int]],
+        groups: list[str],
+        progress: ProgressFn | None = None,
+    ) -> RunResult:
         """Greedily decode every prompt (token ids, chat template already applied).
 
         Prompts sharing a ``groups`` label are decoded together as one batch and the counters are

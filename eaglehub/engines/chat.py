@@ -41,8 +41,10 @@ class ChatTokenizer:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(target))
         except (OSError, ValueError) as exc:
-            raise EaglehubError(f"cannot load the tokenizer of target {target}: {' '.join(str(exc).split())}",
-                                hint="the target directory needs tokenizer files") from exc
+            raise EaglehubError(
+                f"cannot load the tokenizer of target {target}: {' '.join(str(exc).split())}",
+                hint="the target directory needs tokenizer files",
+            ) from exc
 
     @property
     def has_chat_template(self) -> bool:
@@ -56,7 +58,9 @@ class ChatTokenizer:
             EaglehubError: the chat template fails to render (e.g. it refuses these roles).
         """
         if not turns or len(replies) != len(turns) - 1:
-            raise ValueError(f"need n >= 1 user turns and n - 1 replies, got {len(turns)} turns and {len(replies)} replies")
+            raise ValueError(
+                f"need n >= 1 user turns and n - 1 replies, got {len(turns)} turns and {len(replies)} replies"
+            )
         if not self.has_chat_template:
             parts = [turns[0]]
             for reply, turn in zip(replies, turns[1:]):
@@ -70,8 +74,11 @@ class ChatTokenizer:
         try:
             return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         except TemplateError as exc:
-            raise EaglehubError(f"the chat template of target {self.target} fails on a {len(turns)}-turn chat: "
-                                f"{' '.join(str(exc).split())}", hint="check the target's chat template") from exc
+            raise EaglehubError(
+                f"the chat template of target {self.target} fails on a {len(turns)}-turn chat: "
+                f"{' '.join(str(exc).split())}",
+                hint="check the target's chat template",
+            ) from exc
 
     def encode_turn(self, turns: Sequence[str], replies: Sequence[str] = ()) -> list[int]:
         """Token ids of :meth:`render` ``(turns, replies)``: the input of user turn ``len(turns) - 1``.

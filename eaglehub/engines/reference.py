@@ -65,7 +65,9 @@ def check_device(device: str) -> None:
     if kind not in ("cpu", "cuda"):
         raise EaglehubError(f"the reference engine runs on cpu or cuda, not {device!r}", hint="use --device cpu")
     if kind == "cuda" and not torch.cuda.is_available():
-        raise EaglehubError(f"--device {device}: this torch build or machine has no CUDA device", hint="use --device cpu")
+        raise EaglehubError(
+            f"--device {device}: this torch build or machine has no CUDA device", hint="use --device cpu"
+        )
 
 
 class ReferenceTarget:
@@ -80,8 +82,10 @@ class ReferenceTarget:
         try:
             self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_torch_dtype(dtype)).to(device).eval()
         except (OSError, ValueError) as exc:
-            raise EaglehubError(f"cannot load target {path} with transformers: {str(exc).splitlines()[0]}",
-                                hint="the reference engine needs a transformers checkpoint (config.json + weights)") from exc
+            raise EaglehubError(
+                f"cannot load target {path} with transformers: {str(exc).splitlines()[0]}",
+                hint="the reference engine needs a transformers checkpoint (config.json + weights)",
+            ) from exc
         self.device = device
         self.config = self.model.config
         self.num_layers = int(self.config.num_hidden_layers)
@@ -108,8 +112,13 @@ class ReferenceTarget:
         start = cache.get_seq_length()
         pos = torch.arange(start, start + len(ids), device=self.device)[None]
         with torch.inference_mode():  # never part of a graph: calibration trains the drafter on these as data
-            out = self.model(input_ids=t, past_key_values=cache, use_cache=True, position_ids=pos,
-                             output_hidden_states=aux_ids is not None)
+            out = self.model(
+                input_ids=t,
+                past_key_values=cache,
+                use_cache=True,
+                position_ids=pos,
+                output_hidden_states=aux_ids is not None,
+            )
         aux = None
         if aux_ids is not None:
             aux = torch.cat([out.hidden_states[i][0] for i in aux_ids], dim=-1)
@@ -160,8 +169,11 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
     missing = [m for m in missing if m != "t2d" and not (m == "lm_head.weight" and not has_head)]
     if missing or unexpected:
         what = ", ".join((missing + unexpected)[:4])
-        raise EaglehubError(f"drafter {path} does not match its config: {'missing' if missing else 'unexpected'} {what}",
-                            hint=f"run `eaglehub validate {path}` for the findings", exit_code=1)
+        raise EaglehubError(
+            f"drafter {path} does not match its config: {'missing' if missing else 'unexpected'} {what}",
+            hint=f"run `eaglehub validate {path}` for the findings",
+            exit_code=1,
+        )
     tdtype = _torch_dtype(dtype)
     model = model.to(device=target.device, dtype=tdtype).eval()
     if hasattr(model, "d2t"):
@@ -194,9 +206,12 @@ class _Diag:
 
     def to_dict(self) -> dict:
         n = np.maximum(self.count, 1)
-        return {"hidden_state_norm": [float(x) for x in self.norm / n],
-                "sink_attention_mass": [float(x) for x in self.sink / n],
-                "sink_tokens": SINK_TOKENS, "samples": [int(c) for c in self.count]}
+        return {
+            "hidden_state_norm": [float(x) for x in self.norm / n],
+            "sink_attention_mass": [float(x) for x in self.sink / n],
+            "sink_tokens": SINK_TOKENS,
+            "samples": [int(c) for c in self.count],
+        }
 
 
 class ReferenceEngine:
@@ -218,8 +233,10 @@ class ReferenceEngine:
         """eaglehub's version with the torch and transformers versions it runs on."""
         from .. import __version__
 
-        return (f"eaglehub {__version__} (torch {importlib.metadata.version('torch')}, "
-                f"transformers {importlib.metadata.version('transformers')})")
+        return (
+            f"eaglehub {__version__} (torch {importlib.metadata.version('torch')}, "
+            f"transformers {importlib.metadata.version('transformers')})"
+        )
 
     def target(self, path: Path, dtype: str) -> ReferenceTarget:
         """The loaded target (cached per path and dtype: the baseline and drafter runs share it)."""
@@ -228,8 +245,13 @@ class ReferenceEngine:
             self._targets[key] = ReferenceTarget(Path(path), dtype, self.device)
         return self._targets[key]
 
-    def run(self, spec: RunSpec, prompt_token_ids: list[list[int]], groups: list[str],
-            progress: ProgressFn | None = None) -> RunResult:
+    def run(
+        self,
+        spec: RunSpec,
+        prompt_token_ids: list[list[int]],
+        groups: list[str],
+        progress: ProgressFn | None = None,
+    ) -> RunResult:
         """See :meth:`eaglehub.engines.base.Engine.run`; also fills ``prompt_counters`` and, with
         ``spec.diagnostics``, ``diagnostics``.
 
@@ -264,11 +286,17 @@ class ReferenceEngine:
         if drafter:
             for g, c in zip(groups, per_prompt):
                 group_counters[g] = group_counters.get(g, SpecCounters(accepted_per_pos=(0,) * spec.k)) + c
-        return RunResult(outputs=outputs, group_counters=group_counters, generate_seconds=sum(group_seconds.values()),
-                         load_seconds=load_seconds, engine=self.name, engine_version=self.version(),
-                         group_seconds=group_seconds,
-                         prompt_counters=per_prompt if drafter else None,
-                         diagnostics=diag.to_dict() if diag is not None else None)
+        return RunResult(
+            outputs=outputs,
+            group_counters=group_counters,
+            generate_seconds=sum(group_seconds.values()),
+            load_seconds=load_seconds,
+            engine=self.name,
+            engine_version=self.version(),
+            group_seconds=group_seconds,
+            prompt_counters=per_prompt if drafter else None,
+            diagnostics=diag.to_dict() if diag is not None else None,
+        )
 
     def first_step_distributions(self, spec: RunSpec, prompt_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """The target and draft distributions of the first verify step after ``prompt_ids``, at
@@ -279,10 +307,17 @@ class ReferenceEngine:
 
         target = self.target(spec.target, spec.dtype)
         drafter = load_drafter(spec.drafter, target, spec.dtype)
-        decode = _Decode(self, target, drafter, spec, torch.Generator().manual_seed(spec.seed),
-                         np.random.default_rng(spec.seed), None)
+        decode = _Decode(
+            self,
+            target,
+            drafter,
+            spec,
+            torch.Generator().manual_seed(spec.seed),
+            np.random.default_rng(spec.seed),
+            None,
+        )
         with torch.inference_mode():
-            x, aux = decode.prefill(prompt_ids, greedy=True)
+            x, _aux = decode.prefill(prompt_ids, greedy=True)
             logits, _ = target.forward([x], decode.tcache, None)
             p = decode.target_probs(logits[-1])
             q = decode.draft_probs(decode.last_normed)
@@ -299,8 +334,16 @@ def _crop(cache, keep: int) -> None:
 class _Decode:
     """One request's decoding state (module docstring for the algorithm)."""
 
-    def __init__(self, engine: ReferenceEngine, target: ReferenceTarget, drafter: LoadedDrafter | None,
-                 spec: RunSpec, gen, rng: np.random.Generator, diag: _Diag | None):
+    def __init__(
+        self,
+        engine: ReferenceEngine,
+        target: ReferenceTarget,
+        drafter: LoadedDrafter | None,
+        spec: RunSpec,
+        gen,
+        rng: np.random.Generator,
+        diag: _Diag | None,
+    ):
         from ..drafter_model import KVCache
 
         self.engine, self.target, self.drafter, self.spec = engine, target, drafter, spec
@@ -355,7 +398,12 @@ class _Decode:
             m.forward_step(embeds[:-1], hidden[:-1], positions[:-1], self.dcache)
             embeds, hidden, positions = embeds[-1:], hidden[-1:], positions[-1:]
         normed, fed, probs = m.forward_step(embeds, hidden, positions, self.dcache, return_probs=want)
-        self.last_normed, self.last_fed, self.last_hidden_in, self.last_probs = normed[-1], fed[-1:], hidden[-1], probs
+        self.last_normed, self.last_fed, self.last_hidden_in, self.last_probs = (
+            normed[-1],
+            fed[-1:],
+            hidden[-1],
+            probs,
+        )
 
     def _pick_draft(self) -> tuple[int, np.ndarray | None]:
         """Next draft token (target id) from the last drafter row, and its distribution when sampling."""
@@ -474,7 +522,12 @@ class ReplayTarget:
 
     def __init__(self, live: ReferenceTarget, sequence: list[int], aux):
         self.live, self.sequence, self.aux = live, sequence, aux
-        self.device, self.config, self.num_layers, self.eos = live.device, live.config, live.num_layers, live.eos
+        self.device, self.config, self.num_layers, self.eos = (
+            live.device,
+            live.config,
+            live.num_layers,
+            live.eos,
+        )
         self.model = live.model
         self.torch = live.torch
 
@@ -495,12 +548,13 @@ class ReplayTarget:
         for r, p in enumerate(rows):
             if p + 1 < len(self.sequence):
                 logits[r, self.sequence[p + 1]] = 1.0
-        aux = self.aux[start:start + len(ids)] if aux_ids is not None else None
+        aux = self.aux[start : start + len(ids)] if aux_ids is not None else None
         return logits, aux
 
 
-def replay_acceptance(engine: ReferenceEngine, live: ReferenceTarget, drafter_path: Path, records: list[dict],
-                      k: int) -> SpecCounters:
+def replay_acceptance(
+    engine: ReferenceEngine, live: ReferenceTarget, drafter_path: Path, records: list[dict], k: int
+) -> SpecCounters:
     """Greedy counters of ``drafter_path`` over recorded target runs (:class:`ReplayTarget`).
 
     ``records``: ``{"ids": [N] prompt + continuation, "aux": [N, A·Ht], "answer_start": prompt length}``
@@ -518,7 +572,9 @@ def replay_acceptance(engine: ReferenceEngine, live: ReferenceTarget, drafter_pa
             continue
         replay = ReplayTarget(live, seq, rec["aux"].to(drafter.model.fc.weight.dtype))
         spec = RunSpec(Path("."), drafter_path, k, len(seq) - start)
-        decode = _Decode(engine, replay, drafter, spec, torch.Generator().manual_seed(0), np.random.default_rng(0), None)
-        out, counters = decode.run(seq[:start])
+        decode = _Decode(
+            engine, replay, drafter, spec, torch.Generator().manual_seed(0), np.random.default_rng(0), None
+        )
+        _out, counters = decode.run(seq[:start])
         total = total + counters
     return total

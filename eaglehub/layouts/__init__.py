@@ -10,25 +10,50 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..drafter import AUX_KEY, C_OUT, LAYER0, MLA, MLA_ARCHITECTURES, Drafter, int_field, layer_kind, derive_dims, nested_config, read_config, read_flags
+from ..drafter import (
+    AUX_KEY,
+    C_OUT,
+    LAYER0,
+    MLA,
+    MLA_ARCHITECTURES,
+    Drafter,
+    derive_dims,
+    int_field,
+    layer_kind,
+    nested_config,
+    read_config,
+    read_flags,
+)
 from ..errors import EaglehubError
 from ..tensorio import TensorIndex, read_index
 from .base import FlatFormat, Format, Loss, Reading
 from .speculators import SpeculatorsFormat
 
 #: ``architectures[0]`` values vLLM maps to ``llama_eagle3.Eagle3LlamaForCausalLM`` (vllm.md §1).
-LLAMA_EAGLE3_ARCHS = frozenset({
-    "Eagle3LlamaForCausalLM", "LlamaForCausalLMEagle3", "Eagle3MiniMaxM2ForCausalLM",
-    "Eagle3Qwen2_5vlForCausalLM", "Eagle3Qwen3vlForCausalLM", "PEagleDraftModel", "PeagleLlamaForCausalLM",
-})
+LLAMA_EAGLE3_ARCHS = frozenset(
+    {
+        "Eagle3LlamaForCausalLM",
+        "LlamaForCausalLMEagle3",
+        "Eagle3MiniMaxM2ForCausalLM",
+        "Eagle3Qwen2_5vlForCausalLM",
+        "Eagle3Qwen3vlForCausalLM",
+        "PEagleDraftModel",
+        "PeagleLlamaForCausalLM",
+    }
+)
 #: EAGLE research class; vLLM rewrites it to ``Eagle3LlamaForCausalLM`` (vllm.md §1).
 RESEARCH_ARCH = "LlamaForCausalLM"
 MLA_ARCHS = MLA_ARCHITECTURES
 QWEN3_EAGLE3_ARCH = "Eagle3Qwen3ForCausalLM"
 TORCHSPEC_MARKER = "_torchspec_version"
 
-MODELOPT_NESTED = {"use_aux_hidden_state": True, "use_input_layernorm_in_first_layer": True, "use_last_layernorm": True,
-                   "use_mtp_layernorm": False, "next_layer_regular": True}
+MODELOPT_NESTED = {
+    "use_aux_hidden_state": True,
+    "use_input_layernorm_in_first_layer": True,
+    "use_last_layernorm": True,
+    "use_mtp_layernorm": False,
+    "next_layer_regular": True,
+}
 
 
 class _TorchSpec(FlatFormat):
@@ -40,27 +65,64 @@ class _TorchSpec(FlatFormat):
 
 class _ModelOpt(FlatFormat):
     def marker(self, raw, metadata):
-        return "eagle_config.next_layer_regular (ModelOpt export)" if "next_layer_regular" in nested_config(raw) else None
+        return (
+            "eagle_config.next_layer_regular (ModelOpt export)" if "next_layer_regular" in nested_config(raw) else None
+        )
 
 
 FORMATS: dict[str, Format] = {
-    "vllm": FlatFormat("vllm", LAYER0, mla=True, archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS | {RESEARCH_ARCH},
-                       description="EAGLE research / vLLM-native: flat config, top-level C-in aux ids, midlayer.*"),
-    "speculators": SpeculatorsFormat("speculators", "layers.0.", vocab_maps="unequal-both", archs=frozenset({"LlamaForCausalLMEagle3"}),
-                                     description="vllm-project/speculators: speculators_config + transformer_layer_config, layers.{i}.*"),
-    "specforge": FlatFormat("specforge", LAYER0, max_layers=1, norm_before_fc=False, norm_before_residual=False,
-                            vocab_maps="always", nested_ids=True, archs=frozenset({"LlamaForCausalLMEagle3"}),
-                            fc_norm_chunks=3, description="SpecForge: midlayer.*, nested C-out aux ids, d2t/t2d always"),
-    "torchspec": _TorchSpec("torchspec", "layers.0.", mla=True, max_layers=1, norm_before_residual=False,
-                            vocab_maps="pruned-both", nested_ids=True, private_keys=(TORCHSPEC_MARKER,),
-                            # TorchSpec's own export writes "unknown" when it cannot read its version file
-                            private_defaults={TORCHSPEC_MARKER: "unknown"},
-                            archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS,
-                            description="TorchSpec export: layers.0.*, _torchspec_version, nested C-out aux ids"),
-    "modelopt": _ModelOpt("modelopt", "layers.0.", mla=True, embed=False, norm_before_residual=False, vocab_maps="d2t-only",
-                          nested_ids=True, archs=frozenset({"LlamaForCausalLMEagle3"}) | MLA_ARCHS,
-                          default_nested=MODELOPT_NESTED,
-                          description="NVIDIA ModelOpt export: layers.0.*, eagle_config.next_layer_regular, d2t only"),
+    "vllm": FlatFormat(
+        "vllm",
+        LAYER0,
+        mla=True,
+        archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS | {RESEARCH_ARCH},
+        description="EAGLE research / vLLM-native: flat config, top-level C-in aux ids, midlayer.*",
+    ),
+    "speculators": SpeculatorsFormat(
+        "speculators",
+        "layers.0.",
+        vocab_maps="unequal-both",
+        archs=frozenset({"LlamaForCausalLMEagle3"}),
+        description="vllm-project/speculators: speculators_config + transformer_layer_config, layers.{i}.*",
+    ),
+    "specforge": FlatFormat(
+        "specforge",
+        LAYER0,
+        max_layers=1,
+        norm_before_fc=False,
+        norm_before_residual=False,
+        vocab_maps="always",
+        nested_ids=True,
+        archs=frozenset({"LlamaForCausalLMEagle3"}),
+        fc_norm_chunks=3,
+        description="SpecForge: midlayer.*, nested C-out aux ids, d2t/t2d always",
+    ),
+    "torchspec": _TorchSpec(
+        "torchspec",
+        "layers.0.",
+        mla=True,
+        max_layers=1,
+        norm_before_residual=False,
+        vocab_maps="pruned-both",
+        nested_ids=True,
+        private_keys=(TORCHSPEC_MARKER,),
+        # TorchSpec's own export writes "unknown" when it cannot read its version file
+        private_defaults={TORCHSPEC_MARKER: "unknown"},
+        archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS,
+        description="TorchSpec export: layers.0.*, _torchspec_version, nested C-out aux ids",
+    ),
+    "modelopt": _ModelOpt(
+        "modelopt",
+        "layers.0.",
+        mla=True,
+        embed=False,
+        norm_before_residual=False,
+        vocab_maps="d2t-only",
+        nested_ids=True,
+        archs=frozenset({"LlamaForCausalLMEagle3"}) | MLA_ARCHS,
+        default_nested=MODELOPT_NESTED,
+        description="NVIDIA ModelOpt export: layers.0.*, eagle_config.next_layer_regular, d2t only",
+    ),
 }
 FORMAT_NAMES = tuple(FORMATS)
 #: formats that leave no marker of their own (told apart by structure, or by eaglehub.json)
@@ -80,13 +142,28 @@ def _rejected(cfg: dict, index: TensorIndex) -> tuple[str, list[str]] | None:
     if arch == QWEN3_EAGLE3_ARCH:
         return "unsupported", [f"{arch}: Qwen3-style drafter layer (q/k-norm), not read by this version"]
     if "speculators_model_type" in cfg and cfg["speculators_model_type"] != "eagle3":
-        return "unsupported", [f"speculators_model_type {cfg['speculators_model_type']!r} (only eagle3 is an EAGLE-3 drafter)"]
-    evidence = ("fc.weight" in names or "d2t" in names or "draft_vocab_size" in cfg or "speculators_model_type" in cfg
-                or arch in LLAMA_EAGLE3_ARCHS | MLA_ARCHS or any(n.startswith(LAYER0) for n in names))
+        return "unsupported", [
+            f"speculators_model_type {cfg['speculators_model_type']!r} (only eagle3 is an EAGLE-3 drafter)"
+        ]
+    evidence = (
+        "fc.weight" in names
+        or "d2t" in names
+        or "draft_vocab_size" in cfg
+        or "speculators_model_type" in cfg
+        or arch in LLAMA_EAGLE3_ARCHS | MLA_ARCHS
+        or any(n.startswith(LAYER0) for n in names)
+    )
     if not evidence:
-        return "not-a-drafter", [f"{arch} with {cfg.get('num_hidden_layers')} layers, no fc.weight, no draft_vocab_size, no midlayer.*"]
+        return "not-a-drafter", [
+            f"{arch} with {cfg.get('num_hidden_layers')} layers, no fc.weight, no draft_vocab_size, no midlayer.*"
+        ]
     fc, H = index.tensors.get("fc.weight"), int_field(cfg, "hidden_size")
-    if fc is not None and len(fc.shape) == 2 and fc.shape[1] == 2 * (H or -1) and not any("hidden_norm" in n for n in names):
+    if (
+        fc is not None
+        and len(fc.shape) == 2
+        and fc.shape[1] == 2 * (H or -1)
+        and not any("hidden_norm" in n for n in names)
+    ):
         return "eagle1", [f"fc.weight {list(fc.shape)} reads 2H and there is no hidden_norm (EAGLE-1/2)"]
     return None
 
@@ -107,11 +184,14 @@ def detect(cfg: dict, index: TensorIndex, recorded: str | None = None) -> tuple[
     if len(markers) > 1:
         raise _ambiguous(markers)
     if markers:
-        (name, why), = markers.items()
+        ((name, why),) = markers.items()
         return name, [why]
     name, evidence = _structure(cfg, index)
     if recorded in MARKERLESS and recorded != name:
-        return recorded, [f"eaglehub.json records that eaglehub wrote it as {recorded}", f"structure alone: {name} ({'; '.join(evidence)})"]
+        return recorded, [
+            f"eaglehub.json records that eaglehub wrote it as {recorded}",
+            f"structure alone: {name} ({'; '.join(evidence)})",
+        ]
     return name, evidence
 
 
@@ -124,12 +204,19 @@ def _structure(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
     pruned = isinstance(cfg.get("draft_vocab_size"), int) and cfg.get("draft_vocab_size") != cfg.get("vocab_size")
     if nested_only:
         if mid and layer_kind(cfg) == MLA:
-            return "torchspec", [spelled, "MLA drafter with aux ids only in eagle_config: TorchSpec wrote midlayer.* before "
-                                 "its PR #134, SpecForge has no MLA drafters, ModelOpt writes layers.0.*"]
+            return "torchspec", [
+                spelled,
+                "MLA drafter with aux ids only in eagle_config: TorchSpec wrote midlayer.* before "
+                "its PR #134, SpecForge has no MLA drafters, ModelOpt writes layers.0.*",
+            ]
         if mid:
             return "specforge", [spelled, "aux ids only in eagle_config (SpecForge writes C-out there)"]
-        raise _ambiguous({"torchspec": f"{spelled} + nested aux ids, no {TORCHSPEC_MARKER}",
-                          "modelopt": f"{spelled} + nested aux ids, no eagle_config.next_layer_regular"})
+        raise _ambiguous(
+            {
+                "torchspec": f"{spelled} + nested aux ids, no {TORCHSPEC_MARKER}",
+                "modelopt": f"{spelled} + nested aux ids, no eagle_config.next_layer_regular",
+            }
+        )
     arch = architecture(cfg)
     if mid and arch != RESEARCH_ARCH and AUX_KEY not in cfg and "t2d" in names:
         # formats.md §6.3: LlamaForCausalLMEagle3 + midlayer.* + both maps is SpecForge's output; without
@@ -143,8 +230,11 @@ def _structure(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
 
 def _ambiguous(candidates: dict[str, str]) -> EaglehubError:
     listed = "; ".join(f"{n} ({why})" for n, why in candidates.items())
-    err = EaglehubError(f"ambiguous drafter format, candidates: {listed}",
-                        hint=f"name the source format with --from {' | --from '.join(candidates)}", code="E-INPUT-AMBIGUOUS")
+    err = EaglehubError(
+        f"ambiguous drafter format, candidates: {listed}",
+        hint=f"name the source format with --from {' | --from '.join(candidates)}",
+        code="E-INPUT-AMBIGUOUS",
+    )
     err.candidates = list(candidates)
     return err
 
@@ -160,15 +250,24 @@ def _given_format(fmt: str, raw: dict, index: TensorIndex, recorded: str | None)
         candidates = getattr(exc, "candidates", [])
         if fmt in candidates:
             return fmt, [f"given with --from {fmt} (candidates: {', '.join(candidates)})"]
-        raise EaglehubError(f"--from {fmt} is not among the candidates ({', '.join(candidates)})", hint=exc.hint) from exc
+        raise EaglehubError(
+            f"--from {fmt} is not among the candidates ({', '.join(candidates)})", hint=exc.hint
+        ) from exc
     if detected != fmt:
-        raise EaglehubError(f"--from {fmt} contradicts the evidence: this checkpoint reads as {detected} ({'; '.join(evidence)})",
-                            hint="drop --from; it only settles ambiguous input")
+        raise EaglehubError(
+            f"--from {fmt} contradicts the evidence: this checkpoint reads as {detected} ({'; '.join(evidence)})",
+            hint="drop --from; it only settles ambiguous input",
+        )
     return fmt, evidence
 
 
-def read_drafter(path: Path, index: TensorIndex | None = None, fmt: str | None = None,
-                 aux_convention: str | None = None, strict_provenance: bool = True) -> Drafter:
+def read_drafter(
+    path: Path,
+    index: TensorIndex | None = None,
+    fmt: str | None = None,
+    aux_convention: str | None = None,
+    strict_provenance: bool = True,
+) -> Drafter:
     """Read a drafter directory from headers only into the canonical :class:`Drafter`.
 
     ``fmt`` names the source format (skips detection, resolves ambiguity); ``aux_convention``
@@ -207,9 +306,35 @@ def read_drafter(path: Path, index: TensorIndex | None = None, fmt: str | None =
         from ..drafter import read_aux
 
         aux = read_aux(raw)
-    return Drafter(path, name, cfg, derive_dims(cfg), aux, read_flags(cfg), index, names, raw_config=raw,
-                   evidence=evidence, carried=carried, target=target, provenance=prov, provenance_error=prov_error)
+    return Drafter(
+        path,
+        name,
+        cfg,
+        derive_dims(cfg),
+        aux,
+        read_flags(cfg),
+        index,
+        names,
+        raw_config=raw,
+        evidence=evidence,
+        carried=carried,
+        target=target,
+        provenance=prov,
+        provenance_error=prov_error,
+    )
 
 
-__all__ = ["FORMATS", "FORMAT_NAMES", "Format", "Loss", "REJECTED", "architecture", "detect", "read_drafter",
-           "LLAMA_EAGLE3_ARCHS", "MLA_ARCHS", "RESEARCH_ARCH", "C_OUT"]
+__all__ = [
+    "C_OUT",
+    "FORMATS",
+    "FORMAT_NAMES",
+    "LLAMA_EAGLE3_ARCHS",
+    "MLA_ARCHS",
+    "REJECTED",
+    "RESEARCH_ARCH",
+    "Format",
+    "Loss",
+    "architecture",
+    "detect",
+    "read_drafter",
+]

@@ -10,11 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..drafter import AUX_KEY, C_IN, C_OUT, LAYER0, UNKNOWN, AuxIds, Drafter, infer_convention, layer_index, nested_config
+from ..drafter import (
+    AUX_KEY,
+    C_IN,
+    C_OUT,
+    LAYER0,
+    UNKNOWN,
+    AuxIds,
+    Drafter,
+    infer_convention,
+    layer_index,
+)
 
 #: drafter classes of related methods that vLLM runs through its EAGLE-3 Llama drafter (vllm.md §1); a
 #: format that cannot name the class would silently turn them into plain EAGLE-3 drafters
-VARIANT_ARCHS = {"PEagleDraftModel": "P-EAGLE (parallel drafting)", "PeagleLlamaForCausalLM": "P-EAGLE (parallel drafting)"}
+VARIANT_ARCHS = {
+    "PEagleDraftModel": "P-EAGLE (parallel drafting)",
+    "PeagleLlamaForCausalLM": "P-EAGLE (parallel drafting)",
+}
 #: legacy TorchSpec/SGLang per-aux norm names, in ascending layer order (formats.md §4).
 LEGACY_FC_NORM = ("aux_norm_low.weight", "aux_norm_mid.weight", "aux_norm_high.weight")
 
@@ -40,8 +53,14 @@ class Loss:
     fatal: bool = False
 
 
-def read_aux_ids(ids, key: str, top_level: bool, fmt_convention: str, n_layers: int | None = None,
-                 override: str | None = None) -> AuxIds:
+def read_aux_ids(
+    ids,
+    key: str,
+    top_level: bool,
+    fmt_convention: str,
+    n_layers: int | None = None,
+    override: str | None = None,
+) -> AuxIds:
     """Normalise one stored id list to C-in (formats.md §3).
 
     A top-level list is C-in by definition. A nested list follows the id heuristics (first id 1 ⇒
@@ -55,7 +74,10 @@ def read_aux_ids(ids, key: str, top_level: bool, fmt_convention: str, n_layers: 
     else:
         conv, reason = infer_convention(ids, top_level, n_layers)
         if conv == UNKNOWN and fmt_convention != UNKNOWN:
-            conv, reason = fmt_convention, f"ids match no rule; {fmt_convention} is this producer's convention"
+            conv, reason = (
+                fmt_convention,
+                f"ids match no rule; {fmt_convention} is this producer's convention",
+            )
     c_in = [i + 1 for i in ids] if conv == C_OUT else list(ids) if conv == C_IN else None
     return AuxIds(list(ids), key, conv, reason, c_in)
 
@@ -87,7 +109,7 @@ class Format:
         prefix = LAYER0 if any(n.startswith(LAYER0) for n in names) else "layers.0."
         out = {}
         for n in names:
-            canon = LAYER0 + n[len(prefix):] if prefix != LAYER0 and n.startswith(prefix) else n
+            canon = LAYER0 + n[len(prefix) :] if prefix != LAYER0 and n.startswith(prefix) else n
             if n in LEGACY_FC_NORM:
                 canon = f"fc_norm.{LEGACY_FC_NORM.index(n)}.weight"
             out.setdefault(canon, n)
@@ -100,7 +122,7 @@ class Format:
         legacy = carried.get("legacy_fc_norm", False)
         out = {}
         for c in canonical:
-            s = prefix + c[len(LAYER0):] if c.startswith(LAYER0) else c
+            s = prefix + c[len(LAYER0) :] if c.startswith(LAYER0) else c
             if legacy and c.startswith("fc_norm."):
                 s = LEGACY_FC_NORM[int(c.split(".")[1])]
             out[c] = s
@@ -139,23 +161,55 @@ class Format:
         names = set(d.names)
         arch = (d.config.get("architectures") or [None])[0]
         if arch in VARIANT_ARCHS and arch not in self.archs:
-            out.append(Loss(f"{arch} is {VARIANT_ARCHS[arch]}, not a plain EAGLE-3 drafter; {self.name} cannot name it", fatal=True))
+            out.append(
+                Loss(
+                    f"{arch} is {VARIANT_ARCHS[arch]}, not a plain EAGLE-3 drafter; {self.name} cannot name it",
+                    fatal=True,
+                )
+            )
         if d.layer_kind == "mla" and not self.mla:
-            out.append(Loss(f"{self.name} has no MLA drafters (layer kind of {d.config.get('model_type')})", fatal=True))
+            out.append(
+                Loss(
+                    f"{self.name} has no MLA drafters (layer kind of {d.config.get('model_type')})",
+                    fatal=True,
+                )
+            )
         if self.max_layers is not None and d.dims.layers > self.max_layers:
             extra = tuple(n for n in names if (i := layer_index(n)) is not None and i >= self.max_layers)
-            out.append(Loss(f"{self.name} drafters have {self.max_layers} decoder layer(s), this one has {d.dims.layers}",
-                            tensors=tuple(sorted(extra)), keys=("num_hidden_layers",)))
+            out.append(
+                Loss(
+                    f"{self.name} drafters have {self.max_layers} decoder layer(s), this one has {d.dims.layers}",
+                    tensors=tuple(sorted(extra)),
+                    keys=("num_hidden_layers",),
+                )
+            )
         if not self.embed and "embed_tokens.weight" in names:
             # H != Ht: the drafter cannot share the target's table, so dropping it would break it (F9)
             needed = d.dims.H != d.dims.Ht
-            out.append(Loss(f"{self.name} does not store embed_tokens" + (f" (required: H {d.dims.H} != Ht {d.dims.Ht})" if needed else ""),
-                            tensors=("embed_tokens.weight",), fatal=needed))
+            out.append(
+                Loss(
+                    f"{self.name} does not store embed_tokens"
+                    + (f" (required: H {d.dims.H} != Ht {d.dims.Ht})" if needed else ""),
+                    tensors=("embed_tokens.weight",),
+                    fatal=needed,
+                )
+            )
         if not self.norm_before_fc and (d.flags.norm_before_fc or "input_norm.weight" in names):
-            out.append(Loss(f"{self.name} has no norm_before_fc / input_norm", tensors=("input_norm.weight",), keys=("norm_before_fc",)))
+            out.append(
+                Loss(
+                    f"{self.name} has no norm_before_fc / input_norm",
+                    tensors=("input_norm.weight",),
+                    keys=("norm_before_fc",),
+                )
+            )
         if self.fc_norm_chunks is not None and d.flags.fc_norm and d.dims.A != self.fc_norm_chunks:
-            out.append(Loss(f"{self.name} applies fc_norm to exactly {self.fc_norm_chunks} aux states, this drafter reads {d.dims.A}",
-                            tensors=tuple(n for n in names if n.startswith("fc_norm.")), keys=("fc_norm",)))
+            out.append(
+                Loss(
+                    f"{self.name} applies fc_norm to exactly {self.fc_norm_chunks} aux states, this drafter reads {d.dims.A}",
+                    tensors=tuple(n for n in names if n.startswith("fc_norm.")),
+                    keys=("fc_norm",),
+                )
+            )
         if not self.norm_before_residual and d.flags.norm_before_residual:
             out.append(Loss(f"{self.name} has no norm_before_residual: true", keys=("norm_before_residual",)))
         return out
@@ -203,8 +257,13 @@ class FlatFormat(Format):
             nested = dict(nested)
             ids = nested.pop(AUX_KEY, None)
             if aux.raw is None:
-                aux = read_aux_ids(ids, f"eagle_config.{AUX_KEY}", False, C_OUT if self.nested_ids else UNKNOWN,
-                                   override=aux_override)
+                aux = read_aux_ids(
+                    ids,
+                    f"eagle_config.{AUX_KEY}",
+                    False,
+                    C_OUT if self.nested_ids else UNKNOWN,
+                    override=aux_override,
+                )
                 if ids is not None and "num_aux_hidden_states" not in cfg:
                     # vLLM sizes fc from the nested list's length (vllm.md §3): keep that count
                     cfg["num_aux_hidden_states"] = len(ids)

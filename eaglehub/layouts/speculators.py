@@ -17,12 +17,33 @@ from ..drafter import AUX_KEY, C_IN, Drafter
 from .base import Format, Loss, Reading, default_arch, read_aux_ids
 
 #: keys of the speculators block that have no meaning in other formats (kept in ``carried``).
-PRIVATE = ("architectures", "auto_map", "speculators_config", "speculators_model_type", "speculators_version",
-           "has_no_defaults_at_init", "embed_requires_grad")
+PRIVATE = (
+    "architectures",
+    "auto_map",
+    "speculators_config",
+    "speculators_model_type",
+    "speculators_version",
+    "has_no_defaults_at_init",
+    "embed_requires_grad",
+)
 #: canonical keys written at the top level (next to ``transformer_layer_config``) by default.
-TOP_LEVEL = frozenset({"draft_vocab_size", "target_hidden_size", "norm_before_residual", "norm_before_fc", "fc_norm",
-                       "norm_output", AUX_KEY, "num_aux_hidden_states", "torch_dtype", "dtype", "transformers_version",
-                       "tie_word_embeddings", "quantization_config"})
+TOP_LEVEL = frozenset(
+    {
+        "draft_vocab_size",
+        "target_hidden_size",
+        "norm_before_residual",
+        "norm_before_fc",
+        "fc_norm",
+        "norm_output",
+        AUX_KEY,
+        "num_aux_hidden_states",
+        "torch_dtype",
+        "dtype",
+        "transformers_version",
+        "tie_word_embeddings",
+        "quantization_config",
+    }
+)
 SPECULATORS_VERSION = "0.3.0"  # written only when the source carried no version of its own
 DEFAULT_ARCH = "Eagle3Speculator"  # what `speculators convert` writes (formats.md §5)
 
@@ -31,9 +52,19 @@ def default_block(target: dict | None, k: int = 3) -> dict:
     """A greedy ``speculators_config`` for verifier ``target`` (``{"name_or_path", "architectures"}``)."""
     return {
         "algorithm": "eagle3",
-        "proposal_methods": [{"proposal_type": "greedy", "speculative_tokens": k, "verifier_accept_k": 1, "accept_tolerance": 0.0}],
+        "proposal_methods": [
+            {
+                "proposal_type": "greedy",
+                "speculative_tokens": k,
+                "verifier_accept_k": 1,
+                "accept_tolerance": 0.0,
+            }
+        ],
         "default_proposal_method": "greedy",
-        "verifier": {"name_or_path": (target or {}).get("name_or_path"), "architectures": (target or {}).get("architectures") or []},
+        "verifier": {
+            "name_or_path": (target or {}).get("name_or_path"),
+            "architectures": (target or {}).get("architectures") or [],
+        },
     }
 
 
@@ -56,19 +87,37 @@ class SpeculatorsFormat(Format):
             cfg["norm_before_residual"] = True  # speculators' default, which vLLM applies (vllm.md §2)
             carried["implicit_norm_before_residual"] = True
         aux = read_aux_ids(raw.get(AUX_KEY), AUX_KEY, True, C_IN, override=aux_override)
-        verifier = (carried.get("speculators_config") or {}).get("verifier") if isinstance(carried.get("speculators_config"), dict) else None
-        target = {k: verifier[k] for k in ("name_or_path", "architectures") if verifier.get(k)} if isinstance(verifier, dict) else None
+        verifier = (
+            (carried.get("speculators_config") or {}).get("verifier")
+            if isinstance(carried.get("speculators_config"), dict)
+            else None
+        )
+        target = (
+            {k: verifier[k] for k in ("name_or_path", "architectures") if verifier.get(k)}
+            if isinstance(verifier, dict)
+            else None
+        )
         return Reading(cfg, aux, carried, target)
 
     def losses(self, d: Drafter) -> list[Loss]:
         out = super().losses(d)
         f = d.flags
         if f.fc_norm and d.dims.Ht != d.dims.H:
-            out.append(Loss(f"speculators sizes fc_norm [H] = [{d.dims.H}] but this drafter's aux states are Ht = {d.dims.Ht} wide",
-                            tensors=tuple(n for n in d.names if n.startswith("fc_norm.")), keys=("fc_norm",)))
+            out.append(
+                Loss(
+                    f"speculators sizes fc_norm [H] = [{d.dims.H}] but this drafter's aux states are Ht = {d.dims.Ht} wide",
+                    tensors=tuple(n for n in d.names if n.startswith("fc_norm.")),
+                    keys=("fc_norm",),
+                )
+            )
         if f.fc_norm and f.norm_before_fc:
-            out.append(Loss("speculators refuses fc_norm together with norm_before_fc",
-                            tensors=("input_norm.weight",), keys=("norm_before_fc",)))
+            out.append(
+                Loss(
+                    "speculators refuses fc_norm together with norm_before_fc",
+                    tensors=("input_norm.weight",),
+                    keys=("norm_before_fc",),
+                )
+            )
         return out
 
     def write_config(self, d: Drafter, carried: dict, target: dict | None) -> dict:
@@ -92,7 +141,10 @@ class SpeculatorsFormat(Format):
         if not isinstance(block, dict):
             block = default_block(target)
         elif target is not None:
-            block = {**block, "verifier": {**(block.get("verifier") or {}), **{k: v for k, v in target.items() if v}}}
+            block = {
+                **block,
+                "verifier": {**(block.get("verifier") or {}), **{k: v for k, v in target.items() if v}},
+            }
         head = {k: carried[k] for k in PRIVATE if k in carried and k != "speculators_config"}
         head.setdefault("architectures", [DEFAULT_ARCH])
         head.setdefault("speculators_model_type", "eagle3")

@@ -25,10 +25,9 @@ def publish(opts: PublishOptions) -> dict:
         EaglehubError: the gate refuses (exit 1), the revision moved (exit 1), no token / no
             permission / repo or revision not found / endpoint unreachable (exit 2), other Hub errors (exit 1).
     """
-    from .upload import execute
-
     from ..errors import EaglehubError
     from ..source import REPO_ID
+    from .upload import execute
 
     if not REPO_ID.match(opts.repo):
         raise EaglehubError(f"--repo {opts.repo!r} is not a Hub repo id", hint="pass ORG/NAME (letters, digits, - _ .)")

@@ -53,7 +53,12 @@ def _quant(config: dict) -> dict | None:
 
 
 def card_tags(inspect: dict, config: dict) -> list[str]:
-    tags = ["speculative-decoding", "eagle3.1" if inspect["eagle_version"] == "3.1" else "eagle3", "draft-model", "eaglehub"]
+    tags = [
+        "speculative-decoding",
+        "eagle3.1" if inspect["eagle_version"] == "3.1" else "eagle3",
+        "draft-model",
+        "eaglehub",
+    ]
     q = _quant(config)
     if q:
         tags.append(str(q.get("quant_method", "quantized")))
@@ -76,24 +81,40 @@ def _verify_section(entry: dict, report: dict, others: list[dict]) -> list[str]:
         "| drafter | lossless | acceptance length (AL) | rate per draft position | per-request mean AL | drafts |",
         "|---|---|---|---|---|---|",
     ]
-    for e, label in [(entry, "**this drafter**")] + [(o, f"`{o['drafter'].rsplit('/', 1)[-1]}` (same run)") for o in others]:
+    for e, label in [(entry, "**this drafter**")] + [
+        (o, f"`{o['drafter'].rsplit('/', 1)[-1]}` (same run)") for o in others
+    ]:
         a = e["acceptance"]
-        lines.append(f"| {label} | {e['num_prompts_matched']} / {e['num_prompts']} token-identical | "
-                     f"{_fmt(a['overall']['acceptance_length'])} | {_rates(a['overall'])} | "
-                     f"{_fmt(a.get('per_request_mean_acceptance_length'))} | {a['overall'].get('num_drafts', '—')} |")
-    lines += ["", "Per prompt category (this drafter):", "", "| category | AL | rate per draft position |", "|---|---|---|"]
+        lines.append(
+            f"| {label} | {e['num_prompts_matched']} / {e['num_prompts']} token-identical | "
+            f"{_fmt(a['overall']['acceptance_length'])} | {_rates(a['overall'])} | "
+            f"{_fmt(a.get('per_request_mean_acceptance_length'))} | {a['overall'].get('num_drafts', '—')} |"
+        )
+    lines += [
+        "",
+        "Per prompt category (this drafter):",
+        "",
+        "| category | AL | rate per draft position |",
+        "|---|---|---|",
+    ]
     lines += [f"| {c} | {_fmt(a['acceptance_length'])} | {_rates(a)} |" for c, a in acc["per_category"].items()]
     findings = [f"`{f['code']}` ({f['severity']}): {f['message']}" for f in entry["findings"]]
     if findings:
         lines += ["", "Verify findings:", ""] + [f"- {f}" for f in findings]
     d = report["definitions"]
-    lines += ["", "Definitions:", "",
-              f"- *acceptance length*: {d['acceptance_length']}",
-              f"- *rate per draft position*: {d['acceptance_rate_per_position']}",
-              "- *lossless*: the greedy output with the drafter is token-identical to the target alone.",
-              "", f"The full report is [`{VERIFY_FILE}`]({VERIFY_FILE}); `eaglehub verify --reference-report "
-              f"{VERIFY_FILE}` fails a later run (another engine version, a changed target) whose AL falls "
-              "below it by more than the tolerance.", ""]
+    lines += [
+        "",
+        "Definitions:",
+        "",
+        f"- *acceptance length*: {d['acceptance_length']}",
+        f"- *rate per draft position*: {d['acceptance_rate_per_position']}",
+        "- *lossless*: the greedy output with the drafter is token-identical to the target alone.",
+        "",
+        f"The full report is [`{VERIFY_FILE}`]({VERIFY_FILE}); `eaglehub verify --reference-report "
+        f"{VERIFY_FILE}` fails a later run (another engine version, a changed target) whose AL falls "
+        "below it by more than the tolerance.",
+        "",
+    ]
     return lines
 
 
@@ -109,12 +130,18 @@ def _made_section(inspect: dict, config: dict, provenance: dict | None) -> list[
                 where += f"@{src['revision']}"
             added = conv.get("added_tensors") or []
             quant = conv.get("quantization") or {}
-            lines.append(f"- eaglehub {step['eaglehub_version']}: `{where}` ({src['format']}, EAGLE-{src['version']}) → "
-                         f"{conv['format']}, EAGLE-{conv['version']}"
-                         + (f"; added {', '.join(f'`{t}`' for t in added[:6])}{' …' if len(added) > 6 else ''}" if added else "")
-                         + (f"; quantized {quant.get('scheme')} ({len(quant.get('quantized_tensors') or [])} tensors, "
-                            f"compressed-tensors {quant.get('compressed_tensors_version', '?')})" if quant else "")
-                         + "".join(f"; dropped {d['what']}" for d in conv.get("dropped") or []))
+            lines.append(
+                f"- eaglehub {step['eaglehub_version']}: `{where}` ({src['format']}, EAGLE-{src['version']}) → "
+                f"{conv['format']}, EAGLE-{conv['version']}"
+                + (f"; added {', '.join(f'`{t}`' for t in added[:6])}{' …' if len(added) > 6 else ''}" if added else "")
+                + (
+                    f"; quantized {quant.get('scheme')} ({len(quant.get('quantized_tensors') or [])} tensors, "
+                    f"compressed-tensors {quant.get('compressed_tensors_version', '?')})"
+                    if quant
+                    else ""
+                )
+                + "".join(f"; dropped {d['what']}" for d in conv.get("dropped") or [])
+            )
     else:
         lines.append("- no `eaglehub.json`: published as found (not converted by eaglehub).")
     q = _quant(config)
@@ -148,9 +175,23 @@ def _conversion_words(provenance: dict) -> str:
     return " and ".join(w for w, on in (("conversion", converted), ("quantization", quantized)) if on)
 
 
-def build_card(*, repo_id: str, base_model: str | None, target_spec: str, k: int, inspect: dict, config: dict,
-               provenance: dict | None, training: dict | None, validate_report: dict, entry: dict | None,
-               report: dict | None, others: list[dict], forced: list[str], source_card: str | None) -> str:
+def build_card(
+    *,
+    repo_id: str,
+    base_model: str | None,
+    target_spec: str,
+    k: int,
+    inspect: dict,
+    config: dict,
+    provenance: dict | None,
+    training: dict | None,
+    validate_report: dict,
+    entry: dict | None,
+    report: dict | None,
+    others: list[dict],
+    forced: list[str],
+    source_card: str | None,
+) -> str:
     """The card text (YAML metadata + Markdown body) for the published drafter.
 
     ``entry``: the matched drafter section of the verify ``report`` (``None`` only under ``--force``);
@@ -166,39 +207,67 @@ def build_card(*, repo_id: str, base_model: str | None, target_spec: str, k: int
     if source_card and source_card.startswith("---"):  # ModelCard logs a warning for a card without metadata
         parsed = ModelCard(source_card, ignore_metadata_errors=True)
         meta, source_body = parsed.data.to_dict(), parsed.text
-    data = ModelCardData(base_model=base_model, library_name="vllm", pipeline_tag="text-generation",
-                         tags=card_tags(inspect, config), license=meta.get("license"), datasets=meta.get("datasets"))
+    data = ModelCardData(
+        base_model=base_model,
+        library_name="vllm",
+        pipeline_tag="text-generation",
+        tags=card_tags(inspect, config),
+        license=meta.get("license"),
+        datasets=meta.get("datasets"),
+    )
     name = repo_id.split("/")[-1]
     # a local target directory by its name only: the card must not leak machine paths
     target_shown = base_model or (Path(target_spec).name if Path(target_spec).is_dir() else target_spec)
     lines = [f"# {name}", ""]
     if forced:  # first thing a reader sees: the figures below were not (all) checked
         lines += ["> **Published with `--force`** despite: " + "; ".join(forced), ""]
-    lines += [f"An EAGLE-{inspect['eagle_version']} speculative-decoding drafter for "
-              f"{f'[{base_model}](https://huggingface.co/{base_model})' if base_model else f'`{target_shown}`'}: a small head that "
-              "reads the target's hidden states and proposes draft tokens the target verifies, so the output "
-              "is the target's own.", "",
-              "## Use with vLLM", "", "```bash", serve_command(target_shown, repo_id, k), "```", ""]
+    lines += [
+        f"An EAGLE-{inspect['eagle_version']} speculative-decoding drafter for "
+        f"{f'[{base_model}](https://huggingface.co/{base_model})' if base_model else f'`{target_shown}`'}: a small head that "
+        "reads the target's hidden states and proposes draft tokens the target verifies, so the output "
+        "is the target's own.",
+        "",
+        "## Use with vLLM",
+        "",
+        "```bash",
+        serve_command(target_shown, repo_id, k),
+        "```",
+        "",
+    ]
     if entry is not None and report is not None:
         lines += _verify_section(entry, report, others)
     lines += _made_section(inspect, config, provenance)
     tmpl = (training or {}).get("chat_template_sha256")
-    lines += ["", f"Chat template at training: sha256 `{tmpl}` (serve with the same template: a different one "
-              "lowers acceptance)." if tmpl else "Chat template at training: not recorded (no `training.json`)."]
+    lines += [
+        "",
+        f"Chat template at training: sha256 `{tmpl}` (serve with the same template: a different one lowers acceptance)."
+        if tmpl
+        else "Chat template at training: not recorded (no `training.json`).",
+    ]
     counts = validate_report["counts"]
     codes = sorted({f["code"] for f in validate_report["findings"]})
-    lines += ["", "## Checks", "",
-              f"`eaglehub validate --deep`{' against the target' if validate_report.get('target') else ''}: "
-              f"{_n(counts['error'], 'error')}, {_n(counts['warning'], 'warning')}, {_n(counts['info'], 'note')}"
-              + (f" ({', '.join(f'`{c}`' for c in codes)})" if codes else "") + "."]
+    lines += [
+        "",
+        "## Checks",
+        "",
+        f"`eaglehub validate --deep`{' against the target' if validate_report.get('target') else ''}: "
+        f"{_n(counts['error'], 'error')}, {_n(counts['warning'], 'warning')}, {_n(counts['info'], 'note')}"
+        + (f" ({', '.join(f'`{c}`' for c in codes)})" if codes else "")
+        + ".",
+    ]
     if source_body.strip():
         body = re.sub(r"^# .*\n", "", source_body.strip() + "\n", count=1).strip()
         body = re.sub(r"^(#+) ", r"#\1 ", body, flags=re.M)  # its headings sit below "Notes"
         if provenance:  # converted / quantized here: the card came with the source and describes it
-            lines += ["", "## Card of the source checkpoint", "",
-                      f"*Before {_conversion_words(provenance)}: this is the card the source checkpoint came with; its "
-                      "figures (dtype, size, acceptance, …) describe that checkpoint, not this drafter (see above).*",
-                      "", body]
+            lines += [
+                "",
+                "## Card of the source checkpoint",
+                "",
+                f"*Before {_conversion_words(provenance)}: this is the card the source checkpoint came with; its "
+                "figures (dtype, size, acceptance, …) describe that checkpoint, not this drafter (see above).*",
+                "",
+                body,
+            ]
         else:
             lines += ["", "## Notes from the checkpoint", "", body]
     card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n")

@@ -14,7 +14,9 @@ from collections.abc import Iterator
 
 from ..errors import EaglehubError
 
-LOGIN_HINT = "set HF_TOKEN (CI: a repository secret, or Trusted Publishers with HF_OIDC_RESOURCE) or run `hf auth login`"
+LOGIN_HINT = (
+    "set HF_TOKEN (CI: a repository secret, or Trusted Publishers with HF_OIDC_RESOURCE) or run `hf auth login`"
+)
 
 
 class StaleParentError(EaglehubError):
@@ -38,9 +40,11 @@ def get_token() -> str | None:
     try:
         return hf_get_token()
     except Exception as exc:  # the OIDC exchange raises its own errors; opting in to OIDC is explicit
-        raise EaglehubError(f"the OIDC token exchange failed ({type(exc).__name__})",
-                            hint="check HF_OIDC_RESOURCE and the job's `id-token: write` permission, or unset "
-                                 "HF_OIDC_RESOURCE to use HF_TOKEN") from None
+        raise EaglehubError(
+            f"the OIDC token exchange failed ({type(exc).__name__})",
+            hint="check HF_OIDC_RESOURCE and the job's `id-token: write` permission, or unset "
+            "HF_OIDC_RESOURCE to use HF_TOKEN",
+        ) from None
 
 
 def make_api(endpoint: str, token: str | None):
@@ -71,8 +75,12 @@ def hub_errors(repo_id: str, revision: str, endpoint: str, token: str | None, wr
     unreachable. ``writing``: whether the block writes (it words the 401/403 hints).
     """
     import httpx2
-    from huggingface_hub.errors import (HfHubHTTPError, LocalTokenNotFoundError, RepositoryNotFoundError,
-                                        RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalTokenNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
 
     ns = repo_id.split("/")[0]
     try:
@@ -83,34 +91,56 @@ def hub_errors(repo_id: str, revision: str, endpoint: str, token: str | None, wr
     except LocalTokenNotFoundError:
         raise EaglehubError("no Hugging Face token found", hint=LOGIN_HINT) from None
     except RevisionNotFoundError:
-        raise EaglehubError(f"revision {revision!r} does not exist in {repo_id} on {endpoint}",
-                            hint="pass an existing branch with --revision, or drop it to publish to main") from None
+        raise EaglehubError(
+            f"revision {revision!r} does not exist in {repo_id} on {endpoint}",
+            hint="pass an existing branch with --revision, or drop it to publish to main",
+        ) from None
     except RepositoryNotFoundError:
-        raise EaglehubError(f"hub repo {repo_id} not found on {endpoint} (or not visible with this token)",
-                            hint="check the repo id; a private repo needs a token that can read it" +
-                                 ("" if token else f"; {LOGIN_HINT}")) from None
+        raise EaglehubError(
+            f"hub repo {repo_id} not found on {endpoint} (or not visible with this token)",
+            hint="check the repo id; a private repo needs a token that can read it"
+            + ("" if token else f"; {LOGIN_HINT}"),
+        ) from None
     except HfHubHTTPError as exc:
         status = exc.response.status_code if exc.response is not None else None
         why = scrub(_server_line(exc), token)
         if status == 401:
-            raise EaglehubError(f"the Hub at {endpoint} refused the token (401{': ' + why if why else ''})",
-                                hint=("no token was found: " if not token else "the token is invalid or expired: ") + LOGIN_HINT) from None
+            raise EaglehubError(
+                f"the Hub at {endpoint} refused the token (401{': ' + why if why else ''})",
+                hint=("no token was found: " if not token else "the token is invalid or expired: ") + LOGIN_HINT,
+            ) from None
         if status == 403:
-            raise EaglehubError(f"the token may not {'write to' if writing else 'read'} {repo_id} (403{': ' + why if why else ''})",
-                                hint=f"use a token with write access to {ns!r} (fine-grained tokens: grant 'write' on the repo "
-                                     "or organisation)") from None
+            raise EaglehubError(
+                f"the token may not {'write to' if writing else 'read'} {repo_id} (403{': ' + why if why else ''})",
+                hint=f"use a token with write access to {ns!r} (fine-grained tokens: grant 'write' on the repo "
+                "or organisation)",
+            ) from None
         if status == 412:
-            raise StaleParentError(f"{repo_id}@{revision} moved since the plan was made (412{': ' + why if why else ''}); "
-                                   "nothing was changed", hint="re-run `eaglehub publish` (with --dry-run first) to plan "
-                                                              "against the new head", exit_code=1) from None
+            raise StaleParentError(
+                f"{repo_id}@{revision} moved since the plan was made (412{': ' + why if why else ''}); "
+                "nothing was changed",
+                hint="re-run `eaglehub publish` (with --dry-run first) to plan against the new head",
+                exit_code=1,
+            ) from None
         if status == 409:
-            raise EaglehubError(f"conflict on {repo_id} (409{': ' + why if why else ''})",
-                                hint="a tag or branch of that name exists already: choose another --tag", exit_code=1) from None
-        raise EaglehubError(f"the Hub at {endpoint} answered {status} for {repo_id}{': ' + why if why else ''}",
-                            hint="retry later; if it persists, check the endpoint (--endpoint, HF_ENDPOINT)", exit_code=1) from None
+            raise EaglehubError(
+                f"conflict on {repo_id} (409{': ' + why if why else ''})",
+                hint="a tag or branch of that name exists already: choose another --tag",
+                exit_code=1,
+            ) from None
+        raise EaglehubError(
+            f"the Hub at {endpoint} answered {status} for {repo_id}{': ' + why if why else ''}",
+            hint="retry later; if it persists, check the endpoint (--endpoint, HF_ENDPOINT)",
+            exit_code=1,
+        ) from None
     except ValueError as exc:  # huggingface_hub's own refusals before sending (e.g. card metadata the Hub rejects)
-        raise EaglehubError(f"huggingface_hub refused the request for {repo_id}: {scrub(' '.join(str(exc).split()), token)[:200]}",
-                            hint="report this as an eaglehub bug with the message above", exit_code=1) from None
+        raise EaglehubError(
+            f"huggingface_hub refused the request for {repo_id}: {scrub(' '.join(str(exc).split()), token)[:200]}",
+            hint="report this as an eaglehub bug with the message above",
+            exit_code=1,
+        ) from None
     except httpx2.HTTPError as exc:  # connection refused, DNS, timeouts: transport-level
-        raise EaglehubError(f"cannot reach the Hub at {endpoint} ({type(exc).__name__})",
-                            hint="check --endpoint / HF_ENDPOINT and the network") from None
+        raise EaglehubError(
+            f"cannot reach the Hub at {endpoint} ({type(exc).__name__})",
+            hint="check --endpoint / HF_ENDPOINT and the network",
+        ) from None

@@ -71,7 +71,9 @@ def shown(path: Path, src: Path) -> str:
     return f"../{path.name}" if path.parent == src.parent else path.name
 
 
-def find_verify_entry(src: Path, given: str | None, hashes: dict[str, str]) -> tuple[Path | None, dict | None, dict | None, str]:
+def find_verify_entry(
+    src: Path, given: str | None, hashes: dict[str, str]
+) -> tuple[Path | None, dict | None, dict | None, str]:
     """``(report path, report, drafter entry, note)`` for the verify report that covers ``src``: a
     drafter entry whose ``files_sha256`` equals ``hashes`` (the checkpoint's, :func:`eaglehub.digest.files_sha256`).
 
@@ -93,13 +95,21 @@ def find_verify_entry(src: Path, given: str | None, hashes: dict[str, str]) -> t
         entries = report["drafters"]
         hits = [e for e in entries if e.get("files_sha256") == hashes]
         if hits:
-            return path, report, hits[0], f"{shown(path, src)}: drafter {hits[0]['drafter']} (same files, by sha256)"
+            return (
+                path,
+                report,
+                hits[0],
+                f"{shown(path, src)}: drafter {hits[0]['drafter']} (same files, by sha256)",
+            )
         unhashed = [e for e in entries if "files_sha256" not in e]
-        notes.append(f"{shown(path, src)}: no drafter with these files' sha256" +
-                     (f" ({len(unhashed)} written before reports recorded it: re-run verify)" if unhashed else ""))
+        notes.append(
+            f"{shown(path, src)}: no drafter with these files' sha256"
+            + (f" ({len(unhashed)} written before reports recorded it: re-run verify)" if unhashed else "")
+        )
     if not notes:
-        notes.append("no verify report given (--report) or found at " +
-                     ", ".join(shown(p, src) for p in report_candidates(src)))
+        notes.append(
+            "no verify report given (--report) or found at " + ", ".join(shown(p, src) for p in report_candidates(src))
+        )
     return None, None, None, "; ".join(notes)
 
 
@@ -118,7 +128,9 @@ def _status(local: Path | bytes, sha256: str, remote) -> str:
     if remote.lfs is not None:
         same = remote.lfs.sha256 == sha256
     else:
-        oid = hashlib.sha1(b"blob %d\0" % len(local) + local).hexdigest() if isinstance(local, bytes) else _git_oid(local)
+        oid = (
+            hashlib.sha1(b"blob %d\0" % len(local) + local).hexdigest() if isinstance(local, bytes) else _git_oid(local)
+        )
         same = remote.blob_id == oid
     return "unchanged" if same else "changed"
 
@@ -129,7 +141,11 @@ def local_files(src: Path) -> list[str]:
     out = []
     for p in sorted(src.rglob("*")):
         rel = p.relative_to(src)
-        if not p.is_file() or p.is_symlink() or any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
+        if (
+            not p.is_file()
+            or p.is_symlink()
+            or any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
+        ):
             continue
         if rel.as_posix() in (CARD_FILE, VERIFY_FILE):
             continue
@@ -155,15 +171,27 @@ def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[d
         failed = sorted({f["code"] for f in entry["findings"] if f["severity"] == "error"})
         reasons.append(f"verify failed ({', '.join(failed)}) in {shown(report_path, src)}")
     if reasons and not opts.force:
-        raise EaglehubError(f"refusing to publish {src}: " + "; ".join(reasons),
-                            hint=f"fix it and run `eaglehub verify --target {target or 'T'} --drafter {src} --report "
-                                 f"{src.parent / (src.name + '.verify.json')}`"
-                                 ", or pass --force (recorded in the card)", exit_code=1)
+        raise EaglehubError(
+            f"refusing to publish {src}: " + "; ".join(reasons),
+            hint=f"fix it and run `eaglehub verify --target {target or 'T'} --drafter {src} --report "
+            f"{src.parent / (src.name + '.verify.json')}`"
+            ", or pass --force (recorded in the card)",
+            exit_code=1,
+        )
     al = entry["acceptance"]["overall"]["acceptance_length"] if entry else None
-    section = {"target": target, "validate": {"ok": vreport["ok"], "counts": vreport["counts"], "errors": errors},
-               "verify": {"report": str(report_path) if report_path else None, "matched": entry is not None,
-                          "passed": bool(entry and entry["passed"]), "acceptance_length": al, "note": note},
-               "forced": bool(reasons), "reasons": reasons}
+    section = {
+        "target": target,
+        "validate": {"ok": vreport["ok"], "counts": vreport["counts"], "errors": errors},
+        "verify": {
+            "report": str(report_path) if report_path else None,
+            "matched": entry is not None,
+            "passed": bool(entry and entry["passed"]),
+            "acceptance_length": al,
+            "note": note,
+        },
+        "forced": bool(reasons),
+        "reasons": reasons,
+    }
     return section, vreport, report, entry
 
 
@@ -174,10 +202,13 @@ def remote_tags(api, repo_id: str) -> dict[str, str]:
 
 def tag_exists_error(repo_id: str, tag: str, oid: str, dry_run: bool) -> EaglehubError:
     """The refusal for a ``--tag`` the repo has already (exit 1), worded for the plan or the re-check."""
-    return EaglehubError(f"tag {tag!r} already exists on {repo_id} (at commit {oid}): "
-                         + ("publishing would fail" if dry_run else "refusing to publish") + "; nothing was sent",
-                         hint=f"choose another --tag, or delete it first (`hf repos tag delete {repo_id} {tag}`)",
-                         exit_code=1)
+    return EaglehubError(
+        f"tag {tag!r} already exists on {repo_id} (at commit {oid}): "
+        + ("publishing would fail" if dry_run else "refusing to publish")
+        + "; nothing was sent",
+        hint=f"choose another --tag, or delete it first (`hf repos tag delete {repo_id} {tag}`)",
+        exit_code=1,
+    )
 
 
 def _remote(api, opts: PublishOptions, endpoint: str, token: str | None):
@@ -188,7 +219,10 @@ def _remote(api, opts: PublishOptions, endpoint: str, token: str | None):
 
     if constants.HF_HUB_OFFLINE:  # a dry run can still show the gate, the card and the files
         if not opts.dry_run:
-            raise EaglehubError("HF_HUB_OFFLINE is set: publishing needs the Hub", hint="unset HF_HUB_OFFLINE, or add --dry-run")
+            raise EaglehubError(
+                "HF_HUB_OFFLINE is set: publishing needs the Hub",
+                hint="unset HF_HUB_OFFLINE, or add --dry-run",
+            )
         return None, None, {}, {}
     with hub_errors(opts.repo, opts.revision, endpoint, token, writing=False):
         try:
@@ -197,8 +231,10 @@ def _remote(api, opts: PublishOptions, endpoint: str, token: str | None):
             raise
         except RepositoryNotFoundError:
             if opts.revision != "main":
-                raise EaglehubError(f"hub repo {opts.repo} does not exist, so it has no branch {opts.revision!r}",
-                                    hint="publish to main first (drop --revision), or create the repo and branch") from None
+                raise EaglehubError(
+                    f"hub repo {opts.repo} does not exist, so it has no branch {opts.revision!r}",
+                    hint="publish to main first (drop --revision), or create the repo and branch",
+                ) from None
             return False, None, {}, {}
         tree = api.list_repo_tree(opts.repo, revision=info.sha, recursive=True)
         files = {f.path: f for f in tree if hasattr(f, "blob_id")}
@@ -223,17 +259,22 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
 
     src = Path(opts.src).expanduser()
     if not (src / "config.json").is_file():
-        raise EaglehubError(f"{opts.src} is not a local checkpoint directory with config.json",
-                            hint="publish a directory (convert or download the drafter first)")
+        raise EaglehubError(
+            f"{opts.src} is not a local checkpoint directory with config.json",
+            hint="publish a directory (convert or download the drafter first)",
+        )
     hashes = files_sha256(src)
     gate, vreport, report, entry = run_gate(src, opts, hashes)
     exists, head, remote, tags = _remote(api, opts, endpoint, token)
     if opts.tag in tags:  # before anything is sent: create_tag would otherwise fail after the commit landed
         raise tag_exists_error(opts.repo, opts.tag, tags[opts.tag], opts.dry_run)
     if opts.parent_commit and (head is None or not head.startswith(opts.parent_commit)):
-        raise StaleParentError(f"{opts.repo}@{opts.revision} is at {head or '(no repo)'}, not at the planned parent "
-                               f"{opts.parent_commit}; nothing was changed",
-                               hint="re-run the dry run and review the new plan", exit_code=1)
+        raise StaleParentError(
+            f"{opts.repo}@{opts.revision} is at {head or '(no repo)'}, not at the planned parent "
+            f"{opts.parent_commit}; nothing was changed",
+            hint="re-run the dry run and review the new plan",
+            exit_code=1,
+        )
     inspect = inspect_drafter(str(src))
     config = read_config(src)
     k = entry["speculative_config"]["num_speculative_tokens"] if entry else 3
@@ -241,10 +282,22 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
     card_path = src / CARD_FILE
     source_card = card_path.read_text(encoding="utf-8", errors="replace") if card_path.is_file() else None
     others = [e for e in report["drafters"] if e is not entry] if report else []
-    card = build_card(repo_id=opts.repo, base_model=base_model, target_spec=gate["target"] or "the target", k=k,
-                      inspect=inspect, config=config, provenance=read_provenance(src),
-                      training=read_object(src / "training.json"), validate_report=vreport, entry=entry, report=report,
-                      others=others, forced=gate["reasons"], source_card=source_card)
+    card = build_card(
+        repo_id=opts.repo,
+        base_model=base_model,
+        target_spec=gate["target"] or "the target",
+        k=k,
+        inspect=inspect,
+        config=config,
+        provenance=read_provenance(src),
+        training=read_object(src / "training.json"),
+        validate_report=vreport,
+        entry=entry,
+        report=report,
+        others=others,
+        forced=gate["reasons"],
+        source_card=source_card,
+    )
     generated: dict[str, bytes] = {CARD_FILE: card.encode()}
     if entry is not None:
         single = next(r for r in split_report(report) if r["drafters"][0] is entry)
@@ -253,7 +306,15 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
     for rel in local_files(src):
         sha = hashes.get(rel) or sha256_file(src / rel)
         status = _status(src / rel, sha, remote.get(rel))
-        rows.append({"path": rel, "size": (src / rel).stat().st_size, "sha256": sha, "origin": "checkpoint", "status": status})
+        rows.append(
+            {
+                "path": rel,
+                "size": (src / rel).stat().st_size,
+                "sha256": sha,
+                "origin": "checkpoint",
+                "status": status,
+            }
+        )
         if status != "unchanged":
             contents[rel] = src / rel
     for rel, data in generated.items():
@@ -264,8 +325,16 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
             contents[rel] = data
     uploaded = {r["path"] for r in rows}
     deletions = sorted(p for p in remote if p not in uploaded and p not in KEEP_REMOTE)
-    rows += [{"path": p, "size": remote[p].size, "sha256": remote[p].lfs.sha256 if remote[p].lfs else None,
-              "origin": "remote", "status": "deleted"} for p in deletions]
+    rows += [
+        {
+            "path": p,
+            "size": remote[p].size,
+            "sha256": remote[p].lfs.sha256 if remote[p].lfs else None,
+            "origin": "remote",
+            "status": "deleted",
+        }
+        for p in deletions
+    ]
     doc = {
         "schema": "eaglehub.publish-report/1",
         "tool": {"name": "eaglehub", "version": __version__},
@@ -277,8 +346,12 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
         "parent_commit": head,
         "dry_run": opts.dry_run,
         "gate": gate,
-        "card": {"base_model": base_model, "tags": card_tags(inspect, config),
-                 "num_speculative_tokens": k, "text": card},
+        "card": {
+            "base_model": base_model,
+            "tags": card_tags(inspect, config),
+            "num_speculative_tokens": k,
+            "text": card,
+        },
         "files": rows,
         "bytes_to_upload": sum(len(c) if isinstance(c, bytes) else c.stat().st_size for c in contents.values()),
         "result": None,

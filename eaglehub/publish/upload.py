@@ -39,31 +39,62 @@ def execute(plan: Plan, opts: PublishOptions, api, endpoint: str, token: str | N
         else:
             head = api.repo_info(opts.repo, revision=opts.revision).sha
             if head != parent:
-                raise StaleParentError(f"{opts.repo}@{opts.revision} moved since the plan was made (planned parent "
-                                       f"{parent}, now {head}); nothing was changed",
-                                       hint="re-run `eaglehub publish` (with --dry-run first) to plan against the new head",
-                                       exit_code=1)
+                raise StaleParentError(
+                    f"{opts.repo}@{opts.revision} moved since the plan was made (planned parent "
+                    f"{parent}, now {head}); nothing was changed",
+                    hint="re-run `eaglehub publish` (with --dry-run first) to plan against the new head",
+                    exit_code=1,
+                )
             tags = remote_tags(api, opts.repo) if opts.tag else {}
             if opts.tag in tags:
                 raise tag_exists_error(opts.repo, opts.tag, tags[opts.tag], dry_run=False)
-        ops = [CommitOperationAdd(path_in_repo=rel, path_or_fileobj=c if isinstance(c, bytes) else str(c))
-               for rel, c in plan.contents.items()]
+        ops = [
+            CommitOperationAdd(path_in_repo=rel, path_or_fileobj=c if isinstance(c, bytes) else str(c))
+            for rel, c in plan.contents.items()
+        ]
         ops += [CommitOperationDelete(path_in_repo=rel) for rel in plan.deletions]
         if not ops:
             if opts.tag:  # the files are there already: the tag names that commit
                 api.create_tag(opts.repo, tag=opts.tag, revision=parent)
-            return {"commit_oid": None, "commit_url": None, "pr_url": None, "pr_num": None, "revision": opts.revision,
-                    "tag": opts.tag, "note": f"every file is already on the Hub unchanged: no commit (head {parent})"}
-        message = opts.message or f"Publish {doc['source'].rstrip('/').rsplit('/', 1)[-1]} with eaglehub {doc['tool']['version']}"
+            return {
+                "commit_oid": None,
+                "commit_url": None,
+                "pr_url": None,
+                "pr_num": None,
+                "revision": opts.revision,
+                "tag": opts.tag,
+                "note": f"every file is already on the Hub unchanged: no commit (head {parent})",
+            }
+        message = (
+            opts.message
+            or f"Publish {doc['source'].rstrip('/').rsplit('/', 1)[-1]} with eaglehub {doc['tool']['version']}"
+        )
         al = doc["gate"]["verify"]["acceptance_length"]
-        description = (f"Verified: AL {al:.3f} (k = {doc['card']['num_speculative_tokens']}), see eaglehub-verify.json."
-                       if al is not None else "Published with --force: not verified.")
-        info = api.create_commit(opts.repo, ops, commit_message=message, commit_description=description,
-                                 revision=opts.revision, create_pr=opts.create_pr, parent_commit=parent)
+        description = (
+            f"Verified: AL {al:.3f} (k = {doc['card']['num_speculative_tokens']}), see eaglehub-verify.json."
+            if al is not None
+            else "Published with --force: not verified."
+        )
+        info = api.create_commit(
+            opts.repo,
+            ops,
+            commit_message=message,
+            commit_description=description,
+            revision=opts.revision,
+            create_pr=opts.create_pr,
+            parent_commit=parent,
+        )
         if opts.tag:
             _tag_landed_commit(api, opts, info, endpoint, token)
-    return {"commit_oid": info.oid, "commit_url": info.commit_url, "pr_url": info.pr_url, "pr_num": info.pr_num,
-            "revision": info.pr_revision or opts.revision, "tag": opts.tag, "note": None}
+    return {
+        "commit_oid": info.oid,
+        "commit_url": info.commit_url,
+        "pr_url": info.pr_url,
+        "pr_num": info.pr_num,
+        "revision": info.pr_revision or opts.revision,
+        "tag": opts.tag,
+        "note": None,
+    }
 
 
 def _tag_landed_commit(api, opts: PublishOptions, info, endpoint: str, token: str | None) -> None:
@@ -76,8 +107,10 @@ def _tag_landed_commit(api, opts: PublishOptions, info, endpoint: str, token: st
             api.create_tag(opts.repo, tag=opts.tag, revision=info.oid)
     except EaglehubError as exc:
         where = info.pr_revision or opts.revision
-        raise EaglehubError(f"the commit landed on {opts.repo}@{where} ({info.oid}, {info.commit_url}) but tagging it "
-                            f"{opts.tag!r} failed: {exc.message}",
-                            hint=f"the files are published: tag that commit with a free name, "
-                                 f"`hf repos tag create {opts.repo} TAG --revision {info.oid}`",
-                            exit_code=exc.exit_code) from None
+        raise EaglehubError(
+            f"the commit landed on {opts.repo}@{where} ({info.oid}, {info.commit_url}) but tagging it "
+            f"{opts.tag!r} failed: {exc.message}",
+            hint=f"the files are published: tag that commit with a free name, "
+            f"`hf repos tag create {opts.repo} TAG --revision {info.oid}`",
+            exit_code=exc.exit_code,
+        ) from None
