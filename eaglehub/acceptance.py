@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .engines.base import SpecCounters
+from eaglehub.engines.base import SpecCounters
 
 AL_DEFINITION = (
     "mean acceptance length AL = 1 + num_accepted_tokens / num_drafts: tokens produced per target "

@@ -9,7 +9,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .errors import EaglehubError
+from eaglehub.errors import EaglehubError
 
 
 @contextlib.contextmanager

@@ -22,8 +22,8 @@ def weight_bytes(drafter: Path) -> int:
     reads, plus the shard index).
 
     Raises: EaglehubError when the directory holds no weights (:func:`find_weight_files`)."""
-    from .streaming import INDEX_FILE
-    from .tensorio import find_weight_files
+    from eaglehub.streaming import INDEX_FILE
+    from eaglehub.tensorio import find_weight_files
 
     _, files = find_weight_files(Path(drafter))
     index = Path(drafter) / INDEX_FILE

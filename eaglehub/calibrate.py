@@ -46,8 +46,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import acceptance
-from .errors import EaglehubError
+from eaglehub import acceptance
+from eaglehub.errors import EaglehubError
 
 TRAIN_SCOPES = ("norms", "all")
 # Defaults of the fine-tuning after the closed-form fit, chosen on prompts neither calibrated on nor used
@@ -207,7 +207,7 @@ def measure(engine, live, drafter: Path, records: list[dict], k: int) -> dict:
     """Greedy acceptance of ``drafter`` on the held-out records (AL, rate per position, drafts): the
     reference engine's decode loop over the target's recorded greedy continuations
     (:func:`eaglehub.engines.reference.replay_acceptance`: drafter passes only)."""
-    from .engines.reference import replay_acceptance
+    from eaglehub.engines.reference import replay_acceptance
 
     stats = acceptance.acceptance_stats(replay_acceptance(engine, live, drafter, records, k))
     return {
@@ -256,7 +256,7 @@ def finetune(
     """
     import torch
 
-    from .ttt import ttt_loss
+    from eaglehub.ttt import ttt_loss
 
     model, d = loaded.model, loaded.model.dims
     why = finetune_support(model)
@@ -346,12 +346,12 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
     """
     import torch
 
-    from .drafter import default_aux_ids
-    from .engines.chat import encode_chat
-    from .engines.reference import ReferenceEngine, load_drafter
-    from .layouts import read_drafter
-    from .prompts import load_prompts
-    from .target import resolve_target
+    from eaglehub.drafter import default_aux_ids
+    from eaglehub.engines.chat import encode_chat
+    from eaglehub.engines.reference import ReferenceEngine, load_drafter
+    from eaglehub.layouts import read_drafter
+    from eaglehub.prompts import load_prompts
+    from eaglehub.target import resolve_target
 
     check_options(opts)
     t_start = time.perf_counter()
@@ -511,8 +511,8 @@ def calibrated_upgrade(
     Raises:
         EaglehubError: see :func:`calibrate` and :func:`eaglehub.convert.convert`.
     """
-    from .convert import convert, destination
-    from .source import resolve_source
+    from eaglehub.convert import convert, destination
+    from eaglehub.source import resolve_source
 
     path, _ = resolve_source(str(src), convert_kwargs.get("revision"))
     destination(path, Path(dst), convert_kwargs.get("overwrite", False))  # before minutes of calibration, not after
@@ -540,14 +540,14 @@ def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, *
     """
     import torch
 
-    from .convert import convert, destination
-    from .drafter import default_aux_ids
-    from .engines.chat import encode_chat
-    from .engines.reference import ReferenceEngine
-    from .layouts import read_drafter
-    from .prompts import load_prompts
-    from .source import resolve_source
-    from .target import resolve_target
+    from eaglehub.convert import convert, destination
+    from eaglehub.drafter import default_aux_ids
+    from eaglehub.engines.chat import encode_chat
+    from eaglehub.engines.reference import ReferenceEngine
+    from eaglehub.layouts import read_drafter
+    from eaglehub.prompts import load_prompts
+    from eaglehub.source import resolve_source
+    from eaglehub.target import resolve_target
 
     check_options(opts)
     path, _ = resolve_source(str(src), convert_kwargs.get("revision"))

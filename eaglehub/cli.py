@@ -12,9 +12,9 @@ from click.core import ParameterSource
 from rich.console import Console
 from rich.markup import escape
 
-from . import __version__
-from .errors import EaglehubError
-from .findings import printable
+from eaglehub import __version__
+from eaglehub.errors import EaglehubError
+from eaglehub.findings import printable
 
 console = Console()
 err_console = Console(stderr=True)
@@ -105,7 +105,7 @@ def target() -> None:
 @handle_errors
 def target_build(spec: str, overwrite: bool, as_json: bool) -> None:
     """Build (or find) the local copy of target SPEC; `smollm2` converts the packaged GGUF."""
-    from .target import (
+    from eaglehub.target import (
         SMOLLM2_ALIASES,
         build_smollm2_cache,
         describe_target,
@@ -142,8 +142,8 @@ def target_build(spec: str, overwrite: bool, as_json: bool) -> None:
 def inspect_cmd(src: str, source_format: str | None, revision: str | None, as_json: bool) -> None:
     """Describe drafter SRC (directory or hub repo id) from tensor headers: format with evidence, dims,
     flags, aux ids, vocabulary, tensors."""
-    from .inspection import inspect_drafter
-    from .render import print_inspect
+    from eaglehub.inspection import inspect_drafter
+    from eaglehub.render import print_inspect
 
     report = inspect_drafter(src, source_format=source_format, revision=revision)
     print_json(report) if as_json else print_inspect(report, console)
@@ -198,13 +198,13 @@ def validate_cmd(
 ) -> None:
     """Check drafter SRC (and its pairing with --target). Exit 0 clean, 1 on error findings (or warnings
     with --strict), 2 on usage errors. Unreadable files are findings (E-INPUT-*), not crashes."""
-    from .render import print_findings, print_rules
-    from .validate import Options, validate
+    from eaglehub.render import print_findings, print_rules
+    from eaglehub.validate import Options, validate
 
     if markdown and not list_rules:
         raise click.UsageError("--markdown goes with --list-rules")
     if list_rules:
-        from .findings import rule_catalogue, rules_markdown
+        from eaglehub.findings import rule_catalogue, rules_markdown
 
         if src is not None:
             raise click.UsageError(
@@ -364,8 +364,8 @@ def convert_cmd(
     Tensor bytes are copied, never decoded, except the tensors a calibrated upgrade fine-tunes or a fold
     rewrites (listed as replaced); DST is written atomically; SRC is never modified.
     """
-    from .convert import convert
-    from .render import byte_progress, print_convert
+    from eaglehub.convert import convert
+    from eaglehub.render import byte_progress, print_convert
 
     if not calibrate and (steps is not None or train_scope or lr is not None or label_weight is not None):
         raise EaglehubError(
@@ -400,7 +400,7 @@ def convert_cmd(
         aux_convention=aux_convention,
     )
     if to == "3" and force and target_spec:
-        from .calibrate import CalibrationOptions, fold_to_eagle3
+        from eaglehub.calibrate import CalibrationOptions, fold_to_eagle3
 
         report = fold_to_eagle3(
             src,
@@ -415,7 +415,7 @@ def convert_cmd(
             **common,
         )
     elif calibrate:
-        from .calibrate import CalibrationOptions, calibrated_upgrade
+        from eaglehub.calibrate import CalibrationOptions, calibrated_upgrade
 
         if to != "3.1" or not target_spec:
             raise EaglehubError(
@@ -485,7 +485,7 @@ def convert_cmd(
 def quantize_cmd(src, dst, scheme, ignore, keep_fc, dry_run, revision, overwrite, as_json) -> None:
     """Quantize drafter SRC into DST in the compressed-tensors FP8 layout vLLM loads; lm_head, embed_tokens,
     norms, d2t and t2d keep their dtype. DST is written atomically; SRC is never modified."""
-    from .quantize import quantize, render_report
+    from eaglehub.quantize import quantize, render_report
 
     report = quantize(
         src,
@@ -723,10 +723,10 @@ def verify_cmd(
     verified, pairs of one target with the same settings sharing one target-alone run; the manifest's
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
     """
-    from .pairing import exit_code as pairs_exit_code
-    from .pairing import render_summary, run_pairs, select
-    from .verify import VerifyOptions, exit_code, make_engines, run_verify, write_plot, write_report
-    from .verify_view import render_report
+    from eaglehub.pairing import exit_code as pairs_exit_code
+    from eaglehub.pairing import render_summary, run_pairs, select
+    from eaglehub.verify import VerifyOptions, exit_code, make_engines, run_verify, write_plot, write_report
+    from eaglehub.verify_view import render_report
 
     engine_options = {
         name: value
@@ -794,7 +794,7 @@ def verify_cmd(
             render_summary(summary, console)
         sys.exit(pairs_exit_code(summary))
     report = run_verify(opts, engines=chosen, console=err_console)
-    from .baseline_compare import render_baseline
+    from eaglehub.baseline_compare import render_baseline
 
     _write_and_show(
         report,
@@ -891,8 +891,8 @@ def speedup_cmd(
     forwards. Exit 0 when measured; 2 for usage errors or a missing engine; 1 when the drafter fails
     validation or the engine fails.
     """
-    from .engines.vllm_engine import VllmEngine
-    from .speedup import (
+    from eaglehub.engines.vllm_engine import VllmEngine
+    from eaglehub.speedup import (
         SpeedupOptions,
         parse_concurrency,
         plot_speedup,
@@ -1020,7 +1020,7 @@ def diagnose_cmd(
     Exit 0 when measured (the numbers never fail); 2 for usage errors, a context list the target
     cannot hold or a missing engine; 1 when a drafter fails validation or the engine fails.
     """
-    from .diagnose import (
+    from eaglehub.diagnose import (
         DiagnoseOptions,
         parse_contexts,
         render_report,
@@ -1132,8 +1132,8 @@ def publish_cmd(
     The token comes from HF_TOKEN or the saved login and is never printed. Exit 0 published (or
     planned), 1 refused or the revision moved, 2 token / permission / repo / usage errors.
     """
-    from .publish import PublishOptions, publish
-    from .publish.view import render_publish
+    from eaglehub.publish import PublishOptions, publish
+    from eaglehub.publish.view import render_publish
 
     opts = PublishOptions(
         src=src,
@@ -1194,7 +1194,7 @@ def pipeline_cmd(manifest, work_dir, do_publish, drafters, endpoint, report_path
     Publishing is a dry run unless --publish. Exit 0 when every drafter passed every step, 1 when a
     step failed (that drafter's later steps are skipped), 2 for a bad manifest or options.
     """
-    from .pipeline import exit_code, render_summary, run_pipeline, write_summary
+    from eaglehub.pipeline import exit_code, render_summary, run_pipeline, write_summary
 
     summary = run_pipeline(
         manifest, work_dir, publish=do_publish, endpoint=endpoint, drafters=drafters, console=err_console

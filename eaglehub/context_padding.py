@@ -32,10 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import EaglehubError
+from eaglehub.errors import EaglehubError
 
 if TYPE_CHECKING:
-    from .engines.chat import ChatTokenizer
+    from eaglehub.engines.chat import ChatTokenizer
 
 INSTRUCTION = "Read the following text, then answer the question."
 TEMPLATE = INSTRUCTION + "\n\n{document}\n\nQuestion: {prompt}"
@@ -298,7 +298,7 @@ def pad_prompts(
 def max_context(target: Path) -> int | None:
     """The target's ``max_position_embeddings`` (top level, else ``text_config``), in tokens;
     ``None`` when the config does not say."""
-    from . import jsonio
+    from eaglehub import jsonio
 
     cfg = jsonio.read_object(Path(target) / "config.json") or {}
     value = cfg.get("max_position_embeddings") or (cfg.get("text_config") or {}).get("max_position_embeddings")
@@ -316,7 +316,7 @@ def build_contexts(
     Raises:
         EaglehubError: the target's tokenizer cannot be loaded; as :func:`pad_prompts`.
     """
-    from .engines.chat import ChatTokenizer
+    from eaglehub.engines.chat import ChatTokenizer
 
     chat = ChatTokenizer(target)
     limit = max_context(target)

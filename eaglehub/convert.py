@@ -19,15 +19,15 @@ import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .atomic import atomic_dir
-from .drafter import AUX_KEY, C_IN, C_OUT, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, derive_dims, read_flags
-from .errors import EaglehubError
-from .layouts import FORMATS, LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, Loss, architecture, read_drafter
-from .layouts.base import default_arch
-from .provenance import PROVENANCE_FILE, make_provenance, safetensors_metadata, write_provenance
-from .source import resolve_source
-from .stformat import DTYPE_BY_TORCH
-from .streaming import INDEX_FILE, OutTensor, write_checkpoint
+from eaglehub.atomic import atomic_dir
+from eaglehub.drafter import AUX_KEY, C_IN, C_OUT, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, derive_dims, read_flags
+from eaglehub.errors import EaglehubError
+from eaglehub.layouts import FORMATS, LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, Loss, architecture, read_drafter
+from eaglehub.layouts.base import default_arch
+from eaglehub.provenance import PROVENANCE_FILE, make_provenance, safetensors_metadata, write_provenance
+from eaglehub.source import resolve_source
+from eaglehub.stformat import DTYPE_BY_TORCH
+from eaglehub.streaming import INDEX_FILE, OutTensor, write_checkpoint
 
 REPORT_SCHEMA = "eaglehub.convert-report/2"
 VERSIONS = ("3.1", "3")
@@ -56,7 +56,7 @@ ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
 
 
 def _source_errors(d: Drafter) -> None:
-    from .validate import run_checks
+    from eaglehub.validate import run_checks
 
     # without --deep's value checks: a byte-level conversion does not decode weights
     errors = [f for f in run_checks(d) if f.severity == "error"]
@@ -73,7 +73,7 @@ def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, d
     """F16/F17: switches stored only in a sub-config vLLM does not read them from
     (:func:`eaglehub.checks.config.misplaced_flags`) move to the top level. Returns the repaired
     stored config and the format's carried keys, so the writer and the re-check see them there."""
-    from .checks.config import misplaced_flags
+    from eaglehub.checks.config import misplaced_flags
 
     raw, carried = json.loads(json.dumps(d.raw_config)), dict(d.carried.get(d.format, {}))
     for where, key, value in misplaced_flags(d):
@@ -149,7 +149,7 @@ def tensor_bytes(t, code: str) -> bytes:
     """A torch tensor's values as little-endian bytes of safetensors dtype ``code`` (e.g. ``"BF16"``)."""
     import torch
 
-    from .stformat import DTYPES
+    from eaglehub.stformat import DTYPES
 
     return t.detach().to(getattr(torch, DTYPES[code].torch)).contiguous().cpu().view(torch.uint8).numpy().tobytes()
 
@@ -644,7 +644,7 @@ def convert(
 
 def _check_output(tmp: Path, fmt: str, expected: set[str]) -> None:
     """Re-read the written checkpoint (headers only) and validate it; any error is a bug here."""
-    from .validate import run_checks
+    from eaglehub.validate import run_checks
 
     out = read_drafter(tmp, fmt=fmt)
     if set(out.index.names()) != expected:

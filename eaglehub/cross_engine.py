@@ -16,9 +16,9 @@ passes in every engine.
 
 from __future__ import annotations
 
-from . import acceptance
-from .engines.base import RunResult
-from .findings import Finding, finding
+from eaglehub import acceptance
+from eaglehub.engines.base import RunResult
+from eaglehub.findings import Finding, finding
 
 DEFINITION = (
     "relative_difference = (AL_engine - AL_primary) / AL_primary, AL = 1 + accepted / drafts per engine; "

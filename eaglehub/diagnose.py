@@ -22,12 +22,12 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, acceptance
-from .context_padding import PaddedPrompts, Skipped, build_contexts, max_context, padding_source
-from .engines.base import Engine, RunResult, RunSpec
-from .errors import EaglehubError
-from .prompts import Prompt, default_prompts_path, load_prompts
-from .schemas import check_output, write_output
+from eaglehub import __version__, acceptance
+from eaglehub.context_padding import PaddedPrompts, Skipped, build_contexts, max_context, padding_source
+from eaglehub.engines.base import Engine, RunResult, RunSpec
+from eaglehub.errors import EaglehubError
+from eaglehub.prompts import Prompt, default_prompts_path, load_prompts
+from eaglehub.schemas import check_output, write_output
 
 REPORT_SCHEMA = "diagnose-report"
 REPORT_VERSION = 1
@@ -100,11 +100,11 @@ def make_engine(name: str, device: str = "cpu") -> Engine:
         EaglehubError: (exit 2) an unknown engine name.
     """
     if name == "reference":
-        from .engines.reference import ReferenceEngine
+        from eaglehub.engines.reference import ReferenceEngine
 
         return ReferenceEngine(device=device)
     if name == "vllm":
-        from .engines.vllm_engine import VllmEngine
+        from eaglehub.engines.vllm_engine import VllmEngine
 
         return VllmEngine()
     raise EaglehubError(f"unknown engine {name!r}", hint=f"pick one of {', '.join(ENGINES)}")
@@ -118,7 +118,7 @@ def drafter_labels(versions: list[str], paths: list[Path]) -> list[str]:
 
 def _resolve_drafter(spec: str) -> tuple[Path, str]:
     """``(resolved directory, EAGLE version)``. Raises: EaglehubError (exit 2) as ``read_drafter``."""
-    from .layouts import read_drafter
+    from eaglehub.layouts import read_drafter
 
     path = Path(spec).expanduser()
     if not (path / "config.json").is_file():
@@ -267,7 +267,7 @@ def write_plots(report: dict, plot_dir: str | Path) -> list[Path]:
     Raises:
         EaglehubError: a plot cannot be written.
     """
-    from .diagnose_plots import plot_all
+    from eaglehub.diagnose_plots import plot_all
 
     try:
         return plot_all(report, Path(plot_dir))
@@ -287,8 +287,8 @@ def run_diagnose(opts: DiagnoseOptions, engine: Engine | None = None, console=No
             drafter with error findings (1, :func:`eaglehub.verify.preflight`), no context length
             the target allows (2), an engine failure (1).
     """
-    from .target import resolve_target
-    from .verify import preflight
+    from eaglehub.target import resolve_target
+    from eaglehub.verify import preflight
 
     if not 1 <= opts.depth <= MAX_DEPTH:
         raise EaglehubError(f"--depth must be 1..{MAX_DEPTH}, got {opts.depth}")

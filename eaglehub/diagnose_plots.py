@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .atomic import atomic_file
+from eaglehub.atomic import atomic_file
 
 CONDITIONAL = "conditional_acceptance.png"
 AL_VS_CONTEXT = "acceptance_length_vs_context.png"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from .tensorio import find_weight_files
+from eaglehub.tensorio import find_weight_files
 
 CHUNK = 1 << 20
 

@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import jsonio
-from .errors import EaglehubError
-from .tensorio import TensorIndex, TensorInfo
+from eaglehub import jsonio
+from eaglehub.errors import EaglehubError
+from eaglehub.tensorio import TensorIndex, TensorInfo
 
 LAYER0 = "midlayer."
 _LAYER_NAME = re.compile(r"layers\.([0-9]{1,6})\.")

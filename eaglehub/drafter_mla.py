@@ -47,10 +47,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .checks.target import rope_settings
-from .drafter_model import LayerCache, cached_attention
-from .errors import EaglehubError
-from .shapes import mla_dims
+from eaglehub.checks.target import rope_settings
+from eaglehub.drafter_model import LayerCache, cached_attention
+from eaglehub.errors import EaglehubError
+from eaglehub.shapes import mla_dims
 
 #: vLLM's ``DeepseekScalingRotaryEmbedding`` keyword defaults
 YARN_DEFAULTS = {"beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0}

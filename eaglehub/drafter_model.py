@@ -64,7 +64,7 @@ class DrafterDims:
     def from_config(cls, cfg: dict) -> DrafterDims:
         """Read dims from a vLLM-native drafter ``config.json`` dict, with vLLM's defaults
         (``eaglehub.drafter.derive_dims`` / ``read_flags``, vllm.md §3)."""
-        from .drafter import derive_dims, read_flags
+        from eaglehub.drafter import derive_dims, read_flags
 
         d, f = derive_dims(cfg), read_flags(cfg)
         rope = cfg.get("rope_parameters") or {}

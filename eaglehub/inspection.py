@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from .layouts import architecture, read_drafter
-from .source import resolve_source
+from eaglehub.layouts import architecture, read_drafter
+from eaglehub.source import resolve_source
 
 REPORT_SCHEMA = "eaglehub.inspect-report/2"
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import EaglehubError
-from .schemas import schema_errors
+from eaglehub.errors import EaglehubError
+from eaglehub.schemas import schema_errors
 
 SCHEMA = "manifest"
 DEFAULT_MANIFEST = "eaglehub.toml"
@@ -328,6 +328,6 @@ def load_manifest(path: str | Path) -> Manifest:
 def _drafter_name_pattern():
     import re
 
-    from .schemas import load_schema
+    from eaglehub.schemas import load_schema
 
     return re.compile(load_schema(SCHEMA)["$defs"]["drafter_name"]["pattern"])

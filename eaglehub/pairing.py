@@ -22,11 +22,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
-from .errors import EaglehubError
-from .manifest import DEFAULT_MANIFEST, Manifest, Pair, load_manifest
-from .schemas import check_output, write_output
-from .verify import VerifyOptions, run_verify, write_report
+from eaglehub import __version__
+from eaglehub.errors import EaglehubError
+from eaglehub.manifest import DEFAULT_MANIFEST, Manifest, Pair, load_manifest
+from eaglehub.schemas import check_output, write_output
+from eaglehub.verify import VerifyOptions, run_verify, write_report
 
 SUMMARY_SCHEMA = "verify-summary"
 SUMMARY_VERSION = 1
@@ -316,7 +316,7 @@ def summary_table(summary: dict):
     from rich.markup import escape
     from rich.table import Table
 
-    from .verify_view import _f, _rates
+    from eaglehub.verify_view import _f, _rates
 
     t = Table(
         title=f"verify {escape(summary['manifest'])}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
@@ -353,7 +353,7 @@ def render_summary(summary: dict, console) -> None:
     """Print the summary table, then each pair's error or finding codes (the reports have the details)."""
     from rich.markup import escape
 
-    from .findings import printable
+    from eaglehub.findings import printable
 
     console.print(summary_table(summary))
     for r in summary["pairs"]:

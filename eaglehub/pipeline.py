@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from . import __version__
-from .errors import EaglehubError
-from .schemas import check_output, write_output
+from eaglehub import __version__
+from eaglehub.errors import EaglehubError
+from eaglehub.schemas import check_output, write_output
 
 SCHEMA = "pipeline-report"
 STEPS = ("validate", "convert", "quantize", "verify", "publish")
@@ -44,7 +44,7 @@ def _step(name: str, fn) -> tuple[dict, object]:
 
 
 def _validate(pair) -> tuple[dict, None]:
-    from .validate import validate
+    from eaglehub.validate import validate
 
     report = validate(pair.drafter, pair.target.spec, deep=True)
     errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
@@ -56,12 +56,12 @@ def _validate(pair) -> tuple[dict, None]:
 
 
 def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dict, Path]:
-    from .convert import convert
+    from eaglehub.convert import convert
 
     common = dict(fmt=section.get("format"), overwrite=True)
     if section.get("calibrate"):
         # the plain 3.1 upgrade loses most of the acceptance (unit fc_norm gains); calibrating keeps it
-        from .calibrate import CalibrationOptions, calibrated_upgrade
+        from eaglehub.calibrate import CalibrationOptions, calibrated_upgrade
 
         opts = CalibrationOptions(
             target=target_spec, limit=section.get("calibration_limit"), norm_output=section.get("norm_output")
@@ -89,7 +89,7 @@ def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dic
 
 def _quantize(src: Path, dst: Path, section: dict) -> tuple[dict, Path]:
     # lazily: quantization needs torch and compressed-tensors, the other steps do not
-    from .quantize import quantize
+    from eaglehub.quantize import quantize
 
     report = quantize(
         src,
@@ -103,8 +103,8 @@ def _quantize(src: Path, dst: Path, section: dict) -> tuple[dict, Path]:
 
 
 def _verify(pair, drafter: Path, manifest_dir: Path, report_path: Path) -> tuple[dict, Path]:
-    from .pairing import pair_settings
-    from .verify import VerifyOptions, run_verify, write_report
+    from eaglehub.pairing import pair_settings
+    from eaglehub.verify import VerifyOptions, run_verify, write_report
 
     section = pair.stages.get("verify", {})
     prompts = section.get("prompts")
@@ -151,7 +151,7 @@ def _verify(pair, drafter: Path, manifest_dir: Path, report_path: Path) -> tuple
 
 
 def _publish(pair, drafter: Path, report_path: Path, do_publish: bool, endpoint: str | None) -> tuple[dict, None]:
-    from .publish import PublishOptions, publish
+    from eaglehub.publish import PublishOptions, publish
 
     section = pair.stages["publish"]
     doc = publish(
@@ -202,7 +202,7 @@ def run_pipeline(
 
     Raises: EaglehubError (exit 2) for a bad manifest (:func:`eaglehub.manifest.load_manifest`).
     """
-    from .manifest import load_manifest
+    from eaglehub.manifest import load_manifest
 
     loaded = load_manifest(manifest)
     work = Path(work_dir).expanduser().resolve()

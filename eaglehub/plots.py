@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .atomic import atomic_file
+from eaglehub.atomic import atomic_file
 
 
 def plot_acceptance(report: dict, path: str | Path) -> Path:

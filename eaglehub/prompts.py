@@ -30,9 +30,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import jsonio
-from .errors import EaglehubError
-from .schemas import schema_errors
+from eaglehub import jsonio
+from eaglehub.errors import EaglehubError
+from eaglehub.schemas import schema_errors
 
 PROMPTS_SCHEMA = "prompts"
 MTBENCH_SCHEMA = "prompts-mtbench"

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from . import __version__, jsonio
-from .errors import EaglehubError
-from .schemas import schema_errors
+from eaglehub import __version__, jsonio
+from eaglehub.errors import EaglehubError
+from eaglehub.schemas import schema_errors
 
 PROVENANCE_FILE = "eaglehub.json"
 SCHEMA = "eaglehub.provenance/1"

@@ -46,8 +46,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .errors import EaglehubError
-from .streaming import OutTensor
+from eaglehub.errors import EaglehubError
+from eaglehub.streaming import OutTensor
 
 REPORT_SCHEMA = "eaglehub.quantize-report/1"
 #: CLI scheme name -> compressed-tensors preset
@@ -112,7 +112,7 @@ def _scheme(name: str):
 def _anchored(pattern: str) -> str:
     """A user ``--ignore`` entry as vLLM will match it: ``re:`` patterns as given (they must compile), bare names
     as the anchored regex they mean (``fc`` -> ``re:.*fc$``; :func:`eaglehub.checks.quant._suggest`)."""
-    from .checks.quant import _suggest
+    from eaglehub.checks.quant import _suggest
 
     if pattern.startswith("re:"):
         try:
@@ -160,7 +160,7 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
         EaglehubError: an ignore entry that matches some but not all shards of a fused layer (vLLM refuses it,
             exit 2); nothing left to quantize (exit 1).
     """
-    from .checks.quant import (
+    from eaglehub.checks.quant import (
         UNKNOWN_TARGET_LAYERS,
         _block_fit,
         _decide,
@@ -169,7 +169,7 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
         vllm_layers,
         vllm_name,
     )
-    from .checks.quant_config import Scheme
+    from eaglehub.checks.quant_config import Scheme
 
     sch = _scheme(scheme)
     block = tuple(sch.weights.block_structure) if sch.weights.block_structure else None
@@ -320,7 +320,7 @@ def _library_extra_ignores(entries: list[Entry], written: list[str], sch) -> lis
 
 
 def _itemsize(dtype: str) -> int:
-    from .stformat import DTYPE_BY_TORCH
+    from eaglehub.stformat import DTYPE_BY_TORCH
 
     return DTYPE_BY_TORCH[dtype].bits // 8
 
@@ -411,7 +411,7 @@ def dequantize_tensors(d, tensors: dict) -> dict:
         EaglehubError: a quantization this cannot dequantize (no or a malformed config, another method, int or
             4-bit weights, config groups with different block sizes) or a float8 weight without its scale (exit 1).
     """
-    from .checks.quant_config import read_quant_config
+    from eaglehub.checks.quant_config import read_quant_config
 
     qc = read_quant_config(d)
     quantized = [n for n, v in tensors.items() if n.endswith(".weight") and str(v.dtype) == "torch.float8_e4m3fn"]
@@ -449,8 +449,8 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
     """The convert plan of the vLLM-native layout (:func:`eaglehub.convert._plan`) with each quantized weight replaced
     by its float8 payload + scale (computed when written: one tensor in memory at a time) and the quantization
     config and provenance added. Returns ``(convert plan, tensors to write, stored names expected)``."""
-    from .convert import _plan
-    from .stformat import DTYPE_BY_TORCH
+    from eaglehub.convert import _plan
+    from eaglehub.stformat import DTYPE_BY_TORCH
 
     cp = _plan(d, repaired, source, None, "vllm", False, True, None)
     by_name = {e.canonical: e for e in plan.entries}
@@ -543,13 +543,13 @@ def quantize(
             compressed-tensors not installed (exit 2); a source with error findings, already quantized, with nothing
             to quantize, or an output that fails validation (exit 1; ``dst`` untouched).
     """
-    from .atomic import atomic_dir
-    from .convert import _check_output, _copy_side_files, _repair, _source_errors, destination
-    from .layouts import read_drafter
-    from .provenance import PROVENANCE_FILE, safetensors_metadata, write_provenance
-    from .schemas import check_output
-    from .source import resolve_source
-    from .streaming import INDEX_FILE, write_checkpoint
+    from eaglehub.atomic import atomic_dir
+    from eaglehub.convert import _check_output, _copy_side_files, _repair, _source_errors, destination
+    from eaglehub.layouts import read_drafter
+    from eaglehub.provenance import PROVENANCE_FILE, safetensors_metadata, write_provenance
+    from eaglehub.schemas import check_output
+    from eaglehub.source import resolve_source
+    from eaglehub.streaming import INDEX_FILE, write_checkpoint
 
     if scheme not in SCHEMES:
         raise EaglehubError(f"unknown scheme {scheme!r}", hint=f"use --scheme {' | '.join(SCHEMES)}")
@@ -620,7 +620,7 @@ def render_report(report: dict, console) -> None:
     """The plan or result as a rich table: one row per tensor (action, reason, bytes), then the totals."""
     from rich.table import Table
 
-    from .render import _size
+    from eaglehub.render import _size
 
     head = "would quantize" if report["dry_run"] else "quantized"
     console.print(

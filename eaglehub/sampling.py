@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .findings import finding
+from eaglehub.findings import finding
 
 Sampler = Callable[[np.ndarray, np.ndarray, int, np.random.Generator], np.ndarray]
 """``sampler(p, q, n, rng) -> tokens``: ``n`` independent trials, one emitted token id per trial (shape ``[n]``)."""

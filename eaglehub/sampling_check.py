@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import sampling
-from .engines.base import RunSpec
-from .findings import finding
-from .prompts import Prompt
+from eaglehub import sampling
+from eaglehub.engines.base import RunSpec
+from eaglehub.findings import finding
+from eaglehub.prompts import Prompt
 
 TOP_BINS = 8
 MIN_GROUP = 200

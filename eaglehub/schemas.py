@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 import json
 
-from .errors import EaglehubError
-from .paths import schemas_dir
+from eaglehub.errors import EaglehubError
+from eaglehub.paths import schemas_dir
 
 
 @functools.cache
@@ -84,7 +84,7 @@ def write_output(obj, path, name: str, what: str):
     """
     from pathlib import Path
 
-    from .atomic import atomic_file
+    from eaglehub.atomic import atomic_file
 
     check_output(obj, name, what)
     path = Path(path)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .drafter import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_index, layer_kind  # noqa: F401 (re-exported)
+from eaglehub.drafter import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_index, layer_kind  # noqa: F401 (re-exported)
 
 #: fc_norm gain vectors described at most: a config may claim any num_aux_hidden_states, and
 #: E-AUX-COUNT already reports a count the fc width does not bear out
@@ -214,6 +214,6 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
         )
         for i in range(min(d.A, MAX_AUX_DESCRIBED))
     ]
-    from .checks.quant import quantized_specs  # here, not at the top: the checks package imports this module
+    from eaglehub.checks.quant import quantized_specs  # here, not at the top: the checks package imports this module
 
     return quantized_specs(drafter, specs)

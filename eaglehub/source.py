@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import EaglehubError
+from eaglehub.errors import EaglehubError
 
 REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 WEIGHT_CANDIDATES = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin")
@@ -43,7 +43,7 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
         if found is None:
             continue
         if name.endswith(".index.json"):
-            from .tensorio import read_weight_map
+            from eaglehub.tensorio import read_weight_map
 
             shards = sorted(set(read_weight_map(Path(found)).values()))
             for shard in shards:

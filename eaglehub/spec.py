@@ -10,7 +10,7 @@ formats.md §2).
 
 from __future__ import annotations
 
-from .drafter import AUX_KEY, Drafter
+from eaglehub.drafter import AUX_KEY, Drafter
 
 #: keys every format spells its own way; their meaning is in the resolved fields of :func:`describe`.
 STRUCTURAL = frozenset(

@@ -34,12 +34,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import __version__, acceptance, jsonio
-from .atomic import atomic_file
-from .engines.base import Engine, RunResult, RunSpec, SpecCounters
-from .errors import EaglehubError
-from .prompts import default_prompts_path, load_prompts
-from .schemas import check_output, write_output
+from eaglehub import __version__, acceptance, jsonio
+from eaglehub.atomic import atomic_file
+from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
+from eaglehub.errors import EaglehubError
+from eaglehub.prompts import default_prompts_path, load_prompts
+from eaglehub.schemas import check_output, write_output
 
 REPORT_SCHEMA = "speedup-report"
 REPORT_VERSION = 1
@@ -242,7 +242,7 @@ def measure_costs(
     """
     import torch
 
-    from .drafter_model import DrafterDims, Eagle3Drafter, attention
+    from eaglehub.drafter_model import DrafterDims, Eagle3Drafter, attention
 
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype) or not torch_dtype.is_floating_point:
@@ -495,7 +495,7 @@ def build_report(
     costs: Costs,
 ) -> dict:
     """Assemble the report (schema ``schemas/speedup-report.schema.json``)."""
-    from .verify import serve_command
+    from eaglehub.verify import serve_command
 
     levels = sorted(plan.levels)
     categories: dict[str, int] = {}
@@ -553,13 +553,13 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
             drafter that fails validation (exit 1, :func:`eaglehub.verify.preflight`), or an engine
             failure (exit 1).
     """
-    from .engines.chat import encode_chat
-    from .target import resolve_target
-    from .verify import _resolve_drafter, _run_all, preflight
+    from eaglehub.engines.chat import encode_chat
+    from eaglehub.target import resolve_target
+    from eaglehub.verify import _resolve_drafter, _run_all, preflight
 
     check_options(opts)
     if engine is None:
-        from .engines.vllm_engine import VllmEngine
+        from eaglehub.engines.vllm_engine import VllmEngine
 
         engine = VllmEngine()
     engine.version()  # fail fast, before any model work, when the engine is missing

@@ -25,8 +25,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import jsonio
-from .errors import EaglehubError
+from eaglehub import jsonio
+from eaglehub.errors import EaglehubError
 
 #: Largest header the library accepts (``MAX_HEADER_SIZE`` in safetensors ``lib.rs``).
 MAX_HEADER_SIZE = 100_000_000

@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .atomic import atomic_dir
-from .errors import EaglehubError
-from .paths import cache_dir
+from eaglehub.atomic import atomic_dir
+from eaglehub.errors import EaglehubError
+from eaglehub.paths import cache_dir
 
 SMOLLM2_ALIASES = {"smollm2", "smollm2-135m-instruct", "huggingfacetb/smollm2-135m-instruct"}
 SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct"
@@ -89,7 +89,7 @@ def build_smollm2_cache(dst: Path | None = None, overwrite: bool = False) -> Pat
 
 def describe_target(spec: str, path: Path) -> dict:
     """The ``target build --json`` record (schemas/target.schema.json): spec, path, provenance."""
-    from .schemas import validate_json
+    from eaglehub.schemas import validate_json
 
     src = Path(path) / SOURCE_FILE
     record = {
@@ -153,7 +153,7 @@ def resolve_target_files(spec: str, side_files: tuple[str, ...]) -> tuple[Path, 
     Raises:
         EaglehubError: the spec names nothing available (exit 2).
     """
-    from .source import REPO_ID, fetch
+    from eaglehub.source import REPO_ID, fetch
 
     path = Path(spec).expanduser()
     local = path.is_dir() or spec.lower() in SMOLLM2_ALIASES or not REPO_ID.match(spec)

@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import jsonio
-from .errors import EaglehubError
-from .stformat import DTYPE_BY_TORCH, DTYPES, read_header
+from eaglehub import jsonio
+from eaglehub.errors import EaglehubError
+from eaglehub.stformat import DTYPE_BY_TORCH, DTYPES, read_header
 
 SINGLE_SAFETENSORS = "model.safetensors"
 PYTORCH_BIN = "pytorch_model.bin"

@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .drafter_model import Eagle3Drafter
+from eaglehub.drafter_model import Eagle3Drafter
 
 
 def unroll(

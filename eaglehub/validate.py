@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .checks import CHECKS, STATISTICS_CHECKS, Context, Options, TargetInfo, read_target
+from eaglehub.checks import CHECKS, STATISTICS_CHECKS, Context, Options, TargetInfo, read_target
 
 __all__ = ["Options", "make_report", "run_checks", "validate"]
-from .checks.engine import parse_version
-from .drafter import Drafter
-from .errors import EaglehubError
-from .findings import Finding, count_by_severity, finding
-from .layouts import FORMATS, architecture, read_drafter
-from .source import resolve_source
+from eaglehub.checks.engine import parse_version
+from eaglehub.drafter import Drafter
+from eaglehub.errors import EaglehubError
+from eaglehub.findings import Finding, count_by_severity, finding
+from eaglehub.layouts import FORMATS, architecture, read_drafter
+from eaglehub.source import resolve_source
 
 REPORT_SCHEMA = "eaglehub.validate-report/1"
 UNREADABLE = "unreadable"

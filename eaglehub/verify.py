@@ -43,12 +43,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import __version__, acceptance, cross_engine, forensics
-from .engines.base import Engine, RunResult, RunSpec, SpecCounters
-from .errors import EaglehubError
-from .findings import Finding, finding
-from .prompts import Prompt, default_prompts_path, describe_prompts, load_prompts
-from .schemas import check_output, schema_errors, write_output
+from eaglehub import __version__, acceptance, cross_engine, forensics
+from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
+from eaglehub.errors import EaglehubError
+from eaglehub.findings import Finding, finding
+from eaglehub.prompts import Prompt, default_prompts_path, describe_prompts, load_prompts
+from eaglehub.schemas import check_output, schema_errors, write_output
 
 REPORT_SCHEMA = "verify-report"
 REPORT_VERSION = 2
@@ -96,7 +96,7 @@ def serve_command(target: Path | str, drafter: Path | str, k: int) -> str:
     """The ready-to-paste ``vllm serve`` line for the pair (vllm.md §8: method + absolute path).
 
     A ``str`` target or drafter is a Hub repo id and is written as given (a published drafter's card)."""
-    from .engines.vllm_engine import speculative_config
+    from eaglehub.engines.vllm_engine import speculative_config
 
     config = speculative_config(Path(drafter), k)
     if isinstance(drafter, str):
@@ -118,8 +118,8 @@ def make_engines(names: list[str], log_dir: Path | None = None, device: str = "c
     """
     import importlib.util
 
-    from .engines.reference import ReferenceEngine
-    from .engines.vllm_engine import VllmEngine
+    from eaglehub.engines.reference import ReferenceEngine
+    from eaglehub.engines.vllm_engine import VllmEngine
 
     out, seen = [], set()
     for name in names or ["auto"]:
@@ -152,7 +152,7 @@ def preflight(drafter: Path, target: Path) -> None:
     Raises:
         EaglehubError: error findings against ``target`` (exit 1; the message lists their codes).
     """
-    from .validate import validate
+    from eaglehub.validate import validate
 
     report = validate(drafter, target, deep=True)  # NaN weights would waste an engine run too
     errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
@@ -303,7 +303,7 @@ def drafter_report(
 
     ``explain(rows, run) -> ({request id: forensics dict}, note or None)``: divergence forensics for
     the divergent rows (:func:`forensics_for`); ``None``: none (each row's ``forensics`` stays ``None``)."""
-    from .engines.vllm_engine import speculative_config
+    from eaglehub.engines.vllm_engine import speculative_config
 
     rows = compare_outputs(requests, baseline, run)
     explained, note = explain([r for r in rows if not r["match"]], run) if explain else ({}, None)
@@ -316,7 +316,7 @@ def drafter_report(
         comparison, regression = compare_with_reference(drafter, acceptance.acceptance_length(overall), reference)
         findings += regression
     findings.sort(key=lambda f: f.severity != "error")  # errors first, each group in check order (stable sort)
-    from .digest import files_sha256
+    from eaglehub.digest import files_sha256
 
     return {
         "drafter": str(drafter),
@@ -599,7 +599,7 @@ def write_plot(report: dict, path: Path) -> None:
     Raises:
         EaglehubError: the file cannot be written.
     """
-    from .plots import plot_acceptance
+    from eaglehub.plots import plot_acceptance
 
     try:
         plot_acceptance(report, path)
@@ -792,7 +792,7 @@ def _chat_codec(target: Path, prompts: list[Prompt]):
     :func:`~eaglehub.engines.chat.encode_chat` as before multi-turn support; multi-turn sets load
     one :class:`~eaglehub.engines.chat.ChatTokenizer` and render the longest chat once with empty
     replies, so a template that refuses multi-turn chats fails before any engine work."""
-    from .engines import chat
+    from eaglehub.engines import chat
 
     if all(len(p.turns) == 1 for p in prompts):
         return (lambda convs: chat.encode_chat(target, [turns[0] for turns, _ in convs])), None
@@ -822,7 +822,7 @@ def run_verify(
             missing (exit 2), a drafter with error findings (exit 1, :func:`preflight`) or engine
             failure (exit 1).
     """
-    from .target import resolve_target
+    from eaglehub.target import resolve_target
 
     _check_options(opts)
     # a bad reference is a usage error: refuse it before minutes of engine work
@@ -905,7 +905,7 @@ def run_verify(
     if opts.sampling_trials:
         _attach_sampling_tests(report, engines, specs[1:], requests, ids, opts)
     if opts.baseline_drafter:
-        from .baseline_compare import attach_baseline
+        from eaglehub.baseline_compare import attach_baseline
 
         attach_baseline(report, drafters[-1])
     validate_report(report)
@@ -914,7 +914,7 @@ def run_verify(
 
 def _target_loader(engines: list[Engine], target: Path, opts: VerifyOptions):
     """Forensics' target: the reference engine's loaded one when it runs, else loaded once on demand."""
-    from .engines.reference import ReferenceEngine
+    from eaglehub.engines.reference import ReferenceEngine
 
     ref = next((e for e in engines if isinstance(e, ReferenceEngine)), None) or ReferenceEngine(device=opts.device)
     return lambda: ref.target(target, opts.dtype)
@@ -958,8 +958,8 @@ def _attach_sampling_tests(
     engine, at the first request of each category (its id and category stand in for a prompt's)."""
     from dataclasses import replace
 
-    from .engines.reference import ReferenceEngine
-    from .sampling_check import first_per_category, run_engine_sampling_test, run_sampling_test
+    from eaglehub.engines.reference import ReferenceEngine
+    from eaglehub.sampling_check import first_per_category, run_engine_sampling_test, run_sampling_test
 
     ref = next((e for e in engines if isinstance(e, ReferenceEngine)), None) or ReferenceEngine(device=opts.device)
     chosen = first_per_category(requests, ids, opts.sampling_prefixes)

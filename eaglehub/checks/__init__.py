@@ -10,8 +10,8 @@ EAGLE-1/2, unsupported) live in :func:`eaglehub.validate.run_checks`.
 
 from __future__ import annotations
 
-from . import aux, config, engine, quant, target, tensors, vocab
-from .context import Context, Options, TargetInfo, read_target
+from eaglehub.checks import aux, config, engine, quant, target, tensors, vocab
+from eaglehub.checks.context import Context, Options, TargetInfo, read_target
 
 CHECKS = [
     config.check_schema,

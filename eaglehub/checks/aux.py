@@ -4,9 +4,9 @@ with a target, an explicit list is compared with those defaults (F12)."""
 
 from __future__ import annotations
 
-from ..drafter import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
-from ..findings import Finding, finding
-from .context import Context
+from eaglehub.checks.context import Context
+from eaglehub.drafter import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
+from eaglehub.findings import Finding, finding
 
 
 def _hidden_undeclared(ctx: Context) -> list[Finding]:

@@ -3,12 +3,12 @@ switches live, sliding windows, MLA fields."""
 
 from __future__ import annotations
 
-from ..drafter import int_field, nested_config
-from ..findings import Finding, finding
-from ..layouts import LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, architecture
-from ..schemas import schema_errors
-from ..shapes import MLA, MLA_ARCHITECTURES, layer_kind
-from .context import Context
+from eaglehub.checks.context import Context
+from eaglehub.drafter import int_field, nested_config
+from eaglehub.findings import Finding, finding
+from eaglehub.layouts import LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, architecture
+from eaglehub.schemas import schema_errors
+from eaglehub.shapes import MLA, MLA_ARCHITECTURES, layer_kind
 
 #: rope types vLLM's ``get_rope`` and transformers' ``ROPE_INIT_FUNCTIONS`` know (F14).
 KNOWN_ROPE_TYPES = frozenset(

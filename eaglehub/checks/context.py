@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .. import jsonio
-from ..drafter import Drafter, config_dtype, read_config
-from ..errors import EaglehubError
-from ..tensorio import TensorIndex, read_index
+from eaglehub import jsonio
+from eaglehub.drafter import Drafter, config_dtype, read_config
+from eaglehub.errors import EaglehubError
+from eaglehub.tensorio import TensorIndex, read_index
 
 #: target files the checks read besides config.json (never weights): tokenizer, template, generation
 #: defaults, ModelOpt's quantization record (``hf_quant_config.json``, failure-kinds.md F19)
@@ -128,7 +128,7 @@ def read_target(spec: str | Path) -> TargetInfo:
     Raises: EaglehubError: the spec names nothing (exit 2, no ``code``); the config cannot be parsed
     (``code`` E-INPUT-CONFIG: validate reports it as E-TARGET-CONFIG).
     """
-    from ..target import resolve_target_files
+    from eaglehub.target import resolve_target_files
 
     path, files = resolve_target_files(str(spec), TARGET_SIDE_FILES)
     cfg = read_config(path)

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import EaglehubError
-from ..findings import Finding, finding
-from ..shapes import MLA, layer_kind
-from .context import Context
+from eaglehub.checks.context import Context
+from eaglehub.errors import EaglehubError
+from eaglehub.findings import Finding, finding
+from eaglehub.shapes import MLA, layer_kind
 
 BASELINE = "0.22.0"
 

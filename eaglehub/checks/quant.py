@@ -51,11 +51,8 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from ..drafter import Drafter
-from ..findings import Finding, finding
-from ..shapes import MLA, TensorSpec, expected_tensors, layer_kind
-from .context import Context
-from .quant_config import (
+from eaglehub.checks.context import Context
+from eaglehub.checks.quant_config import (
     ALL_PARAMS,
     CT,
     CT_PARAMS,
@@ -71,6 +68,9 @@ from .quant_config import (
     Scheme,
     read_quant_config,
 )
+from eaglehub.drafter import Drafter
+from eaglehub.findings import Finding, finding
+from eaglehub.shapes import MLA, TensorSpec, expected_tensors, layer_kind
 
 #: checkpoint Linears vLLM may build quantized (quantize-publish.md §5); everything else is never quantized.
 QUANTIZABLE = frozenset(

@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import jsonio
-from ..drafter import Drafter
-from ..findings import Finding, finding
+from eaglehub import jsonio
+from eaglehub.drafter import Drafter
+from eaglehub.findings import Finding, finding
 
 CT = "compressed-tensors"
 #: quant_method values vLLM loads drafters from that eaglehub checks by tensor name only (quantize-publish.md §5).

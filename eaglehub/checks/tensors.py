@@ -9,11 +9,11 @@ from collections import Counter
 
 import numpy as np
 
-from ..drafter import config_dtype
-from ..findings import Finding, finding
-from ..shapes import MAX_AUX_DESCRIBED, MLA, described_layers, expected_tensors, layer_kind
-from .context import Context, drafter_array
-from .quant import quantization_tensors
+from eaglehub.checks.context import Context, drafter_array
+from eaglehub.checks.quant import quantization_tensors
+from eaglehub.drafter import config_dtype
+from eaglehub.findings import Finding, finding
+from eaglehub.shapes import MAX_AUX_DESCRIBED, MLA, described_layers, expected_tensors, layer_kind
 
 INIT_MIN_NUMEL = 4096  # smaller matrices are too noisy for the std test
 INIT_SAMPLE_NUMEL = 1 << 18  # rows loaded for the std test, bounded

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..findings import Finding, finding
-from .context import Context, drafter_array
+from eaglehub.checks.context import Context, drafter_array
+from eaglehub.findings import Finding, finding
 
 #: integer dtypes accepted for ``d2t`` (torch names; the ones torch always had, as before).
 _INT_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8"})

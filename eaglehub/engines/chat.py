@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..errors import EaglehubError
+from eaglehub.errors import EaglehubError
 
 TURN_SEPARATOR = "\n\n"
 

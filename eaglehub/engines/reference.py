@@ -36,9 +36,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import EaglehubError
-from ..sampling import STANDARD_RULE, AcceptanceRule
-from .base import ProgressFn, RunResult, RunSpec, SpecCounters
+from eaglehub.engines.base import ProgressFn, RunResult, RunSpec, SpecCounters
+from eaglehub.errors import EaglehubError
+from eaglehub.sampling import STANDARD_RULE, AcceptanceRule
 
 SINK_TOKENS = 4
 """Attention-sink diagnostics: mass on the first this many positions (StreamingLLM's 4 sink tokens,
@@ -145,20 +145,20 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
     """
     from functools import partial
 
-    from ..drafter import MLA, default_aux_ids
-    from ..drafter_model import DrafterDims, Eagle3Drafter
-    from ..layouts import read_drafter
+    from eaglehub.drafter import MLA, default_aux_ids
+    from eaglehub.drafter_model import DrafterDims, Eagle3Drafter
+    from eaglehub.layouts import read_drafter
 
     d = read_drafter(Path(path))
     cfg = d.config
     factory = None
     if d.layer_kind == MLA:
-        from ..drafter_mla import MLAAttention
+        from eaglehub.drafter_mla import MLAAttention
 
         factory = partial(MLAAttention, cfg)
     dims = DrafterDims.from_config(cfg)
     model = Eagle3Drafter(dims, attention_factory=factory)
-    from ..quantize import dequantize_tensors
+    from eaglehub.quantize import dequantize_tensors
 
     tensors = dequantize_tensors(d, d.load_all())  # compressed-tensors FP8: weights dequantized, activations stay float
     embed = tensors.pop("embed_tokens.weight", None)
@@ -231,7 +231,7 @@ class ReferenceEngine:
 
     def version(self) -> str:
         """eaglehub's version with the torch and transformers versions it runs on."""
-        from .. import __version__
+        from eaglehub import __version__
 
         return (
             f"eaglehub {__version__} (torch {importlib.metadata.version('torch')}, "
@@ -344,7 +344,7 @@ class _Decode:
         rng: np.random.Generator,
         diag: _Diag | None,
     ):
-        from ..drafter_model import KVCache
+        from eaglehub.drafter_model import KVCache
 
         self.engine, self.target, self.drafter, self.spec = engine, target, drafter, spec
         self.gen, self.rng, self.diag = gen, rng, diag

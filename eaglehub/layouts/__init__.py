@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..drafter import (
+from eaglehub.drafter import (
     AUX_KEY,
     C_OUT,
     LAYER0,
@@ -24,10 +24,10 @@ from ..drafter import (
     read_config,
     read_flags,
 )
-from ..errors import EaglehubError
-from ..tensorio import TensorIndex, read_index
-from .base import FlatFormat, Format, Loss, Reading
-from .speculators import SpeculatorsFormat
+from eaglehub.errors import EaglehubError
+from eaglehub.layouts.base import FlatFormat, Format, Loss, Reading
+from eaglehub.layouts.speculators import SpeculatorsFormat
+from eaglehub.tensorio import TensorIndex, read_index
 
 #: ``architectures[0]`` values vLLM maps to ``llama_eagle3.Eagle3LlamaForCausalLM`` (vllm.md §1).
 LLAMA_EAGLE3_ARCHS = frozenset(
@@ -276,7 +276,7 @@ def read_drafter(
     out and kept in :attr:`Drafter.provenance_error` (validate reports it and checks the rest).
     Raises: EaglehubError (missing/unreadable config or weights, ambiguous format: exit 2).
     """
-    from ..provenance import read_provenance
+    from eaglehub.provenance import read_provenance
 
     path = Path(path)
     raw = read_config(path)
@@ -303,7 +303,7 @@ def read_drafter(
         names = FORMATS[name].canonical_names(index.names(), reading.carried)
     else:
         cfg, names = raw, {n: n for n in index.names()}
-        from ..drafter import read_aux
+        from eaglehub.drafter import read_aux
 
         aux = read_aux(raw)
     return Drafter(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..drafter import (
+from eaglehub.drafter import (
     AUX_KEY,
     C_IN,
     C_OUT,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..drafter import AUX_KEY, C_IN, Drafter
-from .base import Format, Loss, Reading, default_arch, read_aux_ids
+from eaglehub.drafter import AUX_KEY, C_IN, Drafter
+from eaglehub.layouts.base import Format, Loss, Reading, default_arch, read_aux_ids
 
 #: keys of the speculators block that have no meaning in other formats (kept in ``carried``).
 PRIVATE = (

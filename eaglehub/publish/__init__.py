@@ -8,9 +8,9 @@ the client and the error mapping. :func:`publish` ties them together; its report
 
 from __future__ import annotations
 
-from ..schemas import check_output
-from .hub import default_endpoint, get_token, make_api
-from .plan import PublishOptions, make_plan
+from eaglehub.publish.hub import default_endpoint, get_token, make_api
+from eaglehub.publish.plan import PublishOptions, make_plan
+from eaglehub.schemas import check_output
 
 __all__ = ["PublishOptions", "publish"]
 
@@ -25,16 +25,16 @@ def publish(opts: PublishOptions) -> dict:
         EaglehubError: the gate refuses (exit 1), the revision moved (exit 1), no token / no
             permission / repo or revision not found / endpoint unreachable (exit 2), other Hub errors (exit 1).
     """
-    from ..errors import EaglehubError
-    from ..source import REPO_ID
-    from .upload import execute
+    from eaglehub.errors import EaglehubError
+    from eaglehub.publish.upload import execute
+    from eaglehub.source import REPO_ID
 
     if not REPO_ID.match(opts.repo):
         raise EaglehubError(f"--repo {opts.repo!r} is not a Hub repo id", hint="pass ORG/NAME (letters, digits, - _ .)")
     endpoint = (opts.endpoint or default_endpoint()).rstrip("/")
     token = get_token()
     if not opts.dry_run and not token:  # before minutes of hashing and validation
-        from .hub import LOGIN_HINT
+        from eaglehub.publish.hub import LOGIN_HINT
 
         raise EaglehubError("no Hugging Face token found: publishing needs one with write access", hint=LOGIN_HINT)
     api = make_api(endpoint, token)

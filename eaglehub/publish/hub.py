@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from ..errors import EaglehubError
+from eaglehub.errors import EaglehubError
 
 LOGIN_HINT = (
     "set HF_TOKEN (CI: a repository secret, or Trusted Publishers with HF_OIDC_RESOURCE) or run `hf auth login`"

@@ -14,9 +14,9 @@ commit's oid and URL, only the tag missing). Never
 
 from __future__ import annotations
 
-from ..errors import EaglehubError
-from .hub import StaleParentError, hub_errors
-from .plan import Plan, PublishOptions, remote_tags, tag_exists_error
+from eaglehub.errors import EaglehubError
+from eaglehub.publish.hub import StaleParentError, hub_errors
+from eaglehub.publish.plan import Plan, PublishOptions, remote_tags, tag_exists_error
 
 
 def execute(plan: Plan, opts: PublishOptions, api, endpoint: str, token: str | None) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from ..render import _size
+from eaglehub.render import _size
 
 
 def render_publish(doc: dict, console) -> None:
