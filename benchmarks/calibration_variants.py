@@ -25,12 +25,12 @@ from pathlib import Path
 
 import torch
 
-from eaglehub import calibrate as C
-from eaglehub.convert import convert
+from eaglehub.convert.run import calibrate as C
+from eaglehub.convert.run import convert
 from eaglehub.engines.chat import encode_chat
 from eaglehub.engines.reference import ReferenceEngine, load_drafter
-from eaglehub.layouts import read_drafter
-from eaglehub.prompts import load_prompts
+from eaglehub.formats.registry import read_drafter
+from eaglehub.measure.prompts import load_prompts
 from eaglehub.target import resolve_target
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,7 +61,7 @@ def main() -> None:
     target = engine.target(target_path, "float32")
     aux_ids = sorted(d.aux.c_in)
     fit, held = C._split(load_prompts(C.default_calibration_prompts(), None, None), 2)
-    evals = load_prompts(ROOT / "fixtures" / "prompts" / "eval.jsonl", None, None)
+    evals = load_prompts(ROOT / "eaglehub" / "data" / "prompts" / "eval.jsonl", None, None)
     sys.path.insert(0, str(ROOT / "fixtures" / "smollm2-eagle3-recipe"))
     from train_prompts import build_prompts, normalise
 

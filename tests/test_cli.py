@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from safetensors.torch import load_file, save_file
 
 from eaglehub.cli import main
-from eaglehub.schemas import validate_json
+from eaglehub.io.schemas import validate_json
 
 
 def run(*args):

@@ -10,12 +10,12 @@ import pytest
 import torch
 from conftest import tree_hash
 
-from eaglehub import convert as convert_mod
-from eaglehub.convert import convert
+from eaglehub.checks.validate import validate
+from eaglehub.convert.run import convert
+from eaglehub.convert.run import run as convert_mod
 from eaglehub.errors import EaglehubError
-from eaglehub.schemas import validate_json
-from eaglehub.tensorio import read_index
-from eaglehub.validate import validate
+from eaglehub.io.schemas import validate_json
+from eaglehub.io.tensorio import read_index
 
 
 def test_upgrade_adds_fc_norm_and_copies_bit_exact(make_drafter, make_target, tmp_path):

@@ -11,9 +11,14 @@ import math
 import pytest
 from click.testing import CliRunner
 
-from eaglehub import acceptance, diagnose
 from eaglehub.cli import main
-from eaglehub.context_padding import (
+from eaglehub.diagnose.run import run as diagnose
+from eaglehub.engines.base import RunResult, SpecCounters
+from eaglehub.engines.chat import ChatTokenizer, encode_chat
+from eaglehub.errors import EaglehubError
+from eaglehub.io.schemas import schema_errors
+from eaglehub.measure import acceptance
+from eaglehub.measure.padding import (
     INSTRUCTION,
     PaddedPrompts,
     Skipped,
@@ -24,12 +29,8 @@ from eaglehub.context_padding import (
     padding_text,
     token_cuts,
 )
-from eaglehub.diagnose_plots import AL_VS_CONTEXT, CONDITIONAL, HIDDEN_NORM, SINK_MASS
-from eaglehub.engines.base import RunResult, SpecCounters
-from eaglehub.engines.chat import ChatTokenizer, encode_chat
-from eaglehub.errors import EaglehubError
-from eaglehub.schemas import schema_errors
 from eaglehub.target import resolve_target
+from eaglehub.views.diagnose_plots import AL_VS_CONTEXT, CONDITIONAL, HIDDEN_NORM, SINK_MASS
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -176,7 +177,7 @@ def _check_padded(target, prompts, built: PaddedPrompts):
 def test_padding_exact_on_smollm2_tokenizer():
     """The real target's tokenizer (GPT-2-style byte BPE) and chat template: 1024 and 2048 tokens exactly
     for one prompt of each category of the project's evaluation set; 0 is the prompts unchanged."""
-    from eaglehub.prompts import load_prompts
+    from eaglehub.measure.prompts import load_prompts
 
     target = resolve_target("smollm2")
     prompts = [p.text for p in load_prompts(limit=1)]
@@ -371,7 +372,7 @@ def _cli(*args):
 def test_cli_usage_errors_one_line_exit_2(pair, monkeypatch, bad):
     target, d3, _, prompts = pair
     engine = FakeEngine()
-    monkeypatch.setattr("eaglehub.diagnose.make_engine", lambda *a: engine)
+    monkeypatch.setattr("eaglehub.diagnose.run.make_engine", lambda *a: engine)
     res = _cli("diagnose", "--target", target, "--drafter", d3, "--prompts", prompts, *bad)
     assert res.exit_code == 2, res.output
     lines = res.output.strip().splitlines()
@@ -381,7 +382,7 @@ def test_cli_usage_errors_one_line_exit_2(pair, monkeypatch, bad):
 
 def test_cli_json_tables_report_and_plots(pair, monkeypatch, tmp_path):
     target, d3, d31, prompts = pair
-    monkeypatch.setattr("eaglehub.diagnose.make_engine", lambda name, device: FakeEngine())
+    monkeypatch.setattr("eaglehub.diagnose.run.make_engine", lambda name, device: FakeEngine())
     args = [
         "diagnose",
         "--target",

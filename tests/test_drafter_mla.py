@@ -15,11 +15,11 @@ from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
     DeepseekV3RotaryEmbedding,
 )
 
-from eaglehub.drafter_mla import MLAAttention, MLARope
-from eaglehub.drafter_model import LayerCache
+from eaglehub.drafter.shapes import expected_tensors
 from eaglehub.errors import EaglehubError
-from eaglehub.layouts import read_drafter
-from eaglehub.shapes import expected_tensors
+from eaglehub.formats.registry import read_drafter
+from eaglehub.model.eagle3 import LayerCache
+from eaglehub.model.mla import MLAAttention, MLARope
 
 H, NH, Q_LORA, KV_LORA, NOPE, ROPE, V_HEAD, EPS = 64, 4, 32, 32, 16, 8, 16, 1e-5
 MLA_CFG = {

@@ -1,4 +1,4 @@
-"""The PyTorch drafter and the training-time-test unroll (eaglehub.ttt, used by the recipe and by calibration)
+"""The PyTorch drafter and the training-time-test unroll (eaglehub.model.ttt, used by the recipe and by calibration)
 against step-by-step drafting."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import torch
 from conftest import BASE_CONFIG, load_recipe
 from safetensors.torch import save_file
 
-from eaglehub.drafter_model import DrafterDims, Eagle3Drafter, attention
-from eaglehub.ttt import ttt_loss, unroll
-from eaglehub.validate import validate
+from eaglehub.checks.validate import validate
+from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter, attention
+from eaglehub.model.ttt import ttt_loss, unroll
 
 
 def _model(seed: int = 0, **flags) -> Eagle3Drafter:

@@ -33,9 +33,9 @@ from test_findings import (
 )
 from test_quant_findings import IGNORE, LAYER, fp8
 
-from eaglehub.convert import convert
-from eaglehub.schemas import validate_json
-from eaglehub.validate import Options, validate
+from eaglehub.checks.validate import Options, validate
+from eaglehub.convert.run import convert
+from eaglehub.io.schemas import validate_json
 
 KINDS = [f"F{i}" for i in range(1, 27)]
 NORM192 = lambda t: (1 + 0.1 * torch.randn(192)).to(torch.bfloat16)  # noqa: E731 (an input_norm [A·Ht])

@@ -22,11 +22,11 @@ from conftest import (
     vocab_maps,
 )
 
+from eaglehub.checks.validate import Options, validate
+from eaglehub.drafter.shapes import expected_tensors, layer_kind
 from eaglehub.findings import finding, rule_catalogue
-from eaglehub.layouts import read_drafter
-from eaglehub.schemas import load_schema, validate_json
-from eaglehub.shapes import expected_tensors, layer_kind
-from eaglehub.validate import Options, validate
+from eaglehub.formats.registry import read_drafter
+from eaglehub.io.schemas import load_schema, validate_json
 
 MLA_DIMS = {
     "q_lora_rank": 32,
@@ -185,7 +185,7 @@ class Case:
     id: str = ""
     extra: dict = field(default_factory=dict)
     deep: bool = False  # value checks (validate --deep)
-    options: dict = field(default_factory=dict)  # eaglehub.validate.Options (tp, vllm_version)
+    options: dict = field(default_factory=dict)  # eaglehub.checks.validate.Options (tp, vllm_version)
 
 
 def _random_init(rows: int, cols: int) -> torch.Tensor:

@@ -29,10 +29,10 @@ from formats_factory import (
     write_real,
 )
 
-from eaglehub.convert import convert as _convert
+from eaglehub.checks.validate import validate
+from eaglehub.convert.run import convert as _convert
 from eaglehub.errors import EaglehubError
-from eaglehub.layouts import read_drafter
-from eaglehub.validate import validate
+from eaglehub.formats.registry import read_drafter
 
 convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 

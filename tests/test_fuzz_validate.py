@@ -17,8 +17,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from eaglehub.schemas import validate_json
-from eaglehub.validate import validate
+from eaglehub.checks.validate import validate
+from eaglehub.io.schemas import validate_json
 
 KEYS = [
     "architectures",
@@ -110,7 +110,7 @@ def bases(tmp_path_factory):
     from conftest import BASE_CONFIG, add_fc_norm, drafter_tensors, target_config, write_checkpoint
     from test_findings import to_mla
 
-    from eaglehub.convert import convert
+    from eaglehub.convert.run import convert
 
     root = tmp_path_factory.mktemp("fuzz")
     out = {}

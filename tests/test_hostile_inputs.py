@@ -11,9 +11,9 @@ from conftest import BASE_CONFIG, drafter_tensors
 from safetensors.torch import save_file
 from test_quant_findings import fp8
 
+from eaglehub.checks.validate import Options, validate
 from eaglehub.cli import main
-from eaglehub.schemas import validate_json
-from eaglehub.validate import Options, validate
+from eaglehub.io.schemas import validate_json
 
 
 def run(*args):

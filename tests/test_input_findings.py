@@ -12,8 +12,8 @@ import torch
 from conftest import BASE_CONFIG, drafter_tensors
 from safetensors.torch import save_file
 
-from eaglehub.schemas import validate_json
-from eaglehub.validate import validate
+from eaglehub.checks.validate import validate
+from eaglehub.io.schemas import validate_json
 
 
 def _write_index(path, weight_map):
@@ -153,7 +153,7 @@ def test_ambiguous_layout_names_the_candidates(make_drafter):
 def test_data_truncated_after_the_header_was_read_is_a_finding_of_the_check(make_drafter, monkeypatch):
     """A file that shrinks between indexing and reading (only the value checks read data) ends the
     check that read it with E-INPUT-WEIGHTS; the other checks still report."""
-    from eaglehub.tensorio import TensorIndex
+    from eaglehub.io.tensorio import TensorIndex
 
     def short_read(self, name, max_rows=None, start_row=0):
         from eaglehub.errors import EaglehubError

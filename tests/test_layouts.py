@@ -8,9 +8,9 @@ import pytest
 import torch
 from conftest import BASE_CONFIG, drafter_tensors, write_checkpoint
 
-from eaglehub.drafter import default_aux_ids, derive_dims, infer_convention, read_aux, read_flags
+from eaglehub.drafter.canonical import default_aux_ids, derive_dims, infer_convention, read_aux, read_flags
 from eaglehub.errors import EaglehubError
-from eaglehub.layouts import FORMATS, read_drafter
+from eaglehub.formats.registry import FORMATS, read_drafter
 
 
 def rename_layer0(t, prefix):
@@ -212,7 +212,7 @@ def test_flags_nested_norm_before_fc_wins():
     ],
 )
 def test_convert_warns_when_the_aux_convention_is_a_guess(tmp_path, ids, fmt, warn):
-    from eaglehub.convert import aux_warnings
+    from eaglehub.convert.run import aux_warnings
 
     cfg = copy.deepcopy(BASE_CONFIG)
     nest_ids(cfg, ids)

@@ -1,4 +1,4 @@
-"""Pairing manifests (eaglehub.manifest), running their pairs (eaglehub.pairing) on a fake engine,
+"""Pairing manifests (eaglehub.verify.manifest), running their pairs (eaglehub.verify.pairing) on a fake engine,
 the verify CLI's manifest and vLLM pass-through options, and the vLLM worker request they reach."""
 
 from __future__ import annotations
@@ -10,14 +10,13 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from eaglehub import pairing
 from eaglehub.cli import main
 from eaglehub.engines import vllm_engine
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EaglehubError
-from eaglehub.manifest import load_manifest
-from eaglehub.schemas import validate_json
-from eaglehub.verify import VerifyOptions
+from eaglehub.io.schemas import validate_json
+from eaglehub.verify.manifest import load_manifest
+from eaglehub.verify.run import VerifyOptions, pairing
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = [[5, 6, 7, 8], [9, 10, 11], [12, 13], [14, 15, 16]]  # the target alone, per prompt (m1 m2 c1 c2)

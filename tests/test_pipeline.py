@@ -13,10 +13,10 @@ from huggingface_hub import hf_hub_download
 from safetensors import safe_open
 from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
 
-from eaglehub import verify
 from eaglehub.cli import main
-from eaglehub.manifest import load_manifest
-from eaglehub.schemas import validate_json
+from eaglehub.io.schemas import validate_json
+from eaglehub.verify.manifest import load_manifest
+from eaglehub.verify.run import run as verify
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "smollm2-eagle3"

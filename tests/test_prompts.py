@@ -7,8 +7,8 @@ import jsonschema
 import pytest
 
 from eaglehub.errors import EaglehubError
-from eaglehub.paths import schemas_dir
-from eaglehub.prompts import default_prompts_path, load_prompts
+from eaglehub.io.resources import schemas_dir
+from eaglehub.measure.prompts import default_prompts_path, load_prompts
 
 REQUIRED = {"coding", "math", "writing", "question_answering", "summarisation", "explanation"}
 
@@ -85,14 +85,14 @@ def test_loader_rejects_unknown_category_and_bad_limit(tmp_path):
 
 from pathlib import Path  # noqa: E402
 
-from eaglehub.prompts import (  # noqa: E402
+from eaglehub.io.schemas import schema_errors  # noqa: E402
+from eaglehub.measure.prompts import (  # noqa: E402
     Prompt,
     describe_prompt_file,
     describe_prompts,
     normalise_category,
     read_prompt_file,
 )
-from eaglehub.schemas import schema_errors  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "prompts"
 MTBENCH = FIXTURES / "mt-bench-sample.jsonl"

@@ -13,10 +13,10 @@ from fakehub import TOKEN, fake_hub, hf_env  # noqa: F401  (pytest fixtures)
 from huggingface_hub import ModelCard, hf_hub_download
 from test_verify import BASE, DEAD, GOOD, ScriptedEngine, write_prompts
 
-from eaglehub import verify
 from eaglehub.cli import main
-from eaglehub.digest import files_sha256
-from eaglehub.schemas import validate_json
+from eaglehub.io.digest import files_sha256
+from eaglehub.io.schemas import validate_json
+from eaglehub.verify.run import run as verify
 
 
 @pytest.fixture

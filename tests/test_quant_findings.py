@@ -12,10 +12,10 @@ import torch
 from test_findings import to_mla
 
 from eaglehub.checks.quant import vllm_name
-from eaglehub.layouts import read_drafter
-from eaglehub.schemas import validate_json
-from eaglehub.shapes import expected_tensors
-from eaglehub.validate import validate
+from eaglehub.checks.validate import validate
+from eaglehub.drafter.shapes import expected_tensors
+from eaglehub.formats.registry import read_drafter
+from eaglehub.io.schemas import validate_json
 
 LAYER = [
     f"midlayer.{p}"

@@ -20,12 +20,12 @@ from safetensors.torch import load_file
 from test_findings import regenerate
 from test_quant_findings import LAYER, fp8, then
 
+from eaglehub.checks.validate import Options, validate
 from eaglehub.cli import main
 from eaglehub.errors import EaglehubError
-from eaglehub.layouts import read_drafter
-from eaglehub.quantize import dequantize_tensors, dequantize_weight, quantize, quantize_weight
-from eaglehub.schemas import validate_json
-from eaglehub.validate import Options, validate
+from eaglehub.formats.registry import read_drafter
+from eaglehub.io.schemas import validate_json
+from eaglehub.quant.quantize import dequantize_tensors, dequantize_weight, quantize, quantize_weight
 
 LLAMA_LINEARS = {
     f"midlayer.{p}.weight"
@@ -251,7 +251,7 @@ def test_atomic_write_leaves_an_existing_destination_untouched(tmp_path, make_dr
     def boom(*a, **k):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("eaglehub.quantize.quantize_weight", boom)
+    monkeypatch.setattr("eaglehub.quant.quantize.quantize_weight", boom)
     with pytest.raises(EaglehubError, match="cannot write"):
         quantize(src, tmp_path / "out", overwrite=True)
     assert tree_hash(tmp_path / "out") == old
@@ -453,8 +453,8 @@ def test_verify_reports_acceptance_next_to_the_baseline_drafter(tmp_path, monkey
     and the bytes on disk of both (ScriptedEngine of tests/test_verify.py: fixed outputs and counters)."""
     from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
 
-    from eaglehub import verify
     from eaglehub.engines.base import SpecCounters
+    from eaglehub.verify.run import run as verify
 
     target = make_target(n_layers=8)
     src = make_drafter("base")

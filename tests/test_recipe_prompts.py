@@ -6,7 +6,7 @@ from collections import Counter
 
 from conftest import load_recipe
 
-from eaglehub.prompts import load_prompts
+from eaglehub.measure.prompts import load_prompts
 
 
 def _recipe():

@@ -20,12 +20,14 @@ from conftest import (
     write_checkpoint,
 )
 
-from eaglehub import acceptance, forensics, verify
-from eaglehub.drafter_model import DrafterDims, Eagle3Drafter, KVCache
+from eaglehub.checks.validate import validate
 from eaglehub.engines.base import RunSpec, SpecCounters
 from eaglehub.engines.reference import ReferenceEngine, load_drafter
 from eaglehub.errors import EaglehubError
-from eaglehub.validate import validate
+from eaglehub.measure import acceptance
+from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter, KVCache
+from eaglehub.verify.run import forensics
+from eaglehub.verify.run import run as verify
 
 PROMPTS = [[3, 17, 45, 9, 200, 31], [1, 2, 3], [250, 4, 4, 4, 4, 8, 100, 61, 7], [60]]
 
@@ -348,7 +350,7 @@ def test_two_engines_are_compared(tmp_path, target, monkeypatch):
 def _rendered(report: dict) -> str:
     from rich.console import Console
 
-    from eaglehub.verify_view import render_report
+    from eaglehub.views.verify import render_report
 
     console = Console(record=True, width=250)
     render_report(report, console)
@@ -395,8 +397,8 @@ class _SamplingEngine:
 
 
 def test_engine_sampling_test_on_an_engine_s_own_outputs(target):
-    from eaglehub.prompts import Prompt
-    from eaglehub.sampling_check import MIN_GROUP, run_engine_sampling_test
+    from eaglehub.measure.prompts import Prompt
+    from eaglehub.verify.sampling_check import MIN_GROUP, run_engine_sampling_test
 
     ref = ReferenceEngine().target(target, "float32")
     chosen = [(Prompt("p0", "a", "x"), PROMPTS[0]), (Prompt("p1", "b", "x"), PROMPTS[2])]

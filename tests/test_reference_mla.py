@@ -11,11 +11,11 @@ import torch
 from formats_factory import vocab_maps, write_format, write_weights
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
-from eaglehub import acceptance
-from eaglehub.drafter_mla import MLAAttention
+from eaglehub.checks.validate import validate
 from eaglehub.engines.base import RunSpec, SpecCounters
 from eaglehub.engines.reference import ReferenceEngine, load_drafter
-from eaglehub.validate import validate
+from eaglehub.measure import acceptance
+from eaglehub.model.mla import MLAAttention
 
 PROMPTS = [[3, 17, 45, 9, 200, 31], [250, 4, 4, 4, 4, 8, 100, 61, 7], [60]]
 GROUPS = ["a", "a", "b"]

@@ -18,10 +18,10 @@ from eaglehub.cli import main
 from eaglehub.engines.base import RunSpec
 from eaglehub.engines.chat import encode_chat
 from eaglehub.engines.reference import ReferenceEngine
-from eaglehub.prompts import load_prompts
-from eaglehub.sampling import AcceptanceRule
-from eaglehub.sampling_check import first_per_category, run_sampling_test
+from eaglehub.measure.prompts import load_prompts
 from eaglehub.target import resolve_target
+from eaglehub.verify.sampling import AcceptanceRule
+from eaglehub.verify.sampling_check import first_per_category, run_sampling_test
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
 

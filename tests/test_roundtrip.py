@@ -1,7 +1,7 @@
 """Round trips between every pair of formats (formats.md §5, §7; the conversion contract).
 
 For a drafter that formats A and B can both express, A → B → A returns exactly A's tensors (names,
-dtypes, shapes, bytes) and the same canonical description (``eaglehub.spec.describe``). For a pair
+dtypes, shapes, bytes) and the same canonical description (``eaglehub.drafter.spec.describe``). For a pair
 where B cannot express the drafter, converting raises "cannot express" (exit 1) and ``force=True``
 writes it anyway, recording the drops in the report and in DST/eaglehub.json. Sources are written
 by formats_factory the way each producer writes them, never by eaglehub.
@@ -33,11 +33,11 @@ from formats_factory import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from eaglehub.convert import convert as _convert
+from eaglehub.checks.validate import validate
+from eaglehub.convert.run import convert as _convert
+from eaglehub.drafter.spec import describe
 from eaglehub.errors import EaglehubError
-from eaglehub.layouts import read_drafter
-from eaglehub.spec import describe
-from eaglehub.validate import validate
+from eaglehub.formats.registry import read_drafter
 
 convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 

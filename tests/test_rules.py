@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from eaglehub.cli import main
 from eaglehub.findings import RULES, SEVERITIES, finding, rule_catalogue, rules_markdown
-from eaglehub.schemas import validate_json
+from eaglehub.io.schemas import validate_json
 
 REPO = Path(__file__).resolve().parent.parent
 

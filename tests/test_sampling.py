@@ -1,4 +1,4 @@
-"""Speculative sampling (eaglehub.sampling) on the failure-kinds.md F24 toy and on random vocabularies:
+"""Speculative sampling (eaglehub.verify.sampling) on the failure-kinds.md F24 toy and on random vocabularies:
 the standard rule reproduces the target distribution; broken variants are found by the chi-square test
 and reported as E-SAMPLING-BIASED. Every test uses a fixed seed, so outcomes are deterministic."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, ncx2
 
-from eaglehub import sampling
+from eaglehub.verify.run import sampling
 
 P = np.array([0.4, 0.3, 0.2, 0.1])  # F24 toy target
 Q = np.array([0.1, 0.2, 0.3, 0.4])  # F24 toy draft
@@ -26,7 +26,7 @@ def rule(p, q):
 
 
 def variant(name, draft=None, scale=1.0, residual=None):
-    """A sampler built from eaglehub.sampling's steps with one part replaced: the distribution the draft
+    """A sampler built from eaglehub.verify.sampling's steps with one part replaced: the distribution the draft
     is drawn from (``draft(p, q)``, default q), a factor on min(1, p/q) (clipped to 1), or the residual
     (``residual(p, q)``, default norm(max(0, p − q)))."""
 

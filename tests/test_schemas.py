@@ -8,7 +8,7 @@ import json
 import pytest
 from jsonschema import Draft202012Validator
 
-from eaglehub.paths import schemas_dir
+from eaglehub.io.resources import schemas_dir
 
 SCHEMAS = sorted(schemas_dir().glob("*.schema.json"))
 

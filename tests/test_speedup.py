@@ -12,11 +12,11 @@ from conftest import BASE_CONFIG
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eaglehub import speedup
 from eaglehub.cli import main
 from eaglehub.engines.base import Engine, RunResult, SpecCounters
 from eaglehub.errors import EaglehubError
-from eaglehub.schemas import schema_errors
+from eaglehub.io.schemas import schema_errors
+from eaglehub.speedup.run import run as speedup
 
 alphas = st.floats(0.0, 1.0)
 ks = st.integers(1, 8)

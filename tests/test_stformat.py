@@ -1,4 +1,4 @@
-"""eaglehub.stformat against the safetensors library: what the library writes, read_header reads
+"""eaglehub.io.stformat against the safetensors library: what the library writes, read_header reads
 back (names, dtype codes, shapes, absolute byte ranges, metadata); what the library refuses,
 read_header refuses with a one-line EaglehubError (exit 2)."""
 
@@ -19,7 +19,7 @@ from safetensors.numpy import save_file as np_save_file
 from safetensors.torch import save_file as pt_save_file
 
 from eaglehub.errors import EaglehubError
-from eaglehub.stformat import DTYPE_BY_TORCH, DTYPES, MAX_HEADER_SIZE, read_header
+from eaglehub.io.stformat import DTYPE_BY_TORCH, DTYPES, MAX_HEADER_SIZE, read_header
 
 TORCH_DTYPES = [
     torch.bool,

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from eaglehub import streaming
-from eaglehub.stformat import DTYPE_BY_TORCH, read_header
-from eaglehub.streaming import OutTensor, plan_shards, write_checkpoint, write_file
+from eaglehub.io import streaming
+from eaglehub.io.stformat import DTYPE_BY_TORCH, read_header
+from eaglehub.io.streaming import OutTensor, plan_shards, write_checkpoint, write_file
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.int64, torch.bool, torch.uint8]
 

@@ -25,10 +25,10 @@ from test_no_torch import _run as run_light
 
 from eaglehub.checks import vllm_archs
 from eaglehub.checks.context import TARGET_SIDE_FILES, read_target
+from eaglehub.checks.validate import Options, validate
 from eaglehub.cli import main
-from eaglehub.convert import convert
-from eaglehub.schemas import validate_json
-from eaglehub.validate import Options, validate
+from eaglehub.convert.run import convert
+from eaglehub.io.schemas import validate_json
 
 #: the codes this file is about; other checks' findings are filtered out so each test states exactly these
 PAIRING = (
@@ -515,7 +515,7 @@ def test_no_nondefault_warning_without_ids_target_or_with_broken_ids(make_drafte
 
 def test_real_fixture_ids_are_the_default():
     """The committed drafter's [2, 15, 27] is (2, 30//2, 30-3) of the 30-layer SmolLM2."""
-    from eaglehub.drafter import default_aux_ids
+    from eaglehub.drafter.canonical import default_aux_ids
 
     fixture = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
     assert json.loads((fixture / "config.json").read_text())[AUX] == default_aux_ids(30)

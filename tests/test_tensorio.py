@@ -9,7 +9,7 @@ import torch
 from conftest import BASE_CONFIG, drafter_tensors, write_checkpoint
 
 from eaglehub.errors import EaglehubError
-from eaglehub.tensorio import TensorIndex, read_index
+from eaglehub.io.tensorio import TensorIndex, read_index
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_index_reads_headers_only(tmp_path, tensors, monkeypatch):
     path = write_checkpoint(tmp_path / "h", None, tensors)
     monkeypatch.setattr(TensorIndex, "load", lambda *a, **k: pytest.fail("data loaded"))
     monkeypatch.setattr(TensorIndex, "load_all", lambda *a, **k: pytest.fail("data loaded"))
-    from eaglehub.inspection import inspect_drafter
+    from eaglehub.checks.inspection import inspect_drafter
 
     (path / "config.json").write_text(__import__("json").dumps(BASE_CONFIG))
     assert inspect_drafter(path)["parameters"] == sum(t.numel() for t in tensors.values())
@@ -101,8 +101,8 @@ import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from eaglehub.stformat import DTYPES  # noqa: E402
-from eaglehub.tensorio import fp8_table  # noqa: E402
+from eaglehub.io.stformat import DTYPES  # noqa: E402
+from eaglehub.io.tensorio import fp8_table  # noqa: E402
 
 FP8 = {
     "F8_E4M3": torch.float8_e4m3fn,
@@ -258,7 +258,7 @@ def test_legacy_pickle_bin_is_named_as_such(tmp_path):
     import torch
 
     from eaglehub.errors import EaglehubError
-    from eaglehub.tensorio import read_index
+    from eaglehub.io.tensorio import read_index
 
     torch.save({"fc.weight": torch.zeros(2, 2)}, tmp_path / "pytorch_model.bin", _use_new_zipfile_serialization=False)
     with pytest.raises(EaglehubError, match="legacy \\(non-zip\\) format") as err:

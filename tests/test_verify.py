@@ -8,13 +8,14 @@ import pytest
 from click.testing import CliRunner
 from conftest import vocab_maps
 
-from eaglehub import acceptance, verify
+from eaglehub.checks.validate import validate
 from eaglehub.cli import main
 from eaglehub.engines.base import Engine, RunResult, SpecCounters
 from eaglehub.errors import EaglehubError
 from eaglehub.findings import rule_catalogue
-from eaglehub.schemas import load_schema, validate_json
-from eaglehub.validate import validate
+from eaglehub.io.schemas import load_schema, validate_json
+from eaglehub.measure import acceptance
+from eaglehub.verify.run import run as verify
 
 BASE = [
     [5, 6, 7, 8],

@@ -14,12 +14,12 @@ from test_prompts import TEMPLATE
 from test_reference_engine import _constant_drafter
 from test_verify import BASE, _opts, setup  # noqa: F401  (setup: the single-turn fixture)
 
-from eaglehub import verify
 from eaglehub.engines.base import RunResult, SpecCounters
 from eaglehub.engines.chat import ChatTokenizer
 from eaglehub.engines.reference import ReferenceEngine
 from eaglehub.errors import EaglehubError
-from eaglehub.schemas import validate_json
+from eaglehub.io.schemas import validate_json
+from eaglehub.verify.run import run as verify
 
 EOS = 255
 # ids 0..249 are the words w0..w249, so any output id below 250 decodes to a word and re-encodes to itself
@@ -305,7 +305,7 @@ def test_merge_runs_places_outputs_and_sums_seconds_and_counters():
 
 
 def test_requests_of_orders_turns_within_each_prompt(tmp_path):
-    from eaglehub.prompts import load_prompts
+    from eaglehub.measure.prompts import load_prompts
 
     requests = verify.requests_of(load_prompts(write_mtbench(tmp_path / "q.jsonl")))
     assert [(r.id, r.turn, r.category) for r in requests][:3] == [

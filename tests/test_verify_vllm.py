@@ -99,9 +99,9 @@ def test_vllm_sampled_outputs_against_the_target_distribution():
     from eaglehub.engines.chat import encode_chat
     from eaglehub.engines.reference import ReferenceEngine
     from eaglehub.engines.vllm_engine import VllmEngine
-    from eaglehub.prompts import load_prompts
-    from eaglehub.sampling_check import MIN_GROUP, first_per_category, run_engine_sampling_test
+    from eaglehub.measure.prompts import load_prompts
     from eaglehub.target import resolve_target
+    from eaglehub.verify.sampling_check import MIN_GROUP, first_per_category, run_engine_sampling_test
 
     target = resolve_target("smollm2")
     prompts = load_prompts(None, ["coding", "math"], 1)

@@ -5,7 +5,7 @@ Every code a check emits is a registered rule of :mod:`eaglehub.findings`. Modul
 (names, shapes, dtypes, init-looking and unit-gain weights), :mod:`.quant` (quantized layouts),
 :mod:`.vocab` (``d2t``/``t2d``), :mod:`.aux` (aux-layer ids), :mod:`.target` (drafter ↔ target),
 :mod:`.engine` (vLLM version, tensor parallelism). Layout-level rejections (not a drafter,
-EAGLE-1/2, unsupported) live in :func:`eaglehub.validate.run_checks`.
+EAGLE-1/2, unsupported) live in :func:`eaglehub.checks.validate.run_checks`.
 """
 
 from __future__ import annotations

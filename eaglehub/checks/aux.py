@@ -5,7 +5,7 @@ with a target, an explicit list is compared with those defaults (F12)."""
 from __future__ import annotations
 
 from eaglehub.checks.context import Context
-from eaglehub.drafter import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
+from eaglehub.drafter.canonical import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
 from eaglehub.findings import Finding, finding
 
 

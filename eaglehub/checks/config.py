@@ -4,11 +4,11 @@ switches live, sliding windows, MLA fields."""
 from __future__ import annotations
 
 from eaglehub.checks.context import Context
-from eaglehub.drafter import int_field, nested_config
+from eaglehub.drafter.canonical import int_field, nested_config
+from eaglehub.drafter.shapes import MLA, MLA_ARCHITECTURES, layer_kind
 from eaglehub.findings import Finding, finding
-from eaglehub.layouts import LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, architecture
-from eaglehub.schemas import schema_errors
-from eaglehub.shapes import MLA, MLA_ARCHITECTURES, layer_kind
+from eaglehub.formats.registry import LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, architecture
+from eaglehub.io.schemas import schema_errors
 
 #: rope types vLLM's ``get_rope`` and transformers' ``ROPE_INIT_FUNCTIONS`` know (F14).
 KNOWN_ROPE_TYPES = frozenset(
@@ -116,7 +116,7 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
 def check_architecture(ctx: Context) -> list[Finding]:
     """``architectures[0]`` must be a class vLLM builds an EAGLE-3 drafter from and ``model_type`` one
     it parses that class's config as (F1; vllm.md §1, §5, §14): Llama drafters ``llama``; MLA drafters
-    (:func:`eaglehub.shapes.layer_kind`) ``Eagle3DeepseekV2/V3ForCausalLM`` with ``kimi_k2`` or
+    (:func:`eaglehub.drafter.shapes.layer_kind`) ``Eagle3DeepseekV2/V3ForCausalLM`` with ``kimi_k2`` or
     ``deepseek_v2``, while ``deepseek_v3``-family types are E-MLA-MODELTYPE."""
     cfg = ctx.drafter.config
     if layer_kind(cfg) == MLA:

@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from eaglehub import jsonio
-from eaglehub.drafter import Drafter, config_dtype, read_config
+from eaglehub.drafter.canonical import Drafter, config_dtype, read_config
 from eaglehub.errors import EaglehubError
-from eaglehub.tensorio import TensorIndex, read_index
+from eaglehub.io import jsonio
+from eaglehub.io.tensorio import TensorIndex, read_index
 
 #: target files the checks read besides config.json (never weights): tokenizer, template, generation
 #: defaults, ModelOpt's quantization record (``hf_quant_config.json``, failure-kinds.md F19)

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from eaglehub.checks.context import Context
+from eaglehub.drafter.shapes import MLA, layer_kind
 from eaglehub.errors import EaglehubError
 from eaglehub.findings import Finding, finding
-from eaglehub.shapes import MLA, layer_kind
 
 BASELINE = "0.22.0"
 

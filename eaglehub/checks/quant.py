@@ -52,7 +52,8 @@ import re
 from dataclasses import dataclass, replace
 
 from eaglehub.checks.context import Context
-from eaglehub.checks.quant_config import (
+from eaglehub.drafter.canonical import Drafter
+from eaglehub.drafter.quant_config import (
     ALL_PARAMS,
     CT,
     CT_PARAMS,
@@ -68,9 +69,8 @@ from eaglehub.checks.quant_config import (
     Scheme,
     read_quant_config,
 )
-from eaglehub.drafter import Drafter
+from eaglehub.drafter.shapes import MLA, TensorSpec, expected_tensors, layer_kind
 from eaglehub.findings import Finding, finding
-from eaglehub.shapes import MLA, TensorSpec, expected_tensors, layer_kind
 
 #: checkpoint Linears vLLM may build quantized (quantize-publish.md §5); everything else is never quantized.
 QUANTIZABLE = frozenset(
@@ -119,7 +119,7 @@ def quantization_tensors(drafter: Drafter) -> set[str]:
 
 
 def quantized_specs(drafter: Drafter, specs: list[TensorSpec]) -> list[TensorSpec]:
-    """``specs`` (:func:`eaglehub.shapes.expected_tensors`) extended by the tensors of a quantized drafter
+    """``specs`` (:func:`eaglehub.drafter.shapes.expected_tensors`) extended by the tensors of a quantized drafter
     (one with a quantization config or any low-precision weight; others come back unchanged).
 
     For every ``B.weight [out, in]``: ``B.weight_packed [out, ⌈in·bits/w⌉]`` (``w`` = 32 for int32, 8 for

@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from eaglehub import jsonio
 from eaglehub.checks import vllm_archs
 from eaglehub.checks.context import Context, TargetInfo
-from eaglehub.drafter import MLA, Drafter, int_field
+from eaglehub.drafter.canonical import MLA, Drafter, int_field
 from eaglehub.errors import EaglehubError
 from eaglehub.findings import Finding, finding
-from eaglehub.tensorio import READ_CHUNK, TensorIndex
+from eaglehub.io import jsonio
+from eaglehub.io.tensorio import READ_CHUNK, TensorIndex
 
 EMBED = "embed_tokens.weight"
 TOKENIZER_FILE = "tokenizer.json"

@@ -11,9 +11,9 @@ import numpy as np
 
 from eaglehub.checks.context import Context, drafter_array
 from eaglehub.checks.quant import quantization_tensors
-from eaglehub.drafter import config_dtype
+from eaglehub.drafter.canonical import config_dtype
+from eaglehub.drafter.shapes import MAX_AUX_DESCRIBED, MLA, described_layers, expected_tensors, layer_kind
 from eaglehub.findings import Finding, finding
-from eaglehub.shapes import MAX_AUX_DESCRIBED, MLA, described_layers, expected_tensors, layer_kind
 
 INIT_MIN_NUMEL = 4096  # smaller matrices are too noisy for the std test
 INIT_SAMPLE_NUMEL = 1 << 18  # rows loaded for the std test, bounded

@@ -3,9 +3,9 @@
 The target is a transformers causal LM whose aux hidden states are ``hidden_states[i]`` of a forward
 with ``output_hidden_states`` (vLLM's convention for Llama/Qwen and DeepSeek/Kimi targets: id ``i`` is
 the input of layer ``i``, vllm.md §7), concatenated in ascending id order. The drafter is
-:class:`eaglehub.drafter_model.Eagle3Drafter` loaded from any layout through the canonical
-:class:`eaglehub.drafter.Drafter` (every EAGLE-3 / 3.1 switch, several layers, pruned vocabulary via
-``d2t``, MLA attention via :mod:`eaglehub.drafter_mla`).
+:class:`eaglehub.model.eagle3.Eagle3Drafter` loaded from any layout through the canonical
+:class:`eaglehub.drafter.canonical.Drafter` (every EAGLE-3 / 3.1 switch, several layers, pruned vocabulary via
+``d2t``, MLA attention via :mod:`eaglehub.model.mla`).
 
 Chain drafting mirrors vLLM's EAGLE proposer (``vllm/v1/spec_decode/eagle.py``), one request at a time:
 
@@ -15,7 +15,7 @@ Chain drafting mirrors vLLM's EAGLE proposer (``vllm/v1/spec_decode/eagle.py``),
 * draft step ``j ≥ 1``: the previous draft token at the next position, with the drafter's own
   fed-back state (pre-norm, or post-norm with ``norm_output``); ``k`` draft tokens in all;
 * verify: the target reads ``[x, d_1..d_k]`` in one pass; greedy accepts ``d_i`` while it equals the
-  target's argmax, sampling applies the standard rule (:class:`eaglehub.sampling.AcceptanceRule`)
+  target's argmax, sampling applies the standard rule (:class:`eaglehub.verify.sampling.AcceptanceRule`)
   with its residual; the bonus token comes from the first rejected or the last position;
 * the target's cache keeps ``x`` and the accepted drafts; the drafter's cache drops its chain and
   reads the accepted tokens (+ bonus) with the target states of the verify pass.
@@ -38,7 +38,7 @@ import numpy as np
 
 from eaglehub.engines.base import ProgressFn, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EaglehubError
-from eaglehub.sampling import STANDARD_RULE, AcceptanceRule
+from eaglehub.verify.sampling import STANDARD_RULE, AcceptanceRule
 
 SINK_TOKENS = 4
 """Attention-sink diagnostics: mass on the first this many positions (StreamingLLM's 4 sink tokens,
@@ -136,29 +136,29 @@ class LoadedDrafter:
 
 
 def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") -> LoadedDrafter:
-    """Build the PyTorch drafter from any supported layout (canonical names, :mod:`eaglehub.layouts`).
+    """Build the PyTorch drafter from any supported layout (canonical names, :mod:`eaglehub.formats.registry`).
 
     Raises:
         EaglehubError: a quantized drafter other than compressed-tensors FP8 (per channel, tensor or block:
-            those are dequantized, :func:`eaglehub.quantize.dequantize_tensors`), or tensors the module has
+            those are dequantized, :func:`eaglehub.quant.quantize.dequantize_tensors`), or tensors the module has
             but the checkpoint lacks (``eaglehub validate`` names them).
     """
     from functools import partial
 
-    from eaglehub.drafter import MLA, default_aux_ids
-    from eaglehub.drafter_model import DrafterDims, Eagle3Drafter
-    from eaglehub.layouts import read_drafter
+    from eaglehub.drafter.canonical import MLA, default_aux_ids
+    from eaglehub.formats.registry import read_drafter
+    from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter
 
     d = read_drafter(Path(path))
     cfg = d.config
     factory = None
     if d.layer_kind == MLA:
-        from eaglehub.drafter_mla import MLAAttention
+        from eaglehub.model.mla import MLAAttention
 
         factory = partial(MLAAttention, cfg)
     dims = DrafterDims.from_config(cfg)
     model = Eagle3Drafter(dims, attention_factory=factory)
-    from eaglehub.quantize import dequantize_tensors
+    from eaglehub.quant.quantize import dequantize_tensors
 
     tensors = dequantize_tensors(d, d.load_all())  # compressed-tensors FP8: weights dequantized, activations stay float
     embed = tensors.pop("embed_tokens.weight", None)
@@ -344,7 +344,7 @@ class _Decode:
         rng: np.random.Generator,
         diag: _Diag | None,
     ):
-        from eaglehub.drafter_model import KVCache
+        from eaglehub.model.eagle3 import KVCache
 
         self.engine, self.target, self.drafter, self.spec = engine, target, drafter, spec
         self.gen, self.rng, self.diag = gen, rng, diag
@@ -558,7 +558,7 @@ def replay_acceptance(
     """Greedy counters of ``drafter_path`` over recorded target runs (:class:`ReplayTarget`).
 
     ``records``: ``{"ids": [N] prompt + continuation, "aux": [N, A·Ht], "answer_start": prompt length}``
-    (:func:`eaglehub.calibrate.collect`). Each is decoded from its prompt for as many tokens as the
+    (:func:`eaglehub.convert.calibrate.collect`). Each is decoded from its prompt for as many tokens as the
     continuation holds, so outputs equal the record and only the drafter is computed.
     """
     import torch

@@ -8,9 +8,9 @@ the client and the error mapping. :func:`publish` ties them together; its report
 
 from __future__ import annotations
 
+from eaglehub.io.schemas import check_output
 from eaglehub.publish.hub import default_endpoint, get_token, make_api
 from eaglehub.publish.plan import PublishOptions, make_plan
-from eaglehub.schemas import check_output
 
 __all__ = ["PublishOptions", "publish"]
 
@@ -26,8 +26,8 @@ def publish(opts: PublishOptions) -> dict:
             permission / repo or revision not found / endpoint unreachable (exit 2), other Hub errors (exit 1).
     """
     from eaglehub.errors import EaglehubError
+    from eaglehub.io.source import REPO_ID
     from eaglehub.publish.upload import execute
-    from eaglehub.source import REPO_ID
 
     if not REPO_ID.match(opts.repo):
         raise EaglehubError(f"--repo {opts.repo!r} is not a Hub repo id", hint="pass ORG/NAME (letters, digits, - _ .)")

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eaglehub import __version__
-from eaglehub.digest import CHUNK, files_sha256, sha256_file
 from eaglehub.errors import EaglehubError
+from eaglehub.io.digest import CHUNK, files_sha256, sha256_file
 from eaglehub.publish.card import VERIFY_FILE, base_model_of, build_card, card_tags
 from eaglehub.publish.hub import StaleParentError, hub_errors
 
@@ -75,11 +75,11 @@ def find_verify_entry(
     src: Path, given: str | None, hashes: dict[str, str]
 ) -> tuple[Path | None, dict | None, dict | None, str]:
     """``(report path, report, drafter entry, note)`` for the verify report that covers ``src``: a
-    drafter entry whose ``files_sha256`` equals ``hashes`` (the checkpoint's, :func:`eaglehub.digest.files_sha256`).
+    drafter entry whose ``files_sha256`` equals ``hashes`` (the checkpoint's, :func:`eaglehub.io.digest.files_sha256`).
 
     Raises: EaglehubError (exit 2): ``given`` is not a readable verify report.
     """
-    from eaglehub.verify import load_reference_report
+    from eaglehub.verify.run import load_reference_report
 
     notes = []
     for path in [Path(given)] if given else [p for p in report_candidates(src) if p.is_file()]:
@@ -156,7 +156,7 @@ def local_files(src: Path) -> list[str]:
 def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[dict, dict, dict | None, dict | None]:
     """``(gate section, validate report, verify report, matched entry)``; refuses (exit 1) unless
     ``opts.force`` when validation has errors or no passing verify report covers these files."""
-    from eaglehub.validate import validate
+    from eaglehub.checks.validate import validate
 
     report_path, report, entry, note = find_verify_entry(src, opts.report, hashes)
     target = opts.target or (report["target"]["spec"] if report else None)
@@ -251,11 +251,11 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
             ``opts.parent_commit`` is given and the revision's head is another commit; EaglehubError
             (exit 1) when ``opts.tag`` exists on the repo already (a dry run too: the run would fail).
     """
-    from eaglehub.drafter import read_config
-    from eaglehub.inspection import inspect_drafter
-    from eaglehub.jsonio import read_object
-    from eaglehub.pairing import split_report
-    from eaglehub.provenance import read_provenance
+    from eaglehub.checks.inspection import inspect_drafter
+    from eaglehub.drafter.canonical import read_config
+    from eaglehub.io.jsonio import read_object
+    from eaglehub.io.provenance import read_provenance
+    from eaglehub.verify.pairing import split_report
 
     src = Path(opts.src).expanduser()
     if not (src / "config.json").is_file():

@@ -1,0 +1,147 @@
+"""``eaglehub validate``: check a drafter directory (and optionally its pairing with a target).
+
+Exit codes (CLI): 0 no error finding, 1 at least one (or a warning with ``--strict``), 2 usage errors
+(a source that names nothing, a hub that cannot be reached, contradictory options). Input whose
+*content* is broken — a truncated or corrupt safetensors header, invalid JSON, a missing config or
+shard — is a finding (``E-INPUT-*``), never a traceback. Rules: :mod:`eaglehub.findings`; checks:
+:mod:`eaglehub.checks`. Report layout: ``schemas/validate-report.schema.json``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eaglehub.checks import CHECKS, STATISTICS_CHECKS, Context, Options, TargetInfo, read_target
+
+__all__ = ["Options", "make_report", "run_checks", "validate"]
+from eaglehub.checks.engine import parse_version
+from eaglehub.drafter.canonical import Drafter
+from eaglehub.errors import EaglehubError
+from eaglehub.findings import Finding, count_by_severity, finding
+from eaglehub.formats.registry import FORMATS, architecture, read_drafter
+from eaglehub.io.source import resolve_source
+
+REPORT_SCHEMA = "eaglehub.checks.validate-report/1"
+UNREADABLE = "unreadable"
+
+
+def _layout_findings(d: Drafter) -> list[Finding]:
+    """Layouts the checks cannot run on: a full LM (F3), EAGLE-1/2, unsupported layouts."""
+    if d.layout == "not-a-drafter":
+        layers = d.config.get("num_hidden_layers")
+        return [
+            finding(
+                "E-NOT-A-DRAFTER",
+                "config.json",
+                f"not an EAGLE-3 drafter: {architecture(d.config)} with {layers} layers, no fc.weight, no draft_vocab_size "
+                "(a target model given as drafter?)",
+            )
+        ]
+    if d.layout == "eagle1":
+        return [
+            finding(
+                "E-LAYOUT-EAGLE1",
+                "fc.weight",
+                "EAGLE-1/2 checkpoint (fc reads 2H, no hidden_norm): not usable as an EAGLE-3 drafter",
+            )
+        ]
+    if d.format not in FORMATS:
+        return [
+            finding(
+                "E-LAYOUT-UNSUPPORTED",
+                "config.json",
+                f"{'; '.join(d.evidence)}: recognised but not checked by this version",
+            )
+        ]
+    return []
+
+
+def input_finding(exc: EaglehubError) -> Finding:
+    """The finding for an input error: its ``code`` and ``subject``, else E-INPUT-WEIGHTS about the
+    weight files (checks fail only on reading tensor data)."""
+    return finding(exc.code or "E-INPUT-WEIGHTS", exc.subject or "weight files", exc.message, exc.hint)
+
+
+def run_checks(
+    drafter: Drafter, target: TargetInfo | None = None, deep: bool = False, options: Options | None = None
+) -> list[Finding]:
+    """All findings for an already-read drafter (layout rejections short-circuit the tensor checks).
+
+    Without ``deep`` nothing but ``d2t``/``t2d`` and 1-D norms is read from the tensor data; ``deep``
+    adds the value checks (:data:`eaglehub.checks.STATISTICS_CHECKS`: NaN/Inf, untrained-looking
+    weights), which stream every float tensor. A check that cannot read the data it needs (a file
+    truncated after its header) yields an ``E-INPUT-*`` finding; the other checks still run.
+    """
+    rejected = _layout_findings(drafter)
+    if rejected:
+        return rejected
+    ctx = Context(drafter, target, options or Options())
+    out: list[Finding] = []
+    for check in CHECKS:
+        if deep or check not in STATISTICS_CHECKS:
+            try:
+                out += check(ctx)
+            except EaglehubError as exc:
+                out.append(input_finding(exc))
+    return out
+
+
+def make_report(
+    drafter: Drafter | Path, findings: list[Finding], target: TargetInfo | None, deep: bool = False
+) -> dict:
+    """The JSON report (``schemas/validate-report.schema.json``); ``drafter`` is a path when it could not be read."""
+    counts = count_by_severity(findings)
+    read = isinstance(drafter, Drafter)
+    return {
+        "schema": REPORT_SCHEMA,
+        "drafter": str(drafter.path if read else drafter),
+        "target": str(target.path) if target else None,
+        "layout": drafter.format if read else UNREADABLE,
+        "format_evidence": drafter.evidence if read else [],
+        "ok": counts["error"] == 0,
+        "deep": deep,
+        "counts": counts,
+        "findings": [f.as_dict() for f in findings],
+    }
+
+
+def validate(
+    drafter_dir: str | Path,
+    target: str | Path | None = None,
+    source_format: str | None = None,
+    revision: str | None = None,
+    deep: bool = False,
+    options: Options | None = None,
+) -> dict:
+    """Validate ``drafter_dir`` (a directory or hub repo id) and return the report dict.
+
+    Reads headers plus the small tensors the checks need (norms, ``d2t``, ``t2d``); ``deep``: every
+    float tensor's values too. ``target``: anything :func:`eaglehub.target.resolve_target` accepts;
+    only its config and tokenizer files are read (its embedding too, when the weights are already on
+    disk). ``options``: tensor-parallel size and vLLM version to check against (:class:`Options`).
+
+    Raises: EaglehubError (exit 2) for usage errors only: a source or target that names nothing,
+    an unreachable hub, ``--from`` contradicting the evidence. Unreadable content is a finding.
+    """
+    path, _ = resolve_source(str(drafter_dir), revision)
+    opts = (options or Options()).resolved()
+    if opts.vllm_version:
+        parse_version(opts.vllm_version)  # a bad --vllm-version is a usage error, before any work
+    pre: list[Finding] = []
+    tinfo = None
+    if target is not None:
+        try:
+            tinfo = read_target(target)
+        except EaglehubError as exc:
+            if exc.code is None:
+                raise
+            pre.append(finding("E-TARGET-CONFIG", "target config.json", exc.message))
+    try:
+        drafter = read_drafter(path, fmt=source_format, strict_provenance=False)
+    except EaglehubError as exc:
+        if exc.code is None:
+            raise
+        return make_report(path, pre + [input_finding(exc)], tinfo, deep)
+    if drafter.provenance_error is not None:  # optional record: report it, check the drafter all the same
+        pre.append(input_finding(drafter.provenance_error))
+    return make_report(drafter, pre + run_checks(drafter, tinfo, deep=deep, options=opts), tinfo, deep)

@@ -1,0 +1,291 @@
+"""The one canonical in-memory description of a drafter; every layout reads into it and writes from it.
+
+Canonical tensor names are the vLLM-native research names (formats.md §1): ``fc.weight``,
+``midlayer.*`` for decoder layer 0, ``layers.{i}.*`` for further layers, ``norm.weight``,
+``lm_head.weight``, ``embed_tokens.weight``, ``d2t``, ``t2d``, ``fc_norm.{i}.weight``,
+``input_norm.weight``. Dimensions follow the notation of formats.md (H, Ht, A, nh, nkv, head_dim,
+I, V, Vd) with the defaults vLLM's ``llama_eagle3.py`` applies (vllm.md §3).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eaglehub.errors import EaglehubError
+from eaglehub.io import jsonio
+from eaglehub.io.tensorio import TensorIndex, TensorInfo
+
+LAYER0 = "midlayer."
+_LAYER_NAME = re.compile(r"layers\.([0-9]{1,6})\.")
+AUX_KEY = "eagle_aux_hidden_state_layer_ids"
+C_IN, C_OUT, UNKNOWN = "C-in", "C-out", "unknown"
+
+
+def layer_index(name: str) -> int | None:
+    """Decoder-layer index of a canonical tensor name: 0 for ``midlayer.*``, ``i`` for ``layers.{i}.*``
+    (ASCII digits only: names are untrusted), else ``None``."""
+    if name.startswith(LAYER0):
+        return 0
+    m = _LAYER_NAME.match(name)
+    return int(m[1]) if m else None
+
+
+def read_config(root: Path, name: str = "config.json") -> dict:
+    """Parse ``root/config.json`` keeping every key verbatim.
+
+    Raises:
+        EaglehubError: missing directory or file, unreadable or non-object JSON (exit 2).
+    """
+    path = Path(root) / name
+    if not Path(root).is_dir():
+        raise EaglehubError(
+            f"{root} is not a directory",
+            hint="pass a local checkpoint directory",
+            code="E-INPUT-MISSING",
+            subject="drafter directory",
+        )
+    if not path.is_file():
+        raise EaglehubError(
+            f"{path} is missing",
+            hint="a drafter directory needs config.json next to its weights",
+            code="E-INPUT-MISSING",
+            subject=name,
+        )
+    try:
+        cfg = jsonio.read(path)
+    except OSError as exc:
+        raise EaglehubError(
+            f"cannot read {path}: {exc.strerror or exc}",
+            hint="check the file's permissions",
+            code="E-INPUT-MISSING",
+            subject=name,
+        ) from exc
+    except ValueError as exc:
+        raise EaglehubError(
+            f"cannot parse {path}: {exc}", hint="fix the JSON syntax", code="E-INPUT-CONFIG", subject=name
+        ) from exc
+    if not isinstance(cfg, dict):
+        raise EaglehubError(
+            f"{path} is not a JSON object",
+            hint="config.json must be a JSON object",
+            code="E-INPUT-CONFIG",
+            subject=name,
+        )
+    return cfg
+
+
+def int_field(cfg: dict, key: str) -> int | None:
+    """``cfg[key]`` if it is an int (not a bool), else ``None``: config values are untrusted input."""
+    v = cfg.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+@dataclass
+class Dims:
+    """Shape fields (formats.md notation); ``None`` where the config lacks a usable value."""
+
+    H: int | None
+    Ht: int | None
+    A: int
+    nh: int | None
+    nkv: int | None
+    head_dim: int | None
+    I: int | None
+    V: int | None
+    Vd: int | None
+    layers: int
+    attention_bias: bool
+    mlp_bias: bool
+    Ht_declared: bool
+
+
+def nested_config(cfg: dict) -> dict:
+    nested = cfg.get("eagle_config")
+    return nested if isinstance(nested, dict) else {}
+
+
+def derive_dims(cfg: dict) -> Dims:
+    """Dimensions with vLLM's defaults: ``Ht`` = ``target_hidden_size`` or ``H``; ``A`` =
+    ``num_aux_hidden_states``, else the length of the nested id list, else 3; ``nkv`` = ``nh``;
+    ``head_dim`` = ``H // nh``; ``Vd`` = ``V`` (vllm.md §3)."""
+    H, nh = int_field(cfg, "hidden_size"), int_field(cfg, "num_attention_heads")
+    nested_ids = nested_config(cfg).get(AUX_KEY)
+    A = int_field(cfg, "num_aux_hidden_states") or (len(nested_ids) if isinstance(nested_ids, list) else 3)
+    V = int_field(cfg, "vocab_size")
+    return Dims(
+        H=H,
+        Ht=int_field(cfg, "target_hidden_size") or H,
+        A=A,
+        nh=nh,
+        nkv=int_field(cfg, "num_key_value_heads") or nh,
+        head_dim=int_field(cfg, "head_dim") or (H // nh if H and nh else None),
+        I=int_field(cfg, "intermediate_size"),
+        V=V,
+        Vd=int_field(cfg, "draft_vocab_size") or V,
+        layers=int_field(cfg, "num_hidden_layers") or 1,
+        attention_bias=bool(cfg.get("attention_bias", False)),
+        mlp_bias=bool(cfg.get("mlp_bias", False)),
+        Ht_declared=int_field(cfg, "target_hidden_size") is not None,
+    )
+
+
+@dataclass
+class AuxIds:
+    """Aux hidden-state layer ids (formats.md §3).
+
+    ``raw`` is the list vLLM captures (top level, else nested; vLLM reads it as C-in), ``key`` where it
+    came from, ``convention`` the producer's convention (top level ⇒ C-in; nested ⇒ heuristic) and
+    ``c_in`` the ids normalised to C-in. All ``None`` when the drafter has no explicit list.
+    """
+
+    raw: list[int] | None
+    key: str | None
+    convention: str | None
+    reason: str
+    c_in: list[int] | None
+
+
+def default_aux_ids(n_layers: int) -> list[int]:
+    """vLLM's capture default for a target with ``n_layers`` layers: ``(2, N//2, N-3)`` (vllm.md §7)."""
+    return [2, n_layers // 2, n_layers - 3]
+
+
+def infer_convention(ids: list[int], top_level: bool, n_layers: int | None = None) -> tuple[str, str]:
+    """Guess the convention of ``ids`` (formats.md §3 rules): first id 1 ⇒ C-out, 2 ⇒ C-in, last ``N``
+    ⇒ C-in, last ``N-4`` ⇒ C-out; a top-level list is C-in by definition. Returns ``(convention, reason)``."""
+    if top_level:
+        return C_IN, "top-level key (vLLM/speculators read C-in)"
+    if ids and ids[0] == 1:
+        return C_OUT, "nested list starting at 1"
+    if ids and ids[0] == 2:
+        return C_IN, "nested list starting at 2"
+    if n_layers and ids and ids[-1] == n_layers:
+        return C_IN, "nested list ending at N"
+    if n_layers and ids and ids[-1] == n_layers - 4:
+        return C_OUT, "nested list ending at N-4"
+    return UNKNOWN, "nested list matches no rule"
+
+
+def read_aux(cfg: dict, n_layers: int | None = None) -> AuxIds:
+    """Read the aux-id list the way vLLM does (top level, else ``eagle_config``) and normalise to C-in."""
+    for top_level, src, key in ((True, cfg, AUX_KEY), (False, nested_config(cfg), f"eagle_config.{AUX_KEY}")):
+        ids = src.get(AUX_KEY)
+        if isinstance(ids, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+            conv, reason = infer_convention(ids, top_level, n_layers)
+            return AuxIds(list(ids), key, conv, reason, [i + 1 for i in ids] if conv == C_OUT else list(ids))
+    return AuxIds(None, None, None, "no explicit list: vLLM uses the target default (2, N//2, N-3)", None)
+
+
+@dataclass
+class Flags:
+    """EAGLE-3.1 and pre-FC norm flags as vLLM reads them (vllm.md §3; nested ``norm_before_fc`` wins)."""
+
+    fc_norm: bool
+    norm_output: bool
+    norm_before_fc: bool
+    norm_before_residual: bool
+    use_aux_norm: bool
+
+
+def read_flags(cfg: dict) -> Flags:
+    nested = nested_config(cfg)
+    nbf = nested["norm_before_fc"] if "norm_before_fc" in nested else cfg.get("norm_before_fc", False)
+    return Flags(
+        fc_norm=cfg.get("fc_norm") is True,
+        norm_output=cfg.get("norm_output") is True,
+        norm_before_fc=nbf is True,
+        norm_before_residual=cfg.get("norm_before_residual") is True,
+        use_aux_norm=cfg.get("use_aux_norm") is True,
+    )
+
+
+def config_dtype(cfg: dict) -> str | None:
+    """``torch_dtype`` (or transformers-5 ``dtype``) of a config, e.g. ``"bfloat16"``."""
+    v = cfg.get("torch_dtype", cfg.get("dtype"))
+    return v.removeprefix("torch.") if isinstance(v, str) else None
+
+
+@dataclass
+class Drafter:
+    """The canonical in-memory drafter every format reads into and writes from.
+
+    ``config`` is the canonical *flat* config: the vLLM-native vocabulary (top-level C-in aux ids,
+    top-level flags, Llama/MLA layer keys at the top) with every other key kept verbatim;
+    ``raw_config`` is the file as stored. ``names`` maps canonical tensor name → stored
+    (un-prefixed) name in ``index``. ``carried`` holds, per format name, the keys only that format
+    understands (its ``eagle_config`` extras, markers, the speculators block, the stored spelling),
+    so converting back restores them. ``format`` is a format name of :mod:`eaglehub.formats.registry` or a
+    rejected kind (``not-a-drafter``, ``eagle1``, ``unsupported``); ``evidence`` says why.
+    """
+
+    path: Path
+    format: str
+    config: dict
+    dims: Dims
+    aux: AuxIds
+    flags: Flags
+    index: TensorIndex
+    names: dict[str, str] = field(default_factory=dict)
+    raw_config: dict = field(default_factory=dict)
+    evidence: list[str] = field(default_factory=list)
+    carried: dict[str, dict] = field(default_factory=dict)
+    target: dict | None = None
+    provenance: dict | None = None
+    provenance_error: EaglehubError | None = None  # a broken eaglehub.json, when read leniently
+
+    @property
+    def layout(self) -> str:
+        """Alias of :attr:`format` (reports call it the layout)."""
+        return self.format
+
+    @property
+    def tensors(self) -> dict[str, TensorInfo]:
+        """Canonical name → header info (names not stored yet, e.g. planned additions, are skipped)."""
+        return {c: self.index.tensors[s] for c, s in self.names.items() if s in self.index.tensors}
+
+    def load(self, canonical: str, max_rows: int | None = None):
+        """Load one tensor by canonical name (see :meth:`TensorIndex.load`)."""
+        return self.index.load(self.names[canonical], max_rows=max_rows)
+
+    def load_all(self) -> dict:
+        """All tensors by canonical name."""
+        by_stored = self.index.load_all()
+        return {c: by_stored[s] for c, s in self.names.items()}
+
+    @property
+    def is_31(self) -> bool:
+        """EAGLE-3.1 per formats.md §6.5: a 3.1 flag is true or ``fc_norm.*`` tensors exist."""
+        f = self.flags
+        return f.fc_norm or f.use_aux_norm or f.norm_output or any(n.startswith("fc_norm.") for n in self.names)
+
+    @property
+    def version(self) -> str:
+        """``"3.1"`` or ``"3"`` (the algorithm stays ``eagle3`` in vLLM either way)."""
+        return "3.1" if self.is_31 else "3"
+
+    @property
+    def layer_kind(self) -> str:
+        """``"mla"`` (Kimi-K2.x / DeepSeek-V3 targets, formats.md §5) or ``"llama"``."""
+        return layer_kind(self.config)
+
+    @property
+    def dtype(self) -> str | None:
+        """Config dtype, else the dtype of ``fc.weight``, else of the first float tensor."""
+        floats = [i.dtype for n, i in self.tensors.items() if i.is_float]
+        fc = self.tensors.get("fc.weight")
+        return config_dtype(self.config) or (fc.dtype if fc else (floats[0] if floats else None))
+
+
+LLAMA, MLA = "llama", "mla"
+#: ``architectures[0]`` values vLLM maps to ``deepseek_eagle3.Eagle3DeepseekV2ForCausalLM`` (vllm.md §1).
+MLA_ARCHITECTURES = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+
+
+def layer_kind(cfg: dict) -> str:
+    """``"mla"`` iff ``architectures[0]`` is an MLA drafter class or the config has ``kv_lora_rank``
+    (formats.md §6.2), else ``"llama"``."""
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    return MLA if arch in MLA_ARCHITECTURES or "kv_lora_rank" in cfg else LLAMA

@@ -1,0 +1,219 @@
+"""The tensors an EAGLE-3 drafter config implies, with their shapes (formats.md §1, §5; vllm.md §5, §14).
+
+Two layer kinds (:func:`layer_kind`): Llama decoder layers (``llama_eagle3.py``) and MLA decoder
+layers (``deepseek_eagle3.py``, Kimi-K2 / DeepSeek-V3 targets). Shapes are ``[out, in]``. ``None``
+inside a shape means the config lacks the field (then only presence is checked; the config schema
+reports the missing field).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eaglehub.drafter.canonical import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_index, layer_kind  # noqa: F401 (re-exported)
+
+#: fc_norm gain vectors described at most: a config may claim any num_aux_hidden_states, and
+#: E-AUX-COUNT already reports a count the fc width does not bear out
+MAX_AUX_DESCRIBED = 64
+
+
+def _posint(cfg: dict, key: str) -> int | None:
+    v = cfg.get(key)
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
+
+
+@dataclass(frozen=True)
+class MlaDims:
+    """MLA attention dimensions from the config (``None`` where missing or not a positive int):
+    ``q_lora_rank``, ``kv_lora_rank``, ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``."""
+
+    q_lora: int | None
+    kv_lora: int | None
+    qk_nope: int | None
+    qk_rope: int | None
+    v_head: int | None
+
+    @property
+    def qk(self) -> int | None:
+        """Query/key head width ``qk_nope + qk_rope``."""
+        return None if self.qk_nope is None or self.qk_rope is None else self.qk_nope + self.qk_rope
+
+
+def mla_dims(cfg: dict) -> MlaDims:
+    return MlaDims(
+        _posint(cfg, "q_lora_rank"),
+        _posint(cfg, "kv_lora_rank"),
+        _posint(cfg, "qk_nope_head_dim"),
+        _posint(cfg, "qk_rope_head_dim"),
+        _posint(cfg, "v_head_dim"),
+    )
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """One tensor the layout knows.
+
+    ``required``: absence is an error with ``missing_code``. ``unused_code``: presence while the
+    enabling flag is off is reported with this code instead of E-TENSOR-UNEXPECTED.
+    """
+
+    name: str
+    shape: tuple[int | None, ...]
+    required: bool = True
+    missing_code: str = "E-TENSOR-MISSING"
+    unused_code: str | None = None
+
+
+def _mul(*xs: int | None) -> int | None:
+    out = 1
+    for x in xs:
+        if x is None:
+            return None
+        out *= x
+    return out
+
+
+def _layer(prefix: str, d, width_in: int | None, hidden_norm: bool) -> list[TensorSpec]:
+    q, kv = _mul(d.nh, d.head_dim), _mul(d.nkv, d.head_dim)
+    specs = [
+        TensorSpec(f"{prefix}self_attn.q_proj.weight", (q, width_in)),
+        TensorSpec(f"{prefix}self_attn.k_proj.weight", (kv, width_in)),
+        TensorSpec(f"{prefix}self_attn.v_proj.weight", (kv, width_in)),
+        TensorSpec(f"{prefix}self_attn.o_proj.weight", (d.H, q)),
+        TensorSpec(f"{prefix}mlp.gate_proj.weight", (d.I, d.H)),
+        TensorSpec(f"{prefix}mlp.up_proj.weight", (d.I, d.H)),
+        TensorSpec(f"{prefix}mlp.down_proj.weight", (d.H, d.I)),
+        TensorSpec(f"{prefix}input_layernorm.weight", (d.H,)),
+        TensorSpec(f"{prefix}post_attention_layernorm.weight", (d.H,)),
+    ]
+    if hidden_norm:
+        specs.append(TensorSpec(f"{prefix}hidden_norm.weight", (d.H,)))
+    if d.attention_bias:
+        specs += [TensorSpec(f"{prefix}self_attn.{p}_proj.bias", (n,)) for p, n in (("q", q), ("k", kv), ("v", kv))]
+    if d.mlp_bias:
+        specs += [
+            TensorSpec(f"{prefix}mlp.{p}_proj.bias", (n,)) for p, n in (("gate", d.I), ("up", d.I), ("down", d.H))
+        ]
+    return specs
+
+
+def _mla_layer(prefix: str, d, m: MlaDims, width_in: int | None, hidden_norm: bool, q_proj: bool) -> list[TensorSpec]:
+    """One ``DeepseekV2Eagle3DecoderLayer`` (vLLM ``deepseek_eagle3.py``; formats.md §5): MLA attention
+    reading ``width_in``, dense MLP, RMSNorms; no biases. ``q_proj``: the checkpoint has no query LoRA
+    (``q_lora_rank`` null) and stores ``q_proj [nh·qk, width_in]`` instead of ``q_a``/``q_b`` (which
+    vLLM cannot load, reported as E-MLA-QLORA)."""
+    a = f"{prefix}self_attn."
+    if q_proj:
+        specs = [TensorSpec(f"{a}q_proj.weight", (_mul(d.nh, m.qk), width_in))]
+    else:
+        specs = [
+            TensorSpec(f"{a}q_a_proj.weight", (m.q_lora, width_in)),
+            TensorSpec(f"{a}q_a_layernorm.weight", (m.q_lora,)),
+            TensorSpec(f"{a}q_b_proj.weight", (_mul(d.nh, m.qk), m.q_lora)),
+        ]
+    kv_b = None if m.qk_nope is None or m.v_head is None else m.qk_nope + m.v_head
+    specs += [
+        TensorSpec(
+            f"{a}kv_a_proj_with_mqa.weight",
+            (None if m.kv_lora is None or m.qk_rope is None else m.kv_lora + m.qk_rope, width_in),
+        ),
+        TensorSpec(f"{a}kv_a_layernorm.weight", (m.kv_lora,)),
+        TensorSpec(f"{a}kv_b_proj.weight", (_mul(d.nh, kv_b), m.kv_lora)),
+        TensorSpec(f"{a}o_proj.weight", (d.H, _mul(d.nh, m.v_head))),
+        TensorSpec(f"{prefix}mlp.gate_proj.weight", (d.I, d.H)),
+        TensorSpec(f"{prefix}mlp.up_proj.weight", (d.I, d.H)),
+        TensorSpec(f"{prefix}mlp.down_proj.weight", (d.H, d.I)),
+        TensorSpec(f"{prefix}input_layernorm.weight", (d.H,)),
+        TensorSpec(f"{prefix}post_attention_layernorm.weight", (d.H,)),
+        # every deepseek_eagle3 layer owns a hidden_norm, only layer 0 applies it
+        TensorSpec(f"{prefix}hidden_norm.weight", (d.H,), required=hidden_norm),
+    ]
+    return specs
+
+
+def described_layers(drafter: Drafter) -> int:
+    """Decoder layers :func:`expected_tensors` describes: the config's ``num_hidden_layers``, but at most
+    one past the highest layer the checkpoint stores tensors for. A config may claim any number of
+    layers; the first missing one is described tensor by tensor, the rest are reported once
+    (``check_expected``)."""
+    stored = max((i for n in drafter.names if (i := layer_index(n)) is not None), default=0) + 1
+    return max(1, min(drafter.dims.layers, stored + 1))
+
+
+def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
+    """Every tensor the drafter's config implies or allows, by canonical name.
+
+    Rules: ``fc [H, A·Ht]``; layer 0 (``midlayer.``) reads ``2H`` and has ``hidden_norm``; layers
+    ``1..L-1`` read ``H``; ``lm_head [Vd, H]``; ``d2t [Vd]`` required iff ``Vd < V``;
+    ``t2d [V]`` optional; ``embed_tokens [V, H]`` required iff ``H != Ht``; ``fc_norm.{i} [Ht]``
+    iff ``fc_norm`` (formats.md §1, §2, §4).
+
+    Llama layers (formats.md §1): ``q/k/v_proj [nh·hd | nkv·hd, in]``, ``o_proj [H, nh·hd]`` (+ biases
+    iff ``attention_bias``/``mlp_bias``); ``input_norm [A·Ht]`` iff ``norm_before_fc``.
+
+    MLA layers (formats.md §5, vLLM ``deepseek_eagle3.py``), with ``qk = qk_nope + qk_rope``:
+    ``q_a_proj [q_lora, in]``, ``q_a_layernorm [q_lora]``, ``q_b_proj [nh·qk, q_lora]``,
+    ``kv_a_proj_with_mqa [kv_lora + qk_rope, in]``, ``kv_a_layernorm [kv_lora]``,
+    ``kv_b_proj [nh·(qk_nope + v_head), kv_lora]``, ``o_proj [H, nh·v_head]``, dense MLP, the Llama
+    norms. Layers ``1..L-1`` are MLA layers too (vLLM builds every layer the same way). No
+    ``input_norm`` exists: a shipped one is E-MLA-NORMBEFOREFC.
+
+    Quantized drafters (a quantization config or low-precision weights; quantize-publish.md §2): also
+    ``B.weight_packed [out, ⌈in·bits/32⌉]`` for every ``B.weight`` (``B.weight`` then optional) and the
+    quantization parameters present (scales, zero points, ``weight_shape``, KV-cache scales) with their
+    stored shapes, which :mod:`eaglehub.checks.quant` checks (:func:`eaglehub.checks.quant.quantized_specs`).
+    """
+    d, f = drafter.dims, drafter.flags
+    layers = described_layers(drafter)
+    pruned = d.Vd is not None and d.V is not None and d.Vd < d.V
+    mla = layer_kind(drafter.config) == MLA
+    specs = [TensorSpec("fc.weight", (d.H, _mul(d.A, d.Ht)))]
+    if mla:
+        m = mla_dims(drafter.config)
+        q_proj = m.q_lora is None and f"{LAYER0}self_attn.q_proj.weight" in drafter.tensors
+        specs += _mla_layer(LAYER0, d, m, _mul(2, d.H), hidden_norm=True, q_proj=q_proj)
+        for i in range(1, layers):
+            specs += _mla_layer(f"layers.{i}.", d, m, d.H, hidden_norm=False, q_proj=q_proj)
+    else:
+        specs += _layer(LAYER0, d, _mul(2, d.H), hidden_norm=True)
+        for i in range(1, layers):
+            specs += _layer(f"layers.{i}.", d, d.H, hidden_norm=False)
+    specs += [
+        TensorSpec("norm.weight", (d.H,)),
+        TensorSpec("lm_head.weight", (d.Vd, d.H), missing_code="E-LMHEAD-MISSING"),
+        TensorSpec("d2t", (d.Vd,), required=pruned, missing_code="E-D2T-MISSING"),
+        TensorSpec("t2d", (d.V,), required=False),
+        TensorSpec(
+            "embed_tokens.weight",
+            (d.V, d.H),
+            required=None not in (d.H, d.Ht) and d.H != d.Ht,
+            missing_code="E-EMBED-MISSING",
+        ),
+    ]
+    if mla:  # deepseek_eagle3.py has no pre-FC norm (vllm.md §5)
+        specs.append(
+            TensorSpec("input_norm.weight", (_mul(d.A, d.Ht),), required=False, unused_code="E-MLA-NORMBEFOREFC")
+        )
+    else:
+        specs.append(
+            TensorSpec(
+                "input_norm.weight",
+                (_mul(d.A, d.Ht),),
+                required=f.norm_before_fc,
+                missing_code="E-INPUTNORM-MISSING",
+                unused_code=None if f.norm_before_fc else "E-INPUTNORM-UNUSED",
+            )
+        )
+    specs += [
+        TensorSpec(
+            f"fc_norm.{i}.weight",
+            (d.Ht,),
+            required=f.fc_norm,
+            missing_code="E-FCNORM-MISSING",
+            unused_code=None if f.fc_norm else "W-FCNORM-UNUSED",
+        )
+        for i in range(min(d.A, MAX_AUX_DESCRIBED))
+    ]
+    from eaglehub.checks.quant import quantized_specs  # here, not at the top: the checks package imports this module
+
+    return quantized_specs(drafter, specs)

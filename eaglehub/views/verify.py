@@ -1,0 +1,198 @@
+"""Render a verify report (see :mod:`eaglehub.verify.run`) as rich tables for the terminal.
+
+Prints ids, categories, counts and rates only — never prompt text or tokens.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def _f(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def _rates(xs: list[float | None]) -> str:
+    return " / ".join(_f(x, 2) for x in xs) or "—"
+
+
+def acceptance_table(d: dict, k: int) -> Table:
+    """Per-category and overall: prompts matched, AL, per-position rates, draft acceptance rate."""
+    t = Table(title=f"{escape(d['drafter'])}  (k = {k})", title_justify="left")
+    for col, just in (
+        ("category", "left"),
+        ("matched", "right"),
+        ("drafts", "right"),
+        ("AL", "right"),
+        ("per position (uncond.)", "right"),
+        ("conditional", "right"),
+        ("draft acc. rate", "right"),
+    ):
+        t.add_column(col, justify=just)
+    matched: dict[str, list[int]] = {}
+    for r in d["prompts"]:
+        m = matched.setdefault(r["category"], [0, 0])
+        m[0] += r["match"]
+        m[1] += 1
+    rows = list(d["acceptance"]["per_category"].items()) + [("overall", d["acceptance"]["overall"])]
+    for name, a in rows:
+        ok, n = matched.get(name, [d["num_prompts_matched"], d["num_prompts"]])
+        t.add_row(
+            name,
+            f"{ok}/{n}",
+            str(a["num_drafts"]),
+            _f(a["acceptance_length"]),
+            _rates(a["acceptance_rate_per_position"]),
+            _rates(a["conditional_acceptance_rate_per_position"]),
+            _f(a["draft_acceptance_rate"]),
+            style="bold" if name == "overall" else None,
+        )
+    return t
+
+
+def divergence_table(d: dict) -> Table | None:
+    """Prompts whose output differs from the target alone (None when all match)."""
+    bad = [r for r in d["prompts"] if not r["match"]]
+    if not bad:
+        return None
+    t = Table(title="prompts not token-identical to the target alone", title_justify="left")
+    for col in (
+        "id",
+        "category",
+        "first divergent token",
+        "output tokens (drafter / target)",
+        "target top-2 gap",
+        "forensics",
+    ):
+        t.add_column(col)
+    for r in bad:
+        f = r.get("forensics")
+        t.add_row(
+            r["id"],
+            r["category"],
+            str(r["first_divergence"]),
+            f"{r['num_output_tokens']} / {r['num_output_tokens_target']}",
+            _f(f["gap"], 4) if f else "—",
+            escape(f"{f['classification']}: {f['reason']}") if f else "—",
+        )
+    return t
+
+
+def print_sampling_test(d: dict, console: Console) -> None:
+    """One line on the T > 0 sampling test (nothing without ``--sampling-trials``)."""
+    st = d.get("sampling_test")
+    if st:
+        c = st["combined"]
+        verdict = "[green]passed[/]" if c["passed"] else "[red]failed[/]"
+        console.print(
+            f"sampling test (T={st['temperature']}, {st['trials_per_prefix']} trials x {len(st['prefixes'])} "
+            f"prefixes, {st['engine']} engine, {escape(st['rule'])} rule): chi-square {c['statistic']:.1f} "
+            f"({c['dof']} dof), p-value {c['p_value']:.3g} {verdict} at alpha {c['alpha']:g}",
+            highlight=False,
+        )
+
+
+_SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def print_findings(d: dict, console: Console) -> None:
+    """The verdict line of one drafter section, then each finding (code, subject, message, hint)."""
+    counts = {s: sum(f["severity"] == s for f in d["findings"]) for s in _SEVERITY_STYLE}
+    extra = ", ".join(f"{n} {s}{'s' if n > 1 and s != 'info' else ''}" for s, n in counts.items() if n and s != "error")
+    verdict = "[bold green]PASS[/]" if d["passed"] else "[bold red]FAIL[/]"
+    console.print(
+        f"{verdict}{f' ({extra})' if extra else ''} · lossless: {d['num_prompts_matched']}/{d['num_prompts']} "
+        "prompts token-identical",
+        highlight=False,
+    )
+    for f in d["findings"]:
+        style = _SEVERITY_STYLE[f["severity"]]
+        console.print(f"  [{style}]{f['code']}[/] ({escape(f['subject'])}): {escape(f['message'])}", highlight=False)
+        console.print(f"  [dim]hint: {escape(f['hint'])}[/]", highlight=False)
+
+
+def print_reference(d: dict, console: Console) -> None:
+    """One line on the comparison with the reference report (nothing without ``--reference-report``)."""
+    r = d["reference"]
+    if r is not None:
+        e = r["engine"]
+        console.print(
+            f"reference {escape(r['report'])} ({e['name']} {e['version']}, k={r['num_speculative_tokens']}): "
+            f"{r['status']}: {escape(r['note'])}",
+            highlight=False,
+        )
+
+
+def cross_engine_table(report: dict) -> Table | None:
+    """AL per engine and their relative difference, per drafter (None with one engine)."""
+    section = report.get("cross_engine")
+    if not section:
+        return None
+    primary = report["engine"]["name"]
+    t = Table(title=f"engines compared (tolerance {section['tolerance']:.0%})", title_justify="left")
+    for col in (
+        "drafter",
+        "engine",
+        f"AL {primary}",
+        "AL engine",
+        "relative difference",
+        "outputs identical",
+        "agree",
+    ):
+        t.add_column(col)
+    for e in section["engines"]:
+        for row in e["comparison"]:
+            name = row["engine"]
+            t.add_row(
+                escape(row["drafter"]),
+                f"{name} {e['engine']['version']}",
+                _f(row["acceptance_length"][primary]),
+                _f(row["acceptance_length"][name]),
+                "—" if row["relative_difference"] is None else f"{row['relative_difference']:+.2%}",
+                f"{row['outputs_identical']}/{row['num_prompts']}",
+                "yes" if row["agree"] else "[red]no[/]",
+            )
+    return t
+
+
+def render_report(report: dict, console: Console) -> None:
+    """Print the whole report: settings, one table per drafter, findings, reference comparison, timings, serve line."""
+    s, e = report["settings"], report["engine"]
+    console.print(
+        f"[bold]verify[/] target {report['target']['path']}  ·  engine {e['name']} {e['version']}  ·  "
+        f"k={s['num_speculative_tokens']}  max_tokens={s['max_tokens']}  dtype={s['dtype']}  greedy  ·  "
+        f"{report['prompts']['count']} prompts in {len(report['prompts']['categories'])} categories"
+        + (f" ({report['prompts']['requests']} requests: one per turn)" if report["prompts"].get("multi_turn") else ""),
+        highlight=False,
+    )
+    console.print(f"[dim]{report['definitions']['acceptance_length']}[/]", highlight=False)
+    b = report["baseline"]
+    console.print(
+        f"target alone: {b['output_tokens']} output tokens in {b['generate_seconds']:.1f} s "
+        f"= {b['output_tokens_per_second']:.1f} tok/s (load {b['load_seconds']:.1f} s)",
+        highlight=False,
+    )
+    for d in report["drafters"]:
+        console.print()
+        console.print(acceptance_table(d, s["num_speculative_tokens"]))
+        div = divergence_table(d)
+        if div is not None:
+            console.print(div)
+        t = d["timing"]
+        console.print(
+            f"with drafter: {t['output_tokens']} output tokens in {t['generate_seconds']:.1f} s = "
+            f"{t['output_tokens_per_second']:.1f} tok/s (load {t['load_seconds']:.1f} s; "
+            f"ratio to target alone {_f(d['speed_ratio'], 2)})",
+            highlight=False,
+        )
+        print_findings(d, console)
+        print_sampling_test(d, console)
+        print_reference(d, console)
+        console.print("serve with:", highlight=False)
+        console.print(d["serve_command"], highlight=False, soft_wrap=True, markup=False)
+    table = cross_engine_table(report)
+    if table is not None:
+        console.print()
+        console.print(table)
