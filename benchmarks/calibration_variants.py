@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from eaglehub.convert.run import calibrate as C
+from eaglehub.convert import calibrate as C
 from eaglehub.convert.run import convert
 from eaglehub.engines.chat import encode_chat
 from eaglehub.engines.reference import ReferenceEngine, load_drafter

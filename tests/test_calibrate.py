@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from test_reference_engine import PROMPTS, _constant_drafter, target  # noqa: F401  (fixture)
 
 from eaglehub.cli import main
-from eaglehub.convert.run import calibrate
+from eaglehub.convert import calibrate
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import schema_errors
 

@@ -11,8 +11,8 @@ import torch
 from conftest import tree_hash
 
 from eaglehub.checks.validate import validate
+from eaglehub.convert import run as convert_mod
 from eaglehub.convert.run import convert
-from eaglehub.convert.run import run as convert_mod
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import validate_json
 from eaglehub.io.tensorio import read_index

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from eaglehub.cli import main
-from eaglehub.diagnose.run import run as diagnose
+from eaglehub.diagnose import run as diagnose
 from eaglehub.engines.base import RunResult, SpecCounters
 from eaglehub.engines.chat import ChatTokenizer, encode_chat
 from eaglehub.errors import EaglehubError

@@ -15,8 +15,9 @@ from eaglehub.engines import vllm_engine
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import validate_json
+from eaglehub.verify import pairing
 from eaglehub.verify.manifest import load_manifest
-from eaglehub.verify.run import VerifyOptions, pairing
+from eaglehub.verify.run import VerifyOptions
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = [[5, 6, 7, 8], [9, 10, 11], [12, 13], [14, 15, 16]]  # the target alone, per prompt (m1 m2 c1 c2)

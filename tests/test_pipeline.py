@@ -15,8 +15,8 @@ from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
 
 from eaglehub.cli import main
 from eaglehub.io.schemas import validate_json
+from eaglehub.verify import run as verify
 from eaglehub.verify.manifest import load_manifest
-from eaglehub.verify.run import run as verify
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = ROOT / "fixtures" / "smollm2-eagle3"

@@ -16,7 +16,7 @@ from test_verify import BASE, DEAD, GOOD, ScriptedEngine, write_prompts
 from eaglehub.cli import main
 from eaglehub.io.digest import files_sha256
 from eaglehub.io.schemas import validate_json
-from eaglehub.verify.run import run as verify
+from eaglehub.verify import run as verify
 
 
 @pytest.fixture

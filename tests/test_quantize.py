@@ -454,7 +454,7 @@ def test_verify_reports_acceptance_next_to_the_baseline_drafter(tmp_path, monkey
     from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
 
     from eaglehub.engines.base import SpecCounters
-    from eaglehub.verify.run import run as verify
+    from eaglehub.verify import run as verify
 
     target = make_target(n_layers=8)
     src = make_drafter("base")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.stats import chi2, ncx2
 
-from eaglehub.verify.run import sampling
+from eaglehub.verify import sampling
 
 P = np.array([0.4, 0.3, 0.2, 0.1])  # F24 toy target
 Q = np.array([0.1, 0.2, 0.3, 0.4])  # F24 toy draft

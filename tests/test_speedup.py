@@ -16,7 +16,7 @@ from eaglehub.cli import main
 from eaglehub.engines.base import Engine, RunResult, SpecCounters
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import schema_errors
-from eaglehub.speedup.run import run as speedup
+from eaglehub.speedup import run as speedup
 
 alphas = st.floats(0.0, 1.0)
 ks = st.integers(1, 8)

@@ -15,7 +15,7 @@ from eaglehub.errors import EaglehubError
 from eaglehub.findings import rule_catalogue
 from eaglehub.io.schemas import load_schema, validate_json
 from eaglehub.measure import acceptance
-from eaglehub.verify.run import run as verify
+from eaglehub.verify import run as verify
 
 BASE = [
     [5, 6, 7, 8],

@@ -19,7 +19,7 @@ from eaglehub.engines.chat import ChatTokenizer
 from eaglehub.engines.reference import ReferenceEngine
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import validate_json
-from eaglehub.verify.run import run as verify
+from eaglehub.verify import run as verify
 
 EOS = 255
 # ids 0..249 are the words w0..w249, so any output id below 250 decodes to a word and re-encodes to itself

@@ -30,7 +30,7 @@ import numpy as np
 from eaglehub.engines.base import RunSpec
 from eaglehub.findings import finding
 from eaglehub.measure.prompts import Prompt
-from eaglehub.verify.run import sampling
+from eaglehub.verify import sampling
 
 TOP_BINS = 8
 MIN_GROUP = 200
