@@ -485,7 +485,8 @@ def convert_cmd(
 def quantize_cmd(src, dst, scheme, ignore, keep_fc, dry_run, revision, overwrite, as_json) -> None:
     """Quantize drafter SRC into DST in the compressed-tensors FP8 layout vLLM loads; lm_head, embed_tokens,
     norms, d2t and t2d keep their dtype. DST is written atomically; SRC is never modified."""
-    from eaglehub.quant.quantize import quantize, render_report
+    from eaglehub.quant.quantize import quantize
+    from eaglehub.views.quantize import render_report
 
     report = quantize(
         src,
@@ -724,8 +725,9 @@ def verify_cmd(
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
     """
     from eaglehub.verify.pairing import exit_code as pairs_exit_code
-    from eaglehub.verify.pairing import render_summary, run_pairs, select
+    from eaglehub.verify.pairing import run_pairs, select
     from eaglehub.verify.run import VerifyOptions, exit_code, make_engines, run_verify, write_plot, write_report
+    from eaglehub.views.pairs import render_summary
     from eaglehub.views.verify import render_report
 
     engine_options = {
@@ -794,7 +796,7 @@ def verify_cmd(
             render_summary(summary, console)
         sys.exit(pairs_exit_code(summary))
     report = run_verify(opts, engines=chosen, console=err_console)
-    from eaglehub.verify.baseline import render_baseline
+    from eaglehub.views.verify import render_baseline
 
     _write_and_show(
         report,
@@ -892,14 +894,8 @@ def speedup_cmd(
     validation or the engine fails.
     """
     from eaglehub.engines.vllm_engine import VllmEngine
-    from eaglehub.speedup.run import (
-        SpeedupOptions,
-        parse_concurrency,
-        plot_speedup,
-        render_report,
-        run_speedup,
-        write_report,
-    )
+    from eaglehub.speedup.run import SpeedupOptions, parse_concurrency, run_speedup, write_report
+    from eaglehub.views.speedup import plot_speedup, render_report
 
     opts = SpeedupOptions(
         target=target_spec,
@@ -1020,14 +1016,8 @@ def diagnose_cmd(
     Exit 0 when measured (the numbers never fail); 2 for usage errors, a context list the target
     cannot hold or a missing engine; 1 when a drafter fails validation or the engine fails.
     """
-    from eaglehub.diagnose.run import (
-        DiagnoseOptions,
-        parse_contexts,
-        render_report,
-        run_diagnose,
-        write_plots,
-        write_report,
-    )
+    from eaglehub.diagnose.run import DiagnoseOptions, parse_contexts, run_diagnose, write_report
+    from eaglehub.views.diagnose import render_report, write_plots
 
     opts = DiagnoseOptions(
         target=target_spec,
@@ -1194,7 +1184,8 @@ def pipeline_cmd(manifest, work_dir, do_publish, drafters, endpoint, report_path
     Publishing is a dry run unless --publish. Exit 0 when every drafter passed every step, 1 when a
     step failed (that drafter's later steps are skipped), 2 for a bad manifest or options.
     """
-    from eaglehub.pipeline import exit_code, render_summary, run_pipeline, write_summary
+    from eaglehub.pipeline import exit_code, run_pipeline, write_summary
+    from eaglehub.views.pipeline import render_summary
 
     summary = run_pipeline(
         manifest, work_dir, publish=do_publish, endpoint=endpoint, drafters=drafters, console=err_console

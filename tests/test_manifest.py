@@ -18,6 +18,7 @@ from eaglehub.io.schemas import validate_json
 from eaglehub.verify import pairing
 from eaglehub.verify.manifest import load_manifest
 from eaglehub.verify.run import VerifyOptions
+from eaglehub.views.pairs import render_summary
 
 REPO = Path(__file__).resolve().parent.parent
 BASE = [[5, 6, 7, 8], [9, 10, 11], [12, 13], [14, 15, 16]]  # the target alone, per prompt (m1 m2 c1 c2)
@@ -473,7 +474,7 @@ def test_a_usage_error_stops_all_pairs(work):
 
 def _render(summary) -> str:
     console = Console(record=True, width=250)
-    pairing.render_summary(summary, console)
+    render_summary(summary, console)
     return console.export_text()
 
 

@@ -26,8 +26,8 @@ from eaglehub.engines.reference import ReferenceEngine, load_drafter
 from eaglehub.errors import EaglehubError
 from eaglehub.measure import acceptance
 from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter, KVCache
+from eaglehub.verify import forensics
 from eaglehub.verify import run as verify
-from eaglehub.verify.run import forensics
 
 PROMPTS = [[3, 17, 45, 9, 200, 31], [1, 2, 3], [250, 4, 4, 4, 4, 8, 100, 61, 7], [60]]
 

@@ -65,36 +65,3 @@ def attach_baseline(report: dict, baseline: Path) -> None:
         "definition": DEFINITION,
         "comparisons": rows,
     }
-
-
-def render_baseline(report: dict, console) -> None:
-    """One table row per drafter against the baseline (AL, ratio, bytes on disk)."""
-    from rich.table import Table
-
-    section = report.get("baseline_drafter")
-    if not section:
-        return
-
-    def num(x, fmt):
-        return "n/a" if x is None else format(x, fmt)
-
-    table = Table(
-        "drafter",
-        "AL",
-        "AL / baseline",
-        "weight bytes",
-        "size / baseline",
-        "lossless",
-        title=f"against baseline {section['drafter']} (AL {num(section['acceptance_length'], '.3f')}, "
-        f"{section['weight_bytes']:,} bytes)",
-    )
-    for r in section["comparisons"]:
-        table.add_row(
-            r["drafter"],
-            num(r["acceptance_length"], ".3f"),
-            num(r["al_ratio"], ".4f"),
-            f"{r['weight_bytes']:,}",
-            num(r["size_ratio"], ".4f"),
-            "yes" if r["lossless"] else "no",
-        )
-    console.print(table)

@@ -243,7 +243,7 @@ def run_pairs(
     for gi, g in enumerate(groups):
         if console is not None:
             console.print(
-                f"[bold]group {gi + 1}/{len(groups)}[/]: target {g.target_name}, {_settings_text(g.settings)}: "
+                f"[bold]group {gi + 1}/{len(groups)}[/]: target {g.target_name}, {settings_text(g.settings)}: "
                 f"{', '.join(p.name for p in g.pairs)}",
                 highlight=False,
             )
@@ -282,7 +282,7 @@ def run_pairs(
     return summary
 
 
-def _settings_text(s: dict) -> str:
+def settings_text(s: dict) -> str:
     parts = [f"k={s['num_speculative_tokens']}", f"dtype={s['dtype']}", f"max_model_len={s['max_model_len']}"]
     return " ".join(parts + [f"{k}={v}" for k, v in s["engine_options"].items()])
 
@@ -308,59 +308,3 @@ def write_summary(summary: dict, path: Path) -> None:
 def exit_code(summary: dict) -> int:
     """1 when any pair failed (an error finding, or its group did not run), else 0."""
     return 0 if summary["passed"] else 1
-
-
-def summary_table(summary: dict):
-    """A rich Table, one row per pair: target, drafter, k, lossless (matched/total), AL, acceptance
-    rate per position (unconditional), passed, report path."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    from eaglehub.views.verify import _f, _rates
-
-    t = Table(
-        title=f"verify {escape(summary['manifest'])}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
-        title_justify="left",
-    )
-    for col, just in (
-        ("target", "left"),
-        ("drafter", "left"),
-        ("k", "right"),
-        ("lossless", "right"),
-        ("AL", "right"),
-        ("rate per position", "right"),
-        ("passed", "left"),
-        ("report", "left"),
-    ):
-        t.add_column(col, justify=just)
-    for r in summary["pairs"]:
-        lossless = "—" if r["num_prompts"] is None else f"{r['num_prompts_matched']}/{r['num_prompts']}"
-        verdict = "[green]PASS[/]" if r["passed"] else "[red]ERROR[/]" if r["error"] else "[red]FAIL[/]"
-        t.add_row(
-            escape(r["target"]),
-            escape(r["drafter"]),
-            str(r["settings"]["num_speculative_tokens"]),
-            lossless,
-            _f(r["acceptance_length"]),
-            _rates(r["acceptance_rate_per_position"]),
-            verdict,
-            escape(r["report"] or "—"),
-        )
-    return t
-
-
-def render_summary(summary: dict, console) -> None:
-    """Print the summary table, then each pair's error or finding codes (the reports have the details)."""
-    from rich.markup import escape
-
-    from eaglehub.findings import printable
-
-    console.print(summary_table(summary))
-    for r in summary["pairs"]:
-        name = escape(f"{r['target']}--{r['drafter']}")
-        if r["error"]:
-            console.print(f"[red]{name}[/]: did not run: {escape(printable(r['error']))}", highlight=False)
-        elif r["findings"]:
-            console.print(f"{name}: {', '.join(r['findings'])}", highlight=False)
-    if summary["report_dir"]:
-        console.print(f"summary: {Path(summary['report_dir']) / SUMMARY_FILE}", highlight=False)

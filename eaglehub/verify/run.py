@@ -50,7 +50,7 @@ from eaglehub.findings import Finding, finding
 from eaglehub.io.schemas import check_output, schema_errors, write_output
 from eaglehub.measure import acceptance
 from eaglehub.measure.prompts import Prompt, default_prompts_path, describe_prompts, load_prompts
-from eaglehub.verify.run import cross_engine, forensics
+from eaglehub.verify import cross_engine, forensics
 
 REPORT_SCHEMA = "verify-report"
 REPORT_VERSION = 2

@@ -1,0 +1,63 @@
+"""Terminal tables of a manifest run: one row per target / drafter pair."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eaglehub.verify.pairing import SUMMARY_FILE
+
+
+def summary_table(summary: dict):
+    """A rich Table, one row per pair: target, drafter, k, lossless (matched/total), AL, acceptance
+    rate per position (unconditional), passed, report path."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from eaglehub.views.verify import _f, _rates
+
+    t = Table(
+        title=f"verify {escape(summary['manifest'])}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
+        title_justify="left",
+    )
+    for col, just in (
+        ("target", "left"),
+        ("drafter", "left"),
+        ("k", "right"),
+        ("lossless", "right"),
+        ("AL", "right"),
+        ("rate per position", "right"),
+        ("passed", "left"),
+        ("report", "left"),
+    ):
+        t.add_column(col, justify=just)
+    for r in summary["pairs"]:
+        lossless = "—" if r["num_prompts"] is None else f"{r['num_prompts_matched']}/{r['num_prompts']}"
+        verdict = "[green]PASS[/]" if r["passed"] else "[red]ERROR[/]" if r["error"] else "[red]FAIL[/]"
+        t.add_row(
+            escape(r["target"]),
+            escape(r["drafter"]),
+            str(r["settings"]["num_speculative_tokens"]),
+            lossless,
+            _f(r["acceptance_length"]),
+            _rates(r["acceptance_rate_per_position"]),
+            verdict,
+            escape(r["report"] or "—"),
+        )
+    return t
+
+
+def render_summary(summary: dict, console) -> None:
+    """Print the summary table, then each pair's error or finding codes (the reports have the details)."""
+    from rich.markup import escape
+
+    from eaglehub.findings import printable
+
+    console.print(summary_table(summary))
+    for r in summary["pairs"]:
+        name = escape(f"{r['target']}--{r['drafter']}")
+        if r["error"]:
+            console.print(f"[red]{name}[/]: did not run: {escape(printable(r['error']))}", highlight=False)
+        elif r["findings"]:
+            console.print(f"{name}: {', '.join(r['findings'])}", highlight=False)
+    if summary["report_dir"]:
+        console.print(f"summary: {Path(summary['report_dir']) / SUMMARY_FILE}", highlight=False)

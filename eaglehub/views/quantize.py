@@ -1,0 +1,43 @@
+"""The terminal table of a quantize report (or its dry-run plan)."""
+
+from __future__ import annotations
+
+
+def render_report(report: dict, console) -> None:
+    """The plan or result as a rich table: one row per tensor (action, reason, bytes), then the totals."""
+    from rich.table import Table
+
+    from eaglehub.views.common import _size
+
+    head = "would quantize" if report["dry_run"] else "quantized"
+    console.print(
+        f"{head} {report['source']} ({report['source_format']}, EAGLE-{report['version']}, {report['layer_kind']}) "
+        f"with {report['scheme']}"
+        + (f" → {report['destination']} (vllm-native layout)" if report["destination"] else ""),
+        highlight=False,
+    )
+    table = Table("tensor", "shape", "dtype", "action", "bytes", "why")
+    for t in report["tensors"]:
+        size = (
+            f"{_size(t['bytes_before'])} → {_size(t['bytes_after'])}"
+            if t["action"] == "quantized"
+            else _size(t["bytes_before"])
+        )
+        table.add_row(
+            t["name"],
+            str(t["shape"]),
+            "float8_e4m3fn" if t["action"] == "quantized" else t["dtype"],
+            t["action"],
+            size,
+            t["reason"],
+        )
+    console.print(table)
+    for x in report["kept_not_block_divisible"]:
+        console.print(f"kept (not block-divisible): {x['layer']}: {x['reason']}", highlight=False)
+    s = report["sizes"]
+    console.print(
+        f"tensor bytes {s['tensor_bytes_before']:,} → {s['tensor_bytes_after']:,} (×{s['ratio']})"
+        + (f"; files {s['files_bytes_before']:,} → {s['files_bytes_after']:,} bytes" if s["files_bytes_after"] else ""),
+        highlight=False,
+    )
+    console.print(f"ignore: {', '.join(report['quantization_config']['ignore'])}", highlight=False)
