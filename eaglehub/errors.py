@@ -1,4 +1,14 @@
-"""The one exception type the CLI turns into a one-line error with a fix hint (never a traceback)."""
+"""The typed error tree the CLI turns into a one-line error with a fix hint (never a traceback).
+
+``EaglehubError`` is the root; raise the subclass that says what went wrong, so the exit code
+follows from the kind of failure (docs/architecture.md, "Errors"):
+
+- :class:`UsageError` (exit 2): options that contradict each other or miss a companion.
+- :class:`InputError` (exit 2): a path, file or repo that cannot be read as what it should be.
+- :class:`CheckFailed` (exit 1): a check ran and the input failed it.
+- :class:`EngineFailed` (exit 1): an engine (vLLM, the reference engine) could not run the job.
+- :class:`MissingDependency` (exit 2): an optional package a command needs is not installed.
+"""
 
 from __future__ import annotations
 
@@ -12,20 +22,46 @@ class EaglehubError(Exception):
     reports such errors as findings (about ``subject``) instead of stopping.
     """
 
+    default_exit_code = 2
+
     def __init__(
         self,
         message: str,
         hint: str | None = None,
-        exit_code: int = 2,
+        exit_code: int | None = None,
         code: str | None = None,
         subject: str | None = None,
     ):
         super().__init__(message)
         self.message = message
         self.hint = hint
-        self.exit_code = exit_code
+        self.exit_code = self.default_exit_code if exit_code is None else exit_code
         self.code = code
         self.subject = subject  # the file a coded error concerns (a finding's subject)
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+
+
+class UsageError(EaglehubError):
+    """Options that contradict each other, or one that needs a companion option."""
+
+
+class InputError(EaglehubError):
+    """An input that cannot be read as what the command expects."""
+
+
+class CheckFailed(EaglehubError):
+    """A check ran and the input failed it."""
+
+    default_exit_code = 1
+
+
+class EngineFailed(EaglehubError):
+    """An engine could not run the job (a crash, a refused configuration, a timeout)."""
+
+    default_exit_code = 1
+
+
+class MissingDependency(EaglehubError):
+    """An optional package the command needs is not installed; the hint names the extra."""

@@ -163,3 +163,16 @@ def resolve_target_files(spec: str, side_files: tuple[str, ...]) -> tuple[Path, 
     config = Path(fetch(spec, "config.json", None, required=True))
     found = {n: Path(p) for n in side_files if (p := fetch(spec, n, None)) is not None}
     return config.parent, found
+
+
+def needs_build(spec: str, overwrite: bool = False) -> bool:
+    """Whether :func:`build_target` will convert the packaged GGUF (about 30 s) rather than find a copy."""
+    return spec.lower() in SMOLLM2_ALIASES and (overwrite or not (smollm2_cache_path() / "config.json").is_file())
+
+
+def build_target(spec: str, overwrite: bool = False) -> Path:
+    """The local copy of target ``spec``: `smollm2` is converted from its GGUF once (again with
+    ``overwrite``); any other spec is resolved as :func:`resolve_target` does."""
+    if needs_build(spec, overwrite):
+        return build_smollm2_cache(overwrite=overwrite)
+    return resolve_target(spec)

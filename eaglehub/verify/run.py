@@ -45,6 +45,7 @@ from pathlib import Path
 
 from eaglehub import __version__
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
+from eaglehub.engines.registry import make_engines
 from eaglehub.errors import EaglehubError
 from eaglehub.findings import Finding, finding
 from eaglehub.io.schemas import check_output, schema_errors, write_output
@@ -106,33 +107,8 @@ def serve_command(target: Path | str, drafter: Path | str, k: int) -> str:
     return f"vllm serve {shlex.quote(str(target))} --speculative-config {shlex.quote(json.dumps(config))}"
 
 
-ENGINE_NAMES = ("auto", "vllm", "reference")
 MIN_SAMPLING_TRIALS = 1000
 MAX_K = 64
-
-
-def make_engines(names: list[str], log_dir: Path | None = None, device: str = "cpu") -> list[Engine]:
-    """Engines by name: ``vllm``, ``reference``, or ``auto`` (vLLM when installed, else the reference
-    engine). Repeated names collapse to one engine.
-
-    Raises:
-        EaglehubError: an unknown name (exit 2).
-    """
-    import importlib.util
-
-    from eaglehub.engines.reference import ReferenceEngine
-    from eaglehub.engines.vllm_engine import VllmEngine
-
-    out, seen = [], set()
-    for name in names or ["auto"]:
-        if name not in ENGINE_NAMES:
-            raise EaglehubError(f"unknown engine {name!r}", hint=f"choose from {', '.join(ENGINE_NAMES)}")
-        if name == "auto":
-            name = "vllm" if importlib.util.find_spec("vllm") is not None else "reference"
-        if name not in seen:
-            seen.add(name)
-            out.append(VllmEngine(log_dir=log_dir) if name == "vllm" else ReferenceEngine(device=device))
-    return out
 
 
 def _resolve_drafter(spec: str) -> Path:

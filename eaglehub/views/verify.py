@@ -229,3 +229,9 @@ def render_baseline(report: dict, console) -> None:
             "yes" if r["lossless"] else "no",
         )
     console.print(table)
+
+
+def render_report_and_baseline(report: dict, console) -> None:
+    """The verify tables, then the baseline comparison when the run had a baseline drafter."""
+    render_report(report, console)
+    render_baseline(report, console)

@@ -1,0 +1,242 @@
+"""`eaglehub verify`: losslessness and acceptance of target + drafter pairs, in vLLM or the reference engine."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from click.core import ParameterSource
+
+from eaglehub.cli.errors import handle_errors
+from eaglehub.cli.options import (
+    category_option,
+    device_option,
+    dtype_option,
+    engine_log_option,
+    k_option,
+    limit_option,
+    max_tokens_option,
+    plot_option,
+    prompts_option,
+    report_option,
+    stack,
+)
+from eaglehub.cli.output import console, err_console, print_json, write_and_show
+
+PROMPTS_HELP = (
+    "Prompt file, format detected from its first line: eaglehub JSONL (schemas/prompts.schema.json), "
+    "MT-Bench / Spec-Bench question.jsonl (schemas/prompts-mtbench.schema.json; multi-turn), or plain "
+    "text (one prompt per line, category = file name); default eaglehub/data/prompts/eval.jsonl."
+)
+
+engine_parallel_options = stack(
+    click.option(
+        "--tensor-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM tensor parallelism (GPUs)."
+    ),
+    click.option("--pipeline-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM pipeline stages."),
+    click.option(
+        "--distributed-executor-backend",
+        type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
+        default=None,
+        help="How vLLM starts its workers.",
+    ),
+)
+
+sampling_test_options = stack(
+    click.option(
+        "--tie-epsilon",
+        type=click.FloatRange(min=0.0),
+        default=None,
+        help="Divergence forensics: top-2 logit gap below which a flip is a numerical near-tie "
+        "(default by dtype: float32 0.01, float16 0.1, bfloat16 0.25).",
+    ),
+    click.option(
+        "--sampling-trials",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Also test sampling (T > 0) losslessness with this many trials per prefix on the reference "
+        "engine (2000000 finds a 1 % bias in the acceptance probability); 0: no test.",
+    ),
+    click.option(
+        "--sampling-temperature",
+        type=float,
+        default=1.0,
+        show_default=True,
+        help="Temperature of the sampling test.",
+    ),
+    click.option(
+        "--sampling-prefixes",
+        type=click.IntRange(min=1),
+        default=4,
+        show_default=True,
+        help="Prefixes of the sampling test: the first prompt of this many categories.",
+    ),
+    click.option(
+        "--engine-samples",
+        type=click.IntRange(min=0),
+        default=2000,
+        show_default=True,
+        help="With --sampling-trials: samples per prefix of vLLM's own sampled output (its second token "
+        "tested against the target's distribution); 0: skip.",
+    ),
+)
+
+
+@click.command("verify")
+@click.option(
+    "--target",
+    "target_spec",
+    default=None,
+    help="Target: model directory, cached Hub id, or `smollm2`; with a manifest, a target's name or spec "
+    "(without --drafter: every drafter registered for it).",
+)
+@click.option(
+    "--drafter",
+    "drafters",
+    multiple=True,
+    help="EAGLE-3 drafter directory; repeat to verify several drafters against one target-alone run. "
+    "With --manifest: a drafter's name or directory in it.",
+)
+@k_option()
+@max_tokens_option()
+@prompts_option(PROMPTS_HELP)
+@category_option()
+@limit_option()
+@dtype_option()
+@engine_log_option()
+@report_option("Write the JSON report here (schemas/verify-report.schema.json).")
+@plot_option("Write a PNG of acceptance length per category and acceptance rate per position.")
+@click.option(
+    "--reference-report",
+    "reference_report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="An earlier verify report: fail (E-VERIFY-AL-REGRESSION) when a drafter's AL fell below its entry "
+    "there by more than --al-tolerance; no comparison when k, max tokens, dtype or prompts differ.",
+)
+@click.option(
+    "--al-tolerance",
+    type=click.FloatRange(0.0, 1.0, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Relative AL drop tolerated against --reference-report (0.05 = 5 %, vLLM's CI rtol).",
+)
+@click.option(
+    "--manifest",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Pairing manifest (TOML or YAML, schemas/manifest.schema.json): verify its pairs; without --drafter, "
+    "./eaglehub.toml is read when present.",
+)
+@click.option(
+    "--report-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="With a manifest: write each pair's report as DIR/<target>--<drafter>.json and DIR/summary.json "
+    "(schemas/verify-summary.schema.json).",
+)
+@engine_parallel_options
+@click.option(
+    "--engine",
+    "engines",
+    multiple=True,
+    type=click.Choice(["auto", "vllm", "reference"]),
+    help="Engine: vllm, reference (embedded PyTorch + transformers) or auto (vLLM when installed, else the "
+    "reference engine; the default). Give two to compare them on the same pairs and prompts.",
+)
+@click.option(
+    "--engine-tolerance",
+    type=click.FloatRange(0.0, 1.0, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="With two engines: relative AL difference tolerated (E-VERIFY-ENGINES-DISAGREE beyond).",
+)
+@device_option()
+@sampling_test_options
+@click.option(
+    "--baseline-drafter",
+    default=None,
+    help="A drafter to compare the others with on the same prompts (e.g. the unquantized source of a "
+    "quantized drafter): both acceptance lengths, their ratio and the size on disk of both.",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the report (with a manifest: the summary) as JSON instead of tables.",
+)
+@handle_errors
+def verify_cmd(
+    target_spec: str | None,
+    drafters: tuple[str, ...],
+    categories: tuple[str, ...],
+    engines: tuple[str, ...],
+    tensor_parallel_size: int | None,
+    pipeline_parallel_size: int | None,
+    distributed_executor_backend: str | None,
+    manifest: str | None,
+    report_dir: str | None,
+    engine_log: str | None,
+    report_path: str | None,
+    plot_path: str | None,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Prove TARGET + DRAFTER lossless (greedy) and measure acceptance, in vLLM or the reference engine.
+
+    Exit code 1 when any drafter has an error finding: a prompt not token-identical to the target
+    alone (E-VERIFY-LOSSLESS), a drafter not wired (position-0 acceptance ~ 0, E-VERIFY-NOT-WIRED),
+    inconsistent engine counters (E-VERIFY-COUNTERS), an AL regression against --reference-report
+    (E-VERIFY-AL-REGRESSION), two engines disagreeing (E-VERIFY-ENGINES-DISAGREE) or a biased
+    sampling test (E-SAMPLING-BIASED); warnings (W-VERIFY-LOW-AL: AL below 1.3; W-VERIFY-NEAR-TIE:
+    divergences only at numerical near-ties, shown by forensics) never fail. 0 otherwise; 2 for
+    usage errors, a bad reference report or a missing engine.
+
+    With a pairing manifest (--manifest FILE, or ./eaglehub.toml without --drafter) every pair is
+    verified, pairs of one target with the same settings sharing one target-alone run; the manifest's
+    engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
+    """
+    from eaglehub.verify.command import OVERRIDABLE, VerifyRequest, run_verify_command
+    from eaglehub.verify.run import VerifyOptions, write_plot, write_report
+    from eaglehub.views.verify import render_report_and_baseline
+
+    parallel = {
+        "tensor_parallel_size": tensor_parallel_size,
+        "pipeline_parallel_size": pipeline_parallel_size,
+        "distributed_executor_backend": distributed_executor_backend,
+    }
+    opts = VerifyOptions(
+        target=target_spec or "",
+        drafters=list(drafters),
+        categories=list(categories),
+        engines=list(engines) or ["auto"],
+        engine_options={name: value for name, value in parallel.items() if value is not None},
+        **options,
+    )
+    ctx = click.get_current_context()
+    defaults = (ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+    request = VerifyRequest(
+        opts,
+        manifest=manifest,
+        report_dir=report_dir,
+        engine_log=engine_log,
+        report_path=report_path,
+        plot_path=plot_path,
+        given={n for n in OVERRIDABLE if ctx.get_parameter_source(n) not in defaults},
+    )
+    outcome = run_verify_command(request, console=err_console)
+    if outcome.kind == "summary":
+        from eaglehub.views.pairs import render_summary
+
+        print_json(outcome.data) if as_json else render_summary(outcome.data, console)
+    else:
+        write_and_show(
+            outcome.data,
+            as_json,
+            render_report_and_baseline,
+            (write_report, report_path, "report"),
+            (write_plot, plot_path, "plot"),
+        )
+    sys.exit(outcome.exit_code)

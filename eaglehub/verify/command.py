@@ -1,0 +1,71 @@
+"""``eaglehub verify`` as one call: one run of given drafters, or every pair of a manifest."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eaglehub.errors import UsageError
+from eaglehub.verify.run import VerifyOptions
+
+#: options whose value, when given on the command line, overrides the manifest's per-pair setting
+OVERRIDABLE = ("k", "dtype")
+
+
+@dataclass
+class VerifyRequest:
+    """A verify invocation: the run's options plus how pairs are selected and where reports go."""
+
+    options: VerifyOptions
+    manifest: str | None = None
+    report_dir: str | None = None
+    engine_log: str | None = None
+    report_path: str | None = None
+    plot_path: str | None = None
+    given: set[str] = field(default_factory=set)
+    """Names of :data:`OVERRIDABLE` options the user gave explicitly."""
+
+
+@dataclass
+class VerifyOutcome:
+    """``summary`` (a manifest run) or ``report`` (one run), and the exit code."""
+
+    kind: str
+    data: dict
+    exit_code: int
+
+
+def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOutcome:
+    """Run what ``request`` asks for and return the report or manifest summary with its exit code."""
+    from eaglehub.engines.registry import make_engines
+    from eaglehub.verify.pairing import exit_code as pairs_exit_code
+    from eaglehub.verify.pairing import run_pairs, select
+    from eaglehub.verify.run import exit_code, run_verify
+
+    opts = request.options
+    log_dir = Path(request.engine_log) if request.engine_log else None
+    chosen = make_engines(opts.engines, log_dir=log_dir, device=opts.device)
+    selection = select(request.manifest, opts.target or None, opts.drafters)
+    if selection is None and request.report_dir:
+        raise UsageError("--report-dir needs a manifest (one report per pair)", hint="use --report FILE with --drafter")
+    if selection is None:
+        report = run_verify(opts, engines=chosen, console=console)
+        return VerifyOutcome("report", report, exit_code(report))
+    if opts.baseline_drafter:
+        raise UsageError(
+            "--baseline-drafter compares drafters of one run; a manifest runs pairs",
+            hint="use --target T --drafter D --baseline-drafter B",
+        )
+    if request.report_path or request.plot_path:
+        raise UsageError(
+            "--report and --plot write one report; a manifest gives one per pair",
+            hint="use --report-dir DIR with a manifest",
+        )
+    overrides = {
+        **opts.engine_options,
+        **({"num_speculative_tokens": opts.k} if "k" in request.given else {}),
+        **({"dtype": opts.dtype} if "dtype" in request.given else {}),
+    }
+    summary = run_pairs(selection, opts, overrides, engines=chosen, console=console, report_dir=request.report_dir)
+    return VerifyOutcome("summary", summary, pairs_exit_code(summary))
