@@ -205,7 +205,7 @@ def test_provenance_file_and_metadata(tmp_path):
     src = write_format(tmp_path / "src", "specforge")
     convert(src.path, tmp_path / "out", fmt="speculators", verifier=VERIFIER_ID)
     prov = json.loads((tmp_path / "out" / "eaglehub.json").read_text())
-    assert prov["schema"] == "eaglehub.io.provenance/1"
+    assert prov["schema"] == "eaglehub.provenance/1"
     import eaglehub
 
     assert prov["eaglehub_version"] == eaglehub.__version__
@@ -393,7 +393,7 @@ def test_hub_cache_source(tmp_path, monkeypatch):
     prov = json.loads((tmp_path / "out" / "eaglehub.json").read_text())
     assert prov["source"].get("repo_id") == "tiny-org/eagle3-drafter"
     assert prov["source"].get("revision") == "a" * 40
-    assert "tiny-org/eagle3-drafter" in safetensors_metadata(tmp_path / "out")["eaglehub.io.source"]
+    assert "tiny-org/eagle3-drafter" in safetensors_metadata(tmp_path / "out")["eaglehub.source"]
 
     # in this process huggingface_hub may already have read its settings: set them where it reads them
     import huggingface_hub.constants as hf_constants

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from eaglehub.cli import main
 from eaglehub.diagnose import run as diagnose
+from eaglehub.views.diagnose import write_plots
 from eaglehub.engines.base import RunResult, SpecCounters
 from eaglehub.engines.chat import ChatTokenizer, encode_chat
 from eaglehub.errors import EaglehubError
@@ -342,7 +343,7 @@ def test_same_version_drafters_get_their_names():
 def test_plots_written(pair, tmp_path, with_diagnostics):
     target, d3, d31, prompts = pair
     report = diagnose.run_diagnose(_opts(target, prompts, d3, d31), engine=FakeEngine(with_diagnostics))
-    paths = diagnose.write_plots(report, tmp_path / "plots")
+    paths = write_plots(report, tmp_path / "plots")
     names = [CONDITIONAL, AL_VS_CONTEXT] + ([HIDDEN_NORM, SINK_MASS] if with_diagnostics else [])
     assert [p.name for p in paths] == names
     assert sorted(p.name for p in (tmp_path / "plots").iterdir()) == sorted(names)  # no temporary files left

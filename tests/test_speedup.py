@@ -17,6 +17,7 @@ from eaglehub.engines.base import Engine, RunResult, SpecCounters
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import schema_errors
 from eaglehub.speedup import run as speedup
+from eaglehub.views.speedup import plot_speedup
 
 alphas = st.floats(0.0, 1.0)
 ks = st.integers(1, 8)
@@ -309,7 +310,7 @@ def test_report_schema_rejects_a_report_without_definitions(setup):
 
 def test_plot_is_a_png(setup, tmp_path):
     report = speedup.run_speedup(_opts(setup), engine=FakeEngine(), costs=COSTS)
-    path = speedup.plot_speedup(report, tmp_path / "out" / "speedup.png")
+    path = plot_speedup(report, tmp_path / "out" / "speedup.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

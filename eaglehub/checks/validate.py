@@ -21,7 +21,7 @@ from eaglehub.findings import Finding, count_by_severity, finding
 from eaglehub.formats.registry import FORMATS, architecture, read_drafter
 from eaglehub.io.source import resolve_source
 
-REPORT_SCHEMA = "eaglehub.checks.validate-report/1"
+REPORT_SCHEMA = "eaglehub.validate-report/1"
 UNREADABLE = "unreadable"
 
 

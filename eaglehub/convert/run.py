@@ -39,7 +39,7 @@ from eaglehub.io.source import resolve_source
 from eaglehub.io.stformat import DTYPE_BY_TORCH
 from eaglehub.io.streaming import INDEX_FILE, OutTensor, write_checkpoint
 
-REPORT_SCHEMA = "eaglehub.convert.run-report/2"
+REPORT_SCHEMA = "eaglehub.convert-report/2"
 VERSIONS = ("3.1", "3")
 NOT_FOLDABLE = (
     "an EAGLE-3.1 drafter cannot become EAGLE-3 exactly: fc_norm rescales each aux state per token by its own RMS, "

@@ -18,7 +18,7 @@ from eaglehub.io import jsonio
 from eaglehub.io.schemas import schema_errors
 
 PROVENANCE_FILE = "eaglehub.json"
-SCHEMA = "eaglehub.io.provenance/1"
+SCHEMA = "eaglehub.provenance/1"
 METADATA_PREFIX = "eaglehub."
 
 

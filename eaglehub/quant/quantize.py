@@ -49,7 +49,7 @@ from pathlib import Path
 from eaglehub.errors import EaglehubError
 from eaglehub.io.streaming import OutTensor
 
-REPORT_SCHEMA = "eaglehub.quant.quantize-report/1"
+REPORT_SCHEMA = "eaglehub.quantize-report/1"
 #: CLI scheme name -> compressed-tensors preset
 SCHEMES = {"fp8-dynamic": "FP8_DYNAMIC", "fp8-block": "FP8_BLOCK"}
 #: heads vLLM builds without a quant config; ignored explicitly (a "re:.*" target would match them, §3)
