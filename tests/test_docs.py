@@ -59,7 +59,7 @@ SKIPPED_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".
 REGISTRY_HOSTS = ("pypi" + ".org", "pythonhosted" + ".org", "download" + ".pytorch.org", "anaconda" + ".org")
 
 #: where the code cites docs pages: ``docs/<page>.md §N`` (also ``§N, §M``, ``§N–§M``, ``§N and §M``)
-CITED_DIRS = ["eaglehub", "tests", "scripts", "schemas", "benchmarks"]
+CITED_DIRS = ["eaglehub", "tests", "scripts", "schemas", "benchmarks", "fixtures"]
 CITATION = re.compile(
     r"docs/(?P<page>[A-Za-z0-9_-]+)\.md"
     r"(?P<refs>(?:\s*(?:,|and|–|-|to)?\s*§\s*\d+(?:\.\d+)*)*)"
@@ -108,7 +108,7 @@ def _slug(heading: str) -> str:
     text = heading.strip().lower()
     kept = []
     for ch in text:
-        if ch in " -_" or ch.isalnum() and unicodedata.category(ch)[0] in "LN":
+        if ch in " -_" or (ch.isalnum() and unicodedata.category(ch)[0] in "LN"):
             kept.append(ch)
     return "".join(kept).replace(" ", "-")
 
@@ -218,7 +218,10 @@ def _citations():
     for path in _files(CITED_DIRS, {".py", ".json"}):
         if path.resolve() == here:
             continue
-        for number, line in enumerate(_text(path).splitlines(), 1):
+        text = _text(path)
+        if path.suffix == ".json":  # JSON may spell § as an escape
+            text = text.replace("\\u00a7", "§")
+        for number, line in enumerate(text.splitlines(), 1):
             for m in CITATION.finditer(line):
                 found.append((f"{path.relative_to(REPO)}:{number}", m.group("page"), m.group("refs"), m.group("kinds")))
     return found
