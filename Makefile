@@ -49,7 +49,7 @@ test: setup
 	$(BIN)/eaglehub target build smollm2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
 
-# Drift diagnostics (README "Drift diagnostics"): the fixture and its 3.1 upgrade, depth 8, contexts
+# Drift diagnostics (docs/diagnose.md): the fixture and its 3.1 upgrade, depth 8, contexts
 # up to 4k tokens, in the reference engine (hidden-state norm and sink attention need it).
 diagnose: setup
 	$(BIN)/eaglehub target build smollm2
@@ -58,7 +58,7 @@ diagnose: setup
 		--engine reference --depth 8 --contexts 0,1024,2048,4096 --limit $(DIAG_LIMIT) \
 		--max-tokens $(DIAG_MAX_TOKENS) --report $(OUT)/diagnose.json --plot-dir $(OUT)/diagnose
 
-# The reference engine against vLLM on the fixture pair (README "Verification").
+# The reference engine against vLLM on the fixture pair (docs/verification.md §6).
 cross-engine: setup
 	$(BIN)/eaglehub target build smollm2
 	$(BIN)/eaglehub verify --target smollm2 --drafter $(DRAFTER) --engine vllm --engine reference \

@@ -191,7 +191,7 @@ class TensorSpec:
 
 
 def _mlp_and_norms(H: int, I: int) -> list[TensorSpec]:
-    """Layer 0's dense MLP and norms plus the final norm: the same in Llama and MLA drafters (formats.md §1, §5)."""
+    """Layer 0's dense MLP and norms plus the final norm: the same in Llama and MLA drafters (docs/formats.md §1, §5)."""
     return [
         TensorSpec("midlayer.mlp.gate_proj.weight", "BF16", (I, H), "weight"),
         TensorSpec("midlayer.mlp.up_proj.weight", "BF16", (I, H), "weight"),
@@ -334,7 +334,7 @@ def _chunks(spec: TensorSpec, family: str):
     Vd, V = LLAMA_CONFIG["draft_vocab_size"], LLAMA_CONFIG["vocab_size"]
     vocab_rng = np.random.default_rng(_seed(family, "vocabulary"))  # one draft vocabulary for d2t and t2d
     ids = np.sort(vocab_rng.choice(V, size=Vd, replace=False)).astype(np.int64)
-    if spec.kind == "d2t":  # offsets: target_id = i + d2t[i] (formats.md §2)
+    if spec.kind == "d2t":  # offsets: target_id = i + d2t[i] (docs/formats.md §2)
         yield (ids - np.arange(Vd, dtype=np.int64)).astype("<i8").tobytes()
     else:
         t2d = np.zeros(V, dtype=np.bool_)
@@ -617,7 +617,7 @@ def compare_output(src: Source, dst: Path) -> dict:
 # --- command set ---------------------------------------------------------------------------------
 
 LLAMA_FORMATS = ("speculators", "specforge", "vllm")
-MLA_FORMATS = ("vllm", "modelopt")  # speculators / specforge cannot express MLA (formats.md §5)
+MLA_FORMATS = ("vllm", "modelopt")  # speculators / specforge cannot express MLA (docs/formats.md §5)
 
 
 def eaglehub_formats(eaglehub: str, env: dict) -> tuple[list[str] | None, str, bool]:
@@ -752,7 +752,7 @@ def build_rows(
                 None,
                 skip=(
                     "does not accept MLA: it builds a Llama layer (transformer_layer_config is Llama/Qwen3 only, "
-                    "formats.md §5) and would fill the missing tensors with random values"
+                    "docs/formats.md §5) and would fill the missing tensors with random values"
                 ),
             )
         )

@@ -10,7 +10,7 @@ A target spec is one of:
   :func:`resolve_target`; :func:`resolve_target_files` (``validate --target``) fetches just
   ``config.json`` and the tokenizer/template side files through huggingface_hub, never weights.
 
-Conversion recipe: shared/reference/benchmarks.md §5 (transformers reads GGUF with ``gguf`` and
+Conversion recipe: docs/target.md §1 (transformers reads GGUF with ``gguf`` and
 ``accelerate``; ``save_pretrained`` refuses a GGUF-loaded model, so the weights are moved into a
 fresh ``LlamaForCausalLM`` first).
 """

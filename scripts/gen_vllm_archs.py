@@ -1,5 +1,5 @@
 """Generate ``eaglehub/checks/vllm_archs.py``: which target architectures the installed vLLM serves,
-and which of them can feed an EAGLE-3 drafter (failure-kinds.md F4, F22; vllm.md §7, §8).
+and which of them can feed an EAGLE-3 drafter (docs/failure-kinds.md F4, F22; docs/vllm.md §7, §8).
 
 Run with the project's virtualenv, where vLLM is installed (validate itself never imports vLLM):
 
@@ -14,7 +14,7 @@ Sources, all in the installed vLLM package:
   implements ``SupportsEagle3`` (``models/transformers/base.py``). Leaving them out would call a
   registered target such as ``SmolLM3ForCausalLM`` unknown.
 * ``vllm.model_executor.models.interfaces.supports_eagle3``: since vLLM 0.22 this is the only gate
-  (no allow-list, vllm.md §8); a target without it fails at load with "Model does not support EAGLE3
+  (no allow-list, docs/vllm.md §8); a target without it fails at load with "Model does not support EAGLE3
   interface" (``v1/worker/gpu_model_runner.py``).
 * ``vllm/transformers_utils/model_arch_config_convertor.py`` ``is_deepseek_mla``: the model types
   vLLM runs with MLA attention (read from the source with ``ast``, it is a literal tuple).
@@ -207,7 +207,7 @@ def render(data: dict) -> str:
 # per-platform packages count when any platform's class implements it: {", ".join(data["disagree"]) or "none"}).
 # MLA_MODEL_TYPES: model types vLLM runs with MLA attention
 # (vllm/transformers_utils/model_arch_config_convertor.py is_deepseek_mla).
-"""vLLM target-architecture table for ``validate --target`` (failure-kinds.md F4, F22; vllm.md §7, §8)."""
+"""vLLM target-architecture table for ``validate --target`` (docs/failure-kinds.md F4, F22; docs/vllm.md §7, §8)."""
 
 VLLM_VERSION = "{data["version"]}"
 

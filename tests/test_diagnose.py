@@ -13,7 +13,6 @@ from click.testing import CliRunner
 
 from eaglehub.cli import main
 from eaglehub.diagnose import run as diagnose
-from eaglehub.views.diagnose import write_plots
 from eaglehub.engines.base import RunResult, SpecCounters
 from eaglehub.engines.chat import ChatTokenizer, encode_chat
 from eaglehub.errors import EaglehubError
@@ -31,6 +30,7 @@ from eaglehub.measure.padding import (
     token_cuts,
 )
 from eaglehub.target import resolve_target
+from eaglehub.views.diagnose import write_plots
 from eaglehub.views.diagnose_plots import AL_VS_CONTEXT, CONDITIONAL, HIDDEN_NORM, SINK_MASS
 
 CHAT_TEMPLATE = (

@@ -1,5 +1,5 @@
 """Aux hidden-state layer ids: distinct, sorted, in range, count == A == fc width / Ht; convention
-(formats.md §3, vllm.md §7, §11; F10, F11). vLLM's defaults are checked when the drafter has no list;
+(docs/formats.md §3, docs/vllm.md §7, §11; F10, F11). vLLM's defaults are checked when the drafter has no list;
 with a target, an explicit list is compared with those defaults (F12)."""
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def _conflict(ctx: Context, n_layers: int | None) -> list[Finding]:
 
 def _nondefault(ctx: Context, n_layers: int) -> list[Finding]:
     """F12: explicit C-in ids other than vLLM's default ``(2, N//2, N-3)``. vLLM captures the drafter's
-    list (vllm.md §7), but engines that hard-code the default capture layers (TokenSpeed before PR #526,
+    list (docs/vllm.md §7), but engines that hard-code the default capture layers (TokenSpeed before PR #526,
     SGLang before PR #32334: a gpt-oss-120b drafter trained on [24, 30, 36] ran at AL 1.00) feed it
     other states. Compared as layer sets: vLLM concatenates in ascending order either way."""
     aux = ctx.drafter.aux

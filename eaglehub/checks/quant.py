@@ -1,5 +1,5 @@
 """Quantized drafters: the ``quantization_config`` against the tensors, the way vLLM builds and loads them
-(quantize-publish.md §2, §3, §5; failure-kinds.md F20).
+(docs/quantization.md §2, §3, §5; docs/failure-kinds.md F20).
 
 Headers only: dtypes, shapes and names, never tensor data, never torch.
 
@@ -26,7 +26,7 @@ With ``--target`` the layer index is exact; without it every ``N`` in ``1..256``
 conclusions that hold for all of them are reported.
 
 **Tensors per quantized Linear ``X``** (compressed-tensors schemes, ``compressed_tensors/schemes/``;
-quantize-publish.md §2):
+docs/quantization.md §2):
 
 * FP8 (W8A8, W8A16): ``X.weight`` float8_e4m3fn ``[out, in]``; INT8 (W8A8): ``X.weight`` int8. Then
   ``X.weight_scale`` channel ``[out, 1]``, tensor ``[]``/``[1]``, block ``[⌈out/bn⌉, ⌈in/bk⌉]``, group
@@ -72,7 +72,7 @@ from eaglehub.drafter.quant_config import (
 from eaglehub.drafter.shapes import MLA, TensorSpec, expected_tensors, layer_kind
 from eaglehub.findings import Finding, finding
 
-#: checkpoint Linears vLLM may build quantized (quantize-publish.md §5); everything else is never quantized.
+#: checkpoint Linears vLLM may build quantized (docs/quantization.md §5); everything else is never quantized.
 QUANTIZABLE = frozenset(
     {
         "fc",
@@ -444,7 +444,7 @@ def _ignore_findings(qc: QuantConfig, layers: list[Layer], ns, stored: set[str])
                     where,
                     f"no ignore entry matches {module} (vLLM name {vname}) and the target {target!r} "
                     f"does: vLLM builds it quantized, and the stored {module}.weight does not load "
-                    f"(quantize-publish.md §3); add 're:.*{module}$'",
+                    f"(docs/quantization.md §3); add 're:.*{module}$'",
                 )
             )
     return out, meant
@@ -547,7 +547,7 @@ def check(ctx: Context) -> list[Finding]:
                     f"{t[quantized[0]].dtype}) but there is no quantization_config: vLLM builds them unquantized, reads the "
                     "raw values as weights and has no parameter for their scales",
                     "add the quantization_config the weights "
-                    "were quantized with (quantize-publish.md §2), or ship the unquantized weights",
+                    "were quantized with (docs/quantization.md §2), or ship the unquantized weights",
                 )
             )
         return out

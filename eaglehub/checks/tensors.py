@@ -1,4 +1,4 @@
-"""Tensor-level checks: names, shapes, dtypes (formats.md §1, §5 MLA) and freshly-initialised weights (F2).
+"""Tensor-level checks: names, shapes, dtypes (docs/formats.md §1, §5 MLA) and freshly-initialised weights (F2).
 
 Tensor data is read as numpy (:func:`.context.drafter_array`), never through torch.
 """
@@ -37,7 +37,7 @@ def _fmt(shape) -> str:
 
 
 def check_prefix(ctx: Context) -> list[Finding]:
-    """Names stored with a leading ``model.``: vLLM prefixes again and fails (vllm.md §4.2)."""
+    """Names stored with a leading ``model.``: vLLM prefixes again and fails (docs/vllm.md §4.2)."""
     idx = ctx.drafter.index
     if not idx.stripped_prefix:
         return []
@@ -66,10 +66,10 @@ _UNUSED_DEFAULT = (
 
 
 def check_expected(ctx: Context) -> list[Finding]:
-    """Every expected tensor present with the implied shape; nothing unexpected (formats.md §1, §5, shapes.py)."""
+    """Every expected tensor present with the implied shape; nothing unexpected (docs/formats.md §1, §5, shapes.py)."""
     tensors, out = ctx.drafter.tensors, []
     specs = {s.name: s for s in expected_tensors(ctx.drafter)}
-    # llama_eagle3.py raises on unknown names; deepseek_eagle3.py skips them (vllm.md §4.4, §5)
+    # llama_eagle3.py raises on unknown names; deepseek_eagle3.py skips them (docs/vllm.md §4.4, §5)
     on_unknown = (
         "deepseek_eagle3.py skips it silently"
         if layer_kind(ctx.drafter.config) == MLA
@@ -220,7 +220,7 @@ def check_init(ctx: Context) -> list[Finding]:
 
 def check_fc_norm_unit(ctx: Context) -> list[Finding]:
     """W-FCNORM-UNIT: ``fc_norm`` on and every ``fc_norm.{i}.weight`` exactly one, which is what an
-    uncalibrated 3 → 3.1 upgrade writes (formats.md §7 step 4: a unit-gain RMSNorm still rescales each
+    uncalibrated 3 → 3.1 upgrade writes (docs/formats.md §7 step 4: a unit-gain RMSNorm still rescales each
     aux chunk per token, so the drafter is no longer the 3.0 one; measured here: AL 1.657 → 1.104).
     Reads only the ``A`` gain vectors ``[Ht]``."""
     d = ctx.drafter

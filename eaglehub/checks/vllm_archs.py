@@ -7,7 +7,7 @@
 # per-platform packages count when any platform's class implements it: DeepseekV4ForConditionalGeneration).
 # MLA_MODEL_TYPES: model types vLLM runs with MLA attention
 # (vllm/transformers_utils/model_arch_config_convertor.py is_deepseek_mla).
-"""vLLM target-architecture table for ``validate --target`` (failure-kinds.md F4, F22; vllm.md §7, §8)."""
+"""vLLM target-architecture table for ``validate --target`` (docs/failure-kinds.md F4, F22; docs/vllm.md §7, §8)."""
 
 VLLM_VERSION = "0.32.0"
 

@@ -1,4 +1,4 @@
-"""``d2t`` / ``t2d`` consistency (formats.md §2; F6, F7; vllm.md §4 for the ``Vd == V`` rule).
+"""``d2t`` / ``t2d`` consistency (docs/formats.md §2; F6, F7; docs/vllm.md §4 for the ``Vd == V`` rule).
 
 Works on numpy arrays (no torch): the maps are read with :func:`.context.drafter_array`.
 """
@@ -133,6 +133,6 @@ def check(ctx: Context) -> list[Finding]:
     d2t, t2d = (drafter_array(d, n) if n in d.names else None for n in ("d2t", "t2d"))
     dtypes = {n: d.tensors[n].dtype for n in ("d2t", "t2d") if n in d.names}
     found = check_vocab_maps(d2t, t2d, d.dims.V, d.dims.Vd, dtypes.get("d2t"), dtypes.get("t2d"))
-    if d.format == "modelopt":  # ModelOpt exports d2t only, by design (formats.md §5)
+    if d.format == "modelopt":  # ModelOpt exports d2t only, by design (docs/formats.md §5)
         found = [f for f in found if f.code != "W-T2D-MISSING"]
     return found

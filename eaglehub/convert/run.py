@@ -3,8 +3,8 @@ it to EAGLE-3.1, through the canonical description only (read → canonical → 
 
 Byte level: tensors are never decoded. Their bytes are copied from the source files into the new
 safetensors files (:mod:`eaglehub.io.streaming`); only the few new tensors are generated (3.1
-``fc_norm.{i}.weight`` = ones ``[Ht]``, formats.md §7; vocabulary maps a format requires and the
-source left implicit, formats.md §2). Conversions a format cannot express are refused unless
+``fc_norm.{i}.weight`` = ones ``[Ht]``, docs/formats.md §7; vocabulary maps a format requires and the
+source left implicit, docs/formats.md §2). Conversions a format cannot express are refused unless
 ``force`` (then the drops are recorded). The write is atomic and the source is never modified; the
 result is re-read and must validate without errors. Provenance: ``eaglehub.json`` and
 safetensors metadata (:mod:`eaglehub.io.provenance`).
@@ -57,7 +57,7 @@ ONE = {
     "BF16": b"\x80\x3f",
 }
 #: config keys a writer may add that mean nothing new when they hold the reader's default.
-#: ``None`` = the format wants the key stated (vLLM-native: the aux count next to the ids, formats.md §7).
+#: ``None`` = the format wants the key stated (vLLM-native: the aux count next to the ids, docs/formats.md §7).
 DEFAULTED_KEYS = {
     "num_aux_hidden_states": lambda fmt: None if fmt == "vllm" else 3,
     "norm_before_residual": lambda fmt: fmt == "speculators",
@@ -106,7 +106,7 @@ def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, d
 
 
 def _repair(d: Drafter) -> tuple[Drafter, list[dict]]:
-    """Config-only faults that convert fixes because the tensors say what is right (failure-kinds.md):
+    """Config-only faults that convert fixes because the tensors say what is right (docs/failure-kinds.md):
     F1, a target class or ``model_type`` in a drafter config (engines would build a full LM); F10, an
     undeclared ``target_hidden_size`` that the ``fc`` width gives away (``Ht = fc.in / A``); F16/F17,
     switches stored where vLLM does not read them (:func:`_lift_misplaced`)."""
@@ -263,7 +263,7 @@ def _replaced_tensor(d: Drafter, canonical: str, stored: str, value) -> OutTenso
 
 
 def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, OutTensor], list[str], list[str]]:
-    """Maps to synthesise and maps to omit for ``fmt`` (formats.md §2): identity maps when
+    """Maps to synthesise and maps to omit for ``fmt`` (docs/formats.md §2): identity maps when
     ``Vd == V``; ``t2d`` from ``d2t``. Both are derivable, so adding or omitting them loses nothing
     (the source passed the d2t/t2d consistency checks)."""
     V, Vd = d.dims.V, d.dims.Vd
@@ -289,7 +289,7 @@ def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, Out
 
 
 def aux_warnings(d: Drafter) -> list[str]:
-    """Say when the C-in/C-out decision for nested ids rests on a guess (formats.md §3): the ids
+    """Say when the C-in/C-out decision for nested ids rests on a guess (docs/formats.md §3): the ids
     matched no rule and the producer's convention was assumed, or a rule overrode it."""
     aux = d.aux
     if not (aux.key or "").startswith("eagle_config.") or aux.reason == "given with --aux-convention":
@@ -317,7 +317,7 @@ def _aux_plan(d: Drafter, fmt: str) -> dict:
     if aux.raw is not None and aux.c_in is None:
         raise EaglehubError(
             f"cannot tell whether the aux-layer ids {aux.raw} ({aux.key}) are C-in or C-out ({aux.reason})",
-            hint="name the convention with --aux-convention c-in|c-out (README: Formats)",
+            hint="name the convention with --aux-convention c-in|c-out (docs/formats.md §3)",
             exit_code=1,
         )
     return plan

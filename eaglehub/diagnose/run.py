@@ -4,9 +4,9 @@ with context length.
 For each drafter and each context length (prompts padded with real text to an exact number of
 target tokens, :mod:`eaglehub.measure.padding`), one greedy run with ``k = depth`` draft tokens
 (1–:data:`MAX_DEPTH`) gives the acceptance rate per draft position, unconditional and conditional,
-and the acceptance length (:mod:`eaglehub.measure.acceptance`, vllm.md §9). Conditional rates show the
+and the acceptance length (:mod:`eaglehub.measure.acceptance`, docs/vllm.md §9). Conditional rates show the
 depth drift (how likely draft d+1 is accepted once draft d was), AL per context the length drift
-(failure-kinds.md F13). The reference engine (:mod:`eaglehub.engines.reference`) also records per
+(docs/failure-kinds.md F13). The reference engine (:mod:`eaglehub.engines.reference`) also records per
 draft depth the drafter's hidden-state norm and the attention mass on the first tokens (the
 attention sink); vLLM gives counters only. With one EAGLE-3 and one EAGLE-3.1 drafter the two are
 labelled by version (:attr:`eaglehub.drafter.canonical.Drafter.version`) and shown side by side.
@@ -34,7 +34,7 @@ REPORT_SCHEMA = "diagnose-report"
 REPORT_VERSION = 1
 MAX_DEPTH = 8
 """Deepest draft chain measured: beyond 8 positions almost no draft is accepted (vLLM's own
-acceptance tests stop at k = 3–7, benchmarks.md §2), so the rates would be noise."""
+acceptance tests stop at k = 3–7, docs/verification.md §2), so the rates would be noise."""
 DEFAULT_CONTEXTS = (0, 1024, 2048, 4096)
 ENGINES = ("reference", "vllm")
 

@@ -1,10 +1,10 @@
 """The one canonical in-memory description of a drafter; every layout reads into it and writes from it.
 
-Canonical tensor names are the vLLM-native research names (formats.md §1): ``fc.weight``,
+Canonical tensor names are the vLLM-native research names (docs/formats.md §1): ``fc.weight``,
 ``midlayer.*`` for decoder layer 0, ``layers.{i}.*`` for further layers, ``norm.weight``,
 ``lm_head.weight``, ``embed_tokens.weight``, ``d2t``, ``t2d``, ``fc_norm.{i}.weight``,
-``input_norm.weight``. Dimensions follow the notation of formats.md (H, Ht, A, nh, nkv, head_dim,
-I, V, Vd) with the defaults vLLM's ``llama_eagle3.py`` applies (vllm.md §3).
+``input_norm.weight``. Dimensions follow the notation of docs/formats.md (H, Ht, A, nh, nkv, head_dim,
+I, V, Vd) with the defaults vLLM's ``llama_eagle3.py`` applies (docs/vllm.md §3).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def int_field(cfg: dict, key: str) -> int | None:
 
 @dataclass
 class Dims:
-    """Shape fields (formats.md notation); ``None`` where the config lacks a usable value."""
+    """Shape fields (docs/formats.md notation); ``None`` where the config lacks a usable value."""
 
     H: int | None
     Ht: int | None
@@ -109,7 +109,7 @@ def nested_config(cfg: dict) -> dict:
 def derive_dims(cfg: dict) -> Dims:
     """Dimensions with vLLM's defaults: ``Ht`` = ``target_hidden_size`` or ``H``; ``A`` =
     ``num_aux_hidden_states``, else the length of the nested id list, else 3; ``nkv`` = ``nh``;
-    ``head_dim`` = ``H // nh``; ``Vd`` = ``V`` (vllm.md §3)."""
+    ``head_dim`` = ``H // nh``; ``Vd`` = ``V`` (docs/vllm.md §3)."""
     H, nh = int_field(cfg, "hidden_size"), int_field(cfg, "num_attention_heads")
     nested_ids = nested_config(cfg).get(AUX_KEY)
     A = int_field(cfg, "num_aux_hidden_states") or (len(nested_ids) if isinstance(nested_ids, list) else 3)
@@ -133,7 +133,7 @@ def derive_dims(cfg: dict) -> Dims:
 
 @dataclass
 class AuxIds:
-    """Aux hidden-state layer ids (formats.md §3).
+    """Aux hidden-state layer ids (docs/formats.md §3).
 
     ``raw`` is the list vLLM captures (top level, else nested; vLLM reads it as C-in), ``key`` where it
     came from, ``convention`` the producer's convention (top level ⇒ C-in; nested ⇒ heuristic) and
@@ -148,12 +148,12 @@ class AuxIds:
 
 
 def default_aux_ids(n_layers: int) -> list[int]:
-    """vLLM's capture default for a target with ``n_layers`` layers: ``(2, N//2, N-3)`` (vllm.md §7)."""
+    """vLLM's capture default for a target with ``n_layers`` layers: ``(2, N//2, N-3)`` (docs/vllm.md §7)."""
     return [2, n_layers // 2, n_layers - 3]
 
 
 def infer_convention(ids: list[int], top_level: bool, n_layers: int | None = None) -> tuple[str, str]:
-    """Guess the convention of ``ids`` (formats.md §3 rules): first id 1 ⇒ C-out, 2 ⇒ C-in, last ``N``
+    """Guess the convention of ``ids`` (docs/formats.md §3 rules): first id 1 ⇒ C-out, 2 ⇒ C-in, last ``N``
     ⇒ C-in, last ``N-4`` ⇒ C-out; a top-level list is C-in by definition. Returns ``(convention, reason)``."""
     if top_level:
         return C_IN, "top-level key (vLLM/speculators read C-in)"
@@ -180,7 +180,7 @@ def read_aux(cfg: dict, n_layers: int | None = None) -> AuxIds:
 
 @dataclass
 class Flags:
-    """EAGLE-3.1 and pre-FC norm flags as vLLM reads them (vllm.md §3; nested ``norm_before_fc`` wins)."""
+    """EAGLE-3.1 and pre-FC norm flags as vLLM reads them (docs/vllm.md §3; nested ``norm_before_fc`` wins)."""
 
     fc_norm: bool
     norm_output: bool
@@ -256,7 +256,7 @@ class Drafter:
 
     @property
     def is_31(self) -> bool:
-        """EAGLE-3.1 per formats.md §6.5: a 3.1 flag is true or ``fc_norm.*`` tensors exist."""
+        """EAGLE-3.1 per docs/formats.md §6.5: a 3.1 flag is true or ``fc_norm.*`` tensors exist."""
         f = self.flags
         return f.fc_norm or f.use_aux_norm or f.norm_output or any(n.startswith("fc_norm.") for n in self.names)
 
@@ -267,7 +267,7 @@ class Drafter:
 
     @property
     def layer_kind(self) -> str:
-        """``"mla"`` (Kimi-K2.x / DeepSeek-V3 targets, formats.md §5) or ``"llama"``."""
+        """``"mla"`` (Kimi-K2.x / DeepSeek-V3 targets, docs/formats.md §5) or ``"llama"``."""
         return layer_kind(self.config)
 
     @property
@@ -279,13 +279,13 @@ class Drafter:
 
 
 LLAMA, MLA = "llama", "mla"
-#: ``architectures[0]`` values vLLM maps to ``deepseek_eagle3.Eagle3DeepseekV2ForCausalLM`` (vllm.md §1).
+#: ``architectures[0]`` values vLLM maps to ``deepseek_eagle3.Eagle3DeepseekV2ForCausalLM`` (docs/vllm.md §1).
 MLA_ARCHITECTURES = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
 
 
 def layer_kind(cfg: dict) -> str:
     """``"mla"`` iff ``architectures[0]`` is an MLA drafter class or the config has ``kv_lora_rank``
-    (formats.md §6.2), else ``"llama"``."""
+    (docs/formats.md §6.2), else ``"llama"``."""
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
     return MLA if arch in MLA_ARCHITECTURES or "kv_lora_rank" in cfg else LLAMA

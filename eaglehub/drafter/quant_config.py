@@ -1,7 +1,7 @@
 """Quantization configs of drafters, read the way vLLM reads them: compressed-tensors ``config_groups``
 (targets, schemes, ignore list, KV-cache scheme; validated as compressed-tensors' pydantic models and
 ``CompressedTensorsConfig.from_config`` would), and the other methods vLLM loads drafters from
-(quantize-publish.md §2, §5). The checks against the tensors are in :mod:`.quant`.
+(docs/quantization.md §2, §5). The checks against the tensors are in :mod:`.quant`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from eaglehub.findings import Finding, finding
 from eaglehub.io import jsonio
 
 CT = "compressed-tensors"
-#: quant_method values vLLM loads drafters from that eaglehub checks by tensor name only (quantize-publish.md §5).
+#: quant_method values vLLM loads drafters from that eaglehub checks by tensor name only (docs/quantization.md §5).
 LOOSE_METHODS = frozenset(
     {"fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_fp4", "modelopt_mxfp8", "modelopt_mixed", "quark"}
 )
@@ -290,7 +290,7 @@ def read_quant_config(drafter: Drafter) -> QuantConfig | None:
             raise _Bad(
                 "quant_method",
                 f"{method!r} is not a method eaglehub checks for drafters: {CT!r} (tensor by tensor) or "
-                f"{', '.join(sorted(LOOSE_METHODS))} (scales by name); quantize-publish.md §5",
+                f"{', '.join(sorted(LOOSE_METHODS))} (scales by name); docs/quantization.md §5",
             )
     except _Bad as bad:
         subject = f"{source}.{bad.subject}"

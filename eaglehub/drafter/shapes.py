@@ -1,4 +1,4 @@
-"""The tensors an EAGLE-3 drafter config implies, with their shapes (formats.md §1, §5; vllm.md §5, §14).
+"""The tensors an EAGLE-3 drafter config implies, with their shapes (docs/formats.md §1, §5; docs/vllm.md §5, §14).
 
 Two layer kinds (:func:`layer_kind`): Llama decoder layers (``llama_eagle3.py``) and MLA decoder
 layers (``deepseek_eagle3.py``, Kimi-K2 / DeepSeek-V3 targets). Shapes are ``[out, in]``. ``None``
@@ -98,7 +98,7 @@ def _layer(prefix: str, d, width_in: int | None, hidden_norm: bool) -> list[Tens
 
 
 def _mla_layer(prefix: str, d, m: MlaDims, width_in: int | None, hidden_norm: bool, q_proj: bool) -> list[TensorSpec]:
-    """One ``DeepseekV2Eagle3DecoderLayer`` (vLLM ``deepseek_eagle3.py``; formats.md §5): MLA attention
+    """One ``DeepseekV2Eagle3DecoderLayer`` (vLLM ``deepseek_eagle3.py``; docs/formats.md §5): MLA attention
     reading ``width_in``, dense MLP, RMSNorms; no biases. ``q_proj``: the checkpoint has no query LoRA
     (``q_lora_rank`` null) and stores ``q_proj [nh·qk, width_in]`` instead of ``q_a``/``q_b`` (which
     vLLM cannot load, reported as E-MLA-QLORA)."""
@@ -146,19 +146,19 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
     Rules: ``fc [H, A·Ht]``; layer 0 (``midlayer.``) reads ``2H`` and has ``hidden_norm``; layers
     ``1..L-1`` read ``H``; ``lm_head [Vd, H]``; ``d2t [Vd]`` required iff ``Vd < V``;
     ``t2d [V]`` optional; ``embed_tokens [V, H]`` required iff ``H != Ht``; ``fc_norm.{i} [Ht]``
-    iff ``fc_norm`` (formats.md §1, §2, §4).
+    iff ``fc_norm`` (docs/formats.md §1, §2, §4).
 
-    Llama layers (formats.md §1): ``q/k/v_proj [nh·hd | nkv·hd, in]``, ``o_proj [H, nh·hd]`` (+ biases
+    Llama layers (docs/formats.md §1): ``q/k/v_proj [nh·hd | nkv·hd, in]``, ``o_proj [H, nh·hd]`` (+ biases
     iff ``attention_bias``/``mlp_bias``); ``input_norm [A·Ht]`` iff ``norm_before_fc``.
 
-    MLA layers (formats.md §5, vLLM ``deepseek_eagle3.py``), with ``qk = qk_nope + qk_rope``:
+    MLA layers (docs/formats.md §5, vLLM ``deepseek_eagle3.py``), with ``qk = qk_nope + qk_rope``:
     ``q_a_proj [q_lora, in]``, ``q_a_layernorm [q_lora]``, ``q_b_proj [nh·qk, q_lora]``,
     ``kv_a_proj_with_mqa [kv_lora + qk_rope, in]``, ``kv_a_layernorm [kv_lora]``,
     ``kv_b_proj [nh·(qk_nope + v_head), kv_lora]``, ``o_proj [H, nh·v_head]``, dense MLP, the Llama
     norms. Layers ``1..L-1`` are MLA layers too (vLLM builds every layer the same way). No
     ``input_norm`` exists: a shipped one is E-MLA-NORMBEFOREFC.
 
-    Quantized drafters (a quantization config or low-precision weights; quantize-publish.md §2): also
+    Quantized drafters (a quantization config or low-precision weights; docs/quantization.md §2): also
     ``B.weight_packed [out, ⌈in·bits/32⌉]`` for every ``B.weight`` (``B.weight`` then optional) and the
     quantization parameters present (scales, zero points, ``weight_shape``, KV-cache scales) with their
     stored shapes, which :mod:`eaglehub.checks.quant` checks (:func:`eaglehub.checks.quant.quantized_specs`).
@@ -190,7 +190,7 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
             missing_code="E-EMBED-MISSING",
         ),
     ]
-    if mla:  # deepseek_eagle3.py has no pre-FC norm (vllm.md §5)
+    if mla:  # deepseek_eagle3.py has no pre-FC norm (docs/vllm.md §5)
         specs.append(
             TensorSpec("input_norm.weight", (_mul(d.A, d.Ht),), required=False, unused_code="E-MLA-NORMBEFOREFC")
         )

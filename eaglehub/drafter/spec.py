@@ -5,7 +5,7 @@ their descriptions are equal. Resolved semantics are compared (aux ids in C-in, 
 format's defaults applied, hidden sizes from the ``fc`` width), structural keys that formats spell
 differently are left out of the verbatim part, and the vocabulary maps count only where they carry
 information (``t2d`` is derivable from ``d2t``; both are the identity when ``Vd == V``;
-formats.md §2).
+docs/formats.md §2).
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@
 An engine takes *token ids* (the chat template is applied once, by the caller, with the target's
 tokenizer — see :mod:`eaglehub.engines.chat`) so that every engine and every run sees identical
 inputs. It decodes greedily and returns, per prompt, the output token ids, plus the speculative
-decoding counters of each prompt group (vLLM's ``get_metrics()`` counters, shared/reference/vllm.md
-§9: ``num_drafts``, ``num_draft_tokens``, ``num_accepted_tokens``, ``accepted_per_pos[k]``).
+decoding counters of each prompt group (vLLM's ``get_metrics()`` counters, docs/vllm.md §9: ``num_drafts``, ``num_draft_tokens``, ``num_accepted_tokens``, ``accepted_per_pos[k]``).
 
 Implementations: :mod:`eaglehub.engines.vllm_engine` (vLLM) and :mod:`eaglehub.engines.reference`
 (the embedded PyTorch + transformers reference engine).
@@ -20,7 +19,7 @@ from typing import Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class SpecCounters:
-    """Cumulative speculative-decoding counters (vllm.md §9).
+    """Cumulative speculative-decoding counters (docs/vllm.md §9).
 
     Per request and verify step the engine adds 1 to ``num_drafts``, the number of drafted tokens
     (k) to ``num_draft_tokens``, the number of accepted draft tokens (generated − 1, the bonus token

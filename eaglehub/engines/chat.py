@@ -9,7 +9,7 @@ without a chat template (a base model) gets the raw text instead: the turns and 
 with the tokenizer's own special tokens (a BOS where it adds one).
 
 Doing this once, outside the engines, guarantees that the target-alone run and every target +
-drafter run see identical inputs (benchmarks.md §4, pitfall 4). Multi-turn prompts (MT-Bench) keep
+drafter run see identical inputs (docs/verification.md §4, pitfall 4). Multi-turn prompts (MT-Bench) keep
 that guarantee by this rule: the assistant reply of turn n in the input of turn n + 1 is the
 **target-alone run's** greedy output for turn n, decoded with :func:`decode` (special tokens
 skipped, so EOS and end-of-turn markers are dropped and the template writes its own), as it is,

@@ -2,7 +2,7 @@
 
 The target is a transformers causal LM whose aux hidden states are ``hidden_states[i]`` of a forward
 with ``output_hidden_states`` (vLLM's convention for Llama/Qwen and DeepSeek/Kimi targets: id ``i`` is
-the input of layer ``i``, vllm.md §7), concatenated in ascending id order. The drafter is
+the input of layer ``i``, docs/vllm.md §7), concatenated in ascending id order. The drafter is
 :class:`eaglehub.model.eagle3.Eagle3Drafter` loaded from any layout through the canonical
 :class:`eaglehub.drafter.canonical.Drafter` (every EAGLE-3 / 3.1 switch, several layers, pruned vocabulary via
 ``d2t``, MLA attention via :mod:`eaglehub.model.mla`).
@@ -20,7 +20,7 @@ Chain drafting mirrors vLLM's EAGLE proposer (``vllm/v1/spec_decode/eagle.py``),
 * the target's cache keeps ``x`` and the accepted drafts; the drafter's cache drops its chain and
   reads the accepted tokens (+ bonus) with the target states of the verify pass.
 
-Counters are vLLM's (vllm.md §9): per verify step ``num_drafts += 1``, ``num_draft_tokens += k``,
+Counters are vLLM's (docs/vllm.md §9): per verify step ``num_drafts += 1``, ``num_draft_tokens += k``,
 ``num_accepted_tokens += accepted``, ``accepted_per_pos[i] += 1`` for ``i < accepted``; drafting does
 not shrink near ``max_tokens`` (outputs are truncated afterwards, as vLLM does). Decoding stops at
 ``max_tokens`` or at an end-of-sequence id (the config's and generation config's), which is kept in
@@ -162,7 +162,7 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
 
     tensors = dequantize_tensors(d, d.load_all())  # compressed-tensors FP8: weights dequantized, activations stay float
     embed = tensors.pop("embed_tokens.weight", None)
-    if not hasattr(model, "t2d"):  # vLLM skips t2d (vllm.md §4): a full-vocabulary drafter may ship one
+    if not hasattr(model, "t2d"):  # vLLM skips t2d (docs/vllm.md §4): a full-vocabulary drafter may ship one
         tensors.pop("t2d", None)
     has_head = "lm_head.weight" in tensors
     missing, unexpected = model.load_state_dict(tensors, strict=False)

@@ -5,7 +5,7 @@ because two ``LLM`` instances in one process do not reliably free the first one'
 worker's own stdout/stderr (vLLM's logs) go to a log file; it reports progress as JSON lines on a
 private pipe and writes its result as JSON.
 
-Settings (shared/reference/vllm.md §8, §9, §11): ``speculative_config = {"method": "eagle3",
+Settings (docs/vllm.md §8, §9, §11): ``speculative_config = {"method": "eagle3",
 "model": <absolute drafter path>, "num_speculative_tokens": k}`` (always method + absolute path,
 so a ``.`` in the path cannot turn it into a custom class), ``temperature 0``, ``enforce_eager``,
 ``disable_log_stats=False`` (``get_metrics()`` needs it), a fixed seed, a small ``max_model_len``
@@ -19,7 +19,7 @@ vLLM worker (e.g. a data-generation job) ours was starved for 9+ minutes before 
 
 Counters: ``LLM.get_metrics()`` is cumulative over the engine's life; the worker reads it before
 and after each prompt group (category) batch and keeps the difference, summing the entries of all
-engines (vllm.md §9).
+engines (docs/vllm.md §9).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ ENGINE_OPTION_KEYS = (
 
 
 def speculative_config(drafter: Path, k: int) -> dict:
-    """The ``speculative_config`` for an EAGLE-3 drafter (vllm.md §8: method + absolute path)."""
+    """The ``speculative_config`` for an EAGLE-3 drafter (docs/vllm.md §8: method + absolute path)."""
     return {"method": "eagle3", "model": str(Path(drafter).resolve()), "num_speculative_tokens": int(k)}
 
 

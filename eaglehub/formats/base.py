@@ -3,7 +3,7 @@
 A format reads a stored config into the canonical flat config (:class:`Reading`) and writes the
 canonical drafter back (:meth:`Format.write_config`, :meth:`Format.stored_names`). There is no
 format-to-format code: every conversion is read → canonical → write. Rules come from
-formats.md §1–§8; the flat formats differ only in the parameters of :class:`FlatFormat`.
+docs/formats.md §1–§8; the flat formats differ only in the parameters of :class:`FlatFormat`.
 """
 
 from __future__ import annotations
@@ -22,13 +22,13 @@ from eaglehub.drafter.canonical import (
     layer_index,
 )
 
-#: drafter classes of related methods that vLLM runs through its EAGLE-3 Llama drafter (vllm.md §1); a
+#: drafter classes of related methods that vLLM runs through its EAGLE-3 Llama drafter (docs/vllm.md §1); a
 #: format that cannot name the class would silently turn them into plain EAGLE-3 drafters
 VARIANT_ARCHS = {
     "PEagleDraftModel": "P-EAGLE (parallel drafting)",
     "PeagleLlamaForCausalLM": "P-EAGLE (parallel drafting)",
 }
-#: legacy TorchSpec/SGLang per-aux norm names, in ascending layer order (formats.md §4).
+#: legacy TorchSpec/SGLang per-aux norm names, in ascending layer order (docs/formats.md §4).
 LEGACY_FC_NORM = ("aux_norm_low.weight", "aux_norm_mid.weight", "aux_norm_high.weight")
 
 
@@ -61,7 +61,7 @@ def read_aux_ids(
     n_layers: int | None = None,
     override: str | None = None,
 ) -> AuxIds:
-    """Normalise one stored id list to C-in (formats.md §3).
+    """Normalise one stored id list to C-in (docs/formats.md §3).
 
     A top-level list is C-in by definition. A nested list follows the id heuristics (first id 1 ⇒
     C-out, 2 ⇒ C-in, last ``N`` ⇒ C-in, last ``N−4`` ⇒ C-out) and falls back to the producing
@@ -96,7 +96,7 @@ class Format:
     #: "pruned": d2t iff Vd < V, t2d optional · "pruned-both": d2t + t2d iff Vd < V ·
     #: "unequal-both": d2t + t2d iff Vd != V · "always": both always · "d2t-only": d2t iff Vd < V, never t2d
     vocab_maps: str = "pruned"
-    fc_norm_chunks: int | None = None  # SpecForge normalises exactly 3 aux chunks (formats.md §4)
+    fc_norm_chunks: int | None = None  # SpecForge normalises exactly 3 aux chunks (docs/formats.md §4)
     #: drafter classes this format writes as they are; others become :func:`default_arch`
     archs: frozenset = frozenset()
     description: str = ""
@@ -139,7 +139,7 @@ class Format:
             out["legacy_fc_norm"] = True
         return out
 
-    # -- vocabulary maps (formats.md §2, §5) -----------------------------------------------------
+    # -- vocabulary maps (docs/formats.md §2, §5) -----------------------------------------------------
 
     def wants_maps(self, V: int, Vd: int, had: set[str]) -> tuple[bool, bool]:
         """``(d2t, t2d)`` to write for vocab sizes ``V``/``Vd``; ``had`` = maps the original carried
@@ -265,12 +265,12 @@ class FlatFormat(Format):
                     override=aux_override,
                 )
                 if ids is not None and "num_aux_hidden_states" not in cfg:
-                    # vLLM sizes fc from the nested list's length (vllm.md §3): keep that count
+                    # vLLM sizes fc from the nested list's length (docs/vllm.md §3): keep that count
                     cfg["num_aux_hidden_states"] = len(ids)
                     carried["implicit_num_aux"] = True
             elif ids is not None:
                 carried["nested_ids"] = ids  # both lists stored: keep the nested one verbatim
-            if "norm_before_fc" in nested:  # vLLM: the nested flag wins (vllm.md §3)
+            if "norm_before_fc" in nested:  # vLLM: the nested flag wins (docs/vllm.md §3)
                 carried["nested_norm_before_fc"] = True
                 if "norm_before_fc" in cfg:
                     carried["top_norm_before_fc"] = cfg["norm_before_fc"]
@@ -280,7 +280,7 @@ class FlatFormat(Format):
             carried["aux_convention"] = aux.convention
         if aux.c_in is not None:
             cfg[AUX_KEY] = aux.c_in
-        if "use_aux_norm" in cfg:  # SGLang/TorchSpec alias of fc_norm (formats.md §4)
+        if "use_aux_norm" in cfg:  # SGLang/TorchSpec alias of fc_norm (docs/formats.md §4)
             carried["use_aux_norm"] = cfg.pop("use_aux_norm")
             carried["alias_only"] = "fc_norm" not in cfg
             cfg["fc_norm"] = cfg.get("fc_norm") is True or carried["use_aux_norm"] is True

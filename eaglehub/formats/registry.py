@@ -1,4 +1,4 @@
-"""Drafter formats: detection with evidence (formats.md §6) and reading into the canonical
+"""Drafter formats: detection with evidence (docs/formats.md §6) and reading into the canonical
 :class:`eaglehub.drafter.canonical.Drafter`; every format is read → canonical → written, never format → format.
 
 Formats (:data:`FORMATS`): ``vllm`` (EAGLE research and vLLM-native), ``speculators``,
@@ -29,7 +29,7 @@ from eaglehub.formats.base import FlatFormat, Format, Loss, Reading
 from eaglehub.formats.speculators import SpeculatorsFormat
 from eaglehub.io.tensorio import TensorIndex, read_index
 
-#: ``architectures[0]`` values vLLM maps to ``llama_eagle3.Eagle3LlamaForCausalLM`` (vllm.md §1).
+#: ``architectures[0]`` values vLLM maps to ``llama_eagle3.Eagle3LlamaForCausalLM`` (docs/vllm.md §1).
 LLAMA_EAGLE3_ARCHS = frozenset(
     {
         "Eagle3LlamaForCausalLM",
@@ -41,7 +41,7 @@ LLAMA_EAGLE3_ARCHS = frozenset(
         "PeagleLlamaForCausalLM",
     }
 )
-#: EAGLE research class; vLLM rewrites it to ``Eagle3LlamaForCausalLM`` (vllm.md §1).
+#: EAGLE research class; vLLM rewrites it to ``Eagle3LlamaForCausalLM`` (docs/vllm.md §1).
 RESEARCH_ARCH = "LlamaForCausalLM"
 MLA_ARCHS = MLA_ARCHITECTURES
 QWEN3_EAGLE3_ARCH = "Eagle3Qwen3ForCausalLM"
@@ -137,7 +137,7 @@ def architecture(cfg: dict) -> str | None:
 
 
 def _rejected(cfg: dict, index: TensorIndex) -> tuple[str, list[str]] | None:
-    """Not an EAGLE-3 drafter at all (F3), EAGLE-1/2 (formats.md §6.4), or an unsupported class."""
+    """Not an EAGLE-3 drafter at all (F3), EAGLE-1/2 (docs/formats.md §6.4), or an unsupported class."""
     names, arch = index.names(), architecture(cfg)
     if arch == QWEN3_EAGLE3_ARCH:
         return "unsupported", [f"{arch}: Qwen3-style drafter layer (q/k-norm), not read by this version"]
@@ -169,7 +169,7 @@ def _rejected(cfg: dict, index: TensorIndex) -> tuple[str, list[str]] | None:
 
 
 def detect(cfg: dict, index: TensorIndex, recorded: str | None = None) -> tuple[str, list[str]]:
-    """``(format, evidence)`` by formats.md §6: a format's own marker first, then the format
+    """``(format, evidence)`` by docs/formats.md §6: a format's own marker first, then the format
     eaglehub recorded when it wrote the checkpoint (``recorded``, from ``eaglehub.json``; only for
     formats without a marker of their own), then structure.
 
@@ -219,7 +219,7 @@ def _structure(cfg: dict, index: TensorIndex) -> tuple[str, list[str]]:
         )
     arch = architecture(cfg)
     if mid and arch != RESEARCH_ARCH and AUX_KEY not in cfg and "t2d" in names:
-        # formats.md §6.3: LlamaForCausalLMEagle3 + midlayer.* + both maps is SpecForge's output; without
+        # docs/formats.md §6.3: LlamaForCausalLMEagle3 + midlayer.* + both maps is SpecForge's output; without
         # aux ids the vllm reading is identical, so this names the producer, it does not change the meaning
         why = "unpruned vocabulary" if not pruned else "no aux ids (SpecForge leaves them to the target defaults)"
         return "specforge", [f"class {arch}", spelled, f"d2t and t2d with {why}: SpecForge always ships both"]

@@ -1,4 +1,4 @@
-"""The speculators format (vllm-project/speculators; formats.md §5, vllm.md §2).
+"""The speculators format (vllm-project/speculators; docs/formats.md §5, docs/vllm.md §2).
 
 Config: ``speculators_model_type`` ``eagle3``, ``speculators_config`` (proposal methods, verifier),
 a nested ``transformer_layer_config`` (Llama keys, ``vocab_size``), drafter keys at the top level
@@ -45,7 +45,7 @@ TOP_LEVEL = frozenset(
     }
 )
 SPECULATORS_VERSION = "0.3.0"  # written only when the source carried no version of its own
-DEFAULT_ARCH = "Eagle3Speculator"  # what `speculators convert` writes (formats.md §5)
+DEFAULT_ARCH = "Eagle3Speculator"  # what `speculators convert` writes (docs/formats.md §5)
 
 
 def default_block(target: dict | None, k: int = 3) -> dict:
@@ -84,7 +84,7 @@ class SpeculatorsFormat(Format):
         carried["layer_values"] = {k: layer[k] for k in layer if k in top and layer[k] != top[k]}
         cfg = {**layer, **top, "architectures": [default_arch("llama")]}
         if "norm_before_residual" not in raw:
-            cfg["norm_before_residual"] = True  # speculators' default, which vLLM applies (vllm.md §2)
+            cfg["norm_before_residual"] = True  # speculators' default, which vLLM applies (docs/vllm.md §2)
             carried["implicit_norm_before_residual"] = True
         aux = read_aux_ids(raw.get(AUX_KEY), AUX_KEY, True, C_IN, override=aux_override)
         verifier = (

@@ -1,8 +1,8 @@
 """Read a checkpoint directory's tensors from headers only; load tensor data only on request.
 
-Supported files (formats.md §6.7): ``model.safetensors``; ``*.safetensors.index.json`` + shards;
+Supported files (docs/formats.md §6.7): ``model.safetensors``; ``*.safetensors.index.json`` + shards;
 ``pytorch_model.bin`` (``torch.load(weights_only=True, mmap=True)``, so only the zip directory and
-pickled metadata are read). A leading ``model.`` is stripped from names (formats.md §1, NeMo
+pickled metadata are read). A leading ``model.`` is stripped from names (docs/formats.md §1, NeMo
 PR #2322) and recorded in :attr:`TensorIndex.stripped_prefix`.
 
 Safetensors headers are parsed by :mod:`eaglehub.io.stformat` and :meth:`TensorIndex.load_numpy` reads
@@ -318,7 +318,7 @@ def _torch_load(path: Path) -> dict:
 
 
 def find_weight_files(root: Path) -> tuple[str, list[str]]:
-    """Return ``(format, files)`` for the weights in ``root`` (formats.md §6.7).
+    """Return ``(format, files)`` for the weights in ``root`` (docs/formats.md §6.7).
 
     Raises:
         EaglehubError: no weights, an unreadable index, or a raw training checkpoint

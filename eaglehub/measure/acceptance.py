@@ -1,6 +1,6 @@
 """Speculative-decoding acceptance metrics from engine counters, and per-prompt token comparison.
 
-Formulas (shared/reference/vllm.md §9; benchmarks.md §2–§4), token-weighted as vLLM reports them:
+Formulas (docs/vllm.md §9; docs/verification.md §2–§4), token-weighted as vLLM reports them:
 
 * mean acceptance length  AL = 1 + num_accepted_tokens / num_drafts
   (tokens produced per target verify pass, **including the bonus token**; no speculation ⇒ 1);
@@ -12,7 +12,7 @@ Formulas (shared/reference/vllm.md §9; benchmarks.md §2–§4), token-weighted
 Rates with a zero denominator are ``None`` (undefined), never 0.
 
 Thresholds used by ``eaglehub verify``: :data:`NOT_WIRED_THRESHOLD` (position-0 rate),
-:data:`LOW_AL_THRESHOLD` (AL, failure-kinds.md F13) and :data:`DEFAULT_AL_TOLERANCE` (relative AL
+:data:`LOW_AL_THRESHOLD` (AL, docs/failure-kinds.md F13) and :data:`DEFAULT_AL_TOLERANCE` (relative AL
 drop against a reference report, F26).
 """
 
@@ -38,14 +38,14 @@ PER_REQUEST_DEFINITION = (
 )
 NOT_WIRED_THRESHOLD = 0.02
 """Position-0 unconditional acceptance below this (or no drafts at all) ⇒ "drafter not wired"
-(failure-kinds.md, Cross-cutting). A trained drafter, even a weak one (AL 1.2), sits near 0.2."""
+(docs/failure-kinds.md, Cross-cutting). A trained drafter, even a weak one (AL 1.2), sits near 0.2."""
 LOW_AL_THRESHOLD = 1.3
 """AL (tokens per verify pass) below which speculation is likely slower than plain decoding
-(failure-kinds.md F13, "warn below 1.3"): each verify pass also pays for k drafter passes and a
+(docs/failure-kinds.md F13, "warn below 1.3"): each verify pass also pays for k drafter passes and a
 (k+1)-token target forward, which fewer than 0.3 extra tokens per pass rarely repay."""
 DEFAULT_AL_TOLERANCE = 0.05
-"""Relative AL drop tolerated against a reference run (failure-kinds.md F26): 5 %, the rtol of
-vLLM's tests/v1/spec_decode/test_acceptance_length.py (benchmarks.md §2)."""
+"""Relative AL drop tolerated against a reference run (docs/failure-kinds.md F26): 5 %, the rtol of
+vLLM's tests/v1/spec_decode/test_acceptance_length.py (docs/verification.md §2)."""
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -78,7 +78,7 @@ def acceptance_length(c: SpecCounters) -> float | None:
 
 def per_request_mean(counters: Iterable[SpecCounters] | None) -> float | None:
     """Request-weighted AL: the mean over requests of each request's own AL (NVIDIA specdec_bench's
-    figure, benchmarks.md §3), over the requests that drafted; ``None`` when not counted per request."""
+    figure, docs/verification.md §3), over the requests that drafted; ``None`` when not counted per request."""
     if counters is None:
         return None
     als = [a for c in counters if (a := acceptance_length(c)) is not None]

@@ -1,7 +1,7 @@
 """Prompts padded with real preceding text to an exact total length in target tokens.
 
 The drift EAGLE 3.1 targets shows as acceptance falling with context length (and with draft
-depth): a drafter trained on short sequences loses its usefulness on long prompts (failure-kinds.md
+depth): a drafter trained on short sequences loses its usefulness on long prompts (docs/failure-kinds.md
 F13: AL 2.30 at 2k tokens → 1.09 at 16–20k). To measure it, every evaluation prompt is placed
 after a document of real English prose so that the rendered prompt — the target's chat template
 applied to one user turn as :func:`eaglehub.engines.chat.encode_chat` does it, exactly what every

@@ -1,7 +1,7 @@
 """A plain-PyTorch EAGLE-3 / EAGLE-3.1 drafter, numerically mirroring vLLM.
 
-Source of every rule: vLLM ``model_executor/models/llama_eagle3.py`` (0.32.0), shared/reference/
-formats.md §1 and vllm.md §3. Parameter names are the research / vLLM-native layout
+Source of every rule: vLLM ``model_executor/models/llama_eagle3.py`` (0.32.0),
+docs/formats.md §1 and docs/vllm.md §3. Parameter names are the research / vLLM-native layout
 (``fc``, ``fc_norm.{i}``, ``input_norm``, ``midlayer.*``, ``norm``, ``lm_head``; buffers ``d2t``,
 ``t2d``), so ``state_dict()`` is a checkpoint vLLM loads.
 
@@ -38,7 +38,7 @@ from torch import nn
 
 @dataclass(frozen=True)
 class DrafterDims:
-    """The dimensions a drafter forward needs, read from a drafter config (formats.md notation)."""
+    """The dimensions a drafter forward needs, read from a drafter config (docs/formats.md notation)."""
 
     hidden_size: int
     target_hidden_size: int
@@ -63,7 +63,7 @@ class DrafterDims:
     @classmethod
     def from_config(cls, cfg: dict) -> DrafterDims:
         """Read dims from a vLLM-native drafter ``config.json`` dict, with vLLM's defaults
-        (``eaglehub.drafter.canonical.derive_dims`` / ``read_flags``, vllm.md §3)."""
+        (``eaglehub.drafter.canonical.derive_dims`` / ``read_flags``, docs/vllm.md §3)."""
         from eaglehub.drafter.canonical import derive_dims, read_flags
 
         d, f = derive_dims(cfg), read_flags(cfg)
@@ -325,7 +325,7 @@ class Eagle3Drafter(nn.Module):
         return out * self.dims.logit_scale if self.dims.logit_scale != 1.0 else out
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
-        """Map draft-vocabulary ids to target ids: ``i + d2t[i]`` (formats.md §2)."""
+        """Map draft-vocabulary ids to target ids: ``i + d2t[i]`` (docs/formats.md §2)."""
         if not hasattr(self, "d2t"):
             return draft_ids
         return draft_ids + self.d2t[draft_ids]

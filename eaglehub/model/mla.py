@@ -2,7 +2,7 @@
 
 Numerically mirrors vLLM 0.32.0 ``model_executor/models/deepseek_eagle3.py``, whose layers use
 ``deepseek_v2.DeepseekV2MLAAttention`` → ``layers/mla.MultiHeadLatentAttentionWrapper`` with the rotary
-embedding of ``layers/rotary_embedding/deepseek_scaling_rope.py`` (formats.md §5, vllm.md §5). The
+embedding of ``layers/rotary_embedding/deepseek_scaling_rope.py`` (docs/formats.md §5, docs/vllm.md §5). The
 naive formulation is used (latents decompressed into per-head keys and values), which is what vLLM's
 MLA prefill computes; its decode path absorbs ``kv_b_proj`` into q and the output and is the same
 function of the inputs.

@@ -4,7 +4,7 @@ Used by ``eaglehub convert --calibrate --steps N`` (:mod:`eaglehub.convert.calib
 drafter's recipe (``fixtures/smollm2-eagle3-recipe/train.py``). EAGLE-3 (arXiv 2503.01840, §3.2):
 step 1 reads the target's fused aux states; step ``j > 1`` reads the drafter's own output state of
 step ``j − 1`` at the same base position, one token further on, and attends to the step-1 keys of the
-positions up to its base plus its own chain — what vLLM's proposer feeds it (vllm.md §3).
+positions up to its base plus its own chain — what vLLM's proposer feeds it (docs/vllm.md §3).
 
 Data layout: ``shards`` is a list of ``{"ids": int [N], "aux": float [N, A·Ht]}`` (token ids and the
 target's aux states of one or more concatenated sequences); a batch is a list of

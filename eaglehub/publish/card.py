@@ -3,8 +3,8 @@
 Metadata (``huggingface_hub.ModelCardData``): ``base_model`` = the target the drafter serves,
 ``library_name: vllm``, ``pipeline_tag: text-generation``, tags ``speculative-decoding``,
 ``eagle3`` / ``eagle3.1``, ``draft-model``, ``eaglehub`` and the quantization (``fp8``,
-``compressed-tensors``) when there is one (quantize-publish.md §6). The body records what users
-and engines need and what failure-kinds.md asks ``publish`` to record: the ready ``vllm serve``
+``compressed-tensors``) when there is one (docs/publishing.md §1). The body records what users
+and engines need and what docs/failure-kinds.md asks ``publish`` to record: the ready ``vllm serve``
 line, the measured acceptance with its settings and definitions and the engine version (F26: a
 later ``verify --reference-report`` compares against the uploaded report), the aux-layer ids and
 their convention (F11), the 3.1 / pre-FC norm switches (F16), the chat template the drafter was

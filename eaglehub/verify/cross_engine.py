@@ -5,7 +5,7 @@ e.g. vLLM and the embedded reference engine) runs the same baseline and drafters
 inputs, its drafter sections are kept under ``cross_engine.engines`` and compared with the primary's:
 
 * relative AL difference = (AL_other − AL_primary) / AL_primary (AL = 1 + accepted / drafts);
-  beyond the tolerance (default 5 %, vLLM's CI rtol, benchmarks.md §2) ⇒ ``E-VERIFY-ENGINES-DISAGREE``;
+  beyond the tolerance (default 5 %, vLLM's CI rtol, docs/verification.md §2) ⇒ ``E-VERIFY-ENGINES-DISAGREE``;
 * prompts whose outputs are token-identical across the two engines (baseline and with the drafter):
   a numerical near-tie may flip one greedy token between engines, so this is reported, not judged.
 

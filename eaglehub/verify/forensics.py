@@ -2,7 +2,7 @@
 
 For each divergent prompt the target alone is re-run (transformers, :class:`eaglehub.engines.
 reference.ReferenceTarget`) on the prompt plus the baseline's output up to the first divergent
-position; its logits there decide the classification (benchmarks.md §4 pitfall 1):
+position; its logits there decide the classification (docs/verification.md §4 pitfall 1):
 
 * ``near_tie``: both tokens (the baseline's and the speculative run's) are the target's top-2 and
   their logit gap is below ε — a (k+1)-token verify pass reduces in another order than a 1-token
@@ -14,7 +14,7 @@ position; its logits there decide the classification (benchmarks.md §4 pitfall 
 dtype (:data:`TIE_EPSILON`): float32 reductions differ by ~1e-5 relative, so 0.01 on logits of order
 10–30 is generous; bfloat16 keeps 8 mantissa bits (steps of 0.06–0.125 at those magnitudes), so ties
 within 0.25 are plausible. Measured on CPU float32 with SmolLM2-135M: 236 greedy tokens, incremental vs
-one parallel forward, 0 mismatches, smallest top-1/top-2 gap 0.004 (benchmarks.md §4).
+one parallel forward, 0 mismatches, smallest top-1/top-2 gap 0.004 (docs/verification.md §4).
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ ENGINE_KEYS = (
     "dtype",
 )
 """Keys of a manifest ``engine`` table (``schemas/manifest.schema.json#/$defs/engine``)."""
-HINT = 'see schemas/manifest.schema.json and the README\'s "Manifests" section'
+HINT = 'see schemas/manifest.schema.json and docs/verify.md ("Manifests")'
 STAGE_KEYS = ("convert", "quantize", "verify", "publish")
 """Per-drafter sections only ``eaglehub pipeline`` reads (``schemas/manifest.schema.json#/$defs/*_stage``)."""
 

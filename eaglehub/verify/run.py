@@ -4,15 +4,15 @@ One target-alone run is the baseline; each drafter then runs with the same targe
 token ids (chat template applied once, :mod:`eaglehub.engines.chat`), greedy decoding, the same
 seed and the same batches (one batch per prompt category, so the counters are read per category).
 Per prompt the output token ids are compared with the baseline (exact ids: on CPU float32 no
-numerical-tie divergence is expected, benchmarks.md §4 pitfall 1). Acceptance metrics follow
-:mod:`eaglehub.measure.acceptance` (vllm.md §9). Multi-turn prompts (MT-Bench, Spec-Bench) are one request
+numerical-tie divergence is expected, docs/verification.md §4 pitfall 1). Acceptance metrics follow
+:mod:`eaglehub.measure.acceptance` (docs/vllm.md §9). Multi-turn prompts (MT-Bench, Spec-Bench) are one request
 per (prompt, turn), ids ``<id>``, ``<id>#2``, …: the baseline runs turn by turn so that its
 decoded outputs become the replies in the next turn's input, and every other run receives those
 same ids (:func:`run_by_turn`, :data:`MULTI_TURN_DEFINITION`).
 
 Each drafter gets findings with the registered ``stage="verify"`` codes of :mod:`eaglehub.findings`:
 
-* ``E-VERIFY-LOSSLESS``: a prompt's output differs from the baseline (failure-kinds.md F23) and
+* ``E-VERIFY-LOSSLESS``: a prompt's output differs from the baseline (docs/failure-kinds.md F23) and
   divergence forensics (:mod:`eaglehub.verify.forensics`) does not show a numerical near-tie there;
 * ``W-VERIFY-NEAR-TIE``: every divergence is a near-tie of the target's top-2 logits;
 * ``E-VERIFY-NOT-WIRED``: position-0 acceptance ≈ 0 (Cross-cutting: F2, F5, F6, F8, F12, F17);
@@ -96,7 +96,7 @@ class VerifyOptions:
 
 
 def serve_command(target: Path | str, drafter: Path | str, k: int) -> str:
-    """The ready-to-paste ``vllm serve`` line for the pair (vllm.md §8: method + absolute path).
+    """The ready-to-paste ``vllm serve`` line for the pair (docs/vllm.md §8: method + absolute path).
 
     A ``str`` target or drafter is a Hub repo id and is written as given (a published drafter's card)."""
     from eaglehub.engines.vllm_engine import speculative_config
@@ -125,7 +125,7 @@ def preflight(drafter: Path, target: Path) -> None:
     """Refuse, before minutes of engine work, a drafter that ``eaglehub validate`` finds broken.
 
     vLLM would load most such drafters without a word (missing weights, wrong aux ids) and the run
-    would only show a collapsed acceptance rate (vllm.md §4, §11).
+    would only show a collapsed acceptance rate (docs/vllm.md §4, §11).
 
     Raises:
         EaglehubError: error findings against ``target`` (exit 1; the message lists their codes).

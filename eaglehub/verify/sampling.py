@@ -11,7 +11,7 @@ Language Model Decoding with Speculative Sampling", arXiv 2302.01318): with targ
   = ``max(0, p − q) / Σ_v max(0, p_v − q_v)``.
 
 The emitted token is then distributed exactly as ``p``, whatever ``q`` is; a draft is accepted with
-probability ``β = Σ_v min(p_v, q_v) = 1 − TV(p, q)``. Two ways to break it (failure-kinds.md F24):
+probability ``β = Σ_v min(p_v, q_v) = 1 − TV(p, q)``. Two ways to break it (docs/failure-kinds.md F24):
 the ratio uses a ``q`` other than the distribution the draft was actually sampled from, or the
 residual is ``p`` (or anything but ``norm(max(0, p − q))``). Both bias the output (quality loss at
 T > 0); :func:`sampling_test` detects them with a chi-square test on the emitted tokens.

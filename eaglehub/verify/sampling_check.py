@@ -18,7 +18,7 @@ vLLM has no per-step hook, so it is tested on its output instead (:func:`run_eng
 The first token comes from the prefill, the target alone; the second is the first token that went
 through draft + verify, so for every first token ``x`` seen often enough its distribution must be the
 target's ``p(· | prompt, x)`` (computed with transformers). vLLM drafts greedily at T > 0 (one-hot
-``q``, benchmarks.md §4 pitfall 5), which the rule keeps lossless. Its power is lower (thousands of
+``q``, docs/verification.md §4 pitfall 5), which the rule keeps lossless. Its power is lower (thousands of
 samples, not millions): it finds gross faults such as a residual that is ``p`` instead of
 ``norm(max(0, p − q))``.
 """
