@@ -103,8 +103,10 @@ def _quantize(src: Path, dst: Path, section: dict) -> tuple[dict, Path]:
 
 
 def _verify(pair, drafter: Path, manifest_dir: Path, report_path: Path) -> tuple[dict, Path]:
+    from eaglehub.verify.options import VerifyOptions
     from eaglehub.verify.pairing import pair_settings
-    from eaglehub.verify.run import VerifyOptions, run_verify, write_report
+    from eaglehub.verify.report import write_report
+    from eaglehub.verify.run import run_verify
 
     section = pair.stages.get("verify", {})
     prompts = section.get("prompts")

@@ -12,6 +12,7 @@ from conftest import tree_hash
 
 from eaglehub.checks.validate import validate
 from eaglehub.convert import run as convert_mod
+from eaglehub.convert import write as convert_write
 from eaglehub.convert.run import convert
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import validate_json
@@ -98,7 +99,7 @@ def test_failure_leaves_no_destination(make_drafter, tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(convert_mod, "_copy_side_files", boom)
+    monkeypatch.setattr(convert_write, "copy_side_files", boom)
     with pytest.raises(RuntimeError):
         convert(src, tmp_path / "out", to="3.1")
     assert not (tmp_path / "out").exists()

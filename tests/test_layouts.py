@@ -212,7 +212,7 @@ def test_flags_nested_norm_before_fc_wins():
     ],
 )
 def test_convert_warns_when_the_aux_convention_is_a_guess(tmp_path, ids, fmt, warn):
-    from eaglehub.convert.run import aux_warnings
+    from eaglehub.convert.plan import aux_warnings
 
     cfg = copy.deepcopy(BASE_CONFIG)
     nest_ids(cfg, ids)

@@ -17,7 +17,7 @@ from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import validate_json
 from eaglehub.verify import pairing
 from eaglehub.verify.manifest import load_manifest
-from eaglehub.verify.run import VerifyOptions
+from eaglehub.verify.options import VerifyOptions
 from eaglehub.views.pairs import render_summary
 
 REPO = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import pytest
 import torch
 from test_findings import to_mla
 
-from eaglehub.checks.quant import vllm_name
+from eaglehub.drafter.quant_layers import vllm_name
 from eaglehub.checks.validate import validate
 from eaglehub.drafter.shapes import expected_tensors
 from eaglehub.formats.registry import read_drafter

@@ -47,20 +47,11 @@ checks' (``E-D2T-DTYPE``, ``E-T2D-DTYPE``).
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass, replace
-
 from eaglehub.checks.context import Context
-from eaglehub.drafter.canonical import Drafter
 from eaglehub.drafter.quant_config import (
     ALL_PARAMS,
-    CT,
     CT_PARAMS,
     HIGH_PRECISION,
-    KV_PARAMS,
-    LOOSE_METHODS,
-    LOOSE_PARAMS,
     LOW,
     PACKED,
     PLAIN,
@@ -69,182 +60,18 @@ from eaglehub.drafter.quant_config import (
     Scheme,
     read_quant_config,
 )
-from eaglehub.drafter.shapes import MLA, TensorSpec, expected_tensors, layer_kind
-from eaglehub.findings import Finding, finding
-
-#: checkpoint Linears vLLM may build quantized (docs/quantization.md §5); everything else is never quantized.
-QUANTIZABLE = frozenset(
-    {
-        "fc",
-        "q_proj",
-        "k_proj",
-        "v_proj",
-        "o_proj",
-        "gate_proj",
-        "up_proj",
-        "down_proj",
-        "q_a_proj",
-        "q_b_proj",
-        "kv_a_proj_with_mqa",
-        "kv_b_proj",
-    }
+from eaglehub.drafter.quant_layers import (
+    UNKNOWN_TARGET_LAYERS,
+    Layer,
+    anchored_ignore,
+    block_fit_findings,
+    decide_layer,
+    shard_only_ignores,
+    vllm_layers,
+    vllm_name,
 )
-#: vLLM's packed_modules_mapping: fused module -> the checkpoint Linears it is loaded from, in order.
-FUSED = {
-    "llama": {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")},
-    MLA: {"fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"), "gate_up_proj": ("gate_proj", "up_proj")},
-}
-#: vLLM module classes (targets that are class names match by substring); the rest are ColumnParallelLinear.
-CLASSES = {
-    "qkv_proj": "QKVParallelLinear",
-    "gate_up_proj": "MergedColumnParallelLinear",
-    "o_proj": "RowParallelLinear",
-    "down_proj": "RowParallelLinear",
-    "fc": "ReplicatedLinear",
-    "kv_a_proj_with_mqa": "ReplicatedLinear",
-    "fused_qkv_a_proj": "DeepSeekV2FusedQkvAProjLinear",
-}
-UNKNOWN_TARGET_LAYERS = range(1, 257)
-
-
-def _low_weight(name: str, dtype: str) -> bool:
-    return (name.endswith(".weight") and dtype not in HIGH_PRECISION) or name.endswith(".weight_packed")
-
-
-def quantization_tensors(drafter: Drafter) -> set[str]:
-    """Names of quantized payloads (low-precision ``*.weight``, ``*.weight_packed``) and quantization
-    parameters (scales, zero points, ``weight_shape``, KV scales), whatever the config says: the dtype
-    check (``E-TENSOR-DTYPE``) leaves them to this module."""
-    return {n for n, i in drafter.tensors.items() if _low_weight(n, i.dtype) or n.rpartition(".")[2] in ALL_PARAMS}
-
-
-def quantized_specs(drafter: Drafter, specs: list[TensorSpec]) -> list[TensorSpec]:
-    """``specs`` (:func:`eaglehub.drafter.shapes.expected_tensors`) extended by the tensors of a quantized drafter
-    (one with a quantization config or any low-precision weight; others come back unchanged).
-
-    For every ``B.weight [out, in]``: ``B.weight_packed [out, ⌈in·bits/w⌉]`` (``w`` = 32 for int32, 8 for
-    uint8 storage; ``bits`` from the config's pack-quantized groups, else unknown), optional, and then
-    ``B.weight`` is optional too; a uint8 ``B.weight`` (two FP4 values a byte) is ``[out, ?]``. The
-    quantization parameters of the method (:data:`CT_PARAMS`, :data:`LOOSE_PARAMS`; both without a
-    config) that are present, and ``<layer>.self_attn.{k,v}_scale``, are allowed with their stored
-    shapes: :func:`check` owns those shapes and reports missing ones."""
-    t = drafter.tensors
-    qc = read_quant_config(drafter)
-    if qc is None and not any(_low_weight(n, i.dtype) for n, i in t.items()):
-        return specs
-    params = CT_PARAMS if qc and qc.method == CT else LOOSE_PARAMS if qc and qc.method in LOOSE_METHODS else ALL_PARAMS
-    bits = {s.bits for s in qc.targets.values() if s.packed} if qc else set()
-    out = []
-    for s in specs:
-        base = s.name.removesuffix(".weight")
-        if base == s.name:
-            out.append(s)
-            continue
-        packed, stored = f"{base}.weight_packed", t.get(s.name)
-        two_d = len(s.shape) == 2
-        fp4_bytes = stored is not None and stored.dtype == "uint8" and two_d
-        out.append(
-            replace(s, required=s.required and packed not in t, shape=(s.shape[0], None) if fp4_bytes else s.shape)
-        )
-        if two_d:
-            word = {"int32": 32, "uint8": 8}.get(t[packed].dtype if packed in t else "int32")
-            cols = math.ceil(s.shape[1] * next(iter(bits)) / word) if len(bits) == 1 and word and s.shape[1] else None
-            out.append(TensorSpec(packed, (s.shape[0], cols), required=False))
-        names = [f"{base}.{p}" for p in params]
-        if base.endswith("self_attn.o_proj"):  # KV-cache scales hang off the attention module
-            names += [f"{base.removesuffix('o_proj')}{p}" for p in KV_PARAMS]
-        out += [TensorSpec(n, t[n].shape, required=False) for n in names if n in t]
-    return out
-
-
-@dataclass(frozen=True)
-class Layer:
-    """One Linear module as vLLM builds it. ``name``: canonical-style name of the module (e.g.
-    ``midlayer.self_attn.qkv_proj``); ``shards``: ``(checkpoint base, [out, in])`` of the Linears it is
-    loaded from; ``fused``: the leaf names vLLM expands a fused name into (empty if not fused)."""
-
-    name: str
-    shards: tuple[tuple[str, tuple], ...]
-    fused: tuple[str, ...]
-
-    @property
-    def cls(self) -> str:
-        return CLASSES.get(self.name.rpartition(".")[2], "ColumnParallelLinear")
-
-    def vllm_names(self, n_target: int) -> tuple[str, list[str]]:
-        """vLLM's prefixed name and its shards' names for a target with ``n_target`` layers."""
-        name = vllm_name(self.name, n_target)
-        leaf = self.name.rpartition(".")[2]
-        return name, [name[: -len(leaf)] + s for s in self.fused]
-
-
-def vllm_name(base: str, n_target: int | None) -> str:
-    """Canonical module name -> the name vLLM gives it: ``model.`` prefix (all but ``lm_head``), drafter
-    layer ``i`` at index ``n_target + i`` (``midlayer.`` is layer 0; ``N+i`` when ``n_target`` is ``None``)."""
-    m = re.match(r"(?:midlayer|layers\.([0-9]{1,6}))\.(.*)", base)
-    if m:
-        i = int(m[1] or 0)
-        index = n_target + i if n_target is not None else f"N+{i}" if i else "N"
-        return f"model.layers.{index}.{m[2]}"
-    return base if base == "lm_head" else f"model.{base}"
-
-
-def vllm_layers(drafter: Drafter) -> list[Layer]:
-    """The quantizable Linear modules vLLM builds for ``drafter``, fused as its packed_modules_mapping says
-    (a fused family with one member present, e.g. MLA ``kv_a_proj_with_mqa`` without a query LoRA, stays unfused)."""
-    fused = FUSED[MLA if layer_kind(drafter.config) == MLA else "llama"]
-    into = {leaf: f for f, leaves in fused.items() for leaf in leaves}
-    groups: dict[str, list] = {}
-    for s in expected_tensors(drafter):
-        base = s.name.removesuffix(".weight")
-        prefix, _, leaf = base.rpartition(".")
-        if base != s.name and leaf in QUANTIZABLE and len(s.shape) == 2:
-            groups.setdefault(f"{prefix}.{into[leaf]}" if leaf in into else base, []).append((base, s.shape))
-    layers = []
-    for name, shards in groups.items():
-        if len(shards) == 1:
-            layers.append(Layer(shards[0][0], tuple(shards), ()))
-        else:
-            layers.append(Layer(name, tuple(shards), fused[name.rpartition(".")[2]]))
-    return layers
-
-
-def _match(value: str, pattern: str) -> bool:
-    """vLLM ``is_equal_or_regex_match``: exact, or ``re:`` + ``re.match``."""
-    return re.match(pattern[3:], value) is not None if pattern.startswith("re:") else pattern == value
-
-
-def _decide(
-    name: str, shards: list[str], cls: str, ignore: list[str], targets: dict[str, Scheme]
-) -> tuple[str, str | None]:
-    """vLLM's verdict on one drafter Linear (module docstring): ``("ignored", entry)``, ``("unmatched", None)`` or
-    ``("quantized", target)``. ``shards`` (the names of a fused layer's parts) play no part: a drafter's quant config
-    has no fused mapping (see :func:`shard_only_ignores` for entries that would need one)."""
-    hits = [p for p in ignore if _match(name, p)]
-    if hits:
-        return "ignored", hits[0]
-    target = next((t for t in targets if _match(name, t)), None)
-    if target is None:
-        target = next(
-            (t for t in targets if (_match(cls, t) if t.startswith("re:") else t.lower() in cls.lower())),
-            None,
-        )
-    return ("quantized", target) if target is not None else ("unmatched", None)
-
-
-def shard_only_ignores(name: str, shards: list[str], ignore: list[str]) -> list[str]:
-    """The ``ignore`` entries that match a shard of fused layer ``name`` (vLLM names) but not ``name`` itself: written
-    for the checkpoint's Linears, they would ignore the layer where vLLM expands fused names into shards (the target's
-    quant config), but not in a drafter's."""
-    if not shards or any(_match(name, p) for p in ignore):
-        return []
-    return [p for p in ignore if any(_match(s, p) for s in shards)]
-
-
-def _suggest(entry: str) -> str:
-    """The anchored regex a bare ignore entry meant (``fc`` -> ``re:.*fc$``)."""
-    rest = re.sub(r"^(model\.)?(midlayer\.|layers\.\d+\.)?", "", entry.strip("*."))
-    return f"re:.*{re.escape(rest)}$"
+from eaglehub.drafter.shapes import is_low_precision_weight
+from eaglehub.findings import Finding, finding
 
 
 def _state(t: dict, base: str) -> str | None:
@@ -331,49 +158,6 @@ def _scheme_findings(t: dict, base: str, shape: tuple, scheme: Scheme) -> list[F
     return out
 
 
-def _block_fit(layer: Layer, scheme: Scheme, source: str, tp: int = 1) -> list[Finding]:
-    """vLLM ``validate_fp8_block_shape`` (``model_executor/layers/quantization/utils/fp8_utils.py``): at TP 1 every
-    shard of a merged layer but the last fills whole row blocks; at TP > 1 every column-parallel partition
-    (``rows / tp``) fills whole row blocks and every row-parallel one (``o_proj``, ``down_proj``: ``in / tp``) whole
-    column blocks. Replicated layers (``fc``, MLA ``kv_a_proj_with_mqa``) are never split."""
-    bn, bk = scheme.block
-    subject = f"{source}.config_groups.{scheme.group}.weights.block_structure"
-    leaf, cls = layer.name.rpartition(".")[2], layer.cls
-    fused = f"the fused {leaf}" if layer.fused else leaf
-    if cls == "ReplicatedLinear":
-        return []
-    if cls == "RowParallelLinear":
-        base, (_, inp) = layer.shards[0]
-        if tp > 1 and inp and inp % tp == 0 and (inp // tp) % bk:
-            return [
-                finding(
-                    "E-QUANT-CONFIG",
-                    subject,
-                    f"block_structure {list(scheme.block)}: {base} has {inp} input columns, "
-                    f'{inp // tp} per rank at TP {tp}, not a multiple of {bk}; vLLM refuses {leaf} ("not divisible by '
-                    'weight quantization block_k")',
-                    "pick a block size that divides every partition, or ignore those layers",
-                )
-            ]
-        return []
-    shards = layer.shards if tp > 1 else layer.shards[:-1]
-    bad = [
-        (b, s[0] // tp if tp > 1 else s[0]) for b, s in shards if s[0] and s[0] % tp == 0 and (s[0] // tp) % bn
-    ]  # rows % tp: E-TP-DIVISIBILITY
-    if not bad:
-        return []
-    (base, rows), per_rank = bad[0], f" per rank at TP {tp}" if tp > 1 else ""
-    return [
-        finding(
-            "E-QUANT-CONFIG",
-            subject,
-            f"block_structure {list(scheme.block)}: {base} has {rows} rows{per_rank}, not a multiple "
-            f'of {bn}; vLLM refuses {fused} ("not divisible by weight quantization block_n")',
-            "pick a block size that divides every fused projection's rows, or ignore those layers",
-        )
-    ]
-
-
 def _agreement(t: dict, layer: Layer) -> list[Finding]:
     """Without a definite verdict: the shards of a fused layer are all quantized or all not."""
     states = {b: _state(t, b) for b, _ in layer.shards}
@@ -393,12 +177,12 @@ def _agreement(t: dict, layer: Layer) -> list[Finding]:
 
 
 def _verdict(layer: Layer, worlds: list[tuple[int, list[str]]], qc: QuantConfig) -> tuple[str, str | None] | None:
-    """``(kind, target or entry)`` of :func:`_decide` if every world (target layer count × reading of the
+    """``(kind, target or entry)`` of :func:`decide_layer` if every world (target layer count × reading of the
     ignore list) agrees on the kind and target, else ``None``."""
     seen = {}
     for n, ignore in worlds:
         name, shards = layer.vllm_names(n)
-        kind, detail = _decide(name, shards, layer.cls, ignore, qc.targets)
+        kind, detail = decide_layer(name, shards, layer.cls, ignore, qc.targets)
         seen.setdefault((kind, detail if kind == "quantized" else None), (kind, detail))
     return next(iter(seen.values())) if len(seen) == 1 else None
 
@@ -426,17 +210,17 @@ def _ignore_findings(qc: QuantConfig, layers: list[Layer], ns, stored: set[str])
         if e.startswith("re:") or e in names:
             meant.append(e)
             continue
-        meant.append(_suggest(e))
+        meant.append(anchored_ignore(e))
         out.append(
             finding(
                 "E-QUANT-IGNORE",
                 where,
                 f"ignore entry {e!r} matches no layer: vLLM compares entries with its prefixed "
-                f"names (model.fc, model.layers.N+i.…, lm_head); write {_suggest(e)!r}",
+                f"names (model.fc, model.layers.N+i.…, lm_head); write {anchored_ignore(e)!r}",
             )
         )
     for module, vname, cls in HEADS:
-        verdict, target = _decide(vname, [], cls, meant, qc.targets)
+        verdict, target = decide_layer(vname, [], cls, meant, qc.targets)
         if f"{module}.weight" in stored and verdict == "quantized":
             out.append(
                 finding(
@@ -456,7 +240,7 @@ def _never_quantized(t: dict) -> list[Finding]:
     for n, info in t.items():
         base, _, leaf = n.rpartition(".")
         if (base in ("lm_head", "embed_tokens") or "norm" in base) and (
-            _low_weight(n, info.dtype) or leaf in ALL_PARAMS
+            is_low_precision_weight(n, info.dtype) or leaf in ALL_PARAMS
         ):
             by_base.setdefault(base, []).append(n)
     listed = {base: ", ".join(f"{n} {t[n].dtype}" for n in names) for base, names in by_base.items()}
@@ -511,7 +295,7 @@ def _layer_findings(
         elif scheme is not None:
             out += _scheme_findings(t, base, shape, scheme)
     if scheme is not None and scheme.block:
-        out += _block_fit(layer, scheme, qc.source, tp)
+        out += block_fit_findings(layer, scheme, qc.source, tp)
     return out
 
 
@@ -522,7 +306,7 @@ def check(ctx: Context) -> list[Finding]:
     * no config but quantized Linears: one E-QUANT-MISMATCH; a config but none quantized: one too;
     * a malformed config or unknown ``quant_method``: one E-QUANT-CONFIG, and nothing else of the config;
     * compressed-tensors: bare ignore entries and lm_head/embed_tokens not ignored (E-QUANT-IGNORE); per vLLM
-      Linear its verdict (:func:`_decide`) against the tensors (E-QUANT-MISMATCH: quantized but built
+      Linear its verdict (:func:`decide_layer`) against the tensors (E-QUANT-MISMATCH: quantized but built
       unquantized, unquantized but built quantized, shards ignored in part), the scheme's payload dtype
       (E-QUANT-MISMATCH) and parameters (E-QUANT-SCALE), block sizes of fused layers (E-QUANT-CONFIG);
     * other methods, and verdicts that depend on the unknown target layer count: fused shards agree

@@ -10,9 +10,15 @@ from collections import Counter
 import numpy as np
 
 from eaglehub.checks.context import Context, drafter_array
-from eaglehub.checks.quant import quantization_tensors
 from eaglehub.drafter.canonical import config_dtype
-from eaglehub.drafter.shapes import MAX_AUX_DESCRIBED, MLA, described_layers, expected_tensors, layer_kind
+from eaglehub.drafter.shapes import (
+    MAX_AUX_DESCRIBED,
+    MLA,
+    described_layers,
+    expected_tensors,
+    layer_kind,
+    quantization_tensors,
+)
 from eaglehub.findings import Finding, finding
 
 INIT_MIN_NUMEL = 4096  # smaller matrices are too noisy for the std test

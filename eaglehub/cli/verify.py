@@ -199,7 +199,8 @@ def verify_cmd(
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
     """
     from eaglehub.verify.command import OVERRIDABLE, VerifyRequest, run_verify_command
-    from eaglehub.verify.run import VerifyOptions, write_plot, write_report
+    from eaglehub.verify.options import VerifyOptions
+    from eaglehub.verify.report import write_plot, write_report
     from eaglehub.views.verify import render_report_and_baseline
 
     parallel = {

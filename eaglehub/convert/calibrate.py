@@ -512,7 +512,8 @@ def calibrated_upgrade(
     Raises:
         EaglehubError: see :func:`calibrate` and :func:`eaglehub.convert.run.convert`.
     """
-    from eaglehub.convert.run import convert, destination
+    from eaglehub.convert.run import convert
+    from eaglehub.convert.write import destination
     from eaglehub.io.source import resolve_source
 
     path, _ = resolve_source(str(src), convert_kwargs.get("revision"))
@@ -541,7 +542,8 @@ def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, *
     """
     import torch
 
-    from eaglehub.convert.run import convert, destination
+    from eaglehub.convert.run import convert
+    from eaglehub.convert.write import destination
     from eaglehub.drafter.canonical import default_aux_ids
     from eaglehub.engines.chat import encode_chat
     from eaglehub.engines.reference import ReferenceEngine

@@ -12,32 +12,23 @@ safetensors metadata (:mod:`eaglehub.io.provenance`).
 
 from __future__ import annotations
 
-import json
-import re
-import shutil
-import struct
-from dataclasses import dataclass, replace
 from pathlib import Path
 
+from eaglehub.convert.plan import (
+    aux_warnings,
+    calibration_provenance,
+    plan_conversion,
+    refuse_source_errors,
+    repair_config,
+)
+from eaglehub.convert.write import destination, shard_size, write_drafter
 from eaglehub.drafter.canonical import (
-    AUX_KEY,
     C_IN,
     C_OUT,
-    LLAMA,
-    MLA,
-    MLA_ARCHITECTURES,
-    Drafter,
-    derive_dims,
-    read_flags,
 )
 from eaglehub.errors import EaglehubError
-from eaglehub.formats.base import default_arch
-from eaglehub.formats.registry import FORMATS, LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, Loss, architecture, read_drafter
-from eaglehub.io.atomic import atomic_dir
-from eaglehub.io.provenance import PROVENANCE_FILE, make_provenance, safetensors_metadata, write_provenance
+from eaglehub.formats.registry import FORMATS, read_drafter
 from eaglehub.io.source import resolve_source
-from eaglehub.io.stformat import DTYPE_BY_TORCH
-from eaglehub.io.streaming import INDEX_FILE, OutTensor, write_checkpoint
 
 REPORT_SCHEMA = "eaglehub.convert-report/2"
 VERSIONS = ("3.1", "3")
@@ -49,479 +40,7 @@ NOT_EQUIVALENT = (
     "the 3.1 drafter is not numerically equivalent to the source: unit-weight fc_norm still rescales each aux "
     "chunk per token{extra}; re-measure acceptance (eaglehub verify) and expect to fine-tune"
 )
-#: the value 1.0 in each float dtype, little-endian (IEEE 754; bf16 = the top half of f32).
-ONE = {
-    "F64": struct.pack("<d", 1.0),
-    "F32": struct.pack("<f", 1.0),
-    "F16": struct.pack("<e", 1.0),
-    "BF16": b"\x80\x3f",
-}
-#: config keys a writer may add that mean nothing new when they hold the reader's default.
-#: ``None`` = the format wants the key stated (vLLM-native: the aux count next to the ids, docs/formats.md §7).
-DEFAULTED_KEYS = {
-    "num_aux_hidden_states": lambda fmt: None if fmt == "vllm" else 3,
-    "norm_before_residual": lambda fmt: fmt == "speculators",
-}
 ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
-
-
-def _source_errors(d: Drafter) -> None:
-    from eaglehub.checks.validate import run_checks
-
-    # without --deep's value checks: a byte-level conversion does not decode weights
-    errors = [f for f in run_checks(d) if f.severity == "error"]
-    if errors:
-        listed = ", ".join(sorted({f.code for f in errors}))
-        raise EaglehubError(
-            f"{d.path} has {len(errors)} error finding(s) ({listed}); refusing to convert",
-            hint=f"run `eaglehub validate {d.path}` and fix them first",
-            exit_code=1,
-        )
-
-
-def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, dict]:
-    """F16/F17: switches stored only in a sub-config vLLM does not read them from
-    (:func:`eaglehub.checks.config.misplaced_flags`) move to the top level. Returns the repaired
-    stored config and the format's carried keys, so the writer and the re-check see them there."""
-    from eaglehub.checks.config import misplaced_flags
-
-    raw, carried = json.loads(json.dumps(d.raw_config)), dict(d.carried.get(d.format, {}))
-    for where, key, value in misplaced_flags(d):
-        changes.append(
-            {
-                "key": key,
-                "old": None,
-                "new": value,
-                "why": f"stored only in {where}, where vLLM does not read it (F16, F17): moved to the top level",
-            }
-        )
-        raw[key] = raw[where].pop(key)
-        cfg[key] = value
-        if d.format == "speculators":  # the writer places keys by the stored layout it carried
-            carried["top_keys"] = [*carried.get("top_keys", ()), key]
-            carried["layer_keys"] = [k for k in carried.get("layer_keys", ()) if k != key]
-        elif isinstance(carried.get("eagle_config"), dict):
-            carried["eagle_config"] = {k: v for k, v in carried["eagle_config"].items() if k != key}
-    return raw, carried
-
-
-def _repair(d: Drafter) -> tuple[Drafter, list[dict]]:
-    """Config-only faults that convert fixes because the tensors say what is right (docs/failure-kinds.md):
-    F1, a target class or ``model_type`` in a drafter config (engines would build a full LM); F10, an
-    undeclared ``target_hidden_size`` that the ``fc`` width gives away (``Ht = fc.in / A``); F16/F17,
-    switches stored where vLLM does not read them (:func:`_lift_misplaced`)."""
-    if d.format not in FORMATS:
-        raise EaglehubError(
-            f"{d.path} is not a convertible EAGLE-3 drafter ({d.format}: {'; '.join(d.evidence)})",
-            hint=f"run `eaglehub validate {d.path}`",
-            exit_code=1,
-        )
-    cfg, changes = dict(d.config), []
-    raw, carried = _lift_misplaced(d, cfg, changes)
-
-    def change(key, new, why):
-        changes.append({"key": key, "old": cfg.get(key), "new": new, "why": why})
-        cfg[key] = new
-
-    kind, arch = d.layer_kind, architecture(cfg)
-    allowed = MLA_ARCHITECTURES if kind == MLA else LLAMA_EAGLE3_ARCHS | {RESEARCH_ARCH}
-    if arch not in allowed:
-        change("architectures", [default_arch(kind)], f"{arch} is not a drafter class (F1)")
-    if kind == LLAMA and cfg.get("model_type") != "llama":
-        change("model_type", "llama", "vLLM parses a Llama-style drafter as llama (F1)")
-    fc, dims = d.tensors.get("fc.weight"), d.dims
-    if (
-        not dims.Ht_declared
-        and fc is not None
-        and len(fc.shape) == 2
-        and dims.A
-        and fc.shape[1] % dims.A == 0
-        and fc.shape[1] // dims.A != dims.H
-    ):
-        change(
-            "target_hidden_size",
-            fc.shape[1] // dims.A,
-            f"fc.weight {list(fc.shape)} reads A = {dims.A} states of this width (F10)",
-        )
-    if not changes:
-        return d, []
-    return replace(
-        d,
-        config=cfg,
-        dims=derive_dims(cfg),
-        flags=read_flags(cfg),
-        raw_config=raw,
-        carried={**d.carried, d.format: carried},
-    ), changes
-
-
-def tensor_bytes(t, code: str) -> bytes:
-    """A torch tensor's values as little-endian bytes of safetensors dtype ``code`` (e.g. ``"BF16"``)."""
-    import torch
-
-    from eaglehub.io.stformat import DTYPES
-
-    return t.detach().to(getattr(torch, DTYPES[code].torch)).contiguous().cpu().view(torch.uint8).numpy().tobytes()
-
-
-def _upgrade(
-    d: Drafter, norm_output: bool, gains: list | None = None
-) -> tuple[Drafter, dict[str, OutTensor], list[dict]]:
-    """The 3.1 view of ``d``: flags set, ``fc_norm.{i}.weight`` = ones ``[Ht]`` in ``fc``'s dtype, or
-    ``gains[i]`` (calibrated, :mod:`eaglehub.convert.calibrate`)."""
-    if d.is_31:
-        raise EaglehubError(
-            f"{d.path} is already an EAGLE-3.1 drafter (fc_norm/norm_output set or fc_norm.* tensors present)",
-            hint="drop --to to change only the format",
-        )
-    fc = d.tensors["fc.weight"]
-    code = DTYPE_BY_TORCH[fc.dtype].code
-    if code not in ONE:
-        raise EaglehubError(
-            f"fc.weight is {fc.dtype}; fc_norm weights need a float dtype",
-            hint="upgrade the unquantized drafter, then quantize",
-        )
-    added = {
-        f"fc_norm.{i}.weight": OutTensor(
-            f"fc_norm.{i}.weight",
-            code,
-            (d.dims.Ht,),
-            d.dims.Ht * len(ONE[code]),
-            data=ONE[code] * d.dims.Ht if gains is None else tensor_bytes(gains[i], code),
-        )
-        for i in range(d.dims.A)
-    }
-    updates = {"fc_norm": True, "norm_output": norm_output}
-    changes = [{"key": k, "old": d.config.get(k), "new": v} for k, v in updates.items() if d.config.get(k) != v]
-    cfg = {**d.config, **updates}
-    view = replace(d, config=cfg, flags=read_flags(cfg), names={**d.names, **{n: n for n in added}})
-    return view, added, changes
-
-
-def _downgrade(d: Drafter) -> tuple[Drafter, list[dict]]:
-    """The EAGLE-3 view of a 3.1 drafter: ``fc_norm.*`` dropped, ``fc_norm``/``norm_output`` off (the
-    folded ``fc.weight`` comes in ``replaced``, :func:`eaglehub.convert.calibrate.fold_to_eagle3`)."""
-    updates = {"fc_norm": False, "norm_output": False}
-    changes = [
-        {"key": k, "old": d.config.get(k), "new": v} for k, v in updates.items() if d.config.get(k) not in (None, v)
-    ]
-    cfg = {k: v for k, v in d.config.items() if k not in updates}
-    names = {c: n for c, n in d.names.items() if not c.startswith("fc_norm.")}
-    return replace(d, config=cfg, flags=read_flags(cfg), names=names), changes
-
-
-def _apply_losses(d: Drafter, losses: list[Loss], fmt: str, force: bool) -> tuple[Drafter, list[dict]]:
-    fatal = [l for l in losses if l.fatal]
-    if fatal or (losses and not force):
-        listed = "; ".join(l.what for l in losses)
-        raise EaglehubError(
-            f"{fmt} cannot express this drafter: {listed}",
-            hint="choose another --format"
-            if fatal
-            else "choose another --format, or pass --force to drop it (recorded in eaglehub.json)",
-            exit_code=1,
-        )
-    cfg, names = dict(d.config), dict(d.names)
-    for loss in losses:
-        for k in loss.keys:
-            if k == "num_hidden_layers":
-                cfg[k] = FORMATS[fmt].max_layers
-            else:
-                cfg.pop(k, None)
-        for t in loss.tensors:
-            names.pop(t, None)
-    return replace(d, config=cfg, flags=read_flags(cfg), names=names), [
-        {"what": l.what, "tensors": list(l.tensors), "keys": list(l.keys)} for l in losses
-    ]
-
-
-def _source_tensor(d: Drafter, canonical: str, stored: str) -> OutTensor:
-    info = d.tensors[canonical]
-    code = info.st_dtype or DTYPE_BY_TORCH[info.dtype].code
-    if info.offset is not None:
-        return OutTensor(
-            stored, code, info.shape, info.nbytes, src_file=d.index.root / info.file, src_offset=info.offset
-        )
-
-    def buffer(name=canonical):  # pytorch_model.bin: one mmap'd tensor at a time
-        import torch
-
-        return d.load(name).contiguous().reshape(-1).view(torch.uint8).numpy()
-
-    return OutTensor(stored, code, info.shape, info.nbytes, buffer=buffer)
-
-
-def _replaced_tensor(d: Drafter, canonical: str, stored: str, value) -> OutTensor:
-    info = d.tensors[canonical]
-    code = info.st_dtype or DTYPE_BY_TORCH[info.dtype].code
-    if tuple(value.shape) != tuple(info.shape):
-        raise EaglehubError(
-            f"internal error: new {canonical} has shape {tuple(value.shape)}, the source {tuple(info.shape)}",
-            exit_code=1,
-        )
-    return OutTensor(stored, code, info.shape, info.nbytes, data=tensor_bytes(value, code))
-
-
-def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, OutTensor], list[str], list[str]]:
-    """Maps to synthesise and maps to omit for ``fmt`` (docs/formats.md §2): identity maps when
-    ``Vd == V``; ``t2d`` from ``d2t``. Both are derivable, so adding or omitting them loses nothing
-    (the source passed the d2t/t2d consistency checks)."""
-    V, Vd = d.dims.V, d.dims.Vd
-    want_d2t, want_t2d = FORMATS[fmt].wants_maps(V, Vd, original)
-    new, omit = {}, []
-    if "d2t" in d.names and not want_d2t:
-        omit.append("d2t")
-    if "t2d" in d.names and not want_t2d:
-        omit.append("t2d")
-    if want_d2t and "d2t" not in d.names:  # only reachable with Vd == V: the identity map
-        new["d2t"] = OutTensor("d2t", "I64", (Vd,), 8 * Vd, data=bytes(8 * Vd))
-    if want_t2d and "t2d" not in d.names:
-        import numpy as np
-
-        mask = np.zeros(V, dtype=np.bool_)
-        if "d2t" in d.names:
-            d2t = d.index.load_numpy(d.names["d2t"]).astype(np.int64)
-            mask[np.arange(Vd, dtype=np.int64) + d2t] = True
-        else:
-            mask[:] = True
-        new["t2d"] = OutTensor("t2d", "BOOL", (V,), V, data=mask.tobytes())
-    return new, omit, sorted(new)
-
-
-def aux_warnings(d: Drafter) -> list[str]:
-    """Say when the C-in/C-out decision for nested ids rests on a guess (docs/formats.md §3): the ids
-    matched no rule and the producer's convention was assumed, or a rule overrode it."""
-    aux = d.aux
-    if not (aux.key or "").startswith("eagle_config.") or aux.reason == "given with --aux-convention":
-        return []
-    producer = C_OUT if getattr(FORMATS.get(d.format), "nested_ids", False) else None
-    fix = "pass --aux-convention c-in|c-out if that is wrong"
-    if "producer's convention" in aux.reason:
-        return [f"aux-layer ids {aux.raw} match no rule; assumed {aux.convention}, {d.format}'s convention ({fix})"]
-    if producer and aux.convention != producer:
-        return [
-            f"aux-layer ids {aux.raw} read as {aux.convention} ({aux.reason}) although {d.format} writes {producer} ({fix})"
-        ]
-    return []
-
-
-def _aux_plan(d: Drafter, fmt: str) -> dict:
-    aux = d.aux
-    out_nested = getattr(FORMATS[fmt], "nested_ids", False)
-    plan = {
-        "source_key": aux.key,
-        "source_convention": aux.convention,
-        "c_in": aux.c_in,
-        "output_key": (f"eagle_config.{AUX_KEY}" if out_nested else AUX_KEY) if aux.raw is not None else None,
-    }
-    if aux.raw is not None and aux.c_in is None:
-        raise EaglehubError(
-            f"cannot tell whether the aux-layer ids {aux.raw} ({aux.key}) are C-in or C-out ({aux.reason})",
-            hint="name the convention with --aux-convention c-in|c-out (docs/formats.md §3)",
-            exit_code=1,
-        )
-    return plan
-
-
-def _drop_defaulted(cfg: dict, fmt: str, original_keys: set[str]) -> None:
-    """Remove keys a writer added on the way (not in the original) that hold the reader's default."""
-    for k, default in DEFAULTED_KEYS.items():  # speculators keeps both at its top level too
-        if k in cfg and k not in original_keys and cfg[k] == default(fmt):
-            cfg.pop(k)
-
-
-#: weights of any kind are never side files: a stale copy next to the new weights would be loaded by mistake
-WEIGHT_SUFFIXES = (
-    ".safetensors",
-    ".bin",
-    ".pt",
-    ".pth",
-    ".ckpt",
-    ".gguf",
-    ".index.json",
-    ".npz",
-    ".h5",
-    ".msgpack",
-)
-
-
-def _copy_side_files(src: Path, dst: Path, skip: set[str]) -> tuple[list[str], list[str]]:
-    """Copy the source's plain files (tokenizer, card, training notes) into ``dst``; weight files,
-    directories and hidden files are skipped. Returns ``(copied, skipped)`` names."""
-    copied, skipped = [], []
-    for p in sorted(src.iterdir()):
-        if p.name in skip:
-            continue
-        if p.name.startswith(".") or not p.is_file() or p.name.endswith(WEIGHT_SUFFIXES):
-            skipped.append(p.name + ("/" if p.is_dir() else ""))
-            continue
-        shutil.copy2(p, dst / p.name)
-        copied.append(p.name)
-    return copied, [s for s in skipped if not s.startswith(".")]
-
-
-def destination(src: Path, dst: Path, overwrite: bool) -> Path:
-    """``dst`` made absolute, refusing every place whose write (or ``--overwrite``) would touch the
-    source: ``src`` itself, a directory inside it, or one of its ancestors."""
-    if not dst.name or dst.name in (".", ".."):
-        dst = dst.resolve()
-    src_r, dst_r = src.resolve(), dst.resolve()
-    if dst_r == src_r or src_r in dst_r.parents:
-        raise EaglehubError(
-            f"DST {dst} is {'the source directory' if dst_r == src_r else 'inside the source directory'}",
-            hint="the source is never modified; choose a DST outside it",
-        )
-    cwd = Path.cwd().resolve()
-    if dst_r in src_r.parents or dst_r == cwd or dst_r in cwd.parents:
-        raise EaglehubError(
-            f"DST {dst} contains the source or the working directory",
-            hint="choose a new directory for the output",
-        )
-    if dst.exists() and not overwrite:
-        raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
-    return dst
-
-
-def shard_size(value: int | str | None) -> int | None:
-    """``--max-shard-size`` in bytes: an int, or a number with KB/MB/GB/TB (powers of 1000, as
-    huggingface_hub reads them) or KiB/MiB/GiB/TiB. Raises EaglehubError (exit 2) on anything else."""
-    if value is None:
-        return None
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)?\s*", str(value), re.IGNORECASE)
-    if m is None or float(m.group(1)) <= 0:
-        raise EaglehubError(
-            f"--max-shard-size {value!r} is not a size", hint="use e.g. 5GB, 500MB, 2GiB or a byte count"
-        )
-    unit = (m.group(2) or "B").upper()
-    scale = 1 if unit == "B" else (1024 if "I" in unit else 1000) ** ("KMGT".index(unit[0]) + 1)
-    return int(float(m.group(1)) * scale)
-
-
-@dataclass
-class Plan:
-    """Everything a conversion writes, decided before anything is written."""
-
-    view: Drafter  # the canonical drafter as it will be written (upgraded, forced drops applied)
-    format: str
-    added: dict[str, OutTensor]  # canonical name -> new tensor (3.1 fc_norm weights)
-    changes: list[dict]
-    dropped: list[dict]
-    aux: dict
-    omitted: list[str]
-    synthesized: list[str]
-    config: dict
-    tensors: list[OutTensor]  # in write order
-    stored: dict[str, str]  # canonical -> stored name
-    provenance: dict
-
-
-def _plan(
-    d: Drafter,
-    view: Drafter,
-    source: dict,
-    to: str | None,
-    out_fmt: str,
-    force: bool,
-    norm_output: bool,
-    verifier: str | None,
-    gains: list | None = None,
-    replaced: dict | None = None,
-) -> Plan:
-    """Everything the write needs, computed from headers and config only (plus ``d2t`` when a format
-    needs ``t2d`` derived): the output config, the tensor list, the provenance document.
-    ``gains``/``replaced``: calibrated ``fc_norm`` gains and fine-tuned tensors (canonical name →
-    torch tensor, written in the source tensor's dtype instead of its bytes)."""
-    view, added, changes = _upgrade(view, norm_output, gains) if to == "3.1" else (view, {}, [])
-    folded = []
-    if to == "3":
-        folded = [
-            {
-                "what": "EAGLE-3.1 fc_norm (folded into fc.weight: each aux chunk's columns x gain / mean RMS, an "
-                "approximation) and its switches",
-                "tensors": sorted(n for n in view.names if n.startswith("fc_norm.")),
-                "keys": sorted(k for k in ("fc_norm", "norm_output") if k in view.config),
-            }
-        ]
-        view, changes = _downgrade(view)
-    view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
-    dropped = folded + dropped
-    aux_plan = _aux_plan(view, out_fmt)
-    target = dict(view.target) if view.target else None
-    if verifier:
-        target = {**(target or {}), "name_or_path": verifier}
-    if out_fmt == "speculators" and not (target or {}).get("name_or_path"):
-        raise EaglehubError(
-            "the speculators format names its verifier (target), and this drafter does not record one",
-            hint="pass --verifier ORG/NAME (the target the drafter was trained for)",
-        )
-    original = (d.provenance or {}).get("original") or {
-        "tensors": sorted(d.names),
-        "config_keys": sorted(d.config),
-    }
-    maps, omitted, synthesized = _vocab_maps(view, out_fmt, set(original["tensors"]))
-    writer, carried = FORMATS[out_fmt], dict(view.carried)
-    cfg = writer.write_config(view, carried.get(out_fmt, {}), target)
-    _drop_defaulted(cfg, out_fmt, set(original["config_keys"]))
-    # in source byte order, so consecutive tensors go out in one kernel copy
-    canon = sorted(
-        (n for n in view.names if n not in omitted and n not in added),
-        key=lambda n: (view.tensors[n].file, view.tensors[n].offset or 0),
-    )
-    stored = writer.stored_names([*canon, *added, *maps], carried.get(out_fmt, {}))
-    tensors = [
-        _source_tensor(view, n, stored[n])
-        if n not in (replaced or {})
-        else _replaced_tensor(view, n, stored[n], replaced[n])
-        for n in canon
-    ]
-    tensors += [replace(t, name=stored[n]) for n, t in {**added, **maps}.items()]
-    prov = make_provenance(
-        {**source, "format": d.format, "version": d.version},
-        {
-            "format": out_fmt,
-            "version": to or ("3.1" if d.is_31 else "3"),
-            "added_tensors": sorted(added),
-            "synthesized_tensors": synthesized,
-            "omitted_tensors": sorted(omitted),
-            "replaced_tensors": sorted(replaced or {}),
-            "dropped": dropped,
-            "aux": aux_plan,
-        },
-        carried,
-        target,
-        original,
-        d.provenance,
-    )
-    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
-    aux_plan["output_ids"] = cfg.get(AUX_KEY, nested.get(AUX_KEY)) if aux_plan["output_key"] else None
-    return Plan(
-        view,
-        out_fmt,
-        added,
-        changes,
-        dropped,
-        aux_plan,
-        sorted(omitted),
-        synthesized,
-        cfg,
-        tensors,
-        stored,
-        prov,
-    )
-
-
-def calibration_provenance(report: dict) -> dict:
-    """What ``eaglehub.json`` keeps of a calibration report: target, prompts, norm_output, fine-tuning
-    and the held-out acceptance lengths (the full report stays in the convert report)."""
-    return {
-        "target": report["target"],
-        "prompts": report["prompts"],
-        "norm_output": report["norm_output"]["chosen"],
-        "fine_tuning": report["fine_tuning"],
-        "held_out_acceptance_length": {
-            k: v["acceptance_length"] for k, v in report["acceptance"].items() if isinstance(v, dict)
-        },
-    }
 
 
 def convert(
@@ -585,11 +104,11 @@ def convert(
             f"--aux-convention applies to nested (eagle_config) ids; {d.aux.key} is C-in by definition",
             hint="drop --aux-convention",
         )
-    repaired, repairs = _repair(d)
-    _source_errors(repaired)
+    repaired, repairs = repair_config(d)
+    refuse_source_errors(repaired)
     if calibration is not None:
         norm_output = calibration.norm_output
-    plan = _plan(
+    plan = plan_conversion(
         d,
         repaired,
         source,
@@ -603,22 +122,22 @@ def convert(
     )
     if calibration is not None and calibration.report:
         plan.provenance["conversion"]["calibration"] = calibration_provenance(calibration.report)
-    keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
-    advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else (lambda n: None)
-    try:
-        with atomic_dir(dst, overwrite=overwrite) as tmp:
-            files = write_checkpoint(
-                tmp, plan.tensors, safetensors_metadata(plan.provenance, keep_meta), max_shard_size, advance
-            )
-            (tmp / "config.json").write_text(json.dumps(plan.config, indent=2) + "\n")
-            write_provenance(tmp, plan.provenance)
-            side, skipped = _copy_side_files(path, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *d.index.files})
-            _check_output(tmp, plan.format, set(plan.stored.values()))
-    except OSError as exc:
-        raise EaglehubError(
-            f"cannot write {dst}: {exc.strerror or exc}",
-            hint="check permissions and free space of its directory",
-        ) from exc
+    advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else None
+    written = write_drafter(
+        path,
+        dst,
+        tensors=plan.tensors,
+        config=plan.config,
+        provenance=plan.provenance,
+        source_metadata=d.index.metadata,
+        source_files=d.index.files,
+        fmt=plan.format,
+        expected=set(plan.stored.values()),
+        overwrite=overwrite,
+        max_shard_size=max_shard_size,
+        advance=advance,
+    )
+    files, side, skipped = written.files, written.copied_files, written.skipped_files
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
     warnings = [NOT_EQUIVALENT.format(extra=extra)] if to and calibration is None else []
     forced = plan.dropped[1:] if to == "3" else plan.dropped  # the fold (first) has its own warning
@@ -650,23 +169,3 @@ def convert(
         "warnings": warnings,
         "calibration": (calibration.report or None) if calibration is not None else None,
     }
-
-
-def _check_output(tmp: Path, fmt: str, expected: set[str]) -> None:
-    """Re-read the written checkpoint (headers only) and validate it; any error is a bug here."""
-    from eaglehub.checks.validate import run_checks
-
-    out = read_drafter(tmp, fmt=fmt)
-    if set(out.index.names()) != expected:
-        raise EaglehubError(
-            f"written tensor set differs from the plan: {sorted(set(out.index.names()) ^ expected)}",
-            hint="report this bug",
-            exit_code=1,
-        )
-    errors = [f for f in run_checks(out) if f.severity == "error"]
-    if errors:
-        raise EaglehubError(
-            f"the converted drafter fails validation: {', '.join(f.code + ' ' + f.subject for f in errors)}",
-            hint="report this bug (or convert with another --format)",
-            exit_code=1,
-        )

@@ -8,9 +8,20 @@ reports the missing field).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from eaglehub.drafter.canonical import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_index, layer_kind  # noqa: F401 (re-exported)
+from eaglehub.drafter.quant_config import (
+    ALL_PARAMS,
+    CT,
+    CT_PARAMS,
+    HIGH_PRECISION,
+    KV_PARAMS,
+    LOOSE_METHODS,
+    LOOSE_PARAMS,
+    read_quant_config,
+)
 
 #: fc_norm gain vectors described at most: a config may claim any num_aux_hidden_states, and
 #: E-AUX-COUNT already reports a count the fc width does not bear out
@@ -161,7 +172,7 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
     Quantized drafters (a quantization config or low-precision weights; docs/quantization.md §2): also
     ``B.weight_packed [out, ⌈in·bits/32⌉]`` for every ``B.weight`` (``B.weight`` then optional) and the
     quantization parameters present (scales, zero points, ``weight_shape``, KV-cache scales) with their
-    stored shapes, which :mod:`eaglehub.checks.quant` checks (:func:`eaglehub.checks.quant.quantized_specs`).
+    stored shapes, which :mod:`eaglehub.checks.quant` checks (:func:`eaglehub.drafter.shapes.quantized_specs`).
     """
     d, f = drafter.dims, drafter.flags
     layers = described_layers(drafter)
@@ -214,6 +225,58 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
         )
         for i in range(min(d.A, MAX_AUX_DESCRIBED))
     ]
-    from eaglehub.checks.quant import quantized_specs  # here, not at the top: the checks package imports this module
-
     return quantized_specs(drafter, specs)
+
+
+def is_low_precision_weight(name: str, dtype: str) -> bool:
+    return (name.endswith(".weight") and dtype not in HIGH_PRECISION) or name.endswith(".weight_packed")
+
+
+def quantization_tensors(drafter: Drafter) -> set[str]:
+    """Names of quantized payloads (low-precision ``*.weight``, ``*.weight_packed``) and quantization
+    parameters (scales, zero points, ``weight_shape``, KV scales), whatever the config says: the dtype
+    check (``E-TENSOR-DTYPE``) leaves them to this module."""
+    return {
+        n
+        for n, i in drafter.tensors.items()
+        if is_low_precision_weight(n, i.dtype) or n.rpartition(".")[2] in ALL_PARAMS
+    }
+
+
+def quantized_specs(drafter: Drafter, specs: list[TensorSpec]) -> list[TensorSpec]:
+    """``specs`` (:func:`eaglehub.drafter.shapes.expected_tensors`) extended by the tensors of a quantized drafter
+    (one with a quantization config or any low-precision weight; others come back unchanged).
+
+    For every ``B.weight [out, in]``: ``B.weight_packed [out, ⌈in·bits/w⌉]`` (``w`` = 32 for int32, 8 for
+    uint8 storage; ``bits`` from the config's pack-quantized groups, else unknown), optional, and then
+    ``B.weight`` is optional too; a uint8 ``B.weight`` (two FP4 values a byte) is ``[out, ?]``. The
+    quantization parameters of the method (:data:`CT_PARAMS`, :data:`LOOSE_PARAMS`; both without a
+    config) that are present, and ``<layer>.self_attn.{k,v}_scale``, are allowed with their stored
+    shapes: :func:`check` owns those shapes and reports missing ones."""
+    t = drafter.tensors
+    qc = read_quant_config(drafter)
+    if qc is None and not any(is_low_precision_weight(n, i.dtype) for n, i in t.items()):
+        return specs
+    params = CT_PARAMS if qc and qc.method == CT else LOOSE_PARAMS if qc and qc.method in LOOSE_METHODS else ALL_PARAMS
+    bits = {s.bits for s in qc.targets.values() if s.packed} if qc else set()
+    out = []
+    for s in specs:
+        base = s.name.removesuffix(".weight")
+        if base == s.name:
+            out.append(s)
+            continue
+        packed, stored = f"{base}.weight_packed", t.get(s.name)
+        two_d = len(s.shape) == 2
+        fp4_bytes = stored is not None and stored.dtype == "uint8" and two_d
+        out.append(
+            replace(s, required=s.required and packed not in t, shape=(s.shape[0], None) if fp4_bytes else s.shape)
+        )
+        if two_d:
+            word = {"int32": 32, "uint8": 8}.get(t[packed].dtype if packed in t else "int32")
+            cols = math.ceil(s.shape[1] * next(iter(bits)) / word) if len(bits) == 1 and word and s.shape[1] else None
+            out.append(TensorSpec(packed, (s.shape[0], cols), required=False))
+        names = [f"{base}.{p}" for p in params]
+        if base.endswith("self_attn.o_proj"):  # KV-cache scales hang off the attention module
+            names += [f"{base.removesuffix('o_proj')}{p}" for p in KV_PARAMS]
+        out += [TensorSpec(n, t[n].shape, required=False) for n in names if n in t]
+    return out

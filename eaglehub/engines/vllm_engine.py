@@ -28,6 +28,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -267,3 +268,15 @@ def _worker(request_path: str, result_path: str) -> None:
 
 if __name__ == "__main__":
     _worker(sys.argv[1], sys.argv[2])
+
+
+def serve_command(target: Path | str, drafter: Path | str, k: int) -> str:
+    """The ready-to-paste ``vllm serve`` line for the pair (docs/vllm.md §8: method + absolute path).
+
+    A ``str`` target or drafter is a Hub repo id and is written as given (a published drafter's card)."""
+    from eaglehub.engines.vllm_engine import speculative_config
+
+    config = speculative_config(Path(drafter), k)
+    if isinstance(drafter, str):
+        config["model"] = drafter
+    return f"vllm serve {shlex.quote(str(target))} --speculative-config {shlex.quote(json.dumps(config))}"

@@ -17,9 +17,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from eaglehub.engines.vllm_engine import serve_command
 from eaglehub.io.source import REPO_ID
 from eaglehub.target import SMOLLM2_ALIASES
-from eaglehub.verify.run import serve_command
 
 SMOLLM2_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
 VERIFY_FILE = "eaglehub-verify.json"

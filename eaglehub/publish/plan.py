@@ -79,7 +79,7 @@ def find_verify_entry(
 
     Raises: EaglehubError (exit 2): ``given`` is not a readable verify report.
     """
-    from eaglehub.verify.run import load_reference_report
+    from eaglehub.verify.regression import load_reference_report
 
     notes = []
     for path in [Path(given)] if given else [p for p in report_candidates(src) if p.is_file()]:

@@ -2,9 +2,9 @@
 layout vLLM loads (docs/quantization.md §2–§5).
 
 **What is quantized.** The Linear modules vLLM builds under the drafter's quantization config
-(:func:`eaglehub.checks.quant.vllm_layers`: ``qkv_proj``, ``o_proj``, ``gate_up_proj``, ``down_proj``, MLA's
+(:func:`eaglehub.drafter.quant_layers.vllm_layers`: ``qkv_proj``, ``o_proj``, ``gate_up_proj``, ``down_proj``, MLA's
 ``fused_qkv_a_proj``, ``q_b_proj``, ``kv_b_proj``, and ``fc`` unless kept), decided the way vLLM decides
-(:func:`eaglehub.checks.quant._decide` against the ignore list written, for every target layer count):
+(:func:`eaglehub.drafter.quant_layers.decide_layer` against the ignore list written, for every target layer count):
 all shards of a fused layer or none. ``lm_head``, ``embed_tokens``, every norm (``fc_norm.{i}``,
 ``input_norm``), ``d2t`` (int64) and ``t2d`` (bool) keep their bytes: vLLM builds them unquantized.
 
@@ -111,8 +111,8 @@ def _scheme(name: str):
 
 def _anchored(pattern: str) -> str:
     """A user ``--ignore`` entry as vLLM will match it: ``re:`` patterns as given (they must compile), bare names
-    as the anchored regex they mean (``fc`` -> ``re:.*fc$``; :func:`eaglehub.checks.quant._suggest`)."""
-    from eaglehub.checks.quant import _suggest
+    as the anchored regex they mean (``fc`` -> ``re:.*fc$``; :func:`eaglehub.drafter.quant_layers.anchored_ignore`)."""
+    from eaglehub.drafter.quant_layers import anchored_ignore
 
     if pattern.startswith("re:"):
         try:
@@ -128,7 +128,7 @@ def _anchored(pattern: str) -> str:
             f"--ignore {pattern!r} names no module",
             hint="e.g. --ignore down_proj or --ignore 're:.*mlp\\..*'",
         )
-    return _suggest(pattern)
+    return anchored_ignore(pattern)
 
 
 def _layer_pattern(layer) -> str:
@@ -160,27 +160,27 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
         EaglehubError: an ignore entry that matches some but not all shards of a fused layer (vLLM refuses it,
             exit 2); nothing left to quantize (exit 1).
     """
-    from eaglehub.checks.quant import (
+    from eaglehub.drafter.quant_config import Scheme
+    from eaglehub.drafter.quant_layers import (
         UNKNOWN_TARGET_LAYERS,
-        _block_fit,
-        _decide,
-        _match,
+        block_fit_findings,
+        decide_layer,
+        ignore_matches,
         shard_only_ignores,
         vllm_layers,
         vllm_name,
     )
-    from eaglehub.drafter.quant_config import Scheme
 
     sch = _scheme(scheme)
     block = tuple(sch.weights.block_structure) if sch.weights.block_structure else None
     written = [*HEAD_IGNORE, *([FC_IGNORE] if keep_fc else []), *dict.fromkeys(_anchored(p) for p in ignore)]
     layers, not_divisible = vllm_layers(d), []
     if block:
-        # vLLM's rule exactly as validate applies it (checks.quant._block_fit, TP 1)
+        # vLLM's rule exactly as validate applies it (checks.quant.block_fit_findings, TP 1)
         group = Scheme("group_0", "fp8", "float", 8, "block", block, None, True, False, False)
         for layer in layers:
-            refused = _block_fit(layer, group, "quantization_config")
-            if refused and _decide(*layer.vllm_names(1), layer.cls, written, {"Linear": None})[0] != "ignored":
+            refused = block_fit_findings(layer, group, "quantization_config")
+            if refused and decide_layer(*layer.vllm_names(1), layer.cls, written, {"Linear": None})[0] != "ignored":
                 written.append(_layer_pattern(layer))
                 not_divisible.append(
                     {
@@ -192,7 +192,9 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
     names = [n for layer in layers for name, shards in [layer.vllm_names(1)] for n in (name, *shards)]
     names += ["lm_head", "model.embed_tokens", "model.fc"]
     for pattern in dict.fromkeys(_anchored(p) for p in ignore):
-        if not any(_match(n, pattern) for n in names):  # most likely a typo: say so instead of writing a dead entry
+        if not any(
+            ignore_matches(n, pattern) for n in names
+        ):  # most likely a typo: say so instead of writing a dead entry
             raise EaglehubError(
                 f"--ignore {pattern!r} matches no module vLLM builds for this drafter",
                 hint=f"vLLM's names: {', '.join(names[:4])}, ...; e.g. --ignore 're:.*mlp\\.down_proj$'",
@@ -200,7 +202,7 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
     verdicts: dict[str, tuple[str, str | None]] = {}
     layer_rows = []
     for layer in layers:
-        seen = {_decide(*layer.vllm_names(n), layer.cls, written, {"Linear": None}) for n in UNKNOWN_TARGET_LAYERS}
+        seen = {decide_layer(*layer.vllm_names(n), layer.cls, written, {"Linear": None}) for n in UNKNOWN_TARGET_LAYERS}
         if len(seen) != 1:  # an entry naming vLLM's layer index: its meaning depends on the target
             raise EaglehubError(
                 f"the ignore list decides {layer.name} differently for different target layer counts",
@@ -211,12 +213,16 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
         if only:
             leaf = layer.name.rpartition(".")[2]
             raise EaglehubError(
-                f"--ignore {', '.join(only)} matches {', '.join(b.rpartition('.')[2] for b, _ in layer.shards if any(_match(vllm_name(b, 1), p) for p in only))} "
+                f"--ignore {', '.join(only)} matches {', '.join(b.rpartition('.')[2] for b, _ in layer.shards if any(ignore_matches(vllm_name(b, 1), p) for p in only))} "
                 f"but not the fused {leaf}: vLLM builds a drafter's {leaf} as one layer and compares the ignore "
                 "list with that name only",
                 hint=f"ignore the whole layer: --ignore 're:.*{leaf}$'",
             )
-        if kind == "ignored" and layer.fused and not all(any(_match(b, p) for p in written) for b, _ in layer.shards):
+        if (
+            kind == "ignored"
+            and layer.fused
+            and not all(any(ignore_matches(b, p) for p in written) for b, _ in layer.shards)
+        ):
             # compressed-tensors' reader matches the checkpoint's names (q_proj, ...): name the shards too
             written.append(_layer_pattern(layer))
         for base, _ in layer.shards:
@@ -446,13 +452,13 @@ def dequantize_tensors(d, tensors: dict) -> dict:
 
 
 def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, keep_fc: bool):
-    """The convert plan of the vLLM-native layout (:func:`eaglehub.convert.run._plan`) with each quantized weight replaced
+    """The convert plan of the vLLM-native layout (:func:`eaglehub.convert.run.plan_conversion`) with each quantized weight replaced
     by its float8 payload + scale (computed when written: one tensor in memory at a time) and the quantization
     config and provenance added. Returns ``(convert plan, tensors to write, stored names expected)``."""
-    from eaglehub.convert.run import _plan
+    from eaglehub.convert.plan import plan_conversion
     from eaglehub.io.stformat import DTYPE_BY_TORCH
 
-    cp = _plan(d, repaired, source, None, "vllm", False, True, None)
+    cp = plan_conversion(d, repaired, source, None, "vllm", False, True, None)
     by_name = {e.canonical: e for e in plan.entries}
     quantizer = _Quantizer(d, scheme)
     canonical_of = {s: c for c, s in cp.stored.items()}
@@ -543,13 +549,11 @@ def quantize(
             compressed-tensors not installed (exit 2); a source with error findings, already quantized, with nothing
             to quantize, or an output that fails validation (exit 1; ``dst`` untouched).
     """
-    from eaglehub.convert.run import _check_output, _copy_side_files, _repair, _source_errors, destination
+    from eaglehub.convert.plan import refuse_source_errors, repair_config
+    from eaglehub.convert.write import destination, write_drafter
     from eaglehub.formats.registry import read_drafter
-    from eaglehub.io.atomic import atomic_dir
-    from eaglehub.io.provenance import PROVENANCE_FILE, safetensors_metadata, write_provenance
     from eaglehub.io.schemas import check_output
     from eaglehub.io.source import resolve_source
-    from eaglehub.io.streaming import INDEX_FILE, write_checkpoint
 
     if scheme not in SCHEMES:
         raise EaglehubError(f"unknown scheme {scheme!r}", hint=f"use --scheme {' | '.join(SCHEMES)}")
@@ -564,8 +568,8 @@ def quantize(
         i.dtype not in ("float16", "bfloat16", "float32", "float64", "int64", "bool") for i in d.tensors.values()
     ):
         raise EaglehubError(f"{path} is already quantized", hint="quantize the unquantized drafter", exit_code=1)
-    repaired, _ = _repair(d)
-    _source_errors(repaired)
+    repaired, _ = repair_config(d)
+    refuse_source_errors(repaired)
     plan = plan_quantization(repaired, scheme, ignore, keep_fc)
     cp, tensors, expected = _plan_checkpoint(d, repaired, source, plan, scheme, keep_fc)
     stored = dict(cp.stored.items())
@@ -597,20 +601,21 @@ def quantize(
     if dry_run:
         check_output(report, "quantize-report", "quantize report")
         return report
-    keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
-    try:
-        with atomic_dir(out_dir, overwrite=overwrite) as tmp:
-            files = write_checkpoint(tmp, tensors, safetensors_metadata(cp.provenance, keep_meta))
-            (tmp / "config.json").write_text(json.dumps(cp.config, indent=2) + "\n")
-            write_provenance(tmp, cp.provenance)
-            _copy_side_files(path, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *d.index.files})
-            _check_output(tmp, "vllm", expected)
-            report["sizes"]["files_bytes_after"] = sum((tmp / f).stat().st_size for f in files)
-    except OSError as exc:
-        raise EaglehubError(
-            f"cannot write {out_dir}: {exc.strerror or exc}",
-            hint="check permissions and free space of its directory",
-        ) from exc
+    assert out_dir is not None  # dst is required unless dry_run
+    written = write_drafter(
+        path,
+        out_dir,
+        tensors=tensors,
+        config=cp.config,
+        provenance=cp.provenance,
+        source_metadata=d.index.metadata,
+        source_files=d.index.files,
+        fmt="vllm",
+        expected=expected,
+        overwrite=overwrite,
+    )
+    files = written.files
+    report["sizes"]["files_bytes_after"] = written.weight_bytes
     report["files"] = files
     check_output(report, "quantize-report", "quantize report")
     return report

@@ -496,7 +496,7 @@ def build_report(
     costs: Costs,
 ) -> dict:
     """Assemble the report (schema ``schemas/speedup-report.schema.json``)."""
-    from eaglehub.verify.run import serve_command
+    from eaglehub.engines.vllm_engine import serve_command
 
     levels = sorted(plan.levels)
     categories: dict[str, int] = {}

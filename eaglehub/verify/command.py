@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from eaglehub.errors import UsageError
-from eaglehub.verify.run import VerifyOptions
+from eaglehub.verify.options import VerifyOptions
 
 #: options whose value, when given on the command line, overrides the manifest's per-pair setting
 OVERRIDABLE = ("k", "dtype")
@@ -41,7 +41,8 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
     from eaglehub.engines.registry import make_engines
     from eaglehub.verify.pairing import exit_code as pairs_exit_code
     from eaglehub.verify.pairing import run_pairs, select
-    from eaglehub.verify.run import exit_code, run_verify
+    from eaglehub.verify.report import exit_code
+    from eaglehub.verify.run import run_verify
 
     opts = request.options
     log_dir = Path(request.engine_log) if request.engine_log else None

@@ -26,7 +26,9 @@ from eaglehub import __version__
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import check_output, write_output
 from eaglehub.verify.manifest import DEFAULT_MANIFEST, Manifest, Pair, load_manifest
-from eaglehub.verify.run import VerifyOptions, run_verify, write_report
+from eaglehub.verify.options import VerifyOptions
+from eaglehub.verify.report import write_report
+from eaglehub.verify.run import run_verify
 
 SUMMARY_SCHEMA = "verify-summary"
 SUMMARY_VERSION = 1

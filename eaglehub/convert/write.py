@@ -1,0 +1,159 @@
+"""The one atomic path that writes a drafter checkpoint: tensors, config, provenance and side files,
+validated before DST appears (shared by convert, calibrate and quantize)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eaglehub.errors import EaglehubError
+from eaglehub.formats.registry import read_drafter
+from eaglehub.io.atomic import atomic_dir
+from eaglehub.io.provenance import PROVENANCE_FILE, safetensors_metadata, write_provenance
+from eaglehub.io.streaming import INDEX_FILE, write_checkpoint
+
+#: weights of any kind are never side files: a stale copy next to the new weights would be loaded by mistake
+WEIGHT_SUFFIXES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".ckpt",
+    ".gguf",
+    ".index.json",
+    ".npz",
+    ".h5",
+    ".msgpack",
+)
+
+
+def copy_side_files(src: Path, dst: Path, skip: set[str]) -> tuple[list[str], list[str]]:
+    """Copy the source's plain files (tokenizer, card, training notes) into ``dst``; weight files,
+    directories and hidden files are skipped. Returns ``(copied, skipped)`` names."""
+    copied, skipped = [], []
+    for p in sorted(src.iterdir()):
+        if p.name in skip:
+            continue
+        if p.name.startswith(".") or not p.is_file() or p.name.endswith(WEIGHT_SUFFIXES):
+            skipped.append(p.name + ("/" if p.is_dir() else ""))
+            continue
+        shutil.copy2(p, dst / p.name)
+        copied.append(p.name)
+    return copied, [s for s in skipped if not s.startswith(".")]
+
+
+def destination(src: Path, dst: Path, overwrite: bool) -> Path:
+    """``dst`` made absolute, refusing every place whose write (or ``--overwrite``) would touch the
+    source: ``src`` itself, a directory inside it, or one of its ancestors."""
+    if not dst.name or dst.name in (".", ".."):
+        dst = dst.resolve()
+    src_r, dst_r = src.resolve(), dst.resolve()
+    if dst_r == src_r or src_r in dst_r.parents:
+        raise EaglehubError(
+            f"DST {dst} is {'the source directory' if dst_r == src_r else 'inside the source directory'}",
+            hint="the source is never modified; choose a DST outside it",
+        )
+    cwd = Path.cwd().resolve()
+    if dst_r in src_r.parents or dst_r == cwd or dst_r in cwd.parents:
+        raise EaglehubError(
+            f"DST {dst} contains the source or the working directory",
+            hint="choose a new directory for the output",
+        )
+    if dst.exists() and not overwrite:
+        raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
+    return dst
+
+
+def shard_size(value: int | str | None) -> int | None:
+    """``--max-shard-size`` in bytes: an int, or a number with KB/MB/GB/TB (powers of 1000, as
+    huggingface_hub reads them) or KiB/MiB/GiB/TiB. Raises EaglehubError (exit 2) on anything else."""
+    if value is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B)?\s*", str(value), re.IGNORECASE)
+    if m is None or float(m.group(1)) <= 0:
+        raise EaglehubError(
+            f"--max-shard-size {value!r} is not a size", hint="use e.g. 5GB, 500MB, 2GiB or a byte count"
+        )
+    unit = (m.group(2) or "B").upper()
+    scale = 1 if unit == "B" else (1024 if "I" in unit else 1000) ** ("KMGT".index(unit[0]) + 1)
+    return int(float(m.group(1)) * scale)
+
+
+def check_written(tmp: Path, fmt: str, expected: set[str]) -> None:
+    """Re-read the written checkpoint (headers only) and validate it; any error is a bug here."""
+    from eaglehub.checks.validate import run_checks
+
+    out = read_drafter(tmp, fmt=fmt)
+    if set(out.index.names()) != expected:
+        raise EaglehubError(
+            f"written tensor set differs from the plan: {sorted(set(out.index.names()) ^ expected)}",
+            hint="report this bug",
+            exit_code=1,
+        )
+    errors = [f for f in run_checks(out) if f.severity == "error"]
+    if errors:
+        raise EaglehubError(
+            f"the converted drafter fails validation: {', '.join(f.code + ' ' + f.subject for f in errors)}",
+            hint="report this bug (or convert with another --format)",
+            exit_code=1,
+        )
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write_drafter` wrote: weight files, copied and skipped side files, weight bytes."""
+
+    files: list[str]
+    copied_files: list[str]
+    skipped_files: list[str]
+    weight_bytes: int
+
+
+def write_drafter(
+    source_dir: Path,
+    dst: Path,
+    *,
+    tensors: Sequence[Any],
+    config: dict,
+    provenance: dict,
+    source_metadata: dict[str, str],
+    source_files: Sequence[str],
+    fmt: str,
+    expected: set[str],
+    overwrite: bool,
+    max_shard_size: int | None = None,
+    advance: Callable[[int], None] | None = None,
+) -> Written:
+    """Write a drafter checkpoint to ``dst`` atomically: the tensors (sharded above ``max_shard_size``),
+    ``config.json``, ``eaglehub.json`` and the source's side files, then read it back as format ``fmt``
+    and check it stores exactly ``expected`` tensors before ``dst`` appears. The source's own
+    safetensors metadata is kept except eaglehub's keys and ``format``.
+
+    Raises:
+        EaglehubError: ``dst`` cannot be written (exit 2) or the result fails validation (exit 1);
+            in both cases ``dst`` is untouched.
+    """
+    keep_meta = {k: v for k, v in source_metadata.items() if not k.startswith("eaglehub.") and k != "format"}
+    try:
+        with atomic_dir(dst, overwrite=overwrite) as tmp:
+            files = write_checkpoint(
+                tmp, tensors, safetensors_metadata(provenance, keep_meta), max_shard_size, advance or (lambda n: None)
+            )
+            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+            write_provenance(tmp, provenance)
+            side, skipped = copy_side_files(
+                source_dir, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *source_files}
+            )
+            check_written(tmp, fmt, expected)
+            weight_bytes = sum((tmp / f).stat().st_size for f in files)
+    except OSError as exc:
+        raise EaglehubError(
+            f"cannot write {dst}: {exc.strerror or exc}",
+            hint="check permissions and free space of its directory",
+        ) from exc
+    return Written(files, side, skipped, weight_bytes)

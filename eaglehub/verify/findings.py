@@ -1,0 +1,122 @@
+"""Verify findings of one drafter: losslessness against the target alone, wiring, low acceptance."""
+
+from __future__ import annotations
+
+from eaglehub.engines.base import RunResult, SpecCounters
+from eaglehub.findings import Finding, finding
+from eaglehub.measure import acceptance
+from eaglehub.measure.requests import Request
+
+
+def compare_outputs(requests: list[Request], baseline: RunResult, run: RunResult) -> list[dict]:
+    """Per request (:class:`Request`, the runs' output order): id, turn, category, match, first
+    divergent output position, output token counts."""
+    rows = []
+    for r, ref, out in zip(requests, baseline.outputs, run.outputs):
+        div = acceptance.first_divergence(ref, out)
+        rows.append(
+            {
+                "id": r.id,
+                "turn": r.turn,
+                "category": r.category,
+                "match": div is None,
+                "first_divergence": div,
+                "num_output_tokens": len(out),
+                "num_output_tokens_target": len(ref),
+            }
+        )
+    return rows
+
+
+def _overall(run: RunResult) -> SpecCounters:
+    return acceptance.total(run.group_counters.values())
+
+
+def _where(rows: list[dict]) -> str:
+    return ", ".join(f"{r['id']}@{r['first_divergence']}" for r in rows[:8]) + (" …" if len(rows) > 8 else "")
+
+
+def _lossless_findings(rows: list[dict]) -> list[Finding]:
+    """E-VERIFY-LOSSLESS for divergences forensics did not explain as near-ties (all of them when no
+    forensics ran), else one W-VERIFY-NEAR-TIE."""
+    bad = [r for r in rows if not r["match"]]
+    if not bad:
+        return []
+    faults = [r for r in bad if (r.get("forensics") or {}).get("classification") != "near_tie"]
+    if not faults:
+        return [
+            finding(
+                "W-VERIFY-NEAR-TIE",
+                "outputs",
+                f"{len(bad)} of {len(rows)} prompts diverge, each at a near-tie of the target's top-2 logits "
+                f"(id@first divergent token: {_where(bad)})",
+            )
+        ]
+    explained = sum(r.get("forensics") is not None for r in faults)
+    return [
+        finding(
+            "E-VERIFY-LOSSLESS",
+            "outputs",
+            f"{len(faults)} of {len(rows)} prompts differ from the target alone (id@first divergent token: "
+            f"{_where(faults)}){'; forensics: not near-ties' if explained else ''}",
+            hint="greedy float32 on CPU must be token-identical; check the target/drafter pairing and the engine "
+            "version; the prompts' forensics give the target's top-2 logits at the divergence",
+        )
+    ]
+
+
+def _low_al_findings(overall: SpecCounters, per_category: dict[str, SpecCounters]) -> list[Finding]:
+    """One W-VERIFY-LOW-AL for the overall AL and one per category below the bar (F13)."""
+    scopes = [("acceptance.overall", "overall", overall)]
+    scopes += [(f"acceptance.per_category.{g}", f"category {g}", c) for g, c in per_category.items()]
+    out = []
+    for subject, label, c in scopes:
+        al = acceptance.acceptance_length(c)
+        if acceptance.low_acceptance_length(al):
+            out.append(
+                finding(
+                    "W-VERIFY-LOW-AL",
+                    subject,
+                    f"{label}: acceptance length {al:.3f} < {acceptance.LOW_AL_THRESHOLD} over {c.num_drafts} drafts "
+                    f"(tokens per verify pass, bonus included)",
+                )
+            )
+    return out
+
+
+def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
+    """Findings of one drafter run, from its compared outputs ``rows`` and its counters.
+
+    E-VERIFY-LOSSLESS (any prompt differs), E-VERIFY-NOT-WIRED (position-0 acceptance below
+    :data:`~eaglehub.measure.acceptance.NOT_WIRED_THRESHOLD`, or nothing drafted), E-VERIFY-COUNTERS (one
+    per category whose counters break :func:`~eaglehub.measure.acceptance.check_consistency`; the overall sum
+    is consistent whenever every category is) and W-VERIFY-LOW-AL (:func:`_low_al_findings`).
+    A drafter that is not wired gets no low-AL warnings: its AL is at most 1 + k · 0.02, and the
+    error already says why.
+    """
+    findings = _lossless_findings(rows)
+    overall = _overall(run)
+    not_wired = acceptance.drafter_not_wired(overall)
+    if not_wired:
+        findings.append(
+            finding(
+                "E-VERIFY-NOT-WIRED",
+                "acceptance.overall",
+                f"position-0 acceptance is ≈ 0 (< {acceptance.NOT_WIRED_THRESHOLD}) over {overall.num_drafts} drafts",
+                hint="the drafter's predictions do not reach the target: check d2t, aux layer ids, weight names "
+                "(a missing tensor loads silently in vLLM) and that the drafter was trained for this target",
+            )
+        )
+    for g, c in run.group_counters.items():
+        problems = acceptance.check_consistency(c, k)
+        if problems:
+            findings.append(
+                finding(
+                    "E-VERIFY-COUNTERS",
+                    f"acceptance.per_category.{g}",
+                    f"category {g}: " + "; ".join(problems),
+                )
+            )
+    if not not_wired:
+        findings += _low_al_findings(overall, run.group_counters)
+    return findings

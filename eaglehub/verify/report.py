@@ -1,0 +1,203 @@
+"""The verify report: per-drafter sections, the whole report, its schema check and where it is written."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from eaglehub import __version__
+from eaglehub.engines.base import RunResult
+from eaglehub.engines.vllm_engine import serve_command
+from eaglehub.errors import EaglehubError
+from eaglehub.io.schemas import check_output, write_output
+from eaglehub.measure import acceptance
+from eaglehub.measure.prompts import Prompt, describe_prompts
+from eaglehub.measure.requests import MULTI_TURN_DEFINITION, Request, requests_of
+from eaglehub.verify import cross_engine, forensics
+from eaglehub.verify.findings import _overall, compare_outputs, drafter_findings
+from eaglehub.verify.options import REPORT_SCHEMA, REPORT_VERSION, VerifyOptions
+from eaglehub.verify.regression import (
+    Reference,
+    ReferenceContext,
+    compare_with_reference,
+    settings_differences,
+)
+
+
+def drafter_report(
+    drafter: Path,
+    target: Path,
+    k: int,
+    requests: list[Request],
+    baseline: RunResult,
+    run: RunResult,
+    reference: ReferenceContext | None = None,
+    explain=None,
+) -> dict:
+    """The report section of one drafter: outputs compared per request (``requests``: the runs'
+    output order, :func:`requests_of`), acceptance per category and overall, findings, and (with
+    ``reference``) the comparison with the reference report.
+
+    ``explain(rows, run) -> ({request id: forensics dict}, note or None)``: divergence forensics for
+    the divergent rows (:func:`forensics_for`); ``None``: none (each row's ``forensics`` stays ``None``)."""
+    from eaglehub.engines.vllm_engine import speculative_config
+
+    rows = compare_outputs(requests, baseline, run)
+    explained, note = explain([r for r in rows if not r["match"]], run) if explain else ({}, None)
+    for r in rows:
+        r["forensics"] = explained.get(r["id"])
+    findings = drafter_findings(rows, run, k)
+    overall = _overall(run)
+    comparison = None
+    if reference is not None:
+        comparison, regression = compare_with_reference(drafter, acceptance.acceptance_length(overall), reference)
+        findings += regression
+    findings.sort(key=lambda f: f.severity != "error")  # errors first, each group in check order (stable sort)
+    from eaglehub.io.digest import files_sha256
+
+    return {
+        "drafter": str(drafter),
+        "files_sha256": files_sha256(drafter),  # what `eaglehub publish` matches a checkpoint against
+        "speculative_config": speculative_config(drafter, k),
+        "serve_command": serve_command(target, drafter, k),
+        "lossless": all(r["match"] for r in rows),
+        "num_prompts": len(rows),
+        "num_prompts_matched": sum(r["match"] for r in rows),
+        "acceptance": {
+            "overall": acceptance.acceptance_stats(overall),
+            "per_category": {g: acceptance.acceptance_stats(c) for g, c in run.group_counters.items()},
+            "per_request_mean_acceptance_length": acceptance.per_request_mean(run.prompt_counters),
+        },
+        "timing": _timing(run),
+        "speed_ratio": round(run.output_tokens_per_second / baseline.output_tokens_per_second, 3)
+        if baseline.output_tokens_per_second
+        else None,
+        "prompts": rows,
+        "findings": [f.as_dict() for f in findings],
+        "passed": not any(f.severity == "error" for f in findings),
+        "reference": comparison,
+        "forensics_note": note,
+    }
+
+
+def build_report(
+    opts: VerifyOptions,
+    target: Path,
+    prompts: list[Prompt],
+    prompts_file: Path,
+    baseline: RunResult,
+    runs: list[tuple[Path, RunResult]],
+    reference: Reference | None = None,
+    explain=None,
+    requests: list[Request] | None = None,
+) -> dict:
+    """Assemble the full report (schema: ``schemas/verify-report.schema.json``); with ``reference``,
+    every drafter is compared with it at ``opts.al_tolerance`` (:func:`compare_with_reference`);
+    ``explain``: divergence forensics (:func:`drafter_report`); ``requests``: the order of the runs'
+    outputs (default :func:`requests_of` ``prompts``)."""
+    requests = requests_of(prompts) if requests is None else requests
+    described = describe_prompts(prompts)
+    engine = {"name": baseline.engine, "version": baseline.engine_version}
+    batching = "one batch per prompt category, identical for every run; counters read between batches"
+    if described["multi_turn"]:  # turn n + 1's input needs the baseline's turn-n output, so it cannot run in one go
+        batching = (
+            "one batch per prompt category, all its turns together; the primary engine's target-alone run "
+            "goes turn by turn (one batch per category and turn); counters read between batches"
+        )
+    settings = {
+        "num_speculative_tokens": opts.k,
+        "max_tokens": opts.max_tokens,
+        "dtype": opts.dtype,
+        "temperature": 0.0,
+        "seed": opts.seed,
+        "max_model_len": opts.max_model_len,
+        "engine_options": dict(opts.engine_options),
+        "batching": batching,
+    }
+    prompts_section = {
+        "file": str(prompts_file),
+        "sha256": hashlib.sha256(prompts_file.read_bytes()).hexdigest(),
+        "count": len(prompts),
+        "categories": described["categories"],
+        **{key: described[key] for key in ("format", "max_turns", "multi_turn")},
+        "requests": len(requests),
+    }
+    ctx = (
+        None
+        if reference is None
+        else ReferenceContext(
+            reference,
+            opts.al_tolerance,
+            engine,
+            opts.k,
+            settings_differences(settings, prompts_section, reference.report),
+        )
+    )
+    drafters = [drafter_report(d, target, opts.k, requests, baseline, r, ctx, explain) for d, r in runs]
+    return {
+        "report_version": REPORT_VERSION,
+        "tool": {"name": "eaglehub", "version": __version__},
+        "engine": engine,
+        "target": {"spec": opts.target, "path": str(target)},
+        "settings": settings,
+        "prompts": prompts_section,
+        "definitions": {
+            "acceptance_length": acceptance.AL_DEFINITION,
+            "acceptance_rate_per_position": acceptance.PER_POSITION_DEFINITION,
+            "draft_acceptance_rate": acceptance.DRAFT_RATE_DEFINITION,
+            "per_request_mean_acceptance_length": acceptance.PER_REQUEST_DEFINITION,
+            "first_divergence": "0-based index of the first output token that differs from the target alone",
+            "forensics": forensics.DEFINITION,
+            "cross_engine": cross_engine.DEFINITION,
+            "multi_turn": MULTI_TURN_DEFINITION,
+        },
+        "baseline": _timing(baseline),
+        "drafters": drafters,
+        "passed": all(d["passed"] for d in drafters),
+    }
+
+
+def validate_report(report: dict) -> None:
+    """Check ``report`` against ``schemas/verify-report.schema.json``.
+
+    Raises:
+        EaglehubError: the report breaks the schema (a bug in eaglehub; exit code 1).
+    """
+    check_output(report, REPORT_SCHEMA, "verify report")
+
+
+def write_report(report: dict, path: Path) -> None:
+    """Validate, then write ``report`` as JSON to ``path`` atomically (temporary file + rename).
+
+    Raises:
+        EaglehubError: schema violation (see :func:`validate_report`) or the file cannot be written.
+    """
+    write_output(report, path, REPORT_SCHEMA, "verify report")
+
+
+def write_plot(report: dict, path: Path) -> None:
+    """PNG of acceptance length per category and acceptance rate per position (:mod:`eaglehub.views.plots`).
+
+    Raises:
+        EaglehubError: the file cannot be written.
+    """
+    from eaglehub.views.plots import plot_acceptance
+
+    try:
+        plot_acceptance(report, path)
+    except OSError as exc:
+        raise EaglehubError(f"cannot write plot {path}: {exc}") from exc
+
+
+def exit_code(report: dict) -> int:
+    """1 when any drafter has an error finding (E-VERIFY-*), else 0; warnings never fail."""
+    return 0 if report["passed"] else 1
+
+
+def _timing(run: RunResult) -> dict:
+    return {
+        "load_seconds": round(run.load_seconds, 3),
+        "generate_seconds": round(run.generate_seconds, 3),
+        "output_tokens": run.num_output_tokens,
+        "output_tokens_per_second": round(run.output_tokens_per_second, 3),
+    }
