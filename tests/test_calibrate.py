@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from test_reference_engine import PROMPTS, _constant_drafter, target  # noqa: F401  (fixture)
 
 from eaglehub.cli import main
-from eaglehub.convert import calibrate
+from eaglehub.convert import calibrate, finetune
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import schema_errors
 
@@ -114,7 +114,7 @@ def test_fine_tuning_scopes(tmp_path, pair):
         tune["steps"] == 2
         and tune["train"] == "norms"
         and tune["lr"] == 1e-2
-        and tune["label_weight"] == calibrate.DEFAULT_LABEL_WEIGHT
+        and tune["label_weight"] == finetune.DEFAULT_LABEL_WEIGHT
     )
     assert "KL(source drafter || upgraded)" in tune["objective"]
     assert norms["calibration"]["norm_output"]["reason"] == "forced by --no-norm-output"
@@ -134,7 +134,7 @@ def test_default_fine_tunes_every_weight_distilling_the_source(tmp_path, pair):
         calibrate.DEFAULT_STEPS,
         "all",
         1e-4,
-        calibrate.DEFAULT_LABEL_WEIGHT,
+        finetune.DEFAULT_LABEL_WEIGHT,
     )
     assert tune["loss_last"] < tune["loss_first"]
     src, out = (
@@ -152,7 +152,7 @@ def test_default_fine_tunes_every_weight_distilling_the_source(tmp_path, pair):
     assert (
         schema_errors(prov, "provenance") == [] and prov["conversion"]["replaced_tensors"] == report["replaced_tensors"]
     )
-    assert prov["conversion"]["calibration"]["fine_tuning"]["label_weight"] == calibrate.DEFAULT_LABEL_WEIGHT
+    assert prov["conversion"]["calibration"]["fine_tuning"]["label_weight"] == finetune.DEFAULT_LABEL_WEIGHT
     assert (
         prov["conversion"]["calibration"]["held_out_acceptance_length"]["calibrated"]
         == acc["calibrated"]["acceptance_length"]

@@ -17,6 +17,7 @@ from eaglehub.cli import main
 from eaglehub.io.digest import files_sha256
 from eaglehub.io.schemas import validate_json
 from eaglehub.verify import run as verify
+from eaglehub.verify.report import write_report
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def verified(tmp_path, monkeypatch, make_drafter, make_target):
         opts = verify.VerifyOptions(
             target=str(target), drafters=[str(drafter)], k=3, max_tokens=4, prompts_file=str(prompts)
         )
-        verify.write_report(verify.run_verify(opts, engine=engine), tmp_path / f"{name}.verify.json")
+        write_report(verify.run_verify(opts, engine=engine), tmp_path / f"{name}.verify.json")
     return tmp_path / "good", target
 
 
@@ -269,7 +270,7 @@ def test_a_validation_error_is_refused(verified, fake_hub, hf_env, tmp_path, mon
     opts = verify.VerifyOptions(
         target=str(target), drafters=[str(broken)], k=3, max_tokens=4, prompts_file=str(tmp_path / "p.jsonl")
     )
-    verify.write_report(
+    write_report(
         verify.run_verify(opts, engine=ScriptedEngine({"broken": (BASE, GOOD)})),
         tmp_path / "broken.verify.json",
     )

@@ -11,8 +11,8 @@ import pytest
 import torch
 from test_findings import to_mla
 
-from eaglehub.drafter.quant_layers import vllm_name
 from eaglehub.checks.validate import validate
+from eaglehub.drafter.quant_layers import vllm_name
 from eaglehub.drafter.shapes import expected_tensors
 from eaglehub.formats.registry import read_drafter
 from eaglehub.io.schemas import validate_json

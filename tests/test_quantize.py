@@ -25,7 +25,8 @@ from eaglehub.cli import main
 from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import read_drafter
 from eaglehub.io.schemas import validate_json
-from eaglehub.quant.quantize import dequantize_tensors, dequantize_weight, quantize, quantize_weight
+from eaglehub.quant.quantize import quantize
+from eaglehub.quant.weights import dequantize_tensors, dequantize_weight, quantize_weight
 
 LLAMA_LINEARS = {
     f"midlayer.{p}.weight"

@@ -417,7 +417,7 @@ def test_engine_sampling_test_on_an_engine_s_own_outputs(target):
 
 def test_replaying_a_recorded_target_run_gives_the_engine_s_counters(tmp_path, target):
     """Greedy acceptance from the recorded continuation (drafter passes only) equals a live engine run."""
-    from eaglehub.engines.reference import replay_acceptance
+    from eaglehub.engines.replay import replay_acceptance
 
     drafter, _ = _constant_drafter(tmp_path, target)
     engine = ReferenceEngine()

@@ -17,6 +17,7 @@ from eaglehub.engines.base import Engine, RunResult, SpecCounters
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import schema_errors
 from eaglehub.speedup import run as speedup
+from eaglehub.speedup.model import expected_al
 from eaglehub.views.speedup import plot_speedup
 
 alphas = st.floats(0.0, 1.0)
@@ -28,7 +29,7 @@ vs = st.floats(0.05, 20.0)
 
 
 def test_expected_al_and_leviathan_speedup_of_the_paper_example():
-    assert speedup.expected_al(0.8, 3) == pytest.approx(2.952, abs=1e-12)  # 1 + .8 + .64 + .512
+    assert expected_al(0.8, 3) == pytest.approx(2.952, abs=1e-12)  # 1 + .8 + .64 + .512
     assert speedup.leviathan_speedup(0.8, 3, 0.05) == pytest.approx(2.952 / 1.15, abs=1e-12)
     assert round(speedup.leviathan_speedup(0.8, 3, 0.05), 2) == 2.57
 
@@ -37,7 +38,7 @@ def test_implied_alpha_of_the_vllm_ci_acceptance_length():
     alpha = speedup.implied_alpha(2.60, 3)  # Llama-3.1-8B + RedHatAI eagle3 in vLLM CI (benchmarks.md §2)
     assert alpha == pytest.approx(0.7171, abs=1e-4)
     assert round(alpha, 2) == 0.72 and 0.70 < alpha < 0.72  # "≈ 0.71": between the CI's conditional rates
-    assert speedup.expected_al(alpha, 3) == pytest.approx(2.60, abs=1e-12)
+    assert expected_al(alpha, 3) == pytest.approx(2.60, abs=1e-12)
     assert speedup.implied_alpha(2.952, 3) == pytest.approx(0.8, abs=1e-12)
 
 
@@ -58,9 +59,9 @@ def test_general_speedup_and_bound_with_the_cpu_costs_of_benchmarks_md():
         lambda: speedup.implied_alpha(4.01, 3),
         lambda: speedup.implied_alpha(float("nan"), 3),
         lambda: speedup.implied_alpha(2.0, 0),
-        lambda: speedup.expected_al(1.01, 3),
-        lambda: speedup.expected_al(-0.1, 3),
-        lambda: speedup.expected_al(0.5, True),
+        lambda: expected_al(1.01, 3),
+        lambda: expected_al(-0.1, 3),
+        lambda: expected_al(0.5, True),
         lambda: speedup.leviathan_speedup(0.5, 3, -0.1),
         lambda: speedup.general_speedup(0.9, 3, 1.0, 1.0, 0.0),
         lambda: speedup.general_speedup(2.0, 3, 0.0, 1.0, 0.0),
@@ -74,7 +75,7 @@ def test_formulas_refuse_values_outside_their_domain(call):
 
 @given(alphas, ks)
 def test_alpha_to_al_to_alpha_round_trip(alpha, k):
-    al = speedup.expected_al(alpha, k)
+    al = expected_al(alpha, k)
     assert 1.0 <= al <= k + 1
     assert speedup.implied_alpha(al, k) == pytest.approx(alpha, abs=1e-9)
 
@@ -83,12 +84,12 @@ def test_alpha_to_al_to_alpha_round_trip(alpha, k):
 def test_al_1_means_alpha_0_and_al_k_plus_1_means_alpha_1(k):
     assert speedup.implied_alpha(1.0, k) == 0.0
     assert speedup.implied_alpha(float(k + 1), k) == 1.0
-    assert speedup.expected_al(1.0, k) == k + 1
+    assert expected_al(1.0, k) == k + 1
 
 
 @given(alphas, ks, cs)
 def test_leviathan_is_the_general_formula_with_a_one_forward_verify(alpha, k, c):
-    al = speedup.expected_al(alpha, k)
+    al = expected_al(alpha, k)
     assert speedup.general_speedup(al, k, 1.0, 1.0, c) == pytest.approx(
         speedup.leviathan_speedup(alpha, k, c), rel=1e-12
     )
@@ -97,7 +98,7 @@ def test_leviathan_is_the_general_formula_with_a_one_forward_verify(alpha, k, c)
 @given(alphas, ks, cs, vs)
 def test_speedup_never_exceeds_the_bound(alpha, k, c, v):
     bound = speedup.speedup_bound(k, v, c)
-    assert speedup.general_speedup(speedup.expected_al(alpha, k), k, 1.0, v, c) <= bound * (1 + 1e-12)
+    assert speedup.general_speedup(expected_al(alpha, k), k, 1.0, v, c) <= bound * (1 + 1e-12)
     assert speedup.leviathan_speedup(alpha, k, c) <= speedup.speedup_bound(k, 1.0, c) * (1 + 1e-12)
 
 

@@ -101,8 +101,8 @@ import numpy as np  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from eaglehub.io.decode import fp8_table  # noqa: E402
 from eaglehub.io.stformat import DTYPES  # noqa: E402
-from eaglehub.io.tensorio import fp8_table  # noqa: E402
 
 FP8 = {
     "F8_E4M3": torch.float8_e4m3fn,

@@ -16,6 +16,7 @@ from eaglehub.findings import rule_catalogue
 from eaglehub.io.schemas import load_schema, validate_json
 from eaglehub.measure import acceptance
 from eaglehub.verify import run as verify
+from eaglehub.verify.report import exit_code, write_plot, write_report
 
 BASE = [
     [5, 6, 7, 8],
@@ -115,7 +116,7 @@ def test_good_drafter_report(setup):
     report = verify.run_verify(_opts(tmp_path, target, prompts, "good"), engine=engine)
     assert engine.calls == [(None, 3, 4), ("good", 3, 4)]
     d = report["drafters"][0]
-    assert d["lossless"] and d["passed"] and report["passed"] and verify.exit_code(report) == 0
+    assert d["lossless"] and d["passed"] and report["passed"] and exit_code(report) == 0
     assert d["num_prompts_matched"] == 4 and d["findings"] == [] and d["reference"] is None
     overall = d["acceptance"]["overall"]
     assert overall["num_drafts"] == 10 and overall["num_accepted_tokens"] == 11
@@ -171,7 +172,7 @@ def test_several_drafters_share_one_baseline_and_fail_by_code(setup):
     assert good["forensics_note"] is None
     assert rows["c2"]["first_divergence"] == 2 and rows["c2"]["num_output_tokens"] == 2
     assert rows["m1"]["match"] and rows["m1"]["first_divergence"] is None
-    assert not report["passed"] and verify.exit_code(report) == 1
+    assert not report["passed"] and exit_code(report) == 1
 
 
 @pytest.mark.parametrize(
@@ -218,7 +219,7 @@ def test_f5_valid_nontrivial_d2t_still_not_wired_from_engine_counters(setup, mak
     d = report["drafters"][0]
     assert codes(d) == [("E-VERIFY-NOT-WIRED", "acceptance.overall")]  # no low-AL warnings on top: the error says why
     assert "position-0 acceptance" in d["findings"][0]["message"] and d["lossless"]
-    assert verify.exit_code(report) == 1
+    assert exit_code(report) == 1
 
 
 def test_low_acceptance_length_warns_per_category_and_overall_without_failing(setup):
@@ -237,7 +238,7 @@ def test_low_acceptance_length_warns_per_category_and_overall_without_failing(se
         ("W-VERIFY-LOW-AL", "acceptance.per_category.math"),
         ("W-VERIFY-LOW-AL", "acceptance.per_category.coding"),
     ]
-    assert one["passed"] and both["passed"] and report["passed"] and verify.exit_code(report) == 0
+    assert one["passed"] and both["passed"] and report["passed"] and exit_code(report) == 0
 
 
 def test_broken_counters(setup):
@@ -263,7 +264,7 @@ def reference(setup):
     """A reference report written by an earlier run: engine `scripted 1.0`, drafter `good` at AL 2.1."""
     tmp_path, target, prompts, engine = setup
     path = tmp_path / "reference.json"
-    verify.write_report(verify.run_verify(_opts(tmp_path, target, prompts, "good"), engine=engine), path)
+    write_report(verify.run_verify(_opts(tmp_path, target, prompts, "good"), engine=engine), path)
     return path
 
 
@@ -299,7 +300,7 @@ def test_al_regression_against_reference_names_both_engines_and_k(setup, referen
         "name": "scripted",
         "version": "1.0",
     }
-    assert not report["passed"] and verify.exit_code(report) == 1
+    assert not report["passed"] and exit_code(report) == 1
 
 
 @pytest.mark.parametrize(
@@ -318,7 +319,7 @@ def test_reference_comparison_outcomes(setup, reference, al, tolerance, regresse
     assert d["reference"]["status"] == "compared"
     assert d["reference"]["relative_change"] == pytest.approx(acceptance.relative_change(al, 2.1))
     assert ("E-VERIFY-AL-REGRESSION" in [c for c, _ in codes(d)]) is regressed
-    assert d["passed"] is not regressed and verify.exit_code(report) == int(regressed)
+    assert d["passed"] is not regressed and exit_code(report) == int(regressed)
 
 
 def test_same_engine_regression_points_elsewhere(setup, reference):
@@ -424,11 +425,11 @@ def test_report_written_is_schema_valid_and_invalid_one_is_refused(setup):
     tmp_path, target, prompts, engine = setup
     report = verify.run_verify(_opts(tmp_path, target, prompts, "good", "lossy"), engine=engine)
     out = tmp_path / "reports" / "verify.json"
-    verify.write_report(report, out)
+    write_report(report, out)
     assert json.loads(out.read_text()) == report
     report["drafters"][0]["acceptance"]["overall"]["acceptance_length"] = 0.5  # AL < 1 is impossible
     with pytest.raises(EaglehubError, match="acceptance_length"):
-        verify.write_report(report, tmp_path / "bad.json")
+        write_report(report, tmp_path / "bad.json")
     assert not (tmp_path / "bad.json").exists()
 
 
@@ -438,7 +439,7 @@ def test_plot_is_written_atomically_as_a_png(setup):
     tmp_path, target, prompts, engine = setup
     report = verify.run_verify(_opts(tmp_path, target, prompts, "good", "dead"), engine=engine)
     out = tmp_path / "plots" / "acceptance.png"
-    verify.write_plot(report, out)
+    write_plot(report, out)
     with Image.open(out) as img:
         assert img.format == "PNG" and img.size == (1800, 675)
     assert [p.name for p in out.parent.iterdir()] == ["acceptance.png"]  # no temporary file left

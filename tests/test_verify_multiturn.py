@@ -19,6 +19,7 @@ from eaglehub.engines.chat import ChatTokenizer
 from eaglehub.engines.reference import ReferenceEngine
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import validate_json
+from eaglehub.measure.requests import merge_runs
 from eaglehub.verify import run as verify
 
 EOS = 255
@@ -292,16 +293,16 @@ def test_merge_runs_places_outputs_and_sums_seconds_and_counters():
         [SpecCounters(1, 3, 2, (1, 1, 0))],
         group_seconds={"x": 2.0},
     )
-    m = verify.merge_runs([([0, 2], a), ([1], b)], 3)
+    m = merge_runs([([0, 2], a), ([1], b)], 3)
     assert m.outputs == [[1], [4], [2, 3]]
     assert m.prompt_counters == [a.prompt_counters[0], b.prompt_counters[0], a.prompt_counters[1]]
     assert m.group_counters == {"x": SpecCounters(3, 9, 3, (2, 1, 0)), "y": SpecCounters(1, 3, 0, (0, 0, 0))}
     assert (m.generate_seconds, m.load_seconds, m.group_seconds, m.engine) == (3.5, 0.75, {"x": 3.5}, "e")
-    assert verify.merge_runs([([0, 1], a)], 2) is a
+    assert merge_runs([([0, 1], a)], 2) is a
     b.prompt_counters = None  # one phase without per-request counters: none merged
-    assert verify.merge_runs([([0, 2], a), ([1], b)], 3).prompt_counters is None
+    assert merge_runs([([0, 2], a), ([1], b)], 3).prompt_counters is None
     with pytest.raises(ValueError, match="cover requests 0..2 once"):
-        verify.merge_runs([([0, 1], a), ([1], b)], 3)
+        merge_runs([([0, 1], a), ([1], b)], 3)
 
 
 def test_requests_of_orders_turns_within_each_prompt(tmp_path):

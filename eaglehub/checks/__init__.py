@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from eaglehub.checks import aux, config, engine, quant, target, tensors, vocab
 from eaglehub.checks.context import Context, Options, TargetInfo, read_target
+from eaglehub.checks.flags import check_flags
 
 CHECKS = [
     config.check_schema,
     config.check_architecture,
     config.check_rope,
     config.check_misc,
-    config.check_flags,
+    check_flags,
     config.check_mla,
     tensors.check_prefix,
     tensors.check_expected,

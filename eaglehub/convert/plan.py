@@ -42,7 +42,7 @@ def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, d
     """F16/F17: switches stored only in a sub-config vLLM does not read them from
     (:func:`eaglehub.checks.config.misplaced_flags`) move to the top level. Returns the repaired
     stored config and the format's carried keys, so the writer and the re-check see them there."""
-    from eaglehub.checks.config import misplaced_flags
+    from eaglehub.checks.flags import misplaced_flags
 
     raw, carried = json.loads(json.dumps(d.raw_config)), dict(d.carried.get(d.format, {}))
     for where, key, value in misplaced_flags(d):

@@ -29,6 +29,7 @@ from eaglehub.io.schemas import check_output, write_output
 from eaglehub.measure import acceptance
 from eaglehub.measure.padding import PaddedPrompts, Skipped, build_contexts, max_context, padding_source
 from eaglehub.measure.prompts import Prompt, default_prompts_path, load_prompts
+from eaglehub.measure.runner import progress_runner, resolve_drafter
 
 REPORT_SCHEMA = "diagnose-report"
 REPORT_VERSION = 1
@@ -121,13 +122,7 @@ def _resolve_drafter(spec: str) -> tuple[Path, str]:
     """``(resolved directory, EAGLE version)``. Raises: EaglehubError (exit 2) as ``read_drafter``."""
     from eaglehub.formats.registry import read_drafter
 
-    path = Path(spec).expanduser()
-    if not (path / "config.json").is_file():
-        raise EaglehubError(
-            f"drafter {spec} is not a directory with config.json",
-            hint="pass a local EAGLE-3 / EAGLE-3.1 drafter checkpoint directory",
-        )
-    path = path.resolve()
+    path = resolve_drafter(spec)
     return path, read_drafter(path).version
 
 
@@ -345,30 +340,11 @@ def _run_all(
     engine: Engine, specs: list[tuple[Path, PaddedPrompts, RunSpec]], groups: list[str], console
 ) -> list[RunResult]:
     """Every (drafter, context) run in order, with a rich progress bar (one task per run, in prompts)."""
-    if console is None:
-        return [engine.run(s, c.ids, groups) for _, c, s in specs]
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    results = []
-    with Progress(*columns, console=console, transient=False) as bar:
-        for drafter, c, s in specs:
-            task = bar.add_task(f"{drafter.name} · context {c.context_tokens} · k={s.k}", total=len(groups))
-            results.append(engine.run(s, c.ids, groups, progress=lambda _g, n, t=task: bar.advance(t, n)))
-    return results
+    with progress_runner(console) as run:
+        return [
+            run(engine, s, c.ids, groups, f"{drafter.name} · context {c.context_tokens} · k={s.k}")
+            for drafter, c, s in specs
+        ]
 
 
 # --- terminal view ---------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def run_by_turn(run, requests: list[Request], encode, decode) -> tuple[RunResult
     return merge_runs(phases, len(requests)), ids
 
 
-def _chat_codec(target: Path, prompts: list[Prompt]):
+def chat_codec(target: Path, prompts: list[Prompt]):
     """``(encode, decode)`` for :func:`run_by_turn`. Single-turn sets go through
     :func:`~eaglehub.engines.chat.encode_chat` as before multi-turn support; multi-turn sets load
     one :class:`~eaglehub.engines.chat.ChatTokenizer` and render the longest chat once with empty

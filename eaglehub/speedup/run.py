@@ -25,13 +25,10 @@ v ≈ 1.7 (docs/speedup.md §1), so CPU speedups are not GPU speedups.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import math
-import statistics
-import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eaglehub import __version__
@@ -41,15 +38,13 @@ from eaglehub.io import jsonio
 from eaglehub.io.schemas import check_output, write_output
 from eaglehub.measure import acceptance
 from eaglehub.measure.prompts import default_prompts_path, load_prompts
+from eaglehub.speedup.costs import DEFAULT_PREFIX_TOKENS, DEFAULT_REPEATS, Costs, measure_costs
+from eaglehub.speedup.model import PAPER, general_speedup, implied_alpha, leviathan_speedup, speedup_bound
 
 REPORT_SCHEMA = "speedup-report"
 REPORT_VERSION = 1
 DEFAULT_CONCURRENCY = (1, 4, 16)
-DEFAULT_PREFIX_TOKENS = 256
-DEFAULT_REPEATS = 10
-WARMUP_REPEATS = 2
 WARMUP_GROUP = "warmup"
-PAPER = "Leviathan et al. 2023, arXiv 2211.17192"
 
 DEFINITIONS = {
     "concurrency": "prompts decoded together: each batch of a level is one llm.generate call of exactly that many "
@@ -80,222 +75,7 @@ DEFINITIONS = {
 # --- formulas --------------------------------------------------------------------------------------
 
 
-def _check_k(k: int) -> None:
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k (num_speculative_tokens) must be an integer >= 1, got {k!r}")
-
-
-def _check_alpha(alpha: float) -> None:
-    if not 0.0 <= alpha <= 1.0:  # also refuses NaN
-        raise ValueError(f"alpha must be an acceptance rate in [0, 1], got {alpha!r}")
-
-
-def expected_al(alpha: float, k: int) -> float:
-    """Expected acceptance length E[AL] = (1 − α^{k+1}) / (1 − α) for i.i.d. acceptance rate ``alpha``.
-
-    Leviathan et al. 2023 (arXiv 2211.17192), eq. (1): the expected number of tokens one verify pass
-    produces with γ = ``k`` draft tokens, bonus token included, so 1 ≤ E[AL] ≤ k + 1.
-
-    Raises:
-        ValueError: ``alpha`` outside [0, 1] or ``k`` < 1.
-    """
-    _check_alpha(alpha)
-    _check_k(k)
-    # the geometric sum equals the closed form and stays exact at alpha = 1, where the latter is 0/0
-    return math.fsum(alpha**i for i in range(k + 1))
-
-
-def implied_alpha(al: float, k: int) -> float:
-    """The acceptance rate α ∈ [0, 1] whose :func:`expected_al` is the measured ``al``.
-
-    Solves (1 − α^{k+1}) / (1 − α) = AL (docs/speedup.md §1; e.g. AL 2.60 at k = 3 ⇒ α ≈ 0.71) with
-    ``scipy.optimize.brentq``; E[AL] is strictly increasing in α, so the root is unique. AL = 1 ⇒ 0,
-    AL = k + 1 ⇒ 1.
-
-    Raises:
-        ValueError: ``al`` outside [1, k + 1] (or NaN), or ``k`` < 1.
-    """
-    from scipy.optimize import brentq
-
-    _check_k(k)
-    if not 1.0 <= al <= k + 1:
-        raise ValueError(f"acceptance length must be in [1, k + 1] = [1, {k + 1}], got {al!r}")
-    if al == 1.0:
-        return 0.0
-    if al == k + 1:
-        return 1.0
-    return float(brentq(lambda a: expected_al(a, k) - al, 0.0, 1.0, xtol=1e-14, rtol=1e-14))
-
-
-def leviathan_speedup(alpha: float, k: int, c: float) -> float:
-    """Expected walltime speedup S = (1 − α^{k+1}) / ((1 − α)(k·c + 1)).
-
-    Leviathan et al. 2023 (arXiv 2211.17192), Theorem 3.8: γ = ``k`` drafts per verify, ``c`` =
-    T_draft / T_target (cost of one drafter step over one target forward, ≥ 0), assuming the
-    (k+1)-token verify costs one target forward. Example: α 0.8, k 3, c 0.05 ⇒ 2.57.
-
-    Raises:
-        ValueError: ``alpha`` outside [0, 1], ``k`` < 1, or ``c`` negative.
-    """
-    if not c >= 0.0:
-        raise ValueError(f"c = T_draft / T_target must be >= 0, got {c!r}")
-    return expected_al(alpha, k) / (k * c + 1.0)
-
-
-def general_speedup(al: float, k: int, t_target_1: float, t_verify_k1: float, t_draft_1: float) -> float:
-    """Expected speedup S = AL · T_target(1) / (T_verify(k+1) + k · T_draft(1)) (docs/speedup.md §1).
-
-    The generalisation of :func:`leviathan_speedup` to a verify that costs other than one forward:
-    plain decoding spends T_target(1) per token; speculation spends one (k+1)-token verify and k
-    drafter steps per AL tokens. ``al``: measured acceptance length (tokens per verify, ≥ 1); the
-    times in any one unit (they cancel), T_target(1) and T_verify(k+1) positive, T_draft(1) ≥ 0.
-
-    Raises:
-        ValueError: ``al`` < 1, ``k`` < 1, or a non-positive target / verify time, a negative draft time.
-    """
-    _check_k(k)
-    if not al >= 1.0:
-        raise ValueError(f"acceptance length must be >= 1, got {al!r}")
-    if not (t_target_1 > 0.0 and t_verify_k1 > 0.0 and t_draft_1 >= 0.0):
-        raise ValueError(f"times must be positive (draft: >= 0), got {t_target_1!r}, {t_verify_k1!r}, {t_draft_1!r}")
-    return al * t_target_1 / (t_verify_k1 + k * t_draft_1)
-
-
-def speedup_bound(k: int, v: float, c: float) -> float:
-    """Upper bound S ≤ (k + 1) / (v + k·c): :func:`general_speedup` of a perfect drafter (AL = k + 1),
-    with v = T_verify(k+1) / T_target(1) > 0 and c = T_draft(1) / T_target(1) ≥ 0 (docs/speedup.md §1).
-
-    Raises:
-        ValueError: ``k`` < 1, ``v`` ≤ 0 or ``c`` < 0.
-    """
-    _check_k(k)
-    if not (v > 0.0 and c >= 0.0):
-        raise ValueError(f"v must be > 0 and c >= 0, got v={v!r}, c={c!r}")
-    return (k + 1) / (v + k * c)
-
-
 # --- cost measurement (PyTorch) --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Costs:
-    """Median wall milliseconds of the three forwards the formulas need (batch 1, see ``DEFINITIONS``),
-    and how they were measured: ``prefix_tokens`` cached, ``repeats`` timed runs each, on ``device``
-    (``cpu`` or ``cuda``) with ``threads`` torch intra-op threads and ``dtype``."""
-
-    t_target_1_ms: float
-    t_verify_k1_ms: float
-    t_draft_1_ms: float
-    prefix_tokens: int
-    repeats: int
-    device: str
-    threads: int
-    dtype: str
-
-    @property
-    def c(self) -> float:
-        """T_draft(1) / T_target(1)."""
-        return self.t_draft_1_ms / self.t_target_1_ms
-
-    @property
-    def v(self) -> float:
-        """T_verify(k+1) / T_target(1)."""
-        return self.t_verify_k1_ms / self.t_target_1_ms
-
-    def to_dict(self) -> dict:
-        return {**asdict(self), "c": self.c, "v": self.v}
-
-
-def _median_ms(prepare: Callable[[], Callable[[], object]], repeats: int, sync: Callable[[], None]) -> float:
-    """Median over ``repeats`` of the wall time (ms) of the call ``prepare()`` returns; preparation
-    (copying the KV cache) is not timed, and :data:`WARMUP_REPEATS` untimed calls go first."""
-    times = []
-    for n in range(WARMUP_REPEATS + repeats):
-        call = prepare()
-        sync()
-        t0 = time.perf_counter()
-        call()
-        sync()
-        if n >= WARMUP_REPEATS:
-            times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def measure_costs(
-    target: Path,
-    drafter_config: dict,
-    k: int,
-    prefix_tokens: int = DEFAULT_PREFIX_TOKENS,
-    repeats: int = DEFAULT_REPEATS,
-    dtype: str = "float32",
-) -> Costs:
-    """Time T_target(1), T_verify(k+1) and T_draft(1) (``DEFINITIONS``) in PyTorch, batch 1.
-
-    The target is loaded with ``transformers.AutoModelForCausalLM`` in ``dtype``; a random prefix of
-    ``prefix_tokens`` token ids fills its KV cache once, and every timed forward runs on a fresh copy
-    of that cache, so each sees exactly ``prefix_tokens`` cached positions. The drafter step is an
-    :class:`eaglehub.model.eagle3.Eagle3Drafter` built from ``drafter_config`` with random weights
-    (weights do not change the cost) and a random K/V cache of ``prefix_tokens`` positions. Runs on
-    CUDA when torch sees a GPU, else on the CPU; all under ``torch.inference_mode``.
-
-    Raises:
-        EaglehubError: ``dtype`` is not a torch floating dtype, or the target cannot be loaded (exit 2).
-    """
-    import torch
-
-    from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter, attention
-
-    torch_dtype = getattr(torch, dtype, None)
-    if not isinstance(torch_dtype, torch.dtype) or not torch_dtype.is_floating_point:
-        raise EaglehubError(
-            f"--dtype {dtype!r} is not a torch floating-point dtype", hint="use float32, bfloat16 or float16"
-        )
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-    try:
-        from transformers import AutoModelForCausalLM
-
-        model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch_dtype).to(device).eval()
-    except (OSError, ValueError) as exc:
-        raise EaglehubError(
-            f"cannot load target {target} in transformers to time its forwards: {exc}",
-            hint="the target directory needs its weights (safetensors) and config.json",
-        ) from exc
-    gen = torch.Generator().manual_seed(0)
-
-    def ids(n: int):
-        return torch.randint(model.config.vocab_size, (1, n), generator=gen).to(device)
-
-    dims = DrafterDims.from_config(drafter_config)
-    drafter = Eagle3Drafter(dims).to(device=device, dtype=torch_dtype).eval()
-    aux = torch.randn(1, dims.num_aux * dims.target_hidden_size, generator=gen).to(device, torch_dtype)
-    embed = torch.randn(1, dims.hidden_size, generator=gen).to(device, torch_dtype)
-    k_cache, v_cache = (
-        torch.randn(prefix_tokens, dims.num_kv_heads, dims.head_dim, generator=gen).to(device, torch_dtype)
-        for _ in range(2)
-    )
-    position = torch.tensor([prefix_tokens], device=device)
-
-    def draft_step():
-        q, key, value, residual = drafter.layer_qkv(drafter.combine(aux), embed, position)
-        attn = attention(q, torch.cat([k_cache, key]), torch.cat([v_cache, value]), None)
-        normed, _ = drafter.layer_out(attn, residual)
-        return drafter.to_target_ids(drafter.logits(normed).argmax(-1))
-
-    with torch.inference_mode():
-        prefix_cache = model(ids(prefix_tokens), use_cache=True).past_key_values
-
-        def target_forward(q: int):
-            def prepare():
-                new, cache = ids(q), copy.deepcopy(prefix_cache)
-                return lambda: model(new, past_key_values=cache, use_cache=True)
-
-            return prepare
-
-        t1 = _median_ms(target_forward(1), repeats, sync)
-        tv = _median_ms(target_forward(k + 1), repeats, sync)
-        td = _median_ms(lambda: draft_step, repeats, sync)
-    return Costs(t1, tv, td, prefix_tokens, repeats, device, torch.get_num_threads(), dtype)
 
 
 # --- throughput plan and assembly ------------------------------------------------------------------
@@ -555,8 +335,9 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
             failure (exit 1).
     """
     from eaglehub.engines.chat import encode_chat
+    from eaglehub.measure.runner import resolve_drafter, run_all
     from eaglehub.target import resolve_target
-    from eaglehub.verify.run import _resolve_drafter, _run_all, preflight
+    from eaglehub.verify.run import preflight
 
     check_options(opts)
     if engine is None:
@@ -564,7 +345,7 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
 
         engine = VllmEngine()
     engine.version()  # fail fast, before any model work, when the engine is missing
-    drafter = _resolve_drafter(opts.drafter)
+    drafter = resolve_drafter(opts.drafter)
     target = resolve_target(opts.target)
     preflight(drafter, target)
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else default_prompts_path()
@@ -597,7 +378,7 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
         )
         for d in (None, drafter)
     ]
-    baseline, run = _run_all(engine, specs, ids, plan.groups, console)
+    baseline, run = run_all(engine, specs, ids, plan.groups, console)
     report = build_report(opts, target, drafter, prompts_file.resolve(), prompts, plan, baseline, run, costs)
     validate_report(report)
     return report

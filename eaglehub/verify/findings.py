@@ -28,7 +28,7 @@ def compare_outputs(requests: list[Request], baseline: RunResult, run: RunResult
     return rows
 
 
-def _overall(run: RunResult) -> SpecCounters:
+def overall_lossless(run: RunResult) -> SpecCounters:
     return acceptance.total(run.group_counters.values())
 
 
@@ -95,7 +95,7 @@ def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
     error already says why.
     """
     findings = _lossless_findings(rows)
-    overall = _overall(run)
+    overall = overall_lossless(run)
     not_wired = acceptance.drafter_not_wired(overall)
     if not_wired:
         findings.append(

@@ -14,7 +14,7 @@ from eaglehub.measure import acceptance
 from eaglehub.measure.prompts import Prompt, describe_prompts
 from eaglehub.measure.requests import MULTI_TURN_DEFINITION, Request, requests_of
 from eaglehub.verify import cross_engine, forensics
-from eaglehub.verify.findings import _overall, compare_outputs, drafter_findings
+from eaglehub.verify.findings import compare_outputs, drafter_findings, overall_lossless
 from eaglehub.verify.options import REPORT_SCHEMA, REPORT_VERSION, VerifyOptions
 from eaglehub.verify.regression import (
     Reference,
@@ -47,7 +47,7 @@ def drafter_report(
     for r in rows:
         r["forensics"] = explained.get(r["id"])
     findings = drafter_findings(rows, run, k)
-    overall = _overall(run)
+    overall = overall_lossless(run)
     comparison = None
     if reference is not None:
         comparison, regression = compare_with_reference(drafter, acceptance.acceptance_length(overall), reference)

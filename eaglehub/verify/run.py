@@ -36,14 +36,14 @@ when any drafter fails, else 0.
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from pathlib import Path
 
 from eaglehub.engines.base import Engine, RunResult, RunSpec
 from eaglehub.engines.registry import make_engines
 from eaglehub.errors import EaglehubError
 from eaglehub.measure.prompts import default_prompts_path, load_prompts
-from eaglehub.measure.requests import Request, _chat_codec, requests_of, run_by_turn
+from eaglehub.measure.requests import Request, chat_codec, requests_of, run_by_turn
+from eaglehub.measure.runner import progress_runner, resolve_drafter, run_all, run_label
 from eaglehub.verify import cross_engine, forensics
 from eaglehub.verify.options import MAX_K, MIN_SAMPLING_TRIALS, VerifyOptions
 from eaglehub.verify.regression import (
@@ -53,16 +53,6 @@ from eaglehub.verify.report import build_report, validate_report
 
 """2: per-drafter ``findings`` with registered codes (was ``failures`` with ad-hoc codes), the
 prompt file's sha256, and the ``reference`` comparison."""
-
-
-def _resolve_drafter(spec: str) -> Path:
-    path = Path(spec).expanduser()
-    if not (path / "config.json").is_file():
-        raise EaglehubError(
-            f"drafter {spec} is not a directory with config.json",
-            hint="pass a local EAGLE-3 drafter checkpoint directory",
-        )
-    return path.resolve()
 
 
 def preflight(drafter: Path, target: Path) -> None:
@@ -187,7 +177,7 @@ def run_verify(
     for e in engines:
         e.version()  # fail fast, before any model work, when an engine is missing
     drafters = [
-        _resolve_drafter(d) for d in [*opts.drafters, *([opts.baseline_drafter] if opts.baseline_drafter else [])]
+        resolve_drafter(d) for d in [*opts.drafters, *([opts.baseline_drafter] if opts.baseline_drafter else [])]
     ]
     target = resolve_target(opts.target)
     for d in drafters:
@@ -195,7 +185,7 @@ def run_verify(
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else None
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     requests = requests_of(prompts)
-    encode, decode = _chat_codec(target, prompts)
+    encode, decode = chat_codec(target, prompts)
     groups = [r.category for r in requests]
     specs = [
         RunSpec(
@@ -228,16 +218,16 @@ def run_verify(
     reports, all_results, ids = [], [], None
     for e in engines:
         if ids is None:  # the primary engine's baseline writes the replies every later input holds
-            with _progress(console) as run:
+            with progress_runner(console) as run:
                 baseline, ids = run_by_turn(
-                    lambda x, g, turn: run(e, specs[0], x, g, _label(specs[0], turn if multi_turn else None)),
+                    lambda x, g, turn: run(e, specs[0], x, g, run_label(specs[0], turn if multi_turn else None)),
                     requests,
                     encode,
                     decode,
                 )
-                results = [baseline] + [run(e, s, ids, groups, _label(s)) for s in specs[1:]]
+                results = [baseline] + [run(e, s, ids, groups, run_label(s)) for s in specs[1:]]
         else:
-            results = _run_all(e, specs, ids, groups, console)
+            results = run_all(e, specs, ids, groups, console)
         explain = forensics_for(
             {r.id: i for r, i in zip(requests, ids)}, results[0], load_target, opts.dtype, opts.tie_epsilon
         )
@@ -333,47 +323,3 @@ def _attach_sampling_tests(
         d["sampling_test"] = section
         d["findings"] += [f.as_dict() for f in found]
     _refresh_passed(report)
-
-
-def _run_all(engine: Engine, specs: list[RunSpec], ids: list[list[int]], groups: list[str], console) -> list[RunResult]:
-    """Run every spec in order, with a rich progress bar (one task per run, in requests)."""
-    with _progress(console) as run:
-        return [run(engine, s, ids, groups, _label(s)) for s in specs]
-
-
-def _label(spec: RunSpec, turn: int | None = None) -> str:
-    if spec.drafter:
-        return f"target + drafter {spec.drafter.name} (k={spec.k})"
-    return "target alone" if turn is None else f"target alone (turn {turn})"
-
-
-@contextmanager
-def _progress(console):
-    """Yields ``run(engine, spec, ids, groups, label) -> RunResult``, each call one task of a rich
-    progress bar on ``console`` (in requests); ``console`` None: no display."""
-    if console is None:
-        yield lambda engine, spec, ids, groups, label: engine.run(spec, ids, groups)
-        return
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        SpinnerColumn,
-        TextColumn,
-        TimeElapsedColumn,
-    )
-
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as bar:
-
-        def run(engine, spec, ids, groups, label):
-            task = bar.add_task(label, total=len(ids))
-            return engine.run(spec, ids, groups, progress=lambda _g, n: bar.advance(task, n))
-
-        yield run

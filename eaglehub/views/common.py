@@ -27,7 +27,7 @@ def _clean(obj):
     return obj
 
 
-def _size(n: int) -> str:
+def human_size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -70,9 +70,9 @@ def print_inspect(report: dict, console: Console) -> None:
     for col, just in (("tensor", "left"), ("shape", "left"), ("dtype", "left"), ("size", "right")):
         table.add_column(col, justify=just)
     for t in report["tensors"]:
-        table.add_row(escape(t["name"]), str(t["shape"]), escape(t["dtype"]), _size(t["bytes"]))
+        table.add_row(escape(t["name"]), str(t["shape"]), escape(t["dtype"]), human_size(t["bytes"]))
     console.print(table)
-    console.print(f"{report['parameters']:,} parameters, {_size(report['bytes'])}", highlight=False)
+    console.print(f"{report['parameters']:,} parameters, {human_size(report['bytes'])}", highlight=False)
 
 
 def print_findings(report: dict, console: Console) -> None:
@@ -137,7 +137,7 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
             highlight=False,
         )
     console.print(
-        f"  {report['copied_tensors']} tensors copied byte for byte ({_size(report['bytes_copied'])}), "
+        f"  {report['copied_tensors']} tensors copied byte for byte ({human_size(report['bytes_copied'])}), "
         f"{len(report['copied_files'])} other file(s) copied → {', '.join(report['files'])}",
         highlight=False,
     )

@@ -13,7 +13,7 @@ def summary_table(summary: dict):
     from rich.markup import escape
     from rich.table import Table
 
-    from eaglehub.views.verify import _f, _rates
+    from eaglehub.views.verify import fmt_number, rates_text
 
     t = Table(
         title=f"verify {escape(summary['manifest'])}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
@@ -38,8 +38,8 @@ def summary_table(summary: dict):
             escape(r["drafter"]),
             str(r["settings"]["num_speculative_tokens"]),
             lossless,
-            _f(r["acceptance_length"]),
-            _rates(r["acceptance_rate_per_position"]),
+            fmt_number(r["acceptance_length"]),
+            rates_text(r["acceptance_rate_per_position"]),
             verdict,
             escape(r["report"] or "—"),
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from eaglehub.views.common import _size
+from eaglehub.views.common import human_size
 
 
 def render_publish(doc: dict, console) -> None:
@@ -45,13 +45,13 @@ def render_publish(doc: dict, console) -> None:
         table.add_row(
             escape(f["path"]),
             f"[{style}]{f['status']}[/]" if style else f["status"],
-            _size(f["size"]),
+            human_size(f["size"]),
             (f["sha256"] or "")[:12],
             f["origin"],
         )
     console.print(table)
     console.print(
-        f"to upload: {_size(doc['bytes_to_upload'])}; card base_model {doc['card']['base_model']}, tags "
+        f"to upload: {human_size(doc['bytes_to_upload'])}; card base_model {doc['card']['base_model']}, tags "
         f"{', '.join(doc['card']['tags'])}",
         highlight=False,
         soft_wrap=True,

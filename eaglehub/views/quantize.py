@@ -7,7 +7,7 @@ def render_report(report: dict, console) -> None:
     """The plan or result as a rich table: one row per tensor (action, reason, bytes), then the totals."""
     from rich.table import Table
 
-    from eaglehub.views.common import _size
+    from eaglehub.views.common import human_size
 
     head = "would quantize" if report["dry_run"] else "quantized"
     console.print(
@@ -19,9 +19,9 @@ def render_report(report: dict, console) -> None:
     table = Table("tensor", "shape", "dtype", "action", "bytes", "why")
     for t in report["tensors"]:
         size = (
-            f"{_size(t['bytes_before'])} → {_size(t['bytes_after'])}"
+            f"{human_size(t['bytes_before'])} → {human_size(t['bytes_after'])}"
             if t["action"] == "quantized"
-            else _size(t["bytes_before"])
+            else human_size(t["bytes_before"])
         )
         table.add_row(
             t["name"],

@@ -10,12 +10,12 @@ from rich.markup import escape
 from rich.table import Table
 
 
-def _f(x: float | None, digits: int = 3) -> str:
+def fmt_number(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
 
 
-def _rates(xs: list[float | None]) -> str:
-    return " / ".join(_f(x, 2) for x in xs) or "—"
+def rates_text(xs: list[float | None]) -> str:
+    return " / ".join(fmt_number(x, 2) for x in xs) or "—"
 
 
 def acceptance_table(d: dict, k: int) -> Table:
@@ -43,10 +43,10 @@ def acceptance_table(d: dict, k: int) -> Table:
             name,
             f"{ok}/{n}",
             str(a["num_drafts"]),
-            _f(a["acceptance_length"]),
-            _rates(a["acceptance_rate_per_position"]),
-            _rates(a["conditional_acceptance_rate_per_position"]),
-            _f(a["draft_acceptance_rate"]),
+            fmt_number(a["acceptance_length"]),
+            rates_text(a["acceptance_rate_per_position"]),
+            rates_text(a["conditional_acceptance_rate_per_position"]),
+            fmt_number(a["draft_acceptance_rate"]),
             style="bold" if name == "overall" else None,
         )
     return t
@@ -74,7 +74,7 @@ def divergence_table(d: dict) -> Table | None:
             r["category"],
             str(r["first_divergence"]),
             f"{r['num_output_tokens']} / {r['num_output_tokens_target']}",
-            _f(f["gap"], 4) if f else "—",
+            fmt_number(f["gap"], 4) if f else "—",
             escape(f"{f['classification']}: {f['reason']}") if f else "—",
         )
     return t
@@ -148,8 +148,8 @@ def cross_engine_table(report: dict) -> Table | None:
             t.add_row(
                 escape(row["drafter"]),
                 f"{name} {e['engine']['version']}",
-                _f(row["acceptance_length"][primary]),
-                _f(row["acceptance_length"][name]),
+                fmt_number(row["acceptance_length"][primary]),
+                fmt_number(row["acceptance_length"][name]),
                 "—" if row["relative_difference"] is None else f"{row['relative_difference']:+.2%}",
                 f"{row['outputs_identical']}/{row['num_prompts']}",
                 "yes" if row["agree"] else "[red]no[/]",
@@ -184,7 +184,7 @@ def render_report(report: dict, console: Console) -> None:
         console.print(
             f"with drafter: {t['output_tokens']} output tokens in {t['generate_seconds']:.1f} s = "
             f"{t['output_tokens_per_second']:.1f} tok/s (load {t['load_seconds']:.1f} s; "
-            f"ratio to target alone {_f(d['speed_ratio'], 2)})",
+            f"ratio to target alone {fmt_number(d['speed_ratio'], 2)})",
             highlight=False,
         )
         print_findings(d, console)

@@ -1,0 +1,119 @@
+"""EAGLE-3.1 switches and other flags: where they are written and what they imply."""
+
+from __future__ import annotations
+
+from eaglehub.checks.config import stored_config
+from eaglehub.checks.context import Context
+from eaglehub.drafter.canonical import nested_config
+from eaglehub.findings import Finding, finding
+
+#: top-level switches vLLM reads only at the top level of a flat config (docs/vllm.md §3; ``norm_before_fc``
+#: is read nested too, so it is W-INPUTNORM-NESTED there) -> the value vLLM uses when absent
+#: (``None``: derived from other fields, so any stated value matters)
+FLAT_TOP_ONLY = {
+    "fc_norm": False,
+    "norm_output": False,
+    "norm_before_residual": False,
+    "target_hidden_size": None,
+    "draft_vocab_size": None,
+    "num_aux_hidden_states": None,
+}
+
+
+#: switches vLLM's speculators adapter copies from the top level only, overwriting the layer
+#: config's value with the top-level one or its default (vLLM ``configs/speculators/algos.py``)
+SPECULATORS_TOP_ONLY = {
+    "fc_norm": False,
+    "norm_output": False,
+    "norm_before_fc": False,
+    "norm_before_residual": True,
+    "draft_vocab_size": None,
+}
+
+
+def misplaced_flags(d) -> list[tuple[str, str, object]]:
+    """``[(where, key, value)]``: switches stored only in a sub-config vLLM does not read them from,
+    holding a value other than the one vLLM then uses (F16, F17). ``where`` is the sub-config's key.
+
+    Flat layouts: keys of :data:`FLAT_TOP_ONLY` inside ``eagle_config``; speculators: keys of
+    :data:`SPECULATORS_TOP_ONLY` inside ``transformer_layer_config``. Works on the stored config
+    (``raw_config``), since format readers may already have lifted such keys.
+    """
+    raw = d.raw_config or d.config
+    if d.format == "speculators":
+        where, table = "transformer_layer_config", SPECULATORS_TOP_ONLY
+    else:
+        where, table = "eagle_config", FLAT_TOP_ONLY
+    sub = raw.get(where) if isinstance(raw.get(where), dict) else {}
+    out = []
+    for key, default in table.items():
+        if sub.get(key) is not None and key not in raw:  # null states nothing
+            derived = {
+                "target_hidden_size": d.dims.H,
+                "draft_vocab_size": d.dims.V,
+                "num_aux_hidden_states": 3,
+            }.get(key)
+            if sub[key] != (default if default is not None else derived):
+                out.append((where, key, sub[key]))
+    return out
+
+
+def _sliding_window(cfg: dict) -> list[Finding]:
+    """F15: a drafter trained with a sliding window. vLLM's Llama layers window only layers that
+    ``layer_types`` marks ``sliding_attention`` (and size it from ``sliding_window``); the Qwen-style
+    ``use_sliding_window`` switch is not read there, so a window trained that way is dropped."""
+    types = cfg.get("layer_types")
+    if isinstance(types, list) and "sliding_attention" in types:
+        return [
+            finding(
+                "W-SLIDING-WINDOW",
+                "layer_types",
+                f"layer_types marks sliding_attention (window {cfg.get('sliding_window')!r}): engine versions differ on whether the "
+                "drafter gets its own window or the target's (speculators PR #684)",
+            )
+        ]
+    if cfg.get("use_sliding_window") is True and cfg.get("sliding_window"):
+        return [
+            finding(
+                "W-SLIDING-WINDOW",
+                "use_sliding_window",
+                f"use_sliding_window is true (window {cfg.get('sliding_window')!r}) but vLLM's Llama drafter layers read only "
+                "layer_types: the drafter runs with full attention, unlike in training",
+            )
+        ]
+    return []
+
+
+def check_flags(ctx: Context) -> list[Finding]:
+    """Where the switches live (E-FLAG-MISPLACED, W-INPUTNORM-NESTED), which combinations engines
+    disagree on (W-NORMS-BOTH) and sliding windows (W-SLIDING-WINDOW); docs/formats.md §4, docs/vllm.md §2–§3."""
+    d, out = ctx.drafter, []
+    for where, key, value in misplaced_flags(d):
+        out.append(
+            finding(
+                "E-FLAG-MISPLACED",
+                f"{where}.{key}",
+                f"{key} = {value!r} is stored only in {where}, which vLLM does not read for it: vLLM runs the drafter as if it were unset",
+            )
+        )
+    raw = stored_config(ctx)
+    nested = nested_config(raw)
+    if d.format != "speculators" and nested.get("norm_before_fc") is True and "norm_before_fc" not in raw:
+        out.append(
+            finding(
+                "W-INPUTNORM-NESTED",
+                "eagle_config.norm_before_fc",
+                "norm_before_fc is set only inside eagle_config: vLLM reads it there, engines and converters that read the top "
+                "level skip input_norm (vLLM PR #38111, #42143)",
+            )
+        )
+    if d.flags.norm_before_fc and d.flags.fc_norm:
+        out.append(
+            finding(
+                "W-NORMS-BOTH",
+                "norm_before_fc",
+                "norm_before_fc and fc_norm are both true: vLLM applies input_norm, then fc_norm; "
+                "speculators refuses the pair, so training code may have applied only one",
+            )
+        )
+    return out + _sliding_window(d.config)

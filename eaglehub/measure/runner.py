@@ -1,0 +1,63 @@
+"""The one runner verify, diagnose, speedup and calibrate share: drafter resolution and engine runs with a progress bar."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+from eaglehub.engines.base import Engine, RunResult, RunSpec
+from eaglehub.errors import EaglehubError
+
+
+def resolve_drafter(spec: str) -> Path:
+    path = Path(spec).expanduser()
+    if not (path / "config.json").is_file():
+        raise EaglehubError(
+            f"drafter {spec} is not a directory with config.json",
+            hint="pass a local EAGLE-3 / EAGLE-3.1 drafter checkpoint directory",
+        )
+    return path.resolve()
+
+
+def run_all(engine: Engine, specs: list[RunSpec], ids: list[list[int]], groups: list[str], console) -> list[RunResult]:
+    """Run every spec in order, with a rich progress bar (one task per run, in requests)."""
+    with progress_runner(console) as run:
+        return [run(engine, s, ids, groups, run_label(s)) for s in specs]
+
+
+def run_label(spec: RunSpec, turn: int | None = None) -> str:
+    if spec.drafter:
+        return f"target + drafter {spec.drafter.name} (k={spec.k})"
+    return "target alone" if turn is None else f"target alone (turn {turn})"
+
+
+@contextmanager
+def progress_runner(console):
+    """Yields ``run(engine, spec, ids, groups, label) -> RunResult``, each call one task of a rich
+    progress bar on ``console`` (in requests); ``console`` None: no display."""
+    if console is None:
+        yield lambda engine, spec, ids, groups, label: engine.run(spec, ids, groups)
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as bar:
+
+        def run(engine, spec, ids, groups, label):
+            task = bar.add_task(label, total=len(ids))
+            return engine.run(spec, ids, groups, progress=lambda _g, n: bar.advance(task, n))
+
+        yield run
