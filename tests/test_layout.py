@@ -26,11 +26,17 @@ def imports(path: Path) -> list[tuple[str, list[str], bool]]:
     """(module, imported names, at module level) for every eaglehub import in ``path``."""
     tree = ast.parse(path.read_text())
     top = {id(n) for n in tree.body}
-    for node in tree.body:
-        if isinstance(node, ast.If):  # `if TYPE_CHECKING:` blocks import for annotations only
-            top |= {id(n) for n in node.body}
+    # `if TYPE_CHECKING:` blocks import for annotations only: never executed, never a cycle
+    typing_only = {
+        id(n)
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for n in ast.walk(node)
+    }
     out = []
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("eaglehub"):
             out.append((node.module or "", [a.name for a in node.names], id(node) in top))
         elif isinstance(node, ast.Import):

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 
 from eaglehub.engines.base import RunSpec, SpecCounters
-from eaglehub.engines.reference import Decode, ReferenceEngine, ReferenceTarget, load_drafter
+from eaglehub.engines.decode import Decode
+from eaglehub.engines.reference import ReferenceEngine, ReferenceTarget, load_drafter
 
 
 class _Positions:
