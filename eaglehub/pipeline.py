@@ -56,23 +56,25 @@ def _validate(pair) -> tuple[dict, None]:
 
 
 def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dict, Path]:
-    from eaglehub.convert.run import convert
+    """The manifest's ``convert`` section through the same dispatch as ``eaglehub convert``."""
+    from eaglehub.convert.command import ConvertOptions, run_convert
 
-    common = dict(fmt=section.get("format"), overwrite=True)
-    if section.get("calibrate"):
+    calibrate = bool(section.get("calibrate"))
+    opts = ConvertOptions(
         # the plain 3.1 upgrade loses most of the acceptance (unit fc_norm gains); calibrating keeps it
-        from eaglehub.convert.calibrate import CalibrationOptions, calibrated_upgrade
-
-        opts = CalibrationOptions(
-            target=target_spec, limit=section.get("calibration_limit"), norm_output=section.get("norm_output")
-        )
-        report = calibrated_upgrade(src, dst, opts, **common)
-    else:
-        report = convert(src, dst, to=section.get("to"), norm_output=section.get("norm_output", True), **common)
+        to=section.get("to"),
+        fmt=section.get("format"),
+        norm_output=section.get("norm_output"),
+        calibrate=calibrate,
+        target=target_spec if calibrate else None,
+        calibration_limit=section.get("calibration_limit"),
+        overwrite=True,
+    )
+    report = run_convert(str(src), str(dst), opts)
     out = {
         "output": str(dst),
         "to": section.get("to"),
-        "format": report.get("output_format", section.get("format")),
+        "format": report["format"],
         "warnings": report.get("warnings", []),
     }
     cal = report.get("calibration")

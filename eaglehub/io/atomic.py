@@ -1,8 +1,14 @@
-"""Atomic directory writes: build everything in a temporary sibling, then rename it into place."""
+"""Atomic directory writes: build everything in a temporary sibling, then rename it into place.
+
+A writer holds an exclusive lock on ``.NAME.lock`` beside ``NAME`` while it writes, so a
+temporary sibling (``.NAME.tmp-*``, ``.NAME.old-*``) found by the next writer that gets the lock
+belongs to a run that was killed (SIGKILL, power loss) and is removed before the new one starts.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import tempfile
@@ -18,15 +24,61 @@ def atomic_dir(dst: Path, overwrite: bool = False) -> Iterator[Path]:
 
     The temporary directory lives in ``dst``'s parent so the final ``rename`` stays on one file
     system (atomic on POSIX). On any exception the temporary directory is removed and ``dst`` is
-    left as it was.
+    left as it was. Temporary siblings of ``dst`` left by a killed earlier run are removed first.
 
     Raises:
-        EaglehubError: ``dst`` exists and ``overwrite`` is false.
+        EaglehubError: ``dst`` exists and ``overwrite`` is false, or another run is writing ``dst``.
     """
     dst = Path(dst)
     if dst.exists() and not overwrite:
         raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
     dst.parent.mkdir(parents=True, exist_ok=True)
+    with _writer_lock(dst):
+        remove_stale(dst)
+        with _replace_dir(dst) as tmp:
+            yield tmp
+
+
+def stale_siblings(dst: Path) -> list[Path]:
+    """Temporary siblings of ``dst`` left by earlier writers (only stale while the caller holds the lock)."""
+    dst = Path(dst)
+    if not dst.parent.is_dir():
+        return []
+    prefixes = (f".{dst.name}.tmp-", f".{dst.name}.old-")
+    return sorted(p for p in dst.parent.iterdir() if p.name.startswith(prefixes))
+
+
+def remove_stale(dst: Path) -> list[Path]:
+    """Remove the temporary siblings a killed run left next to ``dst``; returns what was removed."""
+    removed = stale_siblings(dst)
+    for p in removed:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    return removed
+
+
+@contextlib.contextmanager
+def _writer_lock(dst: Path) -> Iterator[None]:
+    lock = dst.with_name(f".{dst.name}.lock")
+    with open(lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise EaglehubError(
+                f"{dst} is being written by another eaglehub run",
+                hint="wait for it to finish, or choose another output path",
+            ) from None
+        try:
+            yield
+        finally:
+            # removed while held: a writer that opened the old file in the meantime got LOCK_NB's refusal
+            lock.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def _replace_dir(dst: Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{dst.name}.tmp-", dir=dst.parent))
     tmp.chmod(0o755)  # mkdtemp makes 0700; the result should read like any other model directory
     try:

@@ -73,7 +73,8 @@ def measure_costs(
     The target is loaded with ``transformers.AutoModelForCausalLM`` in ``dtype``; a random prefix of
     ``prefix_tokens`` token ids fills its KV cache once, and every timed forward runs on a fresh copy
     of that cache, so each sees exactly ``prefix_tokens`` cached positions. The drafter step is an
-    :class:`eaglehub.model.eagle3.Eagle3Drafter` built from ``drafter_config`` with random weights
+    :class:`eaglehub.model.eagle3.Eagle3Drafter` built from ``drafter_config`` (the canonical config of a
+    drafter of any layout, :attr:`eaglehub.drafter.canonical.Drafter.config`) with random weights
     (weights do not change the cost) and a random K/V cache of ``prefix_tokens`` positions. Runs on
     CUDA when torch sees a GPU, else on the CPU; all under ``torch.inference_mode``.
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from eaglehub import __version__
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EaglehubError
-from eaglehub.io import jsonio
+from eaglehub.formats.registry import read_drafter
 from eaglehub.io.schemas import check_output, write_output
 from eaglehub.measure import acceptance
 from eaglehub.measure.prompts import default_prompts_path, load_prompts
@@ -358,7 +358,7 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
             console.print(f"timing target and drafter forwards in PyTorch ({opts.repeats} repeats) …", highlight=False)
         costs = measure_costs(
             target,
-            jsonio.read_object(drafter / "config.json") or {},
+            read_drafter(drafter).config,  # the canonical config: any layout eaglehub reads
             opts.k,
             opts.prefix_tokens,
             opts.repeats,
