@@ -15,6 +15,8 @@ DRAFTER := fixtures/smollm2-eagle3
 OUT := reports
 K ?= 3
 MAX_TOKENS ?= 128
+# prompts per category in the demo's verify (6 categories)
+DEMO_LIMIT ?= 4
 
 DIAG_LIMIT ?= 1
 DIAG_MAX_TOKENS ?= 32
@@ -35,14 +37,18 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -c "import transformers, vllm, safetensors, eaglehub; print('venv ok: vllm', vllm.__version__)"
 	@touch $(STAMP)
 
+# The path a user should take: the fixture, its plain 3.1 upgrade (unit fc_norm gains: acceptance
+# drops) and its calibrated 3.1 upgrade (the recommended one), verified side by side in one run.
 demo: setup
 	$(BIN)/eaglehub target build smollm2
 	$(BIN)/eaglehub inspect $(DRAFTER)
 	$(BIN)/eaglehub validate $(DRAFTER) --target smollm2
 	$(BIN)/eaglehub convert $(DRAFTER) $(OUT)/smollm2-eagle3.1 --to 3.1 --overwrite
-	$(BIN)/eaglehub validate $(OUT)/smollm2-eagle3.1 --target smollm2
-	$(BIN)/eaglehub verify --target smollm2 --drafter $(DRAFTER) --drafter $(OUT)/smollm2-eagle3.1 \
-		-k $(K) --max-tokens $(MAX_TOKENS) --report $(OUT)/verify.json --plot $(OUT)/acceptance.png
+	$(BIN)/eaglehub convert $(DRAFTER) $(OUT)/smollm2-eagle3.1-calibrated --to 3.1 --calibrate --target smollm2 --overwrite
+	$(BIN)/eaglehub validate $(OUT)/smollm2-eagle3.1-calibrated --target smollm2
+	$(BIN)/eaglehub verify --target smollm2 --drafter $(OUT)/smollm2-eagle3.1 \
+		--drafter $(OUT)/smollm2-eagle3.1-calibrated --baseline-drafter $(DRAFTER) \
+		-k $(K) --max-tokens $(MAX_TOKENS) --limit $(DEMO_LIMIT) --report $(OUT)/verify.json --plot $(OUT)/acceptance.png
 	@echo "reports written under $(OUT)/"
 
 test: setup
