@@ -12,6 +12,8 @@ class EaglehubError(Exception):
     reports such errors as findings (about ``subject``) instead of stopping.
     """
 
+    candidates: list[str]  # set on an ambiguous-format error only: the formats that matched
+
     def __init__(
         self,
         message: str,

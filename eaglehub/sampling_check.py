@@ -45,7 +45,8 @@ ENGINE_TEST = (
 
 def first_per_category(prompts: list[Prompt], ids: list[list[int]], limit: int) -> list[tuple[Prompt, list[int]]]:
     """The first prompt of each category (file order), at most ``limit``."""
-    seen, out = set(), []
+    seen: set[str] = set()
+    out: list[tuple[Prompt, list[int]]] = []
     for p, i in zip(prompts, ids):
         if p.category not in seen and len(out) < limit:
             seen.add(p.category)
