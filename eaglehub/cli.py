@@ -796,10 +796,14 @@ def verify_cmd(
     report = run_verify(opts, engines=chosen, console=err_console)
     from .baseline_compare import render_baseline
 
+    def render(r: dict, c: Console) -> None:
+        render_report(r, c)
+        render_baseline(r, c)
+
     _write_and_show(
         report,
         as_json,
-        lambda r, c: (render_report(r, c), render_baseline(r, c)),
+        render,
         (write_report, report_path, "report"),
         (write_plot, plot_path, "plot"),
     )

@@ -216,7 +216,9 @@ def build_report(
                 "drift": drift_summary(per_context),
             }
         )
-    contexts = sorted([context_section(c) for c in [*built, *skipped]], key=lambda c: c["context_tokens"])
+    contexts = sorted(
+        [context_section(c) for c in built] + [context_section(c) for c in skipped], key=lambda c: c["context_tokens"]
+    )
     return {
         "report_version": REPORT_VERSION,
         "tool": {"name": "eaglehub", "version": __version__},
@@ -380,7 +382,7 @@ def _run_all(
     with Progress(*columns, console=console, transient=False) as bar:
         for drafter, c, s in specs:
             task = bar.add_task(f"{drafter.name} · context {c.context_tokens} · k={s.k}", total=len(groups))
-            results.append(engine.run(s, c.ids, groups, progress=lambda _g, n, t=task: bar.advance(t, n)))
+            results.append(engine.run(s, c.ids, groups, progress=lambda _g, n: bar.advance(task, n)))
     return results
 
 

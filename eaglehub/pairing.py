@@ -21,12 +21,16 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from . import __version__
 from .errors import EaglehubError
 from .manifest import DEFAULT_MANIFEST, Manifest, Pair, load_manifest
 from .schemas import check_output, write_output
 from .verify import VerifyOptions, run_verify, write_report
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 SUMMARY_SCHEMA = "verify-summary"
 SUMMARY_VERSION = 1
@@ -332,7 +336,7 @@ def summary_table(summary: dict):
         ("passed", "left"),
         ("report", "left"),
     ):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=cast("JustifyMethod", just))
     for r in summary["pairs"]:
         lossless = "—" if r["num_prompts"] is None else f"{r['num_prompts_matched']}/{r['num_prompts']}"
         verdict = "[green]PASS[/]" if r["passed"] else "[red]ERROR[/]" if r["error"] else "[red]FAIL[/]"

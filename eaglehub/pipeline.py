@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .errors import EaglehubError
@@ -58,7 +59,7 @@ def _validate(pair) -> tuple[dict, None]:
 def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dict, Path]:
     from .convert import convert
 
-    common = dict(fmt=section.get("format"), overwrite=True)
+    common: dict[str, Any] = dict(fmt=section.get("format"), overwrite=True)
     if section.get("calibrate"):
         # the plain 3.1 upgrade loses most of the acceptance (unit fc_norm gains); calibrating keeps it
         from .calibrate import CalibrationOptions, calibrated_upgrade

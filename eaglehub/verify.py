@@ -42,6 +42,7 @@ import shlex
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from . import __version__, acceptance, cross_engine, forensics
 from .engines.base import Engine, RunResult, RunSpec, SpecCounters
@@ -121,7 +122,8 @@ def make_engines(names: list[str], log_dir: Path | None = None, device: str = "c
     from .engines.reference import ReferenceEngine
     from .engines.vllm_engine import VllmEngine
 
-    out, seen = [], set()
+    out: list[Engine] = []
+    seen: set[str] = set()
     for name in names or ["auto"]:
         if name not in ENGINE_NAMES:
             raise EaglehubError(f"unknown engine {name!r}", hint=f"choose from {', '.join(ENGINE_NAMES)}")
@@ -903,6 +905,7 @@ def run_verify(
     if len(engines) > 1:
         _attach_cross_engine(report, reports[1:], all_results, opts.engine_tolerance)
     if opts.sampling_trials:
+        assert ids is not None  # set by the first engine's baseline
         _attach_sampling_tests(report, engines, specs[1:], requests, ids, opts)
     if opts.baseline_drafter:
         from .baseline_compare import attach_baseline
@@ -929,7 +932,7 @@ def _refresh_passed(report: dict) -> None:
 
 def _attach_cross_engine(report: dict, others: list[dict], results: list[list[RunResult]], tolerance: float) -> None:
     """``cross_engine`` section: each other engine's report parts and its comparison with the primary."""
-    section = {"tolerance": tolerance, "engines": []}
+    section: dict[str, Any] = {"tolerance": tolerance, "engines": []}
     for other, runs in zip(others, results[1:]):
         rows, extra = cross_engine.compare(report, other, results[0], runs, tolerance)
         for d, found in zip(report["drafters"], extra):

@@ -50,6 +50,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
+from typing import cast
 
 from ..drafter import Drafter
 from ..findings import Finding, finding
@@ -90,7 +91,7 @@ QUANTIZABLE = frozenset(
     }
 )
 #: vLLM's packed_modules_mapping: fused module -> the checkpoint Linears it is loaded from, in order.
-FUSED = {
+FUSED: dict[str, dict[str, tuple[str, ...]]] = {
     "llama": {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")},
     MLA: {"fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"), "gate_up_proj": ("gate_proj", "up_proj")},
 }
@@ -336,6 +337,7 @@ def _block_fit(layer: Layer, scheme: Scheme, source: str, tp: int = 1) -> list[F
     shard of a merged layer but the last fills whole row blocks; at TP > 1 every column-parallel partition
     (``rows / tp``) fills whole row blocks and every row-parallel one (``o_proj``, ``down_proj``: ``in / tp``) whole
     column blocks. Replicated layers (``fc``, MLA ``kv_a_proj_with_mqa``) are never split."""
+    assert scheme.block is not None  # the caller checks for a block structure
     bn, bk = scheme.block
     subject = f"{source}.config_groups.{scheme.group}.weights.block_structure"
     leaf, cls = layer.name.rpartition(".")[2], layer.cls
@@ -395,7 +397,7 @@ def _agreement(t: dict, layer: Layer) -> list[Finding]:
 def _verdict(layer: Layer, worlds: list[tuple[int, list[str]]], qc: QuantConfig) -> tuple[str, str | None] | None:
     """``(kind, target or entry)`` of :func:`_decide` if every world (target layer count × reading of the
     ignore list) agrees on the kind and target, else ``None``."""
-    seen = {}
+    seen: dict[tuple[str, str | None], tuple[str, str | None]] = {}
     for n, ignore in worlds:
         name, shards = layer.vllm_names(n)
         kind, detail = _decide(name, shards, layer.cls, ignore, qc.targets)
@@ -476,7 +478,7 @@ def _layer_findings(
 ) -> list[Finding]:
     """One vLLM Linear (shown as ``name``) whose verdict is definite, against its checkpoint shards."""
     kind, detail = verdict
-    scheme = qc.targets[detail] if kind == "quantized" else None
+    scheme = qc.targets[cast(str, detail)] if kind == "quantized" else None  # "quantized": detail is the target
     fused = f" (fused from {', '.join(layer.fused)}; all shards must agree)" if layer.fused else ""
     only = shard_only_ignores(*layer.vllm_names(1), qc.ignore) if kind == "quantized" else []
     if only:
