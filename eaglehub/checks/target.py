@@ -23,6 +23,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,6 +71,7 @@ def tensors_equal(a: TensorIndex, a_name: str, b: TensorIndex, b_name: str) -> b
 
 def _embedding(ctx: Context) -> list[Finding]:
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     if EMBED not in d.names:
         if d.dims.H == d.dims.Ht and d.dims.H != t.hidden:  # not already required by shapes.py
             return [
@@ -119,12 +121,13 @@ def _embedding(ctx: Context) -> list[Finding]:
     ]
 
 
-def rope_settings(cfg: dict) -> tuple[float, dict | None]:
+def rope_settings(cfg: dict) -> tuple[Any, dict | None]:
     """``(theta, scaling)`` from ``rope_theta``/``rope_scaling`` or transformers-5 ``rope_parameters``;
-    ``type`` is read as ``rope_type`` and a plain ``default`` schedule counts as no scaling."""
-    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    ``type`` is read as ``rope_type`` and a plain ``default`` schedule counts as no scaling. ``theta`` is a
+    float when the config's value is a usable number, else that value as written."""
+    params = cfg["rope_parameters"] if isinstance(cfg.get("rope_parameters"), dict) else {}
     theta = cfg.get("rope_theta", params.get("rope_theta", 10000.0))
-    raw = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
+    raw = cfg["rope_scaling"] if isinstance(cfg.get("rope_scaling"), dict) else None
     scaling = dict(raw or {k: v for k, v in params.items() if k != "rope_theta"})
     if "type" in scaling:
         scaling.setdefault("rope_type", scaling.pop("type"))
@@ -160,6 +163,7 @@ def _architecture(ctx: Context) -> list[Finding]:
     (vllm.md §7, §8; since 0.22 that interface is the only gate, and a target without it fails at load
     with "Model does not support EAGLE3 interface", ``v1/worker/gpu_model_runner.py``). The target is
     named by the outer ``architectures[0]``, which for multimodal models is the wrapper class vLLM builds."""
+    assert ctx.target is not None  # check() runs these with a target only
     arch = _first_str(ctx.target.config.get("architectures"))
     if arch is None or arch in vllm_archs.EAGLE3_ARCHS:
         return []
@@ -207,6 +211,7 @@ def _family(ctx: Context) -> list[Finding]:
     draft's attention backend from the target, failing at startup, and an MHA drafter for an MLA
     target accepted < 2 % (failure-kinds.md F22; vllm.md §5)."""
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     mla = target_mla_reason(t)
     t_arch = _shown(_first_str(t.config.get("architectures")) or "the target")
     d_arch = _shown(_first_str(d.config.get("architectures")) or "drafter")
@@ -254,6 +259,7 @@ def _context(ctx: Context) -> list[Finding]:
     (speculators PR #684: AL 2.30 at 2k → 1.09 at 16–20k tokens).
     """
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     serves = int_field(t.text_config, "max_position_embeddings") or int_field(t.config, "max_position_embeddings")
     if not serves:
         return []
@@ -299,6 +305,7 @@ def _special_tokens(ctx: Context) -> list[Finding]:
     target's ids are the union of its (text) config and ``generation_config.json``, since a target
     may list extra stop ids in one of them only (Qwen: ``<|im_end|>`` in generation_config)."""
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     sources = [
         ("config.json", t.text_config),
         ("config.json", t.config),
@@ -371,6 +378,7 @@ def _tokenizer(ctx: Context) -> list[Finding]:
     draft with the target's tokenizer (vllm.md §8), so a different tokenizer shipped with the drafter
     means its token ids were learned for another vocabulary (F25)."""
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     path = t.files.get(TOKENIZER_FILE)
     facts = tokenizer_facts(path) if path else None
     if facts is None:
@@ -424,6 +432,7 @@ def _template(ctx: Context) -> list[Finding]:
     if rec is None or not isinstance(rec[0], str) or not SHA256_HEX.fullmatch(rec[0].strip().lower()):
         return []  # no record, or not a sha256: nothing to compare with (a malformed record is not a template change)
     recorded, where = rec[0].strip().lower(), rec[1]
+    assert ctx.target is not None  # check() runs these with a target only
     current = ctx.target.chat_template()
     if current is None:
         return [
@@ -466,6 +475,7 @@ def _quant_pairing(ctx: Context) -> list[Finding]:
     quantized weights the BF16 drafter lacks (KeyError ``layers.0.mlp.down_proj.weight``). Info only:
     the versions this tool targets carry the fix."""
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     method = _quant_method(t.config, t.side_json("hf_quant_config.json")) or _quant_method(t.text_config, None)
     if method is None:
         return []
