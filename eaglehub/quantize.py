@@ -38,6 +38,7 @@ vLLM-native layout (speculators' adapter is not known to keep a quantization con
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import math
@@ -45,6 +46,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any, cast
 
 from .errors import EaglehubError
 from .streaming import OutTensor
@@ -90,6 +92,7 @@ class Entry:
             "bytes_after": self.bytes_after,
         }
         if self.quantized:
+            assert self.scale_shape is not None  # set for every quantized entry
             out["scale"] = {
                 "name": self.stored.removesuffix(".weight") + ".weight_scale",
                 "shape": list(self.scale_shape),
@@ -174,7 +177,8 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
     sch = _scheme(scheme)
     block = tuple(sch.weights.block_structure) if sch.weights.block_structure else None
     written = [*HEAD_IGNORE, *([FC_IGNORE] if keep_fc else []), *dict.fromkeys(_anchored(p) for p in ignore)]
-    layers, not_divisible = vllm_layers(d), []
+    layers = vllm_layers(d)
+    not_divisible: list[dict[str, Any]] = []
     if block:
         # vLLM's rule exactly as validate applies it (checks.quant._block_fit, TP 1)
         group = Scheme("group_0", "fp8", "float", 8, "block", block, None, True, False, False)
@@ -198,6 +202,7 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
                 hint=f"vLLM's names: {', '.join(names[:4])}, ...; e.g. --ignore 're:.*mlp\\.down_proj$'",
             )
     verdicts: dict[str, tuple[str, str | None]] = {}
+    kind: str | None  # a layer's verdict below, then a tensor's (None: not a Linear weight)
     layer_rows = []
     for layer in layers:
         seen = {_decide(*layer.vllm_names(n), layer.cls, written, {"Linear": None}) for n in UNKNOWN_TARGET_LAYERS}
@@ -269,6 +274,7 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
             else "no config target matches it"
         )
         if base in unfit:
+            assert block is not None  # unfit layers are found for a block scheme only
             reason = f"{unfit[base]} does not fit {block[0]}x{block[1]} blocks (vLLM would refuse it): ignore entry {detail!r}"
         if canonical in ("d2t", "t2d"):
             reason = f"vocabulary map ({info.dtype}): never quantized"
@@ -360,9 +366,9 @@ def quantize_weight(weight, scheme: str) -> tuple:
         scale, zero = calculate_qparams(lo, hi, args)
         # the scale is stored in the weight's dtype: below its smallest normal (fp16: 6e-5) it would round to 0 and
         # the quantized weights to inf/NaN
-        lin.weight_scale.copy_(scale.clamp(min=torch.finfo(weight.dtype).tiny))
+        cast(torch.Tensor, lin.weight_scale).copy_(scale.clamp(min=torch.finfo(weight.dtype).tiny))
         if hasattr(lin, "weight_zero_point"):
-            lin.weight_zero_point.copy_(zero)
+            cast(torch.Tensor, lin.weight_zero_point).copy_(zero)
         lin.quantization_status = QuantizationStatus.FROZEN
         BaseCompressor.get_value_from_registry(CompressionFormat.float_quantized.value).compress_module(lin)
         state = lin.state_dict()
@@ -458,10 +464,11 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
     canonical_of = {s: c for c, s in cp.stored.items()}
     tensors, expected = [], set(cp.stored.values())
     for t in cp.tensors:
-        e = by_name.get(canonical_of.get(t.name))
+        e = by_name.get(canonical_of.get(t.name, ""))
         if e is None or not e.quantized:
             tensors.append(t)
             continue
+        assert e.scale_shape is not None  # set for every quantized entry
         scale_name = t.name.removesuffix(".weight") + ".weight_scale"
         tensors.append(
             OutTensor(
@@ -469,7 +476,7 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
                 "F8_E4M3",
                 e.shape,
                 math.prod(e.shape),
-                buffer=lambda c=e.canonical: quantizer.part(c, 0),
+                buffer=functools.partial(quantizer.part, e.canonical, 0),
             )
         )
         tensors.append(
@@ -478,7 +485,7 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
                 DTYPE_BY_TORCH[e.dtype].code,
                 e.scale_shape,
                 e.scale_bytes,
-                buffer=lambda c=e.canonical: quantizer.part(c, 1),
+                buffer=functools.partial(quantizer.part, e.canonical, 1),
             )
         )
         expected.add(scale_name)
@@ -500,7 +507,8 @@ class _Quantizer:
     weight, then its scale): memory holds one Linear at a time."""
 
     def __init__(self, d, scheme: str):
-        self.d, self.scheme, self.cache = d, scheme, {}
+        self.d, self.scheme = d, scheme
+        self.cache: dict[str, tuple] = {}
 
     def part(self, canonical: str, i: int):
         import torch
@@ -571,7 +579,7 @@ def quantize(
     stored = dict(cp.stored.items())
     entries = [replace(e, stored=stored.get(e.canonical, e.canonical)) for e in plan.entries]
     before, after = sum(e.bytes_before for e in entries), sum(e.bytes_after for e in entries)
-    report = {
+    report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "source": str(src),
         "source_format": d.format,
@@ -597,6 +605,7 @@ def quantize(
     if dry_run:
         check_output(report, "quantize-report", "quantize report")
         return report
+    assert out_dir is not None  # DST is required without --dry-run
     keep_meta = {k: v for k, v in d.index.metadata.items() if not k.startswith("eaglehub.") and k != "format"}
     try:
         with atomic_dir(out_dir, overwrite=overwrite) as tmp:

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -216,7 +217,7 @@ def _match(value: str, pattern: str) -> bool:
 
 
 def _decide(
-    name: str, shards: list[str], cls: str, ignore: list[str], targets: dict[str, Scheme]
+    name: str, shards: list[str], cls: str, ignore: list[str], targets: Collection[str]
 ) -> tuple[str, str | None]:
     """vLLM's verdict on one drafter Linear (module docstring): ``("ignored", entry)``, ``("unmatched", None)`` or
     ``("quantized", target)``. ``shards`` (the names of a fused layer's parts) play no part: a drafter's quant config
