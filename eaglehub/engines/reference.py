@@ -33,12 +33,18 @@ import importlib.metadata
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import EaglehubError
 from ..sampling import STANDARD_RULE, AcceptanceRule
 from .base import ProgressFn, RunResult, RunSpec, SpecCounters
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..drafter_model import Eagle3Drafter
 
 SINK_TOKENS = 4
 """Attention-sink diagnostics: mass on the first this many positions (StreamingLLM's 4 sink tokens,
@@ -80,7 +86,7 @@ class ReferenceTarget:
 
         hf_logging.disable_progress_bar()  # verify draws its own progress bar
         try:
-            self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_torch_dtype(dtype)).to(device).eval()
+            self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_torch_dtype(dtype)).to(device).eval()  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: mypy does not bind self
         except (OSError, ValueError) as exc:
             raise EaglehubError(
                 f"cannot load target {path} with transformers: {str(exc).splitlines()[0]}",
@@ -129,10 +135,10 @@ class ReferenceTarget:
 class LoadedDrafter:
     """The drafter module plus what the engine needs around it."""
 
-    model: object  # Eagle3Drafter
+    model: Eagle3Drafter
     aux_ids: list[int]
-    embed: object | None  # the drafter's own embedding table, or None (the target's is used)
-    shared_head: object | None  # the target's lm_head when the drafter ships none
+    embed: torch.Tensor | None  # the drafter's own embedding table, or None (the target's is used)
+    shared_head: torch.nn.Module | None  # the target's lm_head when the drafter ships none
 
 
 def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") -> LoadedDrafter:
@@ -267,7 +273,8 @@ class ReferenceEngine:
         gen = torch.Generator(device="cpu").manual_seed(spec.seed)
         rng = np.random.default_rng(spec.seed)
         diag = _Diag.zeros(spec.k) if spec.diagnostics and drafter else None
-        outputs, counters = [], []
+        outputs: list = []
+        counters: list = []
         group_seconds: dict[str, float] = {}
         for group in dict.fromkeys(groups):
             idx = [i for i, g in enumerate(groups) if g == group]
@@ -282,7 +289,7 @@ class ReferenceEngine:
                 progress(group, len(idx))
         outputs = [o for _, o in sorted(outputs)]
         per_prompt = [c for _, c in sorted(counters)]
-        group_counters = {}
+        group_counters: dict[str, SpecCounters] = {}
         if drafter:
             for g, c in zip(groups, per_prompt):
                 group_counters[g] = group_counters.get(g, SpecCounters(accepted_per_pos=(0,) * spec.k)) + c
@@ -306,6 +313,7 @@ class ReferenceEngine:
         import torch
 
         target = self.target(spec.target, spec.dtype)
+        assert spec.drafter is not None  # a first draft step needs a drafter
         drafter = load_drafter(spec.drafter, target, spec.dtype)
         decode = _Decode(
             self,
@@ -337,7 +345,7 @@ class _Decode:
     def __init__(
         self,
         engine: ReferenceEngine,
-        target: ReferenceTarget,
+        target: ReferenceTarget | ReplayTarget,
         drafter: LoadedDrafter | None,
         spec: RunSpec,
         gen,
@@ -351,7 +359,9 @@ class _Decode:
         self.tcache = target.new_cache()
         self.dcache = KVCache(drafter.model.dims.num_layers) if drafter else None
         self.greedy = spec.temperature <= 0
-        self.last_normed = self.last_fed = self.last_hidden_in = None
+        self.last_normed: torch.Tensor | None = None
+        self.last_fed: torch.Tensor | None = None
+        self.last_hidden_in: torch.Tensor | None = None
         self.last_probs: list = []
 
     # --- pieces -------------------------------------------------------------------------------
@@ -365,6 +375,7 @@ class _Decode:
         """Draft distribution over target ids ``[V]`` from one ``normed`` row ``[H]``."""
         import torch
 
+        assert self.drafter is not None  # drafting runs with a drafter only
         m = self.drafter.model
         logits = self._draft_logits(normed)
         qd = torch.softmax(logits.double() / self.spec.temperature, dim=-1)
@@ -373,6 +384,7 @@ class _Decode:
         return q.numpy()
 
     def _draft_logits(self, normed):
+        assert self.drafter is not None  # drafting runs with a drafter only
         m = self.drafter.model
         if self.drafter.shared_head is not None:
             return self.drafter.shared_head(normed).float()
@@ -382,6 +394,7 @@ class _Decode:
         import torch
 
         t = torch.tensor(ids, dtype=torch.long, device=self.target.device)
+        assert self.drafter is not None  # drafting runs with a drafter only
         table = self.drafter.embed
         return table[t] if table is not None else self.target.embed(t)
 
@@ -390,6 +403,8 @@ class _Decode:
         keeps the last row's normed / fed-back state (and, for diagnostics, its attention)."""
         import torch
 
+        assert self.drafter is not None  # drafting runs with a drafter only
+        assert self.dcache is not None  # created with the drafter
         m = self.drafter.model
         positions = torch.arange(start, start + len(tokens), device=self.target.device)
         embeds = self._embed(tokens)
@@ -409,6 +424,7 @@ class _Decode:
         """Next draft token (target id) from the last drafter row, and its distribution when sampling."""
         import torch
 
+        assert self.drafter is not None  # drafting runs with a drafter only
         if self.greedy:
             draft_id = int(self._draft_logits(self.last_normed).argmax())
             return int(self.drafter.model.to_target_ids(torch.tensor(draft_id, device=self.target.device))), None
@@ -457,10 +473,13 @@ class _Decode:
 
     def _step(self, x: int) -> tuple[int, list[int]]:
         """One draft + verify step from the last emitted token ``x``; returns (accepted, emitted ids)."""
+        assert self.drafter is not None  # drafting runs with a drafter only
+        assert self.dcache is not None  # created with the drafter
         m, k = self.drafter.model, self.spec.k
         n = self.tcache.get_seq_length()  # position of x
         base = self.dcache.length  # == n: the drafter has read positions 0..n−1
-        drafts, qs = [], []
+        drafts: list[int] = []
+        qs: list[np.ndarray | None] = []
         for j in range(k):
             if j:
                 self._drafter_pass([drafts[-1]], self.last_fed, base + j - 1)
