@@ -21,7 +21,7 @@ DEMO_LIMIT ?= 4
 DIAG_LIMIT ?= 1
 DIAG_MAX_TOKENS ?= 32
 
-.PHONY: setup demo test diagnose cross-engine clean-venv
+.PHONY: setup demo test lint diagnose cross-engine clean-venv
 
 setup: $(STAMP)
 
@@ -54,6 +54,13 @@ demo: setup
 test: setup
 	$(BIN)/eaglehub target build smollm2
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+# Static checks (CI runs them before the tests): ruff lint and format over the tree, mypy over the
+# package (settings in pyproject.toml).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # Drift diagnostics (docs/diagnose.md): the fixture and its 3.1 upgrade, depth 8, contexts
 # up to 4k tokens, in the reference engine (hidden-state norm and sink attention need it).

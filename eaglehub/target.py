@@ -77,7 +77,7 @@ def build_smollm2_cache(dst: Path | None = None, overwrite: bool = False) -> Pat
         delattr(config, "quantization_config")
     model = LlamaForCausalLM(config)
     model.load_state_dict(src.state_dict())
-    model = model.to(torch.float32)
+    model = model.to(torch.float32)  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: mypy does not bind self
     with atomic_dir(dst, overwrite=overwrite) as tmp:
         model.save_pretrained(tmp, safe_serialization=True)
         tok.save_pretrained(tmp)

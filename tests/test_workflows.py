@@ -98,3 +98,15 @@ def test_publish_workflow_shape():
     assert set(ci["jobs"]) == {"lint", "test"}
     assert any("zizmor" in s.get("run", "") for s in ci["jobs"]["lint"]["steps"])
     assert "bash .ci/run" in [s.get("run") for s in ci["jobs"]["test"]["steps"]]
+
+
+def test_ci_runs_the_static_checks_before_the_tests():
+    lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()]
+    assert lines.index("make lint") < lines.index("make test")
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    for command in ("$(BIN)/ruff check .", "$(BIN)/ruff format --check .", "$(BIN)/mypy"):
+        assert command in recipe
+    ci = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text())
+    runs = "\n".join(s.get("run", "") for s in ci["jobs"]["lint"]["steps"])
+    assert "ruff check ." in runs and "ruff format --check ." in runs

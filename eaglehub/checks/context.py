@@ -132,7 +132,7 @@ def read_target(spec: str | Path) -> TargetInfo:
 
     path, files = resolve_target_files(str(spec), TARGET_SIDE_FILES)
     cfg = read_config(path)
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    text = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
 
     def get(key):
         v = text.get(key, cfg.get(key))

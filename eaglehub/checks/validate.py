@@ -91,13 +91,12 @@ def make_report(
 ) -> dict:
     """The JSON report (``schemas/validate-report.schema.json``); ``drafter`` is a path when it could not be read."""
     counts = count_by_severity(findings)
-    read = isinstance(drafter, Drafter)
     return {
         "schema": REPORT_SCHEMA,
-        "drafter": str(drafter.path if read else drafter),
+        "drafter": str(drafter.path if isinstance(drafter, Drafter) else drafter),
         "target": str(target.path) if target else None,
-        "layout": drafter.format if read else UNREADABLE,
-        "format_evidence": drafter.evidence if read else [],
+        "layout": drafter.format if isinstance(drafter, Drafter) else UNREADABLE,
+        "format_evidence": drafter.evidence if isinstance(drafter, Drafter) else [],
         "ok": counts["error"] == 0,
         "deep": deep,
         "counts": counts,

@@ -75,7 +75,8 @@ def repair_config(d: Drafter) -> tuple[Drafter, list[dict]]:
             hint=f"run `eaglehub validate {d.path}`",
             exit_code=1,
         )
-    cfg, changes = dict(d.config), []
+    cfg = dict(d.config)
+    changes: list[dict] = []
     raw, carried = _lift_misplaced(d, cfg, changes)
 
     def change(key, new, why):
@@ -120,7 +121,9 @@ def tensor_bytes(t, code: str) -> bytes:
 
     from eaglehub.io.stformat import DTYPES
 
-    return t.detach().to(getattr(torch, DTYPES[code].torch)).contiguous().cpu().view(torch.uint8).numpy().tobytes()
+    torch_name = DTYPES[code].torch
+    assert torch_name is not None, code  # float codes only, each has a torch dtype
+    return t.detach().to(getattr(torch, torch_name)).contiguous().cpu().view(torch.uint8).numpy().tobytes()
 
 
 def _upgrade(
@@ -140,13 +143,15 @@ def _upgrade(
             f"fc.weight is {fc.dtype}; fc_norm weights need a float dtype",
             hint="upgrade the unquantized drafter, then quantize",
         )
+    Ht = d.dims.Ht
+    assert Ht is not None  # the source passed validation (_source_errors)
     added = {
         f"fc_norm.{i}.weight": OutTensor(
             f"fc_norm.{i}.weight",
             code,
-            (d.dims.Ht,),
-            d.dims.Ht * len(ONE[code]),
-            data=ONE[code] * d.dims.Ht if gains is None else tensor_bytes(gains[i], code),
+            (Ht,),
+            Ht * len(ONE[code]),
+            data=ONE[code] * Ht if gains is None else tensor_bytes(gains[i], code),
         )
         for i in range(d.dims.A)
     }
@@ -226,6 +231,7 @@ def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, Out
     ``Vd == V``; ``t2d`` from ``d2t``. Both are derivable, so adding or omitting them loses nothing
     (the source passed the d2t/t2d consistency checks)."""
     V, Vd = d.dims.V, d.dims.Vd
+    assert V is not None and Vd is not None  # the source passed validation (_source_errors)
     want_d2t, want_t2d = FORMATS[fmt].wants_maps(V, Vd, original)
     new, omit = {}, []
     if "d2t" in d.names and not want_d2t:
@@ -363,7 +369,7 @@ def plan_conversion(
     tensors = [
         _source_tensor(view, n, stored[n])
         if n not in (replaced or {})
-        else _replaced_tensor(view, n, stored[n], replaced[n])
+        else _replaced_tensor(view, n, stored[n], (replaced or {})[n])
         for n in canon
     ]
     tensors += [replace(t, name=stored[n]) for n, t in {**added, **maps}.items()]
@@ -384,7 +390,7 @@ def plan_conversion(
         original,
         d.provenance,
     )
-    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    nested = cfg["eagle_config"] if isinstance(cfg.get("eagle_config"), dict) else {}
     aux_plan["output_ids"] = cfg.get(AUX_KEY, nested.get(AUX_KEY)) if aux_plan["output_key"] else None
     return Plan(
         view,

@@ -79,7 +79,7 @@ class Scheme:
             }
         cols = 1 if self.strategy == "channel" else math.ceil(inp / self.group_size) if self.group_size else None
         if self.kind == PACKED:
-            p = {"weight_scale": (out, cols), "weight_shape": (2,)}
+            p: dict[str, tuple | str | None] = {"weight_scale": (out, cols), "weight_shape": (2,)}
             if not self.symmetric:
                 p["weight_zero_point"] = (math.ceil(out * self.bits / 32), cols)
             return p

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import cast
 
 from eaglehub.errors import EaglehubError
 
@@ -72,7 +73,8 @@ class ChatTokenizer:
         for reply, turn in zip(replies, turns[1:]):
             messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": turn}]
         try:
-            return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            return cast(str, text)  # tokenize=False: the rendered string
         except TemplateError as exc:
             raise EaglehubError(
                 f"the chat template of target {self.target} fails on a {len(turns)}-turn chat: "
@@ -91,7 +93,7 @@ class ChatTokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of output token ids, special tokens skipped (the reply fed back as an assistant turn)."""
-        return self.tokenizer.decode(list(ids), skip_special_tokens=True)
+        return cast(str, self.tokenizer.decode(list(ids), skip_special_tokens=True))  # one sequence: one string
 
 
 def encode_turn(target: Path, turns: list[str], replies: list[str]) -> list[int]:

@@ -34,6 +34,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 from eaglehub.engines.base import ProgressFn, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EaglehubError
@@ -167,8 +168,8 @@ class VllmEngine:
         """
         version = self.version()
         request = build_request(spec, prompt_token_ids, groups, self.kv_cache_bytes)
-        with tempfile.TemporaryDirectory(prefix="eaglehub-vllm-") as tmp:
-            tmp = Path(tmp)
+        with tempfile.TemporaryDirectory(prefix="eaglehub-vllm-") as tmp_name:
+            tmp = Path(tmp_name)
             log_dir = Path(self.log_dir) if self.log_dir else tmp
             log_dir.mkdir(parents=True, exist_ok=True)
             log_path = log_dir / f"vllm-{'drafter' if spec.drafter else 'target'}-{os.getpid()}-{time.time_ns()}.log"
@@ -198,6 +199,7 @@ class VllmEngine:
                 text=True,
                 env=env,
             )
+            assert proc.stdout is not None  # stdout=PIPE
             try:
                 for line in proc.stdout:
                     event = json.loads(line)
@@ -248,7 +250,10 @@ def _worker(request_path: str, result_path: str) -> None:
         idx = [i for i, g in enumerate(groups) if g == group]
         before = counters_from_metrics(llm.get_metrics())
         t0 = time.perf_counter()
-        outs = llm.generate([TokensPrompt(prompt_token_ids=ids[i]) for i in idx], params, use_tqdm=False)
+        # a cast, not the constructor call: vLLM imports NotRequired from typing, which mypy's 3.10 target
+        # lacks, so every optional key would read as required
+        prompts = [cast(TokensPrompt, {"prompt_token_ids": ids[i]}) for i in idx]
+        outs = llm.generate(prompts, params, use_tqdm=False)
         group_seconds[group] = time.perf_counter() - t0
         for i, out in zip(idx, outs):
             outputs[i] = list(out.outputs[0].token_ids)
@@ -256,7 +261,7 @@ def _worker(request_path: str, result_path: str) -> None:
         events.write(json.dumps({"event": "group_done", "group": group, "n": len(idx)}) + "\n")
 
     result = RunResult(
-        outputs=outputs,
+        outputs=cast("list[list[int]]", outputs),  # every index is in one group, so none is left None
         group_counters=group_counters if req["drafter"] else {},
         generate_seconds=sum(group_seconds.values()),
         load_seconds=load_seconds,

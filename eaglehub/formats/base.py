@@ -107,7 +107,7 @@ class Format:
         """``{canonical: stored}``: layer 0 spelled ``midlayer.`` or ``layers.0.`` becomes
         ``midlayer.``; legacy ``aux_norm_*`` become ``fc_norm.{i}``; other names are kept."""
         prefix = LAYER0 if any(n.startswith(LAYER0) for n in names) else "layers.0."
-        out = {}
+        out: dict[str, str] = {}
         for n in names:
             canon = LAYER0 + n[len(prefix) :] if prefix != LAYER0 and n.startswith(prefix) else n
             if n in LEGACY_FC_NORM:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal, overload
 
 from eaglehub.errors import EaglehubError
 
@@ -58,6 +59,14 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
         fetch(spec, name, revision)
     snapshot = Path(config).parent
     return snapshot, {"repo_id": spec, "revision": snapshot.name}
+
+
+@overload
+def fetch(repo_id: str, filename: str, revision: str | None, required: Literal[True]) -> str: ...
+
+
+@overload
+def fetch(repo_id: str, filename: str, revision: str | None, required: bool = False) -> str | None: ...
 
 
 def fetch(repo_id: str, filename: str, revision: str | None, required: bool = False) -> str | None:

@@ -24,6 +24,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from eaglehub.errors import EaglehubError
 from eaglehub.io import jsonio
@@ -161,7 +162,7 @@ def _has_surrogate(obj: object) -> bool:
     return False
 
 
-def _uints(value: object) -> bool:
+def _uints(value: object) -> TypeGuard[list[int]]:
     return isinstance(value, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in value)
 
 

@@ -139,7 +139,11 @@ def write_file(
                     handles[first.src_file] = os.open(first.src_file, os.O_RDONLY)
                 _copy_range(handles[first.src_file], fd, first.src_offset, total, advance)
                 continue
-            buf = memoryview(first.data if first.data is not None else first.buffer()).cast("B")
+            if first.data is not None:
+                buf = memoryview(first.data).cast("B")
+            else:
+                assert first.buffer is not None  # exactly one source per OutTensor
+                buf = memoryview(first.buffer()).cast("B")
             if len(buf) != first.nbytes:
                 raise ValueError(f"{first.name}: {len(buf)} bytes, header says {first.nbytes}")
             written = 0

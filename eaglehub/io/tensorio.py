@@ -127,6 +127,7 @@ class TensorIndex:
             t = self._bin()[info.source_name]
             t = t[lo:hi] if info.shape else t
             return _torch_to_numpy(t)
+        assert info.st_dtype is not None and info.offset is not None  # set for every safetensors entry
         row_bytes = DTYPES[info.st_dtype].nbytes(math.prod(info.shape[1:])) if info.shape else 0
         if row_bytes is None:
             raise EaglehubError(

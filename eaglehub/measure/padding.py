@@ -335,5 +335,8 @@ def build_contexts(
         if length and cuts is None:
             cuts = token_cuts(chat, padding_text())
         result = pad_prompts(chat, prompts, length, cuts)
-        (built if isinstance(result, PaddedPrompts) else skipped).append(result)
+        if isinstance(result, PaddedPrompts):
+            built.append(result)
+        else:
+            skipped.append(result)
     return built, skipped

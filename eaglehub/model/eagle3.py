@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -68,6 +69,27 @@ class DrafterDims:
 
         d, f = derive_dims(cfg), read_flags(cfg)
         rope = cfg.get("rope_parameters") or {}
+        fields = {
+            "hidden_size": d.H,
+            "target_hidden_size": d.Ht,
+            "num_attention_heads": d.nh,
+            "num_key_value_heads": d.nkv,
+            "head_dim": d.head_dim,
+            "intermediate_size": d.I,
+            "vocab_size": d.V,
+            "draft_vocab_size": d.Vd,
+        }
+        missing = [k for k, v in fields.items() if v is None]
+        if missing:  # a module cannot be built without them (nn.Linear would fail with a TypeError)
+            from .errors import EaglehubError
+
+            raise EaglehubError(
+                f"drafter config has no usable {', '.join(missing)}",
+                hint="run `eaglehub validate` on the drafter for the findings",
+                exit_code=1,
+            )
+        assert d.H is not None and d.Ht is not None and d.nh is not None and d.nkv is not None
+        assert d.head_dim is not None and d.I is not None and d.V is not None and d.Vd is not None
         return cls(
             hidden_size=d.H,
             target_hidden_size=d.Ht,
@@ -126,7 +148,7 @@ class LayerCache:
         return self.keys, self.values
 
     def crop(self, n: int) -> None:
-        if self.keys is not None:
+        if self.keys is not None and self.values is not None:
             self.keys, self.values = self.keys[:n], self.values[:n]
 
 
@@ -241,6 +263,8 @@ class Eagle3Drafter(nn.Module):
     ``attention_factory(in_features) -> nn.Module``: builds each layer's attention (default Llama
     :class:`_Attention`; MLA drafters pass :class:`eaglehub.model.mla.MLAAttention`'s)."""
 
+    d2t: torch.Tensor  # a buffer, registered only for a pruned draft vocabulary
+
     def __init__(self, dims: DrafterDims, attention_factory=None):
         super().__init__()
         d = self.dims = dims
@@ -306,7 +330,9 @@ class Eagle3Drafter(nn.Module):
         m, d = self.midlayer, self.dims
         residual = m.hidden_norm(hidden) if d.norm_before_residual else hidden
         x = torch.cat([m.input_layernorm(embeds), m.hidden_norm(hidden)], dim=-1)
-        layers = [m] + ([self.layers[str(i)] for i in range(1, d.num_layers)] if d.num_layers > 1 else [])
+        layers: list[_DecoderLayer] = [m] + (
+            [cast(_DecoderLayer, self.layers[str(i)]) for i in range(1, d.num_layers)] if d.num_layers > 1 else []
+        )
         probs = []
         for i, layer in enumerate(layers):
             if i:

@@ -122,12 +122,14 @@ class MLARope:
         pos_freqs = self.theta ** (torch.arange(0, self.dim, 2, dtype=torch.float32) / self.dim)
         if self.factor is None:
             return 1.0 / pos_freqs
+        original_max = self.original_max
+        assert original_max is not None  # from_config sets it together with factor
 
         def correction_dim(rotations: float) -> float:
-            return self.dim * math.log(self.original_max / (rotations * 2 * math.pi)) / (2 * math.log(self.theta))
+            return self.dim * math.log(original_max / (rotations * 2 * math.pi)) / (2 * math.log(self.theta))
 
         low = max(math.floor(correction_dim(self.beta_fast)), 0)
-        high = min(math.ceil(correction_dim(self.beta_slow)), self.dim - 1)
+        high: float = min(math.ceil(correction_dim(self.beta_slow)), self.dim - 1)
         if low == high:
             high += 0.001  # as vLLM: avoids a zero-width ramp
         ramp = torch.clamp((torch.arange(self.dim // 2, dtype=torch.float32) - low) / (high - low), 0, 1)

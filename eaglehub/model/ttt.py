@@ -118,6 +118,7 @@ def ttt_loss(
         losses.append(F.cross_entropy(logits[at_label], label[m]))
         accs.append((logits[at_label].argmax(-1) == label[m]).float().mean().item())
         if t_outs is not None:
+            assert teacher is not None  # t_outs is the teacher's unroll
             with torch.no_grad():
                 teacher_logp = F.log_softmax(teacher.logits(t_outs[j - 1][seen]), -1)
             kls.append(F.kl_div(F.log_softmax(logits, -1), teacher_logp, log_target=True, reduction="batchmean"))

@@ -168,6 +168,7 @@ def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[d
     if entry is None:
         reasons.append(f"no verify report covers these files ({note})")
     elif not entry["passed"]:
+        assert report_path is not None  # an entry comes from a report file
         failed = sorted({f["code"] for f in entry["findings"] if f["severity"] == "error"})
         reasons.append(f"verify failed ({', '.join(failed)}) in {shown(report_path, src)}")
     if reasons and not opts.force:
@@ -266,7 +267,9 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
     hashes = files_sha256(src)
     gate, vreport, report, entry = run_gate(src, opts, hashes)
     exists, head, remote, tags = _remote(api, opts, endpoint, token)
-    if opts.tag in tags:  # before anything is sent: create_tag would otherwise fail after the commit landed
+    if (
+        opts.tag is not None and opts.tag in tags
+    ):  # before anything is sent: create_tag would otherwise fail after the commit landed
         raise tag_exists_error(opts.repo, opts.tag, tags[opts.tag], opts.dry_run)
     if opts.parent_commit and (head is None or not head.startswith(opts.parent_commit)):
         raise StaleParentError(
@@ -300,9 +303,11 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
     )
     generated: dict[str, bytes] = {CARD_FILE: card.encode()}
     if entry is not None:
+        assert report is not None  # the entry is one of its drafters
         single = next(r for r in split_report(report) if r["drafters"][0] is entry)
         generated[VERIFY_FILE] = (json.dumps(single, indent=2) + "\n").encode()
-    rows, contents = [], {}
+    rows = []
+    contents: dict[str, Path | bytes] = {}
     for rel in local_files(src):
         sha = hashes.get(rel) or sha256_file(src / rel)
         status = _status(src / rel, sha, remote.get(rel))

@@ -48,7 +48,7 @@ def execute(plan: Plan, opts: PublishOptions, api, endpoint: str, token: str | N
             tags = remote_tags(api, opts.repo) if opts.tag else {}
             if opts.tag in tags:
                 raise tag_exists_error(opts.repo, opts.tag, tags[opts.tag], dry_run=False)
-        ops = [
+        ops: list[CommitOperationAdd | CommitOperationDelete] = [
             CommitOperationAdd(path_in_repo=rel, path_or_fileobj=c if isinstance(c, bytes) else str(c))
             for rel, c in plan.contents.items()
         ]

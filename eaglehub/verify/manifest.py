@@ -27,6 +27,7 @@ serves the ones that are.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,9 +194,9 @@ def _read_document(path: Path) -> object:
 
 
 def _parse_toml(text: str) -> dict:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ModuleNotFoundError:  # Python 3.10: tomllib is the stdlib copy of tomli
+    else:  # Python 3.10: tomllib is the stdlib copy of tomli
         try:
             import tomli as tomllib
         except ModuleNotFoundError as exc:
@@ -276,6 +277,7 @@ def load_manifest(path: str | Path) -> Manifest:
         raise EaglehubError(
             f"manifest {path}: {where}: {message[:200] + ' …' if len(message) > 200 else message}", hint=HINT
         )
+    assert isinstance(doc, dict)  # the schema's root is an object
     base = path.resolve().parent
     targets = {}
     for name, t in doc["targets"].items():

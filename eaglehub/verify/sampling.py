@@ -261,7 +261,7 @@ def sampling_test(
     result = goodness_of_fit(sampler(p, q, trials, rng), p, alpha)
     result["finding"] = None
     if not result["passed"]:
-        name = subject or getattr(sampler, "__name__", type(sampler).__name__)
+        name = subject or str(getattr(sampler, "__name__", type(sampler).__name__))
         result["finding"] = finding(
             "E-SAMPLING-BIASED",
             name,

@@ -5,7 +5,9 @@ Prints ids, categories, counts and rates only — never prompt text or tokens.
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import cast
+
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
@@ -30,7 +32,7 @@ def acceptance_table(d: dict, k: int) -> Table:
         ("conditional", "right"),
         ("draft acc. rate", "right"),
     ):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=cast(JustifyMethod, just))
     matched: dict[str, list[int]] = {}
     for r in d["prompts"]:
         m = matched.setdefault(r["category"], [0, 0])
