@@ -141,7 +141,7 @@ def rules_markdown() -> str:
         "",
         "Generated from `eaglehub/data/rules.json` (`eaglehub validate --list-rules --markdown`); do not edit by hand.",
         "Severity is the code's first letter: E error (exit 1), W warning (exit 1 with `--strict`), I info.",
-        "Failure kinds refer to the entries F1–F26 of [docs/failure-kinds.md](docs/failure-kinds.md).",
+        "Failure kinds refer to the entries F1–F26 of [failure-kinds.md](failure-kinds.md).",
         "Sources name the page of `docs/` that states the fact (and its section); vLLM module paths are those of",
         "vLLM 0.32.0 unless a version is named, and `#NNNN` are pull requests or issues of the project named.",
         "",

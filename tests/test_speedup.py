@@ -386,7 +386,7 @@ def test_cli_table_json_report_and_plot(setup, tmp_path, monkeypatch):
     [
         (["--concurrency", "1,x"], "error: --concurrency '1,x': 'x' is not an integer in [1, 1024]"),
         (["--concurrency", ""], "error: --concurrency is empty"),
-        (["-k", "0"], "error: -k must be at least 1, got 0"),
+        (["-k", "0"], "error: Invalid value for '-k' / '--num-speculative-tokens': 0 is not in the range x>=1."),
     ],
 )
 def test_cli_usage_errors_are_one_line_exit_2(setup, monkeypatch, extra, match):
