@@ -45,9 +45,10 @@ demo: setup
 		-k $(K) --max-tokens $(MAX_TOKENS) --report $(OUT)/verify.json --plot $(OUT)/acceptance.png
 	@echo "reports written under $(OUT)/"
 
+# Every tier (tests/README.md); plain `pytest` runs only the fast unit tier. The slowest 30 tests are listed.
 test: setup
 	$(BIN)/eaglehub target build smollm2
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "unit or slow or vllm or real" --durations=30 tests
 
 # Drift diagnostics (README "Drift diagnostics"): the fixture and its 3.1 upgrade, depth 8, contexts
 # up to 4k tokens, in the reference engine (hidden-state norm and sink attention need it).

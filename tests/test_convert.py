@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import torch
-from conftest import tree_hash
+from helpers.checkpoints import tree_hash
 
 from eaglehub import convert as convert_mod
 from eaglehub.convert import convert
