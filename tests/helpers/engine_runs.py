@@ -43,6 +43,8 @@ def _key(engine, spec, prompt_token_ids, groups) -> str:
     fields = dataclasses.asdict(spec)
     fields["target"] = str(Path(spec.target).resolve())
     fields["drafter"] = _fingerprint(spec.drafter)
+    # an option set to None is an option not passed (vLLM's request builder drops it too)
+    fields["engine_options"] = {k: v for k, v in spec.engine_options.items() if v is not None}
     state = {"kv_cache_bytes": engine.kv_cache_bytes} if isinstance(engine, VllmEngine) else {}
     if isinstance(engine, ReferenceEngine):
         state = {"device": engine.device, "rule": engine.rule.name}
