@@ -51,9 +51,10 @@ demo: setup
 		-k $(K) --max-tokens $(MAX_TOKENS) --limit $(DEMO_LIMIT) --report $(OUT)/verify.json --plot $(OUT)/acceptance.png
 	@echo "reports written under $(OUT)/"
 
+# Every tier (tests/README.md); plain `pytest` runs only the fast unit tier. The slowest 30 tests are listed.
 test: setup
 	$(BIN)/eaglehub target build smollm2
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m "unit or slow or vllm or real" --durations=30 tests
 
 # Static checks (CI runs them before the tests): ruff lint and format over the tree, mypy over the
 # package (settings in pyproject.toml).

@@ -73,6 +73,7 @@ def _opts(target, prompts, **over):
     )
 
 
+@pytest.mark.slow
 def test_steps_0_adds_only_the_gains_and_the_flags(tmp_path, pair):
     drafter, target, prompts = pair
     report = calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts, steps=0))
@@ -99,6 +100,7 @@ def test_steps_0_adds_only_the_gains_and_the_flags(tmp_path, pair):
     assert acc["calibrated"]["acceptance_length"] == best and acc["closed_form"] == acc["calibrated"]
 
 
+@pytest.mark.slow
 def test_fine_tuning_scopes(tmp_path, pair):
     drafter, target, prompts = pair
     norms = calibrate.calibrated_upgrade(
@@ -125,6 +127,7 @@ def test_fine_tuning_scopes(tmp_path, pair):
     assert every["fc.weight"].dtype == src["fc.weight"].dtype
 
 
+@pytest.mark.slow
 def test_default_fine_tunes_every_weight_distilling_the_source(tmp_path, pair):
     drafter, target, prompts = pair
     report = calibrate.calibrated_upgrade(drafter, tmp_path / "out", _opts(target, prompts))
@@ -163,6 +166,7 @@ def test_default_fine_tunes_every_weight_distilling_the_source(tmp_path, pair):
     )
 
 
+@pytest.mark.slow
 def test_a_diverging_fine_tune_writes_nothing(tmp_path, pair, monkeypatch):
     drafter, target, prompts = pair
 
@@ -177,6 +181,7 @@ def test_a_diverging_fine_tune_writes_nothing(tmp_path, pair, monkeypatch):
     assert "lower --lr" in err.value.hint and not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_an_existing_destination_is_refused_before_calibrating(tmp_path, pair, monkeypatch):
     drafter, target, prompts = pair
     (tmp_path / "out").mkdir()
@@ -201,6 +206,7 @@ def test_default_steps_skip_a_drafter_training_time_test_cannot_unroll():
     )  # asked: finetune raises
 
 
+@pytest.mark.slow
 def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
     drafter, target, prompts = pair
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "x"), "--to", "3.1", "--calibrate"])
@@ -299,6 +305,7 @@ def test_bad_calibration_options_are_one_line_errors(tmp_path, pair):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_cli_prints_the_calibration(tmp_path, pair):
     drafter, target, prompts = pair
     res = CliRunner().invoke(
@@ -326,6 +333,7 @@ def test_cli_prints_the_calibration(tmp_path, pair):
     assert "closed-form gains" in res.output and "tensor(s) recomputed (calibration / fold): fc.weight" in res.output
 
 
+@pytest.mark.slow
 def test_to_3_is_refused_unless_forced_then_folds_the_gains(tmp_path, pair):
     drafter, target, prompts = pair
     res = CliRunner().invoke(main, ["convert", str(drafter), str(tmp_path / "v31"), "--to", "3.1"])

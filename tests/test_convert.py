@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 import torch
-from conftest import tree_hash
+from helpers.checkpoints import tree_hash
 
 from eaglehub.checks.validate import validate
 from eaglehub.convert import run as convert_mod

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from formats_factory import (
+from helpers.formats_factory import (
     AUX_KEY,
     Spec,
     canonical_name,

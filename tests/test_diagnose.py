@@ -175,6 +175,7 @@ def _check_padded(target, prompts, built: PaddedPrompts):
     )
 
 
+@pytest.mark.real
 def test_padding_exact_on_smollm2_tokenizer():
     """The real target's tokenizer (GPT-2-style byte BPE) and chat template: 1024 and 2048 tokens exactly
     for one prompt of each category of the project's evaluation set; 0 is the prompts unchanged."""

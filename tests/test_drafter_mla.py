@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from formats_factory import Dims, Spec, canonical_tensors, format_config, write_dir, write_format
+from helpers.formats_factory import Dims, Spec, canonical_tensors, format_config, write_dir, write_format
 from torch import nn
 from transformers import DeepseekV3Config
 from transformers.models.deepseek_v3.modeling_deepseek_v3 import (

@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from conftest import BASE_CONFIG, load_recipe
+from helpers.checkpoints import BASE_CONFIG, load_recipe
 from safetensors.torch import save_file
 
 from eaglehub.checks.validate import validate
@@ -97,6 +97,7 @@ def _ttt_batch(m, seed: int = 4):
     return embed, shards, [(0, 0, 9, 3), (1, 0, 7, 3)], t2d_index
 
 
+@pytest.mark.slow
 def test_distillation_term_is_the_teacher_kl_and_vanishes_for_an_identical_teacher():
     m = _model(seed=2)
     embed, shards, batch, t2d_index = _ttt_batch(m)

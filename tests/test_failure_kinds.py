@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import HD, V, add_fc_norm, vocab_maps
+from helpers.checkpoints import HD, V, add_fc_norm, vocab_maps
 from test_findings import (
     _hidden_undeclared,
     _random_init,

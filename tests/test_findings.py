@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from conftest import (
+from helpers.checkpoints import (
     BASE_CONFIG,
     HD,
     V,

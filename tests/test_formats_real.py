@@ -2,7 +2,7 @@
 weights generated at test time) is detected correctly and converts to the vLLM-native layout that
 passes ``validate``.
 
-Each case shrinks one real config from shared/reference/real-configs/ (sizes only; every other key
+Each case shrinks one real config from tests/data/real-configs/ (sizes only; every other key
 verbatim), lays the tensors out the way that config's *producer* writes them (formats_factory, which
 never calls eaglehub's writers) and then checks detection, conversion to ``vllm``, ``validate``,
 bit-identical tensors and that RoPE and every other non-structural key survived.
@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from formats_factory import (
+from helpers.formats_factory import (
     AUX_KEY,
     EXPORTED0,
     LAYER0,

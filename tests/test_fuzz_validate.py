@@ -107,7 +107,7 @@ def bases(tmp_path_factory):
     """The valid drafters the mutations start from, and a valid target config."""
     import copy
 
-    from conftest import BASE_CONFIG, add_fc_norm, drafter_tensors, target_config, write_checkpoint
+    from helpers.checkpoints import BASE_CONFIG, add_fc_norm, drafter_tensors, target_config, write_checkpoint
     from test_findings import to_mla
 
     from eaglehub.convert.run import convert
@@ -168,6 +168,7 @@ def _edit_header(raw: bytes, op: str, n: int, value) -> bytes:
 
 # derandomize: CI replays the same cases every run (new seeds are for exploring by hand:
 # pytest --hypothesis-seed=N after removing derandomize)
+@pytest.mark.slow
 @settings(
     max_examples=3000,
     deadline=None,

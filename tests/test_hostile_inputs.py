@@ -7,7 +7,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from conftest import BASE_CONFIG, drafter_tensors
+from helpers.checkpoints import BASE_CONFIG, drafter_tensors
 from safetensors.torch import save_file
 from test_quant_findings import fp8
 

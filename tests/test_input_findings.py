@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 import torch
-from conftest import BASE_CONFIG, drafter_tensors
+from helpers.checkpoints import BASE_CONFIG, drafter_tensors
 from safetensors.torch import save_file
 
 from eaglehub.checks.validate import validate

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from conftest import BASE_CONFIG, drafter_tensors, write_checkpoint
+from helpers.checkpoints import BASE_CONFIG, drafter_tensors, write_checkpoint
 
 from eaglehub.drafter.canonical import default_aux_ids, derive_dims, infer_convention, read_aux, read_flags
 from eaglehub.errors import EaglehubError

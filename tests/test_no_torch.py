@@ -13,7 +13,7 @@ import sys
 
 import pytest
 import torch
-from conftest import BASE_CONFIG, add_fc_norm, target_config, target_tensors, write_checkpoint
+from helpers.checkpoints import BASE_CONFIG, add_fc_norm, target_config, target_tensors, write_checkpoint
 from test_findings import to_mla
 
 HEAVY = ("torch", "transformers")
@@ -100,6 +100,7 @@ def test_broken_drafter_is_reported_without_torch(make_drafter):
     _assert_light(result)
 
 
+@pytest.mark.slow
 def test_the_probe_sees_torch_when_it_is_imported(make_drafter):
     """The check itself can fail: a pytorch_model.bin drafter needs torch, and the probe reports it."""
     d = str(make_drafter(fmt="bin"))

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from fakehub import fake_hub, hf_env  # noqa: F401  (pytest fixtures)
+from helpers.scripted import BASE, GOOD, ScriptedEngine, write_prompts
 from huggingface_hub import hf_hub_download
 from safetensors import safe_open
-from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
 
 from eaglehub.cli import main
 from eaglehub.io.schemas import validate_json
@@ -86,6 +85,7 @@ def test_the_manifest_sections_load_and_verify_ignores_them(tiny):
     assert load_manifest(ROOT / "fixtures" / "manifests" / "smollm2.toml").entries[0].stages == {}
 
 
+@pytest.mark.slow
 def test_pipeline_dry_run_end_to_end_on_tiny_checkpoints(tiny, fake_hub, hf_env):
     tmp_path, engine, chosen = tiny
     work = tmp_path / "work"
@@ -181,8 +181,9 @@ def test_pipeline_publish_opens_the_pull_request(tiny, fake_hub, hf_env):
 
 @pytest.mark.vllm
 @pytest.mark.real
-def test_fixture_pipeline_in_vllm_then_publish_the_fixture(fake_hub, hf_env, tmp_path):
-    """The fixture manifest end to end on this CPU (vLLM, one prompt per category, 32 tokens):
+def test_fixture_pipeline_in_vllm_then_publish_the_fixture(fake_hub, hf_env, shared_engine_runs, tmp_path):
+    """The fixture manifest end to end on this CPU (vLLM, one prompt per category, 32 tokens: the shared settings of
+    helpers/real_runs.py, so the target-alone and fixture runs are the other real-pair tests' runs):
     both drafters pass; the dry runs write nothing; then the fixture drafter is published for real
     with the pipeline's verify report: its files download back byte-identical and the card holds
     the AL measured."""

@@ -375,6 +375,7 @@ def test_chat_rejects_bad_calls_and_broken_targets(tmp_path):
         chat.encode_chat(empty, ["hello"])
 
 
+@pytest.mark.real
 def test_smollm2_renders_mtbench_two_turns():
     """The real target's template (ChatML with a default system prompt) on a fixture question."""
     from eaglehub.target import resolve_target

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import tree_hash
-from fakehub import TOKEN, fake_hub, hf_env  # noqa: F401  (pytest fixtures)
+from helpers.checkpoints import tree_hash
+from helpers.fakehub import TOKEN
+from helpers.scripted import BASE, DEAD, GOOD, ScriptedEngine, write_prompts
 from huggingface_hub import ModelCard, hf_hub_download
-from test_verify import BASE, DEAD, GOOD, ScriptedEngine, write_prompts
 
 from eaglehub.cli import main
 from eaglehub.io.digest import files_sha256

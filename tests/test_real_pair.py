@@ -2,8 +2,8 @@
 
 Static part (headers only, seconds): the fixture and its upgrade validate clean against the real
 target, and the three breakages of the issue's "Done when" each give a named error and exit 1.
-Dynamic part (vLLM, minutes): both drafters verified against one target-alone run on two prompts
-per category: token-identical outputs and a wired drafter (position-0 acceptance well above 0);
+Dynamic part (vLLM, minutes; runs shared with the session's other real-pair tests,
+helpers/real_runs.py): both drafters verified against one target-alone run on one prompt per category: token-identical outputs and a wired drafter (position-0 acceptance well above 0);
 the fixture converted to the speculators format, and to sharded vLLM-native files, accepts exactly
 what the fixture accepts.
 """
@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers.paths import FIXTURE
+from helpers.real_runs import PROMPTS, SETTINGS
 from safetensors.torch import load_file, save_file
 
 from eaglehub.cli import main
 from eaglehub.target import resolve_target
-
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
-K = 3
 
 
 def _run(*args: str):
@@ -33,12 +32,10 @@ def _codes(res) -> list[str]:
     return [f["code"] for f in json.loads(res.output)["findings"] if f["severity"] == "error"]
 
 
-@pytest.fixture(scope="module")
-def upgraded(tmp_path_factory) -> Path:
-    dst = tmp_path_factory.mktemp("real") / "smollm2-eagle3.1"
-    res = _run("convert", str(FIXTURE), str(dst), "--to", "3.1", "--json")
-    assert res.exit_code == 0, res.output
-    return dst
+@pytest.fixture
+def upgraded(real_drafters) -> Path:
+    """The fixture's plain 3.1 upgrade (``convert --to 3.1``), written once per session."""
+    return real_drafters.upgraded
 
 
 def _rewrite(src: Path, dst: Path, edit) -> Path:
@@ -68,6 +65,7 @@ def test_fixture_and_upgrade_validate_clean_against_the_real_target(upgraded):
     assert json.loads((upgraded / "config.json").read_text())["fc_norm"] is True
 
 
+@pytest.mark.real
 def test_breaking_the_upgrade_gives_named_errors(upgraded, tmp_path):
     no_norm = _rewrite(
         upgraded, tmp_path / "no-fc-norm", lambda t: {k: v for k, v in t.items() if k != "fc_norm.1.weight"}
@@ -91,40 +89,18 @@ def test_breaking_the_upgrade_gives_named_errors(upgraded, tmp_path):
     assert res.exit_code == 1 and "E-AUX-RANGE" in _codes(res)
 
 
-@pytest.fixture(scope="module")
-def converted(tmp_path_factory) -> list[Path]:
-    """The fixture in the speculators format (layout change) and as vLLM-native shards."""
-    root = tmp_path_factory.mktemp("converted")
-    out = [root / "speculators", root / "sharded"]
-    for dst, args in zip(
-        out,
-        (
-            ["--format", "speculators", "--verifier", "HuggingFaceTB/SmolLM2-135M-Instruct"],
-            ["--format", "vllm", "--max-shard-size", "5MB"],
-        ),
-    ):
-        res = _run("convert", str(FIXTURE), str(dst), *args, "--json")
-        assert res.exit_code == 0, res.output
-    assert len(list(out[1].glob("model-*-of-*.safetensors"))) == 4
-    return out
-
-
 @pytest.mark.vllm
 @pytest.mark.real
-def test_verify_fixture_and_upgrade_in_vllm(upgraded, converted, tmp_path):
+def test_verify_fixture_and_upgrade_in_vllm(real_drafters, shared_engine_runs, tmp_path):
+    """The fixture, its 3.1 upgrade, the fixture in the speculators layout and as vLLM-native shards, in vLLM and
+    in the reference engine, with the shared settings (helpers/real_runs.py: one prompt per category, 32 tokens)."""
+    assert len(list(real_drafters.sharded.glob("model-*-of-*.safetensors"))) == 4
     report_path = tmp_path / "verify.json"
-    drafters = [FIXTURE, upgraded, *converted]
+    drafters = [FIXTURE, real_drafters.upgraded, real_drafters.speculators, real_drafters.sharded]
     res = _run(
         "verify",
-        "--target",
-        "smollm2",
+        *SETTINGS,
         *[a for d in drafters for a in ("--drafter", str(d))],
-        "-k",
-        str(K),
-        "--max-tokens",
-        "48",
-        "--limit",
-        "2",
         "--report",
         str(report_path),
         "--engine",
@@ -141,7 +117,7 @@ def test_verify_fixture_and_upgrade_in_vllm(upgraded, converted, tmp_path):
         assert row["agree"] and abs(row["relative_difference"]) <= 0.05, row
         assert d["lossless"] and d["passed"]
     for d in report["drafters"]:
-        assert all(p["match"] for p in d["prompts"]) and len(d["prompts"]) == 12
+        assert all(p["match"] for p in d["prompts"]) and len(d["prompts"]) == PROMPTS
         a = d["acceptance"]["overall"]
         assert a["acceptance_length"] == pytest.approx(1 + a["num_accepted_tokens"] / a["num_drafts"])
         assert a["acceptance_rate_per_position"][0] > 0.05

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from conftest import load_recipe
+import pytest
+from helpers.checkpoints import load_recipe
 
 from eaglehub.measure.prompts import load_prompts
 
@@ -23,6 +24,7 @@ def test_training_prompts_are_seeded_unique_and_cover_the_eval_categories():
     assert min(per_cat.values()) >= 90
 
 
+@pytest.mark.slow
 def test_eval_prompts_are_excluded_from_the_training_prompts():
     """The recipe's generator would produce an eval prompt verbatim; the exclusion list must stop it."""
     mod = _recipe()

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import (
+from helpers.checkpoints import (
     BASE_CONFIG,
     add_fc_norm,
     drafter_tensors,
@@ -114,6 +114,7 @@ VARIANTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_greedy_speculation_is_token_identical_for_every_switch(tmp_path, target, variant):
     drafter = _drafter(tmp_path, variant, VARIANTS[variant])
@@ -166,6 +167,7 @@ def test_state_dict_of_a_two_layer_drafter_is_canonical(tmp_path):
     assert m.state_dict()["layers.1.self_attn.q_proj.weight"].shape == (64, 64)  # reads H, not 2H
 
 
+@pytest.mark.slow
 def test_counters_follow_vllm_semantics_with_a_constant_drafter(tmp_path, target):
     """Every draft is one token c: a step accepts i drafts iff the target's next i tokens are all c."""
     drafter, tok = _constant_drafter(tmp_path, target)
@@ -192,6 +194,7 @@ def test_counters_follow_vllm_semantics_with_a_constant_drafter(tmp_path, target
     assert acceptance.total(run.prompt_counters).num_accepted_tokens > 0
 
 
+@pytest.mark.slow
 def test_sampled_decoding_counts_and_emits_valid_tokens(tmp_path, target):
     drafter = _drafter(tmp_path, "d")
     engine = ReferenceEngine()
@@ -203,6 +206,7 @@ def test_sampled_decoding_counts_and_emits_valid_tokens(tmp_path, target):
     assert acceptance.check_consistency(total, 3) == [] and total.num_drafts > 0
 
 
+@pytest.mark.slow
 def test_diagnostics_per_depth(tmp_path, target):
     drafter = _drafter(tmp_path, "d")
     run = ReferenceEngine().run(RunSpec(target, drafter, 4, 16, diagnostics=True), PROMPTS, ["a"] * 4)
@@ -213,6 +217,7 @@ def test_diagnostics_per_depth(tmp_path, target):
     assert all(n > 0 for n in d["hidden_state_norm"])
 
 
+@pytest.mark.slow
 def test_quantized_and_incomplete_drafters_are_refused(tmp_path, target):
     engine = ReferenceEngine()
     broken = _drafter(tmp_path, "broken", lambda cfg, t: t.pop("midlayer.mlp.down_proj.weight"))
@@ -229,6 +234,7 @@ def test_quantized_and_incomplete_drafters_are_refused(tmp_path, target):
         ReferenceEngine().target(target, "int8")
 
 
+@pytest.mark.slow
 def test_forensics_classifies_near_ties_and_faults(target):
     t = ReferenceEngine().target(target, "float32")
     prompt = PROMPTS[0]
@@ -254,6 +260,7 @@ def test_forensics_classifies_near_ties_and_faults(target):
     assert forensics.tie_epsilon("bfloat16") > forensics.tie_epsilon("float32") == 0.01
 
 
+@pytest.mark.slow
 def test_verify_with_the_reference_engine_and_near_tie_forensics(tmp_path, target, monkeypatch):
     """End to end through run_verify: lossless pass; a divergence at a near-tie is a warning, not an error."""
     drafter, _ = _constant_drafter(tmp_path, target)
@@ -305,6 +312,7 @@ def test_verify_with_the_reference_engine_and_near_tie_forensics(tmp_path, targe
     verify.validate_report(report)
 
 
+@pytest.mark.slow
 def test_two_engines_are_compared(tmp_path, target, monkeypatch):
     drafter, _ = _constant_drafter(tmp_path, target)
     prompts = tmp_path / "p.jsonl"
@@ -396,6 +404,7 @@ class _SamplingEngine:
         return RunResult(outputs=outputs)
 
 
+@pytest.mark.slow
 def test_engine_sampling_test_on_an_engine_s_own_outputs(target):
     from eaglehub.measure.prompts import Prompt
     from eaglehub.verify.sampling_check import MIN_GROUP, run_engine_sampling_test
@@ -415,6 +424,7 @@ def test_engine_sampling_test_on_an_engine_s_own_outputs(target):
     assert section["combined"] is None and "not tested" in section["note"] and found == []
 
 
+@pytest.mark.slow
 def test_replaying_a_recorded_target_run_gives_the_engine_s_counters(tmp_path, target):
     """Greedy acceptance from the recorded continuation (drafter passes only) equals a live engine run."""
     from eaglehub.engines.replay import replay_acceptance

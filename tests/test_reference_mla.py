@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from formats_factory import vocab_maps, write_format, write_weights
+from helpers.formats_factory import vocab_maps, write_format, write_weights
 from transformers import DeepseekV3Config, DeepseekV3ForCausalLM
 
 from eaglehub.checks.validate import validate
@@ -106,6 +106,7 @@ def _check_run(run, baseline) -> SpecCounters:
     return total
 
 
+@pytest.mark.slow
 def test_the_target_is_mla_and_its_greedy_run_is_nontrivial(engine, target, baseline):
     t = engine.target(target, "float32")
     assert type(t.model).__name__ == "DeepseekV3ForCausalLM" and t.num_layers == LAYERS
@@ -114,6 +115,7 @@ def test_the_target_is_mla_and_its_greedy_run_is_nontrivial(engine, target, base
     assert len({tok for o in baseline.outputs for tok in o}) > 20  # not a constant or looping target
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_greedy_speculation_with_an_mla_drafter_is_token_identical(tmp_path, engine, target, baseline, variant):
     w = _drafter(tmp_path, variant, **VARIANTS[variant])
@@ -130,6 +132,7 @@ def test_greedy_speculation_with_an_mla_drafter_is_token_identical(tmp_path, eng
     _check_run(engine.run(RunSpec(target, w.path, K, MAX_TOKENS), PROMPTS, GROUPS), baseline)
 
 
+@pytest.mark.slow
 def test_a_constant_mla_drafter_gets_drafts_accepted(tmp_path, engine, target, baseline):
     """An MLA drafter that always drafts one token c (all logits 0 → draft id 0 → c via d2t): drafts are
     accepted wherever the target emits c, so the target's and drafter's caches are cropped after
@@ -146,6 +149,7 @@ def test_a_constant_mla_drafter_gets_drafts_accepted(tmp_path, engine, target, b
     assert total.num_accepted_tokens >= 1 and total.accepted_per_pos[0] >= 1
 
 
+@pytest.mark.slow
 def test_aux_hidden_states_are_the_inputs_of_the_captured_layers(tmp_path, engine, target):
     """vLLM's DeepSeek/Kimi targets capture the input of layer k for aux id k (vllm.md §7); the engine
     takes transformers' ``hidden_states[k]``, which must be exactly that input (forward pre-hooks)."""
@@ -175,6 +179,7 @@ def test_aux_hidden_states_are_the_inputs_of_the_captured_layers(tmp_path, engin
         assert not torch.allclose(chunk, inputs[i + 1], atol=1e-3)  # the output of layer k is another state
 
 
+@pytest.mark.slow
 def test_a_bfloat16_mla_pair_runs_with_consistent_counters(tmp_path, engine, target):
     """MLA attention computes in float32 and hands the residual stream back in its dtype, so a bfloat16
     drafter's MLP layers get bfloat16 inputs."""

@@ -37,8 +37,9 @@ def _shifted_d2t(dst: Path, keep_t2d: bool) -> Path:
     return dst
 
 
+@pytest.mark.slow
 @pytest.mark.real
-def test_wrong_d2t_offsets_are_caught_by_validate_and_by_acceptance_collapse(tmp_path):
+def test_wrong_d2t_offsets_are_caught_by_validate_and_by_acceptance_collapse(shared_engine_runs, tmp_path):
     with_t2d = _shifted_d2t(tmp_path / "shifted", keep_t2d=True)
     res = CliRunner().invoke(main, ["validate", str(with_t2d), "--target", "smollm2", "--json"])
     assert res.exit_code == 1 and "E-T2D-MISMATCH" in {f["code"] for f in json.loads(res.output)["findings"]}
@@ -93,6 +94,7 @@ class _PlantedBias(AcceptanceRule):
         return np.minimum(1.0, 1.01 * super().acceptance_probability(p, q, x))
 
 
+@pytest.mark.slow
 @pytest.mark.real
 def test_sampling_test_passes_the_rule_and_catches_a_planted_one_percent_bias():
     target = resolve_target("smollm2")

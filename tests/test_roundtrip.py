@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from formats_factory import (
+from helpers.formats_factory import (
     AUX_KEY,
     EXPORTED0,
     FATAL,
@@ -302,6 +302,7 @@ def drafters(draw):
     return spec, fmt_a, file_kind
 
 
+@pytest.mark.slow
 @settings(
     max_examples=30,
     deadline=None,

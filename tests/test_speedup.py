@@ -8,7 +8,7 @@ import math
 
 import pytest
 from click.testing import CliRunner
-from conftest import BASE_CONFIG
+from helpers.checkpoints import BASE_CONFIG
 from hypothesis import given
 from hypothesis import strategies as st
 

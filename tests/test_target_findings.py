@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import V
+from helpers.checkpoints import V
 from test_convert_formats import make_hub_cache, tree_state
 from test_findings import setk, to_mla
 from test_no_torch import _assert_light
@@ -426,6 +426,7 @@ def test_template_file_wins_over_tokenizer_config(make_drafter, make_target):
     assert pairing(make_drafter("no-record"), target) == []  # nothing recorded: nothing to compare
 
 
+@pytest.mark.real
 def test_fixture_records_the_real_targets_template():
     """fixtures/smollm2-eagle3 was trained on prompts rendered with SmolLM2's own template (gen_data.py)."""
     from eaglehub.target import resolve_target

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 import torch
-from conftest import BASE_CONFIG, drafter_tensors, write_checkpoint
+from helpers.checkpoints import BASE_CONFIG, drafter_tensors, write_checkpoint
 
 from eaglehub.errors import EaglehubError
 from eaglehub.io.tensorio import TensorIndex, read_index

@@ -8,11 +8,12 @@ import io
 import json
 
 import pytest
-from conftest import target_config, target_tensors, write_checkpoint
+from helpers.checkpoints import target_config, target_tensors, write_checkpoint
+from helpers.scripted import BASE
 from rich.console import Console
 from test_prompts import TEMPLATE
 from test_reference_engine import _constant_drafter
-from test_verify import BASE, _opts, setup  # noqa: F401  (setup: the single-turn fixture)
+from test_verify import _opts, setup  # noqa: F401  (setup: the single-turn fixture)
 
 from eaglehub.engines.base import RunResult, SpecCounters
 from eaglehub.engines.chat import ChatTokenizer
@@ -328,6 +329,7 @@ def chat_target(tmp_path_factory):
     return add_chat_tokenizer(write_checkpoint(tmp_path_factory.mktemp("t") / "target", cfg, tensors))
 
 
+@pytest.mark.slow
 def test_reference_engine_end_to_end_on_two_turns(tmp_path, chat_target, monkeypatch):
     drafter, _ = _constant_drafter(tmp_path, chat_target)
     conversations = [(1, "writing", ["w3 w17 w45", "w9 w200"]), (2, "math", ["w1 w2", "w60"])]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from conftest import vocab_maps
+from helpers.checkpoints import vocab_maps
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -1,7 +1,8 @@
 """Tiny drafter checkpoints written the way each *producing tool* writes them (formats.md §1, §2, §3, §5).
 
 This module is an independent oracle: it never imports eaglehub. Every layout rule below is taken
-from shared/reference/formats.md and from the real configs in shared/reference/real-configs/:
+from formats.md and from the real configs in tests/data/real-configs/ (SOURCES.md there says where each
+came from):
 
 =============  ==========================  ===========  ====================  ==========================
 format         architectures / marker      layer 0      aux ids               d2t / t2d
@@ -36,7 +37,7 @@ import torch
 from safetensors.torch import save_file
 
 FORMATS = ("vllm", "speculators", "specforge", "torchspec", "modelopt")
-REAL_DIR = Path("/work/shared/reference/real-configs")
+REAL_DIR = Path(__file__).resolve().parent.parent / "data" / "real-configs"
 
 LAYER0 = "midlayer."
 EXPORTED0 = "layers.0."

@@ -1,11 +1,11 @@
 """Generate tiny EAGLE-3 drafters (research / vLLM-native layout) for the real SmolLM2 target.
 
-Layout (shared/reference/vllm.md §3, §4, §14): ``LlamaForCausalLMEagle3``, ``model_type llama``,
+Layout (vllm.md §3, §4, §14): ``LlamaForCausalLMEagle3``, ``model_type llama``,
 hidden 576 (= target hidden), 9 heads / 3 KV heads, ``head_dim`` 64 (the vLLM CPU attention kernel
 rejects 16), one decoder layer under ``midlayer.``, intermediate 256, a pruned draft vocabulary with
 ``d2t`` (int64 offsets: target_id = i + d2t[i], ascending target ids) and ``t2d`` (bool over the
 target vocab), explicit ``eagle_aux_hidden_state_layer_ids`` (2, 15, 27). Weights are random
-(tests/conftest.py ``drafter_tensors``), float32.
+(tests/helpers/checkpoints.py ``drafter_tensors``), float32.
 
 ``constant_token``: when given, that target id becomes the smallest id of the draft vocabulary and
 ``norm.weight`` is zero, so every draft logit is exactly 0 and the greedy draft is always draft id 0,
@@ -18,7 +18,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from conftest import drafter_tensors, vocab_maps, write_checkpoint
+
+from helpers.checkpoints import drafter_tensors, vocab_maps, write_checkpoint
 
 TARGET_VOCAB = 49152
 SMOLLM2_DRAFTER_CONFIG = {

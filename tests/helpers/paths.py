@@ -1,0 +1,9 @@
+"""Paths the tests share: the repository root, the committed fixture drafter and manifests, test data."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "fixtures" / "smollm2-eagle3"
+"""The committed SmolLM2-135M-Instruct EAGLE-3 drafter (the real pair's drafter)."""
+MANIFESTS = ROOT / "fixtures" / "manifests"
+DATA = ROOT / "tests" / "data"
