@@ -83,7 +83,7 @@ def test_consistency_checks():
 def test_acceptance_length_and_low_al_bar():
     assert acceptance.acceptance_length(TEN_STEPS) == pytest.approx(2.3)
     assert acceptance.acceptance_length(SpecCounters()) is None
-    assert acceptance.LOW_AL_THRESHOLD == 1.3  # failure-kinds.md F13: "warn below 1.3"
+    assert acceptance.LOW_AL_THRESHOLD == 1.3  # docs/failure-kinds.md F13: "warn below 1.3"
     assert acceptance.low_acceptance_length(1.29) and not acceptance.low_acceptance_length(1.3)
     assert not acceptance.low_acceptance_length(None)  # undefined is not low
 

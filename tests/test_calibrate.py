@@ -32,7 +32,7 @@ def test_fit_recovers_known_gains_when_each_layer_has_one_scale():
     g = torch.Generator().manual_seed(0)
     n = torch.randn(400, A, HT, generator=g, dtype=torch.float64)
     n = n / n.pow(2).mean(-1, keepdim=True).sqrt()
-    scales = torch.tensor([2.9, 11.4, 27.4], dtype=torch.float64)  # drafter-training.md's SmolLM2 layers
+    scales = torch.tensor([2.9, 11.4, 27.4], dtype=torch.float64)  # docs/training.md §4's SmolLM2 layers
     x = (n * scales[None, :, None]).reshape(400, A * HT).float()
     gains, stats = calibrate.fit_gains(_shards(x, [100, 150, 150]), A, eps=0.0)
     for i in range(A):

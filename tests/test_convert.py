@@ -1,4 +1,4 @@
-"""convert --to 3.1: added tensors, bit-exact copies, untouched source, atomic output (formats.md §7)."""
+"""convert --to 3.1: added tensors, bit-exact copies, untouched source, atomic output (docs/formats.md §7)."""
 
 from __future__ import annotations
 

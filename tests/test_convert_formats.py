@@ -1,4 +1,4 @@
-"""Format conversion details: aux-id translation (formats.md §3), ``--force`` provenance, sharded
+"""Format conversion details: aux-id translation (docs/formats.md §3), ``--force`` provenance, sharded
 output, ``.bin`` input, hub-cache sources, ambiguity, CLI — and the source is never touched.
 
 Sources are written by formats_factory the way each producer writes them (never by eaglehub).
@@ -58,7 +58,7 @@ def assert_bit_identical(src, path: Path, skip: set[str] = frozenset()) -> dict:
     return got
 
 
-# --- aux ids (formats.md §3) ----------------------------------------------------------------------
+# --- aux ids (docs/formats.md §3) ----------------------------------------------------------------------
 
 
 def test_specforge_nested_c_out_becomes_top_level_c_in_and_back(tmp_path):
@@ -109,7 +109,7 @@ def test_top_level_ids_moved_to_nested_minus_one(tmp_path):
 
 def test_top_level_count_disagreeing_with_fc_is_an_error(tmp_path):
     """vLLM sizes fc from num_aux_hidden_states (else 3) and captures every listed id: 4 ids for an fc
-    that reads 3 states is the speculators #1065 / vLLM #54526 trap (formats.md §3)."""
+    that reads 3 states is the speculators #1065 / vLLM #54526 trap (docs/formats.md §3)."""
     src = write_format(tmp_path / "src", "vllm")
     cfg = cfg_of(src.path)
     cfg[AUX_KEY] = [2, 4, 5, 7]
@@ -245,7 +245,7 @@ def test_speculators_absent_norm_before_residual_means_true(tmp_path):
         convert(src.path, tmp_path / "sf", fmt="specforge")
     assert "cannot express" in str(exc.value) and "norm_before_residual" in str(exc.value)
     convert(src.path, tmp_path / "v", fmt="vllm")
-    assert cfg_of(tmp_path / "v")["norm_before_residual"] is True  # vLLM's own default is false (vllm.md §3)
+    assert cfg_of(tmp_path / "v")["norm_before_residual"] is True  # vLLM's own default is false (docs/vllm.md §3)
 
     explicit = write_format(tmp_path / "spec2", "speculators")
     assert explicit.config["norm_before_residual"] is False
@@ -541,7 +541,7 @@ def test_describe_is_json_and_tracks_equivalence(tmp_path):
 
 def test_nested_norm_before_fc_reaches_every_format(tmp_path):
     """``norm_before_fc`` only inside ``eagle_config`` (ModelOpt gpt-oss drafters; vLLM: nested wins,
-    vllm.md §3): the flag must land where each target format's engine reads it, with ``input_norm``."""
+    docs/vllm.md §3): the flag must land where each target format's engine reads it, with ``input_norm``."""
     src = write_format(tmp_path / "mo", "modelopt", norm_before_fc=True)
     cfg = cfg_of(src.path)
     del cfg["norm_before_fc"]
@@ -581,7 +581,7 @@ def test_upgrade_of_a_31_drafter_is_refused(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-# --- failure kinds (failure-kinds.md) --------------------------------------------------------------
+# --- failure kinds (docs/failure-kinds.md) --------------------------------------------------------------
 
 
 def test_f1_target_class_in_drafter_config_is_fixed_by_convert(tmp_path):
@@ -698,8 +698,8 @@ def test_cli_max_shard_size_and_overwrite(tmp_path):
 
 @pytest.mark.parametrize("src_fmt", ["speculators", "specforge", "torchspec", "modelopt"])
 def test_vllm_output_states_the_aux_count(src_fmt, tmp_path):
-    """vLLM-native output: top-level C-in ids **and** ``num_aux_hidden_states`` (formats.md §7 "any → vLLM
-    native", vllm.md §7 and §14: vLLM sizes fc from the count, never from the top-level list)."""
+    """vLLM-native output: top-level C-in ids **and** ``num_aux_hidden_states`` (docs/formats.md §7 "any → vLLM
+    native", docs/vllm.md §7 and §14: vLLM sizes fc from the count, never from the top-level list)."""
     src = write_format(tmp_path / "src", src_fmt, aux_c_in=(2, 4, 5))
     convert(src.path, tmp_path / "v", fmt="vllm")
     cfg = cfg_of(tmp_path / "v")

@@ -1,5 +1,5 @@
-"""Every finding code, each triggered by one broken variant of the tiny drafter D (failure-kinds.md),
-or of its MLA sibling (formats.md §5: hidden 64, 4 heads, q_lora 32, kv_lora 32, qk_nope 16,
+"""Every finding code, each triggered by one broken variant of the tiny drafter D (docs/failure-kinds.md),
+or of its MLA sibling (docs/formats.md §5: hidden 64, 4 heads, q_lora 32, kv_lora 32, qk_nope 16,
 qk_rope 16, v_head 16, intermediate 128, vocab 256, draft vocab 32, bf16)."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ MLA_DIMS = {
 
 
 def mla_tensors(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Trained-looking MLA drafter weights for ``cfg`` (formats.md §5 shapes), canonical ``midlayer.`` names;
+    """Trained-looking MLA drafter weights for ``cfg`` (docs/formats.md §5 shapes), canonical ``midlayer.`` names;
     fc, MLP, norms, lm_head and vocab maps as for the Llama drafter D."""
     h, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     t = drafter_tensors({**cfg, "num_key_value_heads": nh, "head_dim": h // nh}, seed=seed)
@@ -646,7 +646,7 @@ def test_trained_matrix_with_init_like_std_is_not_flagged(make_drafter):
     assert [f["subject"] for f in report["findings"] if f["code"] == "W-TENSOR-INIT"] == []
 
 
-# --- MLA drafters (formats.md §5, vllm.md §5) -----------------------------------------------------
+# --- MLA drafters (docs/formats.md §5, docs/vllm.md §5) -----------------------------------------------------
 
 
 def mla_cfg() -> dict:

@@ -36,7 +36,7 @@ from eaglehub.formats.registry import read_drafter
 
 convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 
-TS = {"_torchspec_version": "0.1.0"}  # the marker TorchSpec's convert_to_hf.py export leaves (formats.md §5)
+TS = {"_torchspec_version": "0.1.0"}  # the marker TorchSpec's convert_to_hf.py export leaves (docs/formats.md §5)
 
 SPECFORGE = sorted(p.name for p in REAL_DIR.glob("specforge_*.json") if "peagle" not in p.name)
 
@@ -47,7 +47,7 @@ CASES = [RealCase(f, "specforge") for f in SPECFORGE] + [
     RealCase("torchspec_minimax_m25_eagle3.json", "torchspec", embed=True, extra=TS),
     RealCase("torchspec_qwen3_8b_eagle3.json", "torchspec", embed=True, extra=TS),
     # trained speculators checkpoint (Eagle3DraftModel ships embed_tokens). As published its 4th id (93 = N,
-    # appended for the loss) makes vLLM capture 4 states for an fc that reads 3 (formats.md §3; the published
+    # appended for the loss) makes vLLM capture 4 states for an fc that reads 3 (docs/formats.md §3; the published
     # list is tested below); here with that id removed, every other key as found.
     RealCase(
         "speculators-trained_qwen3moe-eagle3.1style_issue1065.json",
@@ -56,7 +56,7 @@ CASES = [RealCase(f, "specforge") for f in SPECFORGE] + [
         extra={AUX_KEY: [2, 46, 91]},
         label="ids-fixed",
     ),
-    # the SGLang fixture says speculators_model_type "qwen3", which vLLM refuses (vllm.md §2; tested below)
+    # the SGLang fixture says speculators_model_type "qwen3", which vLLM refuses (docs/vllm.md §2; tested below)
     RealCase(
         "sglang-test-fixture_speculators-format_qwen3-32b.json",
         "speculators",
@@ -66,8 +66,8 @@ CASES = [RealCase(f, "specforge") for f in SPECFORGE] + [
     RealCase("modelopt-megatron", "modelopt", layer_kind="mla"),
 ]
 
-#: real ids and what they mean in C-in (formats.md §3: nested lists of C-out producers start at 1;
-#: Kimi N = 61 ⇒ C-in [2, 30, 58], formats.md §5; top-level lists are C-in)
+#: real ids and what they mean in C-in (docs/formats.md §3: nested lists of C-out producers start at 1;
+#: Kimi N = 61 ⇒ C-in [2, 30, 58], docs/formats.md §5; top-level lists are C-in)
 EXPECTED_C_IN = {
     "specforge_deepseek-v3-671b-eagle3": [2, 30, 58],
     "specforge_gpt-oss-20B-eagle3": [2, 12, 22],
@@ -115,7 +115,7 @@ def source_flags(case: RealCase, cfg: dict) -> dict:
         "fc_norm": bool(cfg.get("fc_norm") or cfg.get("use_aux_norm")),
         "norm_output": cfg.get("norm_output") is True,
         "norm_before_fc": bool(nested.get("norm_before_fc", cfg.get("norm_before_fc", False))),
-        # speculators: absent means true (vllm.md §2)
+        # speculators: absent means true (docs/vllm.md §2)
         "norm_before_residual": cfg.get("norm_before_residual", case.fmt == "speculators") is True,
     }
 
@@ -224,7 +224,7 @@ def test_research_bin_checkpoint_is_vllm_and_bit_exact(tmp_path):
 
 
 def test_eagle1_is_rejected(tmp_path):
-    """EAGLE-1/2 (``fc [H, 2H]`` + bias, no ``hidden_norm``) is not an EAGLE-3 drafter (formats.md §5, §6.4)."""
+    """EAGLE-1/2 (``fc [H, 2H]`` + bias, no ``hidden_norm``) is not an EAGLE-3 drafter (docs/formats.md §5, §6.4)."""
     src = write_eagle1(tmp_path / "eagle1")
     before = tree_state(src)
     with pytest.raises(EaglehubError) as exc:
@@ -237,9 +237,9 @@ def test_eagle1_is_rejected(tmp_path):
 
 def test_peagle_keeps_its_identity(tmp_path):
     """P-EAGLE (``PEagleDraftModel``, 4 layers) is a related method, not plain EAGLE-3 (SOURCES.md). vLLM loads
-    the class through its EAGLE-3 Llama drafter (vllm.md §1), so a vLLM-native copy may keep the class; but no
+    the class through its EAGLE-3 Llama drafter (docs/vllm.md §1), so a vLLM-native copy may keep the class; but no
     conversion may turn it into a plain EAGLE-3 drafter (speculators: ``speculators_model_type`` ``peagle``,
-    vllm.md §2) or drop its layers."""
+    docs/vllm.md §2) or drop its layers."""
     w = write_real(tmp_path / "src", RealCase("specforge_qwen3-8b-peagle.json", "peagle"))
     assert sum(1 for n in w.canonical if n.endswith("mlp.down_proj.weight")) == 4
     before = tree_state(w.path)
@@ -261,8 +261,8 @@ def test_peagle_keeps_its_identity(tmp_path):
 
 
 def test_speculators_model_type_other_than_eagle3_is_unsupported(tmp_path):
-    """The SGLang fixture's ``speculators_model_type: "qwen3"``: formats.md §6.1 "other values than eagle3:
-    unknown algorithm"; vLLM accepts eagle3/peagle/dflash only (vllm.md §2)."""
+    """The SGLang fixture's ``speculators_model_type: "qwen3"``: docs/formats.md §6.1 "other values than eagle3:
+    unknown algorithm"; vLLM accepts eagle3/peagle/dflash only (docs/vllm.md §2)."""
     w = write_real(tmp_path / "src", RealCase("sglang-test-fixture_speculators-format_qwen3-32b.json", "speculators"))
     assert w.config["speculators_model_type"] == "qwen3"
     d = read_drafter(w.path)
@@ -275,7 +275,7 @@ def test_speculators_model_type_other_than_eagle3_is_unsupported(tmp_path):
 
 def test_speculators_1065_as_published_is_refused(tmp_path):
     """4 top-level ids ``[2, 46, 91, 93]`` (93 = N, appended for the loss) with an fc that reads 3 states:
-    vLLM captures 4 and fails (vLLM #54526, formats.md §3). Detected, normalised, and refused with the count."""
+    vLLM captures 4 and fails (vLLM #54526, docs/formats.md §3). Detected, normalised, and refused with the count."""
     w = write_real(
         tmp_path / "src",
         RealCase("speculators-trained_qwen3moe-eagle3.1style_issue1065.json", "speculators", embed=True, A=3),

@@ -1,4 +1,4 @@
-"""Format detection with evidence (formats.md §6), canonical names, aux-id conventions (§3)."""
+"""Format detection with evidence (docs/formats.md §6), canonical names, aux-id conventions (§3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Quantized drafters (quantize-publish.md §2, §3, §5; failure-kinds.md F20): the tiny drafter D with its
+"""Quantized drafters (docs/quantization.md §2, §3, §5; docs/failure-kinds.md F20): the tiny drafter D with its
 decoder-layer Linears in FP8 (per channel, per tensor, blocks) or W4A16, written the way compressed-tensors
 writes them, and one broken variant per finding."""
 
@@ -35,7 +35,7 @@ DYNAMIC_TOKEN = {"num_bits": 8, "type": "float", "symmetric": True, "strategy": 
 
 
 def ct_config(weights: dict, acts: dict | None, fmt: str = "float-quantized", ignore=IGNORE) -> dict:
-    """The compressed-tensors block of quantize-publish.md §2, one group targeting every Linear."""
+    """The compressed-tensors block of docs/quantization.md §2, one group targeting every Linear."""
     return {
         "quant_method": "compressed-tensors",
         "format": fmt,
@@ -89,7 +89,7 @@ def fp8(
     ignore=IGNORE,
     config: bool = True,
 ):
-    """Mutation: ``names`` → FP8 with their scales; the config of quantize-publish.md §2 (FP8_DYNAMIC by
+    """Mutation: ``names`` → FP8 with their scales; the config of docs/quantization.md §2 (FP8_DYNAMIC by
     default; FP8_BLOCK with ``block``; per-tensor static with ``static``)."""
     weights = {**FP8, "strategy": strategy, **({"block_structure": list(block)} if block else {})}
     acts = (
@@ -231,7 +231,7 @@ def test_block_scale_with_the_wrong_shape(make_drafter):
 
 
 def test_128_blocks_do_not_fit_the_fused_attention_rows(make_drafter):
-    """q_proj has 64 rows: vLLM refuses the fused qkv_proj (quantize-publish.md, seen on CPU)."""
+    """q_proj has 64 rows: vLLM refuses the fused qkv_proj (docs/quantization.md, seen on CPU)."""
     d = make_drafter(mutate=fp8(strategy="block", block=(128, 128)))
     assert findings(d) == [("E-QUANT-CONFIG", "quantization_config.config_groups.group_0.weights.block_structure")]
 
@@ -298,7 +298,7 @@ def test_ignore_uses_the_target_layer_index(make_drafter, make_target):
 
 
 def second_layer(cfg, t):
-    """D with two decoder layers: ``layers.1.*`` reads H (formats.md §1)."""
+    """D with two decoder layers: ``layers.1.*`` reads H (docs/formats.md §1)."""
     g = torch.Generator().manual_seed(7)
     cfg["num_hidden_layers"] = 2
     for n in LAYER:
@@ -393,7 +393,7 @@ MLA_LINEARS = [
 
 
 def test_mla_drafter(make_drafter):
-    """MLA: vLLM fuses q_a_proj + kv_a_proj_with_mqa into fused_qkv_a_proj (vllm.md §5)."""
+    """MLA: vLLM fuses q_a_proj + kv_a_proj_with_mqa into fused_qkv_a_proj (docs/vllm.md §5)."""
     assert findings(make_drafter("mla", mutate=then(to_mla, fp8(names=MLA_LINEARS)))) == []
     half = then(to_mla, fp8(names=[n for n in MLA_LINEARS if "kv_a_proj" not in n]))
     assert findings(make_drafter("half", mutate=half)) == [

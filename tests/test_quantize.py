@@ -1,4 +1,4 @@
-"""``eaglehub quantize`` (quantize-publish.md §2–§5; failure-kinds.md F18, F20) on tiny generated drafters:
+"""``eaglehub quantize`` (docs/quantization.md §2–§5; docs/failure-kinds.md F18, F20) on tiny generated drafters:
 Llama-style and MLA, EAGLE-3 and 3.1, several source formats; FP8 per channel (``fp8-dynamic``) and 128×128
 blocks (``fp8-block``). The written checkpoints are read back by compressed-tensors itself and validated the way
 vLLM builds them; the reference engine runs them dequantized."""
@@ -87,7 +87,7 @@ def _full_scale(scale: torch.Tensor, shape, block) -> torch.Tensor:
 # --- layouts --------------------------------------------------------------------------------------------------
 
 
-#: (source format, layer kind, EAGLE 3.1): MLA drafters exist only in the vLLM-native layout (formats.md §5)
+#: (source format, layer kind, EAGLE 3.1): MLA drafters exist only in the vLLM-native layout (docs/formats.md §5)
 LAYOUTS = [(f, "llama", v31) for f in ("vllm", "speculators", "specforge") for v31 in (False, True)] + [
     ("vllm", "mla", False),
     ("vllm", "mla", True),
@@ -394,7 +394,7 @@ def test_reference_engine_runs_a_quantized_drafter(tmp_path, make_drafter, make_
 
 
 def _f20_repro(cfg, t):
-    """failure-kinds.md F20: fp8 ``fc.weight [64, 192]`` with scalar ``weight_scale``/``input_scale`` and
+    """docs/failure-kinds.md F20: fp8 ``fc.weight [64, 192]`` with scalar ``weight_scale``/``input_scale`` and
     ``self_attn.{k,v}_scale``, under a static per-tensor config that does not ignore fc."""
     fp8(names=["fc", *LAYER], strategy="tensor", static=True, ignore=["re:.*lm_head$", "re:.*embed_tokens$"])(cfg, t)
     t["midlayer.self_attn.k_scale"] = torch.tensor(1.0)

@@ -1,7 +1,7 @@
 """The reference engine on a tiny MLA pair: a DeepSeek-V3 target that transformers loads (MLA attention,
 dense then MoE layers) and Kimi/DeepSeek-style EAGLE-3 / 3.1 drafters (``Eagle3DeepseekV2ForCausalLM``,
 eaglehub/drafter_mla.py). Greedy speculation must be token-identical to the target alone, the counters
-vLLM's (vllm.md §9), and the aux hidden states the inputs of the captured layers (vllm.md §7)."""
+vLLM's (docs/vllm.md §9), and the aux hidden states the inputs of the captured layers (docs/vllm.md §7)."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def test_a_constant_mla_drafter_gets_drafts_accepted(tmp_path, engine, target, b
 
 @pytest.mark.slow
 def test_aux_hidden_states_are_the_inputs_of_the_captured_layers(tmp_path, engine, target):
-    """vLLM's DeepSeek/Kimi targets capture the input of layer k for aux id k (vllm.md §7); the engine
+    """vLLM's DeepSeek/Kimi targets capture the input of layer k for aux id k (docs/vllm.md §7); the engine
     takes transformers' ``hidden_states[k]``, which must be exactly that input (forward pre-hooks)."""
     t = engine.target(target, "float32")
     aux_ids = load_drafter(_drafter(tmp_path, "d").path, t).aux_ids

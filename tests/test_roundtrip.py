@@ -1,4 +1,4 @@
-"""Round trips between every pair of formats (formats.md §5, §7; the conversion contract).
+"""Round trips between every pair of formats (docs/formats.md §5, §7; the conversion contract).
 
 For a drafter that formats A and B can both express, A → B → A returns exactly A's tensors (names,
 dtypes, shapes, bytes) and the same canonical description (``eaglehub.drafter.spec.describe``). For a pair
@@ -41,7 +41,7 @@ from eaglehub.formats.registry import read_drafter
 
 convert = source_guarded(_convert)  # every conversion proves its source untouched (bytes and mtimes)
 
-#: layer-0 spelling each producer writes (formats.md §5 "layer names")
+#: layer-0 spelling each producer writes (docs/formats.md §5 "layer names")
 LAYER0_OF = {
     "vllm": LAYER0,
     "specforge": LAYER0,
@@ -62,7 +62,7 @@ def convert_to(src_path: Path, dst: Path, fmt_b: str, src_has_target: bool, **kw
 
 
 def expected_maps(fmt: str, pruned: bool, src_maps: set[str]) -> set[str]:
-    """Vocabulary maps a format writes (formats.md §2 and §5 table)."""
+    """Vocabulary maps a format writes (docs/formats.md §2 and §5 table)."""
     return {
         "vllm": ({"d2t"} | ({"t2d"} & src_maps)) if pruned else set(),  # d2t iff Vd < V; t2d optional
         "speculators": {"d2t", "t2d"} if pruned else set(),  # both iff Vd != V
@@ -104,7 +104,7 @@ def check_intermediate(src, b_dir: Path, fmt_b: str) -> None:
     for n, t in src.canonical.items():
         if n in got and (n not in maps or pruned):
             assert same_tensor(got[n], t), f"{n} changed in {src.fmt} -> {fmt_b}"
-    if not pruned and fmt_b == "specforge":  # SpecForge writes identity maps when Vd == V (formats.md §2)
+    if not pruned and fmt_b == "specforge":  # SpecForge writes identity maps when Vd == V (docs/formats.md §2)
         V = src.spec.dims.V
         assert got["d2t"].dtype == torch.int64 and tuple(got["d2t"].shape) == (V,) and not bool(got["d2t"].any())
         assert got["t2d"].dtype == torch.bool and tuple(got["t2d"].shape) == (V,) and bool(got["t2d"].all())
@@ -112,7 +112,7 @@ def check_intermediate(src, b_dir: Path, fmt_b: str) -> None:
     if fmt_b == "vllm":
         res = validate(b_dir)
         assert res["ok"], [f for f in res["findings"] if f["severity"] == "error"]
-    if pruned and "t2d" in got and "t2d" not in src.canonical:  # synthesised from d2t (formats.md §7)
+    if pruned and "t2d" in got and "t2d" not in src.canonical:  # synthesised from d2t (docs/formats.md §7)
         ids = torch.arange(len(got["d2t"])) + got["d2t"]
         assert got["t2d"].dtype == torch.bool and tuple(got["t2d"].shape) == (src.spec.dims.V,)
         assert int(got["t2d"].sum()) == len(ids)
@@ -120,7 +120,7 @@ def check_intermediate(src, b_dir: Path, fmt_b: str) -> None:
 
 
 def check_config(src, cfg: dict, fmt_b: str) -> None:
-    """What each producer's config must say (formats.md §5, contract)."""
+    """What each producer's config must say (docs/formats.md §5, contract)."""
     spec, d = src.spec, src.spec.dims
     flags = {
         "fc_norm": spec.fc_norm,
@@ -284,7 +284,9 @@ def drafters(draw):
         layers=1 if mla else draw(st.integers(1, 2)),
         fc_norm=draw(st.booleans()),
         norm_output=draw(st.booleans()),
-        norm_before_fc=False if mla else draw(st.booleans()),  # vLLM's MLA drafter has no norm_before_fc (vllm.md §5)
+        norm_before_fc=False
+        if mla
+        else draw(st.booleans()),  # vLLM's MLA drafter has no norm_before_fc (docs/vllm.md §5)
         norm_before_residual=False if mla else draw(st.booleans()),
         pruned=draw(st.booleans()),
         embed=embed,
@@ -367,7 +369,7 @@ def test_torchspec_legacy_aux_norm_round_trip(tmp_path):
 
 def test_specforge_output_without_aux_ids_is_detected_as_specforge(tmp_path):
     """What ``--format specforge`` writes must read back as specforge without ``--from``: SpecForge's
-    ``midlayer.*`` + ``d2t`` + ``t2d`` + ``LlamaForCausalLMEagle3`` (formats.md §6.3), even when the drafter
+    ``midlayer.*`` + ``d2t`` + ``t2d`` + ``LlamaForCausalLMEagle3`` (docs/formats.md §6.3), even when the drafter
     has no explicit aux ids (most SpecForge configs have none: real-configs/specforge_*.json)."""
     src = write_format(tmp_path / "src", "vllm", aux_c_in=None, keep_t2d=False)
     convert(src.path, tmp_path / "sf", fmt="specforge")

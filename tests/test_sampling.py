@@ -1,4 +1,4 @@
-"""Speculative sampling (eaglehub.verify.sampling) on the failure-kinds.md F24 toy and on random vocabularies:
+"""Speculative sampling (eaglehub.verify.sampling) on the docs/failure-kinds.md F24 toy and on random vocabularies:
 the standard rule reproduces the target distribution; broken variants are found by the chi-square test
 and reported as E-SAMPLING-BIASED. Every test uses a fixed seed, so outcomes are deterministic."""
 
@@ -16,7 +16,7 @@ R = np.full(4, 0.25)  # the distribution a broken drafter actually samples from
 TRIALS = 200_000
 ALPHA = 1e-3
 # Sampling noise alone gives TV ≈ ½ Σ √(2 p (1 − p) / (π n)) ≈ 0.0015 for the toy at 200k trials
-# (failure-kinds.md quotes 0.0004 for one seed), so "unbiased" is asserted as TV < 0.004.
+# (docs/failure-kinds.md quotes 0.0004 for one seed), so "unbiased" is asserted as TV < 0.004.
 NOISE_TV = 0.004
 
 
@@ -84,7 +84,7 @@ def test_correct_rule_reproduces_p_on_the_f24_toy():
 )
 def test_broken_variants_are_biased_on_the_f24_toy(sampler, expected_tv):
     exact = tv(emitted_distribution(sampler, P, Q), P)
-    assert exact == pytest.approx(expected_tv, abs=0.001)  # the numbers of failure-kinds.md F24
+    assert exact == pytest.approx(expected_tv, abs=0.001)  # the numbers of docs/failure-kinds.md F24
     res = sampling.sampling_test(sampler, P, Q, TRIALS, np.random.default_rng(1), ALPHA)
     assert not res["passed"] and res["p_value"] < 1e-100
     assert res["tv"] == pytest.approx(exact, abs=NOISE_TV)

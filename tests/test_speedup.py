@@ -1,4 +1,4 @@
-"""eaglehub speedup: the speculative-decoding formulas (Leviathan et al. 2023; benchmarks.md §6) with
+"""eaglehub speedup: the speculative-decoding formulas (Leviathan et al. 2023; docs/speedup.md §1) with
 real values and as properties, the batch plan, the throughput assembly on a scripted engine, the
 PyTorch cost measurement on a tiny generated target, the report schema and the CLI."""
 
@@ -25,7 +25,7 @@ ks = st.integers(1, 8)
 cs = st.floats(0.0, 2.0)
 vs = st.floats(0.05, 20.0)
 
-# --- formulas: the worked examples of benchmarks.md §6 ----------------------------------------------
+# --- formulas: the worked examples of docs/speedup.md §1 ----------------------------------------------
 
 
 def test_expected_al_and_leviathan_speedup_of_the_paper_example():
@@ -35,7 +35,7 @@ def test_expected_al_and_leviathan_speedup_of_the_paper_example():
 
 
 def test_implied_alpha_of_the_vllm_ci_acceptance_length():
-    alpha = speedup.implied_alpha(2.60, 3)  # Llama-3.1-8B + RedHatAI eagle3 in vLLM CI (benchmarks.md §2)
+    alpha = speedup.implied_alpha(2.60, 3)  # Llama-3.1-8B + RedHatAI eagle3 in vLLM CI (docs/verification.md §2)
     assert alpha == pytest.approx(0.7171, abs=1e-4)
     assert round(alpha, 2) == 0.72 and 0.70 < alpha < 0.72  # "≈ 0.71": between the CI's conditional rates
     assert expected_al(alpha, 3) == pytest.approx(2.60, abs=1e-12)

@@ -1,5 +1,5 @@
 """Drafter ↔ target pairing findings (``validate --target``), each from a minimal pair built here:
-the tiny drafter D and target T of conftest (failure-kinds.md "Fixtures"), with one field changed.
+the tiny drafter D and target T of conftest (docs/failure-kinds.md "Fixtures"), with one field changed.
 
 Every code gets a case, a variant of the same fault through another field or size, and negatives
 (the matching pair gives none of these findings). Covered: F4 (target architecture vs vLLM's

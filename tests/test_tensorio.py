@@ -1,4 +1,4 @@
-"""Header-only tensor reading: single, sharded, .bin, model. prefix, bad files (formats.md §6.7)."""
+"""Header-only tensor reading: single, sharded, .bin, model. prefix, bad files (docs/formats.md §6.7)."""
 
 from __future__ import annotations
 

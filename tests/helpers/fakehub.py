@@ -1,4 +1,4 @@
-"""A Hugging Face Hub-compatible HTTP server for tests (quantize-publish.md §7), on 127.0.0.1:0.
+"""A Hugging Face Hub-compatible HTTP server for tests (docs/publishing.md §3), on 127.0.0.1:0.
 
 It implements the endpoints huggingface_hub 2.4.0 calls for whoami, create_repo, the README YAML
 check, preupload (every file ``regular``, which keeps LFS and xet out), create_commit (NDJSON,

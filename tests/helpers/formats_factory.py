@@ -1,7 +1,7 @@
-"""Tiny drafter checkpoints written the way each *producing tool* writes them (formats.md §1, §2, §3, §5).
+"""Tiny drafter checkpoints written the way each *producing tool* writes them (docs/formats.md §1, §2, §3, §5).
 
 This module is an independent oracle: it never imports eaglehub. Every layout rule below is taken
-from formats.md and from the real configs in tests/data/real-configs/ (SOURCES.md there says where each
+from docs/formats.md and from the real configs in tests/data/real-configs/ (SOURCES.md there says where each
 came from):
 
 =============  ==========================  ===========  ====================  ==========================
@@ -59,7 +59,7 @@ DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch
 
 @dataclass(frozen=True)
 class Dims:
-    """Tiny sizes (formats.md notation)."""
+    """Tiny sizes (docs/formats.md notation)."""
 
     H: int = 64
     Ht: int = 64
@@ -116,7 +116,7 @@ FATAL = frozenset({"mla", "embed_required"})
 
 
 def cannot_express(fmt: str, spec: Spec) -> list[str]:
-    """Why ``fmt`` cannot hold ``spec`` (empty list: it can). From the contract and formats.md §4, §5."""
+    """Why ``fmt`` cannot hold ``spec`` (empty list: it can). From the contract and docs/formats.md §4, §5."""
     why = []
     if spec.layer_kind == "mla" and fmt in ("speculators", "specforge"):
         why.append("mla")  # speculators: vLLM accepts llama/qwen3 layers only; SpecForge: Llama only
@@ -143,7 +143,7 @@ def cannot_express(fmt: str, spec: Spec) -> list[str]:
 
 
 def vocab_maps(used, vocab: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``d2t`` offsets (int64 [Vd]) and ``t2d`` mask (bool [V]) for the used target ids (formats.md §2)."""
+    """``d2t`` offsets (int64 [Vd]) and ``t2d`` mask (bool [V]) for the used target ids (docs/formats.md §2)."""
     ids = torch.tensor(sorted(used), dtype=torch.int64)
     d2t = ids - torch.arange(len(ids), dtype=torch.int64)
     t2d = torch.zeros(vocab, dtype=torch.bool)
@@ -219,14 +219,14 @@ def canonical_tensors(
     if norm_before_fc:
         t["input_norm.weight"] = norm(d.A * d.Ht)
     if d.Vd < d.V:
-        # used ids never include 0, so every offset is > 0 (formats.md §8: test non-zero offsets)
+        # used ids never include 0, so every offset is > 0 (docs/formats.md §8: test non-zero offsets)
         used = (torch.randperm(d.V - 1, generator=g)[: d.Vd] + 1).tolist()
         t["d2t"], t["t2d"] = vocab_maps(used, d.V)
     return t
 
 
 def identity_maps(V: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """SpecForge's maps when ``Vd == V``: zero ``d2t``, all-true ``t2d`` (formats.md §2)."""
+    """SpecForge's maps when ``Vd == V``: zero ``d2t``, all-true ``t2d`` (docs/formats.md §2)."""
     return torch.zeros(V, dtype=torch.int64), torch.ones(V, dtype=torch.bool)
 
 
@@ -531,7 +531,7 @@ def write_format(
             target_hidden=target_hidden,
         )
     if spec.target_hidden != 64 and not spec.embed:
-        raise ValueError("Ht != H needs embed_tokens (formats.md §5)")
+        raise ValueError("Ht != H needs embed_tokens (docs/formats.md §5)")
     assert not cannot_express(fmt, spec), (fmt, cannot_express(fmt, spec))
     d = spec.dims
     canon = canonical_tensors(
@@ -657,7 +657,7 @@ class RealCase:
 
 
 def modelopt_megatron_config() -> dict:
-    """ModelOpt HF export of the Megatron Eagle-3.1 MLA drafter (formats.md §5 ModelOpt row + the
+    """ModelOpt HF export of the Megatron Eagle-3.1 MLA drafter (docs/formats.md §5 ModelOpt row + the
     Megatron arch config ``eagle31_mla_config.json``): Kimi MLA dims from the Kimi-K2 target and the
     TorchSpec Kimi MLA template, ``eagle_config`` = the Megatron arch keys + ``next_layer_regular``,
     3.1 flags at the top level where vLLM reads them."""
@@ -742,7 +742,7 @@ def write_real(path, case: RealCase, seed: int = 0) -> Written:
 
 def write_eagle1(path, seed: int = 0) -> Path:
     """EAGLE-1 checkpoint from the EAGLE-1 config: ``fc [H, 2H]`` + bias, ``layers.0.*`` without
-    ``hidden_norm`` (formats.md §5: reject)."""
+    ``hidden_norm`` (docs/formats.md §5: reject)."""
     cfg = shrink(load_real("eagle1-repo_llama3-instruct-8b.NOT-EAGLE3.json"))
     d = _real_dims(cfg, False, 3)
     g = torch.Generator().manual_seed(seed)

@@ -1,6 +1,6 @@
 """Generate tiny EAGLE-3 drafters (research / vLLM-native layout) for the real SmolLM2 target.
 
-Layout (vllm.md §3, §4, §14): ``LlamaForCausalLMEagle3``, ``model_type llama``,
+Layout (docs/vllm.md §3, §4, §14): ``LlamaForCausalLMEagle3``, ``model_type llama``,
 hidden 576 (= target hidden), 9 heads / 3 KV heads, ``head_dim`` 64 (the vLLM CPU attention kernel
 rejects 16), one decoder layer under ``midlayer.``, intermediate 256, a pruned draft vocabulary with
 ``d2t`` (int64 offsets: target_id = i + d2t[i], ascending target ids) and ``t2d`` (bool over the
