@@ -9,10 +9,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from eaglehub.cli import main
 from eaglehub.io.atomic import atomic_dir, stale_siblings
+
+pytestmark = pytest.mark.slow
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "smollm2-eagle3"
 
