@@ -23,6 +23,7 @@ class EaglehubError(Exception):
     """
 
     default_exit_code = 2
+    candidates: list[str]  # set on an ambiguous-format error only: the formats that matched
 
     def __init__(
         self,

@@ -277,7 +277,7 @@ def run_pipeline(
     return summary
 
 
-def write_summary(summary: dict, path: Path) -> None:
+def write_summary(summary: dict, path: str | Path) -> None:
     """Write the summary (schema-checked) atomically."""
     write_output(summary, path, SCHEMA, "pipeline report")
 

@@ -4,6 +4,8 @@ with a target, an explicit list is compared with those defaults (F12)."""
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from eaglehub.checks.context import Context
 from eaglehub.drafter.canonical import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
 from eaglehub.findings import Finding, finding
@@ -99,6 +101,7 @@ def check_ids(
 
 def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
     aux = ctx.drafter.aux
+    assert aux.raw is not None and aux.key is not None  # check() calls this for a stored id list only
     top = aux.key == AUX_KEY
     conv, reason = infer_convention(aux.raw, top, n_layers)
     if top and aux.raw and aux.raw[0] == 1:
@@ -133,7 +136,7 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
     return []
 
 
-def _int_list(x) -> bool:
+def _int_list(x) -> TypeGuard[list[int]]:
     return isinstance(x, list) and all(isinstance(i, int) and not isinstance(i, bool) for i in x)
 
 
@@ -167,6 +170,7 @@ def _nondefault(ctx: Context, n_layers: int) -> list[Finding]:
     SGLang before PR #32334: a gpt-oss-120b drafter trained on [24, 30, 36] ran at AL 1.00) feed it
     other states. Compared as layer sets: vLLM concatenates in ascending order either way."""
     aux = ctx.drafter.aux
+    assert aux.c_in is not None and aux.key is not None  # check() calls this for a stored id list only
     defaults = default_aux_ids(n_layers)
     if sorted(aux.c_in) == sorted(defaults):
         return []
@@ -187,13 +191,14 @@ def check(ctx: Context) -> list[Finding]:
     undeclared = _hidden_undeclared(ctx)
     out = undeclared + ([] if undeclared else _fc_count(ctx)) + _conflict(ctx, n)
     if aux.raw is not None:
+        assert aux.key is not None  # set with raw
         found = check_ids(aux.raw, aux.key, n, d.A)
         # broken ids (duplicate, out of range, miscounted) are errors already; the default comparison
         # is about a list that works in vLLM but not in default-only engines
         usable = n is not None and not any(f.severity == "error" for f in found)
-        return out + found + _convention(ctx, n) + (_nondefault(ctx, n) if usable else [])
+        return out + found + _convention(ctx, n) + (_nondefault(ctx, n) if usable and n is not None else [])
     raw = ctx.drafter.raw_config
-    if AUX_KEY in raw or AUX_KEY in (raw.get("eagle_config") if isinstance(raw.get("eagle_config"), dict) else {}):
+    if AUX_KEY in raw or AUX_KEY in (raw["eagle_config"] if isinstance(raw.get("eagle_config"), dict) else {}):
         return out  # a list is stored but is not a list of integers: E-CONFIG-SCHEMA says so; no default applies
     if n is None:
         return out + [

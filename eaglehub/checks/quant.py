@@ -47,6 +47,8 @@ checks' (``E-D2T-DTYPE``, ``E-T2D-DTYPE``).
 
 from __future__ import annotations
 
+from typing import cast
+
 from eaglehub.checks.context import Context
 from eaglehub.drafter.quant_config import (
     ALL_PARAMS,
@@ -179,7 +181,7 @@ def _agreement(t: dict, layer: Layer) -> list[Finding]:
 def _verdict(layer: Layer, worlds: list[tuple[int, list[str]]], qc: QuantConfig) -> tuple[str, str | None] | None:
     """``(kind, target or entry)`` of :func:`decide_layer` if every world (target layer count × reading of the
     ignore list) agrees on the kind and target, else ``None``."""
-    seen = {}
+    seen: dict[tuple[str, str | None], tuple[str, str | None]] = {}
     for n, ignore in worlds:
         name, shards = layer.vllm_names(n)
         kind, detail = decide_layer(name, shards, layer.cls, ignore, qc.targets)
@@ -260,7 +262,7 @@ def _layer_findings(
 ) -> list[Finding]:
     """One vLLM Linear (shown as ``name``) whose verdict is definite, against its checkpoint shards."""
     kind, detail = verdict
-    scheme = qc.targets[detail] if kind == "quantized" else None
+    scheme = qc.targets[cast(str, detail)] if kind == "quantized" else None  # "quantized": detail is the target
     fused = f" (fused from {', '.join(layer.fused)}; all shards must agree)" if layer.fused else ""
     only = shard_only_ignores(*layer.vllm_names(1), qc.ignore) if kind == "quantized" else []
     if only:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,7 @@ def tensors_equal(a: TensorIndex, a_name: str, b: TensorIndex, b_name: str) -> b
 
 def _embedding(ctx: Context) -> list[Finding]:
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     if EMBED not in d.names:
         if d.dims.H == d.dims.Ht and d.dims.H != t.hidden:  # not already required by shapes.py
             return [
@@ -106,12 +108,13 @@ def _embedding(ctx: Context) -> list[Finding]:
     ]
 
 
-def rope_settings(cfg: dict) -> tuple[float, dict | None]:
+def rope_settings(cfg: dict) -> tuple[Any, dict | None]:
     """``(theta, scaling)`` from ``rope_theta``/``rope_scaling`` or transformers-5 ``rope_parameters``;
-    ``type`` is read as ``rope_type`` and a plain ``default`` schedule counts as no scaling."""
-    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else {}
+    ``type`` is read as ``rope_type`` and a plain ``default`` schedule counts as no scaling. ``theta`` is a
+    float when the config's value is a usable number, else that value as written."""
+    params = cfg["rope_parameters"] if isinstance(cfg.get("rope_parameters"), dict) else {}
     theta = cfg.get("rope_theta", params.get("rope_theta", 10000.0))
-    raw = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
+    raw = cfg["rope_scaling"] if isinstance(cfg.get("rope_scaling"), dict) else None
     scaling = dict(raw or {k: v for k, v in params.items() if k != "rope_theta"})
     if "type" in scaling:
         scaling.setdefault("rope_type", scaling.pop("type"))
@@ -147,6 +150,7 @@ def _architecture(ctx: Context) -> list[Finding]:
     (docs/vllm.md §7, §8; since 0.22 that interface is the only gate, and a target without it fails at load
     with "Model does not support EAGLE3 interface", ``v1/worker/gpu_model_runner.py``). The target is
     named by the outer ``architectures[0]``, which for multimodal models is the wrapper class vLLM builds."""
+    assert ctx.target is not None  # check() runs these with a target only
     arch = _first_str(ctx.target.config.get("architectures"))
     if arch is None or arch in vllm_archs.EAGLE3_ARCHS:
         return []
@@ -194,6 +198,7 @@ def _family(ctx: Context) -> list[Finding]:
     draft's attention backend from the target, failing at startup, and an MHA drafter for an MLA
     target accepted < 2 % (docs/failure-kinds.md F22; docs/vllm.md §5)."""
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     mla = target_mla_reason(t)
     t_arch = _shown(_first_str(t.config.get("architectures")) or "the target")
     d_arch = _shown(_first_str(d.config.get("architectures")) or "drafter")
@@ -228,6 +233,7 @@ def _context(ctx: Context) -> list[Finding]:
     (speculators PR #684: AL 2.30 at 2k → 1.09 at 16–20k tokens).
     """
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     serves = int_field(t.text_config, "max_position_embeddings") or int_field(t.config, "max_position_embeddings")
     if not serves:
         return []
@@ -275,6 +281,7 @@ def _quant_pairing(ctx: Context) -> list[Finding]:
     quantized weights the BF16 drafter lacks (KeyError ``layers.0.mlp.down_proj.weight``). Info only:
     the versions this tool targets carry the fix."""
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     method = _quant_method(t.config, t.side_json("hf_quant_config.json")) or _quant_method(t.text_config, None)
     if method is None:
         return []

@@ -30,6 +30,7 @@ def special_token_findings(ctx: Context) -> list[Finding]:
     target's ids are the union of its (text) config and ``generation_config.json``, since a target
     may list extra stop ids in one of them only (Qwen: ``<|im_end|>`` in generation_config)."""
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     sources = [
         ("config.json", t.text_config),
         ("config.json", t.config),
@@ -102,6 +103,7 @@ def tokenizer_findings(ctx: Context) -> list[Finding]:
     draft with the target's tokenizer (docs/vllm.md §8), so a different tokenizer shipped with the drafter
     means its token ids were learned for another vocabulary (F25)."""
     d, t = ctx.drafter, ctx.target
+    assert t is not None  # check() runs these with a target only
     path = t.files.get(TOKENIZER_FILE)
     facts = tokenizer_facts(path) if path else None
     if facts is None:
@@ -155,6 +157,7 @@ def template_findings(ctx: Context) -> list[Finding]:
     if rec is None or not isinstance(rec[0], str) or not SHA256_HEX.fullmatch(rec[0].strip().lower()):
         return []  # no record, or not a sha256: nothing to compare with (a malformed record is not a template change)
     recorded, where = rec[0].strip().lower(), rec[1]
+    assert ctx.target is not None  # check() runs these with a target only
     current = ctx.target.chat_template()
     if current is None:
         return [

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -12,8 +13,8 @@ from rich.console import Console
 console = Console()
 err_console = Console(stderr=True)
 
-#: (writer(report, path), path or None, label printed before the path)
-Output = tuple[Callable[[dict, str], Any], "str | None", str]
+#: (writer(report, path), path or None, label printed before the path); the writer is given the path as passed
+Output = tuple[Callable[[dict, "str | Path"], Any], "str | None", str]
 
 
 def print_json(obj: Any) -> None:

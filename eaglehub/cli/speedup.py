@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import click
@@ -69,7 +70,8 @@ def speedup_cmd(
     from eaglehub.views.speedup import plot_speedup, render_report
 
     opts = SpeedupOptions(target=target_spec, concurrency=parse_concurrency(concurrency), **options)
-    report = run_speedup(opts, engine=VllmEngine(log_dir=engine_log), console=err_console)
+    log_dir = Path(engine_log) if engine_log else None
+    report = run_speedup(opts, engine=VllmEngine(log_dir=log_dir), console=err_console)
     write_and_show(
         report,
         as_json,

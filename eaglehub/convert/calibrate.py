@@ -44,6 +44,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 from eaglehub.convert.finetune import DEFAULT_LABEL_WEIGHT, finetune, finetune_support
 from eaglehub.convert.gains import SINK_POSITIONS, collect, fit_gains
@@ -92,7 +93,7 @@ class Calibration:
     """What the upgrade writes: ``gains`` (A tensors ``[Ht]``, float32), the ``norm_output`` choice,
     ``weights`` (canonical name → new value, only with ``train="all"``) and the report section."""
 
-    gains: list
+    gains: list | None  # None: the fold to EAGLE-3 writes no gains
     norm_output: bool
     weights: dict = field(default_factory=dict)
     report: dict = field(default_factory=dict)
@@ -209,8 +210,8 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
     def al(path: Path) -> dict:
         return measure(engine, target, path, held_records, opts.k)
 
-    with tempfile.TemporaryDirectory(prefix="eaglehub-calibrate-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="eaglehub-calibrate-") as tmp_name:
+        tmp = Path(tmp_name)
         with phase("measuring the source and the plain upgrade on held-out prompts"):
             source_al = al(src)
             write_candidate(tmp / "plain", None, True, {})
@@ -233,7 +234,7 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
                     loaded, target, shards, steps, opts.train, opts.lr, opts.seed, teacher, opts.label_weight
                 )
                 tune["seconds"] = round(time.perf_counter() - t0, 1)
-                gains = [n.weight.detach().float().cpu() for n in loaded.model.fc_norm]
+                gains = [cast("torch.Tensor", n.weight).detach().float().cpu() for n in loaded.model.fc_norm]
                 for st, g in zip(stats, gains):  # the summary describes the gains written
                     st.update(gain_mean=float(g.mean()), gain_min=float(g.min()), gain_max=float(g.max()))
                 if opts.train == "all":
@@ -392,10 +393,17 @@ def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, *
     x = torch.cat([s["aux"][SINK_POSITIONS:].double() for s in shards if s["aux"].shape[0] > SINK_POSITIONS])
     rms = [float(torch.sqrt(c.pow(2).mean(-1) + eps).mean()) for c in x.chunk(d.dims.A, dim=-1)]
     fc = d.load("fc.weight").double()
+    Ht = d.dims.Ht
+    if Ht is None:  # as convert would (E-CONFIG findings): without it the unit gains cannot be built
+        raise EaglehubError(
+            f"{path} has no usable target_hidden_size or hidden_size; refusing to convert",
+            hint=f"run `eaglehub validate {path}` and fix it first",
+            exit_code=1,
+        )
     gains = [
         d.load(f"fc_norm.{i}.weight").double()
         if f"fc_norm.{i}.weight" in d.names
-        else torch.ones(d.dims.Ht, dtype=torch.float64)
+        else torch.ones(Ht, dtype=torch.float64)
         for i in range(d.dims.A)
     ]
     folded = torch.cat([w * (g / r)[None, :] for w, g, r in zip(fc.chunk(d.dims.A, dim=1), gains, rms)], dim=1)

@@ -98,7 +98,6 @@ def run_convert(
     ``progress`` receives byte counts of a plain conversion; ``console`` (a rich console) shows the
     calibration's stages."""
     opts.check()
-    tokens = {} if opts.calibration_tokens is None else {"max_new_tokens": opts.calibration_tokens}
     if opts.mode == "plain":
         from eaglehub.convert.run import convert
 
@@ -113,13 +112,15 @@ def run_convert(
     from eaglehub.convert.calibrate import CalibrationOptions, calibrated_upgrade, fold_to_eagle3
 
     assert opts.target is not None  # check() refuses both modes without a target
+    # options not given keep CalibrationOptions' defaults (its class attributes)
+    max_new_tokens = CalibrationOptions.max_new_tokens if opts.calibration_tokens is None else opts.calibration_tokens
     if opts.mode == "fold":
         fold_opts = CalibrationOptions(
             target=opts.target,
             prompts_file=opts.calibration_prompts,
             limit=opts.calibration_limit,
             device=opts.device,
-            **tokens,
+            max_new_tokens=max_new_tokens,
         )
         return fold_to_eagle3(src, dst, fold_opts, **opts.common())
     cal_opts = CalibrationOptions(
@@ -129,9 +130,9 @@ def run_convert(
         steps=opts.steps,
         lr=opts.lr,
         norm_output=opts.norm_output,
-        **tokens,
+        max_new_tokens=max_new_tokens,
         device=opts.device,
-        **({"train": opts.train} if opts.train else {}),
-        **({"label_weight": opts.label_weight} if opts.label_weight is not None else {}),
+        train=opts.train or CalibrationOptions.train,
+        label_weight=CalibrationOptions.label_weight if opts.label_weight is None else opts.label_weight,
     )
     return calibrated_upgrade(src, dst, cal_opts, console=console, **opts.common())

@@ -74,7 +74,8 @@ def finetune(
     for step in range(steps):
         for g in opt.param_groups:
             g["lr"] = lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / max(1, steps))))
-        batch, used_tokens = [], 0
+        batch: list[tuple[int, int, int, int]] = []
+        used_tokens = 0
         for span in rng.sample(spans, len(spans)):
             if batch and used_tokens + span[2] > token_budget:
                 break

@@ -9,13 +9,12 @@ import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import read_drafter
 from eaglehub.io.atomic import atomic_dir
 from eaglehub.io.provenance import PROVENANCE_FILE, safetensors_metadata, write_provenance
-from eaglehub.io.streaming import INDEX_FILE, write_checkpoint
+from eaglehub.io.streaming import INDEX_FILE, OutTensor, write_checkpoint
 
 #: weights of any kind are never side files: a stale copy next to the new weights would be loaded by mistake
 WEIGHT_SUFFIXES = (
@@ -118,7 +117,7 @@ def write_drafter(
     source_dir: Path,
     dst: Path,
     *,
-    tensors: Sequence[Any],
+    tensors: list[OutTensor],
     config: dict,
     provenance: dict,
     source_metadata: dict[str, str],

@@ -212,7 +212,9 @@ def build_report(
                 "drift": drift_summary(per_context),
             }
         )
-    contexts = sorted([context_section(c) for c in [*built, *skipped]], key=lambda c: c["context_tokens"])
+    contexts = sorted(
+        [context_section(c) for c in built] + [context_section(c) for c in skipped], key=lambda c: c["context_tokens"]
+    )
     return {
         "report_version": REPORT_VERSION,
         "tool": {"name": "eaglehub", "version": __version__},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from eaglehub.drafter.canonical import Drafter
@@ -32,7 +33,7 @@ QUANTIZABLE = frozenset(
 
 
 #: vLLM's packed_modules_mapping: fused module -> the checkpoint Linears it is loaded from, in order.
-FUSED = {
+FUSED: dict[str, dict[str, tuple[str, ...]]] = {
     "llama": {"qkv_proj": ("q_proj", "k_proj", "v_proj"), "gate_up_proj": ("gate_proj", "up_proj")},
     MLA: {"fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa"), "gate_up_proj": ("gate_proj", "up_proj")},
 }
@@ -111,7 +112,7 @@ def ignore_matches(value: str, pattern: str) -> bool:
 
 
 def decide_layer(
-    name: str, shards: list[str], cls: str, ignore: list[str], targets: dict[str, Scheme]
+    name: str, shards: list[str], cls: str, ignore: list[str], targets: Collection[str]
 ) -> tuple[str, str | None]:
     """vLLM's verdict on one drafter Linear (module docstring): ``("ignored", entry)``, ``("unmatched", None)`` or
     ``("quantized", target)``. ``shards`` (the names of a fused layer's parts) play no part: a drafter's quant config
@@ -148,6 +149,7 @@ def block_fit_findings(layer: Layer, scheme: Scheme, source: str, tp: int = 1) -
     shard of a merged layer but the last fills whole row blocks; at TP > 1 every column-parallel partition
     (``rows / tp``) fills whole row blocks and every row-parallel one (``o_proj``, ``down_proj``: ``in / tp``) whole
     column blocks. Replicated layers (``fc``, MLA ``kv_a_proj_with_mqa``) are never split."""
+    assert scheme.block is not None  # the caller checks for a block structure
     bn, bk = scheme.block
     subject = f"{source}.config_groups.{scheme.group}.weights.block_structure"
     leaf, cls = layer.name.rpartition(".")[2], layer.cls

@@ -12,7 +12,10 @@ from eaglehub.engines.base import RunSpec, SpecCounters
 SINK_TOKENS = 4
 
 if TYPE_CHECKING:  # annotations only: the reference engine imports this module
+    import torch
+
     from eaglehub.engines.reference import LoadedDrafter, ReferenceEngine, ReferenceTarget
+    from eaglehub.engines.replay import ReplayTarget
 
 
 def _crop(cache, keep: int) -> None:
@@ -28,7 +31,7 @@ class Decode:
     def __init__(
         self,
         engine: ReferenceEngine,
-        target: ReferenceTarget,
+        target: ReferenceTarget | ReplayTarget,
         drafter: LoadedDrafter | None,
         spec: RunSpec,
         gen,
@@ -42,7 +45,9 @@ class Decode:
         self.tcache = target.new_cache()
         self.dcache = KVCache(drafter.model.dims.num_layers) if drafter else None
         self.greedy = spec.temperature <= 0
-        self.last_normed = self.last_fed = self.last_hidden_in = None
+        self.last_normed: torch.Tensor | None = None
+        self.last_fed: torch.Tensor | None = None
+        self.last_hidden_in: torch.Tensor | None = None
         self.last_probs: list = []
 
     # --- pieces -------------------------------------------------------------------------------
@@ -56,6 +61,7 @@ class Decode:
         """Draft distribution over target ids ``[V]`` from one ``normed`` row ``[H]``."""
         import torch
 
+        assert self.drafter is not None  # drafting runs with a drafter only
         m = self.drafter.model
         logits = self._draft_logits(normed)
         qd = torch.softmax(logits.double() / self.spec.temperature, dim=-1)
@@ -64,6 +70,7 @@ class Decode:
         return q.numpy()
 
     def _draft_logits(self, normed):
+        assert self.drafter is not None  # drafting runs with a drafter only
         m = self.drafter.model
         if self.drafter.shared_head is not None:
             return self.drafter.shared_head(normed).float()
@@ -73,6 +80,7 @@ class Decode:
         import torch
 
         t = torch.tensor(ids, dtype=torch.long, device=self.target.device)
+        assert self.drafter is not None  # drafting runs with a drafter only
         table = self.drafter.embed
         return table[t] if table is not None else self.target.embed(t)
 
@@ -81,6 +89,8 @@ class Decode:
         keeps the last row's normed / fed-back state (and, for diagnostics, its attention)."""
         import torch
 
+        assert self.drafter is not None  # drafting runs with a drafter only
+        assert self.dcache is not None  # created with the drafter
         m = self.drafter.model
         positions = torch.arange(start, start + len(tokens), device=self.target.device)
         embeds = self._embed(tokens)
@@ -100,6 +110,7 @@ class Decode:
         """Next draft token (target id) from the last drafter row, and its distribution when sampling."""
         import torch
 
+        assert self.drafter is not None  # drafting runs with a drafter only
         if self.greedy:
             draft_id = int(self._draft_logits(self.last_normed).argmax())
             return int(self.drafter.model.to_target_ids(torch.tensor(draft_id, device=self.target.device))), None
@@ -148,10 +159,13 @@ class Decode:
 
     def _step(self, x: int) -> tuple[int, list[int]]:
         """One draft + verify step from the last emitted token ``x``; returns (accepted, emitted ids)."""
+        assert self.drafter is not None  # drafting runs with a drafter only
+        assert self.dcache is not None  # created with the drafter
         m, k = self.drafter.model, self.spec.k
         n = self.tcache.get_seq_length()  # position of x
         base = self.dcache.length  # == n: the drafter has read positions 0..n−1
-        drafts, qs = [], []
+        drafts: list[int] = []
+        qs: list[np.ndarray | None] = []
         for j in range(k):
             if j:
                 self._drafter_pass([drafts[-1]], self.last_fed, base + j - 1)

@@ -33,6 +33,7 @@ import importlib.metadata
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,6 +41,11 @@ from eaglehub.engines.base import ProgressFn, RunResult, RunSpec, SpecCounters
 from eaglehub.engines.decode import Decode, Diagnostics
 from eaglehub.errors import EaglehubError
 from eaglehub.verify.sampling import STANDARD_RULE, AcceptanceRule
+
+if TYPE_CHECKING:
+    import torch
+
+    from eaglehub.model.eagle3 import Eagle3Drafter
 
 """Attention-sink diagnostics: mass on the first this many positions (StreamingLLM's 4 sink tokens,
 Xiao et al. 2023, arXiv 2309.17453)."""
@@ -80,7 +86,7 @@ class ReferenceTarget:
 
         hf_logging.disable_progress_bar()  # verify draws its own progress bar
         try:
-            self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_torch_dtype(dtype)).to(device).eval()
+            self.model = AutoModelForCausalLM.from_pretrained(str(path), dtype=_torch_dtype(dtype)).to(device).eval()  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: mypy does not bind self
         except (OSError, ValueError) as exc:
             raise EaglehubError(
                 f"cannot load target {path} with transformers: {str(exc).splitlines()[0]}",
@@ -129,10 +135,10 @@ class ReferenceTarget:
 class LoadedDrafter:
     """The drafter module plus what the engine needs around it."""
 
-    model: object  # Eagle3Drafter
+    model: Eagle3Drafter
     aux_ids: list[int]
-    embed: object | None  # the drafter's own embedding table, or None (the target's is used)
-    shared_head: object | None  # the target's lm_head when the drafter ships none
+    embed: torch.Tensor | None  # the drafter's own embedding table, or None (the target's is used)
+    shared_head: torch.nn.Module | None  # the target's lm_head when the drafter ships none
 
 
 def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") -> LoadedDrafter:
@@ -238,7 +244,8 @@ class ReferenceEngine:
         gen = torch.Generator(device="cpu").manual_seed(spec.seed)
         rng = np.random.default_rng(spec.seed)
         diag = Diagnostics.zeros(spec.k) if spec.diagnostics and drafter else None
-        outputs, counters = [], []
+        outputs: list = []
+        counters: list = []
         group_seconds: dict[str, float] = {}
         for group in dict.fromkeys(groups):
             idx = [i for i, g in enumerate(groups) if g == group]
@@ -253,7 +260,7 @@ class ReferenceEngine:
                 progress(group, len(idx))
         outputs = [o for _, o in sorted(outputs)]
         per_prompt = [c for _, c in sorted(counters)]
-        group_counters = {}
+        group_counters: dict[str, SpecCounters] = {}
         if drafter:
             for g, c in zip(groups, per_prompt):
                 group_counters[g] = group_counters.get(g, SpecCounters(accepted_per_pos=(0,) * spec.k)) + c
@@ -277,6 +284,7 @@ class ReferenceEngine:
         import torch
 
         target = self.target(spec.target, spec.dtype)
+        assert spec.drafter is not None  # a first draft step needs a drafter
         drafter = load_drafter(spec.drafter, target, spec.dtype)
         decode = Decode(
             self,

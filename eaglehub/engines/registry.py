@@ -22,7 +22,8 @@ def make_engines(names: list[str], log_dir: Path | None = None, device: str = "c
     from eaglehub.engines.reference import ReferenceEngine
     from eaglehub.engines.vllm_engine import VllmEngine
 
-    out, seen = [], set()
+    out: list[Engine] = []
+    seen: set[str] = set()
     for name in names or ["auto"]:
         if name not in ENGINE_NAMES:
             raise EaglehubError(f"unknown engine {name!r}", hint=f"choose from {', '.join(ENGINE_NAMES)}")

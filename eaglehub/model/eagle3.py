@@ -81,7 +81,7 @@ class DrafterDims:
         }
         missing = [k for k, v in fields.items() if v is None]
         if missing:  # a module cannot be built without them (nn.Linear would fail with a TypeError)
-            from .errors import EaglehubError
+            from ..errors import EaglehubError
 
             raise EaglehubError(
                 f"drafter config has no usable {', '.join(missing)}",

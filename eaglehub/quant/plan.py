@@ -7,6 +7,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from eaglehub.errors import EaglehubError
 from eaglehub.quant.weights import SCHEMES, compressed_tensors_version, itemsize, scheme_preset
@@ -53,6 +54,7 @@ class Entry:
             "bytes_after": self.bytes_after,
         }
         if self.quantized:
+            assert self.scale_shape is not None  # set for every quantized entry
             out["scale"] = {
                 "name": self.stored.removesuffix(".weight") + ".weight_scale",
                 "shape": list(self.scale_shape),
@@ -126,7 +128,8 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
     sch = scheme_preset(scheme)
     block = tuple(sch.weights.block_structure) if sch.weights.block_structure else None
     written = [*HEAD_IGNORE, *([FC_IGNORE] if keep_fc else []), *dict.fromkeys(_anchored(p) for p in ignore)]
-    layers, not_divisible = vllm_layers(d), []
+    layers = vllm_layers(d)
+    not_divisible: list[dict[str, Any]] = []
     if block:
         # vLLM's rule exactly as validate applies it (checks.quant.block_fit_findings, TP 1)
         group = Scheme("group_0", "fp8", "float", 8, "block", block, None, True, False, False)
@@ -152,6 +155,7 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
                 hint=f"vLLM's names: {', '.join(names[:4])}, ...; e.g. --ignore 're:.*mlp\\.down_proj$'",
             )
     verdicts: dict[str, tuple[str, str | None]] = {}
+    kind: str | None  # a layer's verdict below, then a tensor's (None: not a Linear weight)
     layer_rows = []
     for layer in layers:
         seen = {decide_layer(*layer.vllm_names(n), layer.cls, written, {"Linear": None}) for n in UNKNOWN_TARGET_LAYERS}
@@ -227,6 +231,7 @@ def plan_quantization(d, scheme: str, ignore: Sequence[str], keep_fc: bool) -> Q
             else "no config target matches it"
         )
         if base in unfit:
+            assert block is not None  # unfit layers are found for a block scheme only
             reason = f"{unfit[base]} does not fit {block[0]}x{block[1]} blocks (vLLM would refuse it): ignore entry {detail!r}"
         if canonical in ("d2t", "t2d"):
             reason = f"vocabulary map ({info.dtype}): never quantized"

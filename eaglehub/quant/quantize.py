@@ -38,11 +38,13 @@ vLLM-native layout (speculators' adapter is not known to keep a quantization con
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from eaglehub.errors import EaglehubError
 from eaglehub.io.streaming import OutTensor
@@ -65,10 +67,11 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
     canonical_of = {s: c for c, s in cp.stored.items()}
     tensors, expected = [], set(cp.stored.values())
     for t in cp.tensors:
-        e = by_name.get(canonical_of.get(t.name))
+        e = by_name.get(canonical_of.get(t.name, ""))
         if e is None or not e.quantized:
             tensors.append(t)
             continue
+        assert e.scale_shape is not None  # set for every quantized entry
         scale_name = t.name.removesuffix(".weight") + ".weight_scale"
         tensors.append(
             OutTensor(
@@ -76,7 +79,7 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
                 "F8_E4M3",
                 e.shape,
                 math.prod(e.shape),
-                buffer=lambda c=e.canonical: quantizer.part(c, 0),
+                buffer=functools.partial(quantizer.part, e.canonical, 0),
             )
         )
         tensors.append(
@@ -85,7 +88,7 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
                 DTYPE_BY_TORCH[e.dtype].code,
                 e.scale_shape,
                 e.scale_bytes,
-                buffer=lambda c=e.canonical: quantizer.part(c, 1),
+                buffer=functools.partial(quantizer.part, e.canonical, 1),
             )
         )
         expected.add(scale_name)
@@ -107,7 +110,8 @@ class _Quantizer:
     weight, then its scale): memory holds one Linear at a time."""
 
     def __init__(self, d, scheme: str):
-        self.d, self.scheme, self.cache = d, scheme, {}
+        self.d, self.scheme = d, scheme
+        self.cache: dict[str, tuple] = {}
 
     def part(self, canonical: str, i: int):
         import torch
@@ -176,7 +180,7 @@ def quantize(
     stored = dict(cp.stored.items())
     entries = [replace(e, stored=stored.get(e.canonical, e.canonical)) for e in plan.entries]
     before, after = sum(e.bytes_before for e in entries), sum(e.bytes_after for e in entries)
-    report = {
+    report: dict[str, Any] = {
         "schema": REPORT_SCHEMA,
         "source": str(src),
         "source_format": d.format,

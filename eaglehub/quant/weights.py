@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from eaglehub.errors import EaglehubError
 
@@ -48,9 +49,9 @@ def quantize_weight(weight, scheme: str) -> tuple:
         scale, zero = calculate_qparams(lo, hi, args)
         # the scale is stored in the weight's dtype: below its smallest normal (fp16: 6e-5) it would round to 0 and
         # the quantized weights to inf/NaN
-        lin.weight_scale.copy_(scale.clamp(min=torch.finfo(weight.dtype).tiny))
+        cast(torch.Tensor, lin.weight_scale).copy_(scale.clamp(min=torch.finfo(weight.dtype).tiny))
         if hasattr(lin, "weight_zero_point"):
-            lin.weight_zero_point.copy_(zero)
+            cast(torch.Tensor, lin.weight_zero_point).copy_(zero)
         lin.quantization_status = QuantizationStatus.FROZEN
         BaseCompressor.get_value_from_registry(CompressionFormat.float_quantized.value).compress_module(lin)
         state = lin.state_dict()

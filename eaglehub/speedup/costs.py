@@ -95,7 +95,7 @@ def measure_costs(
     try:
         from transformers import AutoModelForCausalLM
 
-        model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch_dtype).to(device).eval()
+        model = AutoModelForCausalLM.from_pretrained(str(target), dtype=torch_dtype).to(device).eval()  # type: ignore[arg-type]  # functools.wraps on PreTrainedModel.to: mypy does not bind self
     except (OSError, ValueError) as exc:
         raise EaglehubError(
             f"cannot load target {target} in transformers to time its forwards: {exc}",

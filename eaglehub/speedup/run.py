@@ -384,7 +384,7 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
     return report
 
 
-def write_report(report: dict, path: Path) -> None:
+def write_report(report: dict, path: str | Path) -> None:
     """Validate, then write ``report`` as JSON to ``path`` atomically.
 
     Raises:

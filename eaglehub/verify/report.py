@@ -166,7 +166,7 @@ def validate_report(report: dict) -> None:
     check_output(report, REPORT_SCHEMA, "verify report")
 
 
-def write_report(report: dict, path: Path) -> None:
+def write_report(report: dict, path: str | Path) -> None:
     """Validate, then write ``report`` as JSON to ``path`` atomically (temporary file + rename).
 
     Raises:
@@ -175,7 +175,7 @@ def write_report(report: dict, path: Path) -> None:
     write_output(report, path, REPORT_SCHEMA, "verify report")
 
 
-def write_plot(report: dict, path: Path) -> None:
+def write_plot(report: dict, path: str | Path) -> None:
     """PNG of acceptance length per category and acceptance rate per position (:mod:`eaglehub.views.plots`).
 
     Raises:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 from eaglehub.engines.base import Engine, RunResult, RunSpec
 from eaglehub.engines.registry import make_engines
@@ -249,6 +250,7 @@ def run_verify(
     if len(engines) > 1:
         _attach_cross_engine(report, reports[1:], all_results, opts.engine_tolerance)
     if opts.sampling_trials:
+        assert ids is not None  # set by the first engine's baseline
         _attach_sampling_tests(report, engines, specs[1:], requests, ids, opts)
     if opts.baseline_drafter:
         from eaglehub.verify.baseline import attach_baseline
@@ -275,7 +277,7 @@ def _refresh_passed(report: dict) -> None:
 
 def _attach_cross_engine(report: dict, others: list[dict], results: list[list[RunResult]], tolerance: float) -> None:
     """``cross_engine`` section: each other engine's report parts and its comparison with the primary."""
-    section = {"tolerance": tolerance, "engines": []}
+    section: dict[str, Any] = {"tolerance": tolerance, "engines": []}
     for other, runs in zip(others, results[1:]):
         rows, extra = cross_engine.compare(report, other, results[0], runs, tolerance)
         for d, found in zip(report["drafters"], extra):

@@ -25,11 +25,13 @@ samples, not millions): it finds gross faults such as a residual that is ``p`` i
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
+
 import numpy as np
 
 from eaglehub.engines.base import RunSpec
 from eaglehub.findings import finding
-from eaglehub.measure.prompts import Prompt
 from eaglehub.verify import sampling
 
 TOP_BINS = 8
@@ -43,9 +45,23 @@ ENGINE_TEST = (
 )
 
 
-def first_per_category(prompts: list[Prompt], ids: list[list[int]], limit: int) -> list[tuple[Prompt, list[int]]]:
+class Prefix(Protocol):
+    """What a prefix's prompt must tell: a :class:`~eaglehub.measure.prompts.Prompt`, or verify's request for one."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def category(self) -> str: ...
+
+
+P = TypeVar("P", bound=Prefix)
+
+
+def first_per_category(prompts: list[P], ids: list[list[int]], limit: int) -> list[tuple[P, list[int]]]:
     """The first prompt of each category (file order), at most ``limit``."""
-    seen, out = set(), []
+    seen: set[str] = set()
+    out: list[tuple[P, list[int]]] = []
     for p, i in zip(prompts, ids):
         if p.category not in seen and len(out) < limit:
             seen.add(p.category)
@@ -54,7 +70,7 @@ def first_per_category(prompts: list[Prompt], ids: list[list[int]], limit: int) 
 
 
 def run_sampling_test(
-    engine, spec: RunSpec, chosen: list[tuple[Prompt, list[int]]], trials: int, alpha: float = 1e-3
+    engine, spec: RunSpec, chosen: Sequence[tuple[Prefix, list[int]]], trials: int, alpha: float = 1e-3
 ) -> tuple[dict, list]:
     """Test ``engine.rule`` on the real distributions of ``spec``'s pair at ``chosen`` prefixes.
 
@@ -108,7 +124,7 @@ def run_sampling_test(
 
 
 def run_engine_sampling_test(
-    engine, spec: RunSpec, chosen: list[tuple[Prompt, list[int]]], samples: int, target, alpha: float = 1e-3
+    engine, spec: RunSpec, chosen: Sequence[tuple[Prefix, list[int]]], samples: int, target, alpha: float = 1e-3
 ) -> tuple[dict, list]:
     """Test an engine's sampled output (module doc) at ``chosen`` prefixes, ``samples`` per prefix.
 

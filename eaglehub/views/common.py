@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+from typing import cast
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table
@@ -27,7 +28,7 @@ def _clean(obj):
     return obj
 
 
-def human_size(n: int) -> str:
+def human_size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -68,7 +69,7 @@ def print_inspect(report: dict, console: Console) -> None:
         console.print(f"names stored with prefix {report['stripped_prefix']!r} (shown without it)", highlight=False)
     table = Table(show_edge=False)
     for col, just in (("tensor", "left"), ("shape", "left"), ("dtype", "left"), ("size", "right")):
-        table.add_column(col, justify=just)
+        table.add_column(col, justify=cast(JustifyMethod, just))
     for t in report["tensors"]:
         table.add_row(escape(t["name"]), str(t["shape"]), escape(t["dtype"]), human_size(t["bytes"]))
     console.print(table)

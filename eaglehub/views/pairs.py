@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from eaglehub.verify.pairing import SUMMARY_FILE
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 
 def summary_table(summary: dict):
@@ -29,7 +33,7 @@ def summary_table(summary: dict):
         ("passed", "left"),
         ("report", "left"),
     ):
-        t.add_column(col, justify=just)
+        t.add_column(col, justify=cast("JustifyMethod", just))
     for r in summary["pairs"]:
         lossless = "—" if r["num_prompts"] is None else f"{r['num_prompts_matched']}/{r['num_prompts']}"
         verdict = "[green]PASS[/]" if r["passed"] else "[red]ERROR[/]" if r["error"] else "[red]FAIL[/]"
