@@ -65,13 +65,13 @@ def speedup_cmd(
     forwards. Exit 0 when measured; 2 for usage errors or a missing engine; 1 when the drafter fails
     validation or the engine fails.
     """
-    from eaglehub.engines.vllm_engine import VllmEngine
+    from eaglehub.engines.registry import make_engines
     from eaglehub.speedup.run import SpeedupOptions, parse_concurrency, run_speedup, write_report
     from eaglehub.views.speedup import plot_speedup, render_report
 
     opts = SpeedupOptions(target=target_spec, concurrency=parse_concurrency(concurrency), **options)
     log_dir = Path(engine_log) if engine_log else None
-    report = run_speedup(opts, engine=VllmEngine(log_dir=log_dir), console=err_console)
+    report = run_speedup(opts, engine=make_engines(["vllm"], log_dir=log_dir)[0], console=err_console)
     write_and_show(
         report,
         as_json,

@@ -101,15 +101,11 @@ def make_engine(name: str, device: str = "cpu") -> Engine:
     Raises:
         EaglehubError: (exit 2) an unknown engine name.
     """
-    if name == "reference":
-        from eaglehub.engines.reference import ReferenceEngine
+    if name not in ENGINES:
+        raise EaglehubError(f"unknown engine {name!r}", hint=f"pick one of {', '.join(ENGINES)}")
+    from eaglehub.engines.registry import make_engines
 
-        return ReferenceEngine(device=device)
-    if name == "vllm":
-        from eaglehub.engines.vllm_engine import VllmEngine
-
-        return VllmEngine()
-    raise EaglehubError(f"unknown engine {name!r}", hint=f"pick one of {', '.join(ENGINES)}")
+    return make_engines([name], device=device)[0]
 
 
 def drafter_labels(versions: list[str], paths: list[Path]) -> list[str]:
