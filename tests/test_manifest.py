@@ -698,6 +698,11 @@ def test_engine_options_reach_the_vllm_request_and_llm_arguments(tmp_path):
     kwargs = vllm_engine.llm_kwargs(req)
     assert kwargs["tensor_parallel_size"] == 2 and kwargs["distributed_executor_backend"] == "mp"
     assert "max_num_seqs" not in kwargs and "not_an_llm_argument" not in kwargs
+    assert not vllm_engine.single_process(req)
+    tp2 = vllm_engine.build_request(
+        RunSpec(tmp_path / "t", engine_options={"tensor_parallel_size": 2}), [[1]], ["g"], 1
+    )
+    assert "distributed_executor_backend" not in vllm_engine.llm_kwargs(tp2)  # vLLM picks its multi-process one
     assert kwargs["speculative_config"] == {
         "method": "eagle3",
         "model": str(tmp_path / "d"),
@@ -718,7 +723,7 @@ def test_engine_options_reach_the_vllm_request_and_llm_arguments(tmp_path):
     }
 
 
-def test_without_engine_options_vllm_starts_exactly_as_before(tmp_path):
+def test_without_engine_options_vllm_starts_in_one_process(tmp_path):
     req = vllm_engine.build_request(
         RunSpec(tmp_path / "t", max_model_len=1024, dtype="bfloat16", seed=5), [[1]], ["g"], 123
     )
@@ -732,14 +737,15 @@ def test_without_engine_options_vllm_starts_exactly_as_before(tmp_path):
         disable_log_stats=False,
         max_model_len=1024,
         kv_cache_memory_bytes=123,
+        distributed_executor_backend="uni",  # one device, no executor chosen: one process (engine doc)
     )
 
 
 def test_vllm_engine_run_writes_the_options_into_the_worker_request(tmp_path, monkeypatch):
     seen = {}
 
-    def fake_spawn(request, result, log_path, progress):  # the worker process, replaced: read what it would get
-        seen.update(json.loads(Path(request).read_text()))
+    def fake_spawn(request, result, log_path, progress, in_process):  # the worker, replaced: what it would get
+        seen.update(json.loads(Path(request).read_text()), in_process=in_process)
         Path(result).write_text(json.dumps(RunResult(outputs=[[1]]).to_dict()))
         return 0
 
@@ -750,3 +756,6 @@ def test_vllm_engine_run_writes_the_options_into_the_worker_request(tmp_path, mo
     assert seen["engine_options"] == {"pipeline_parallel_size": 2, "max_num_seqs": 4}
     assert seen["kv_cache_bytes"] == 99 and seen["temperature"] == 0.0 and seen["prompt_token_ids"] == [[1, 2]]
     assert result.outputs == [[1]] and result.engine_version == "0.32.0"
+    assert seen["in_process"] is False  # two pipeline stages: vLLM's own processes
+    vllm_engine.VllmEngine().run(RunSpec(tmp_path / "t"), [[1]], ["g"])
+    assert seen["in_process"] is True

@@ -17,6 +17,12 @@ CPU threads: unless ``VLLM_CPU_OMP_THREADS_BIND`` is set, the worker runs with `
 vLLM worker (e.g. a data-generation job) ours was starved for 9+ minutes before loading, while
 ``nobind`` started in ~30 s. Set the variable to ``auto`` on a dedicated machine to get vLLM's binding.
 
+One process: a run on one device (no tensor or pipeline parallelism) keeps vLLM's engine core and its
+model worker inside the worker process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, the ``uni`` executor)
+instead of two more processes that each import torch and vLLM again: the same outputs and counters,
+and a start-up of ~20 s instead of ~50 s on 2 CPU cores (docs/vllm.md §11). Either setting given
+by the user (the environment variable, ``distributed_executor_backend``) wins.
+
 Counters: ``LLM.get_metrics()`` is cumulative over the engine's life; the worker reads it before
 and after each prompt group (category) batch and keeps the difference, summing the entries of all
 engines (docs/vllm.md §9).
@@ -85,9 +91,16 @@ def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list
     }
 
 
+def single_process(req: dict) -> bool:
+    """Whether the request runs on one device with no executor chosen (module doc: one process)."""
+    opts = req["engine_options"]
+    world = int(opts.get("tensor_parallel_size") or 1) * int(opts.get("pipeline_parallel_size") or 1)
+    return world == 1 and "distributed_executor_backend" not in opts
+
+
 def llm_kwargs(req: dict) -> dict:
     """``vllm.LLM(...)`` arguments for a request (:func:`build_request`). The engine options are
-    added only when set, so a run without them starts vLLM exactly as before they existed."""
+    added only when set; a single-process request (:func:`single_process`) gets the ``uni`` executor."""
     kwargs = dict(
         model=req["target"],
         tokenizer=req["target"],
@@ -101,6 +114,8 @@ def llm_kwargs(req: dict) -> dict:
     if req["drafter"]:
         kwargs["speculative_config"] = speculative_config(Path(req["drafter"]), req["k"])
     kwargs.update(req["engine_options"])
+    if single_process(req):
+        kwargs["distributed_executor_backend"] = "uni"
     return kwargs
 
 
@@ -174,7 +189,7 @@ class VllmEngine:
             log_dir.mkdir(parents=True, exist_ok=True)
             log_path = log_dir / f"vllm-{'drafter' if spec.drafter else 'target'}-{os.getpid()}-{time.time_ns()}.log"
             (tmp / "request.json").write_text(json.dumps(request))
-            rc = self._spawn(tmp / "request.json", tmp / "result.json", log_path, progress)
+            rc = self._spawn(tmp / "request.json", tmp / "result.json", log_path, progress, single_process(request))
             result_path = tmp / "result.json"
             if rc != 0 or not result_path.is_file():
                 raise EaglehubError(
@@ -187,9 +202,12 @@ class VllmEngine:
         return result
 
     @staticmethod
-    def _spawn(request: Path, result: Path, log_path: Path, progress: ProgressFn | None) -> int:
-        """Run the worker, forward its progress events, return its exit code."""
+    def _spawn(request: Path, result: Path, log_path: Path, progress: ProgressFn | None, in_process: bool) -> int:
+        """Run the worker, forward its progress events, return its exit code. ``in_process``: vLLM's
+        engine core runs inside the worker (module doc: one process)."""
         env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", **os.environ}
+        if in_process:
+            env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "eaglehub.engines.vllm_engine", str(request), str(result)],
