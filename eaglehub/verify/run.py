@@ -191,18 +191,6 @@ def run_verify(
     specs = [
         RunSpec(
             target,
-            None,
-            opts.k,
-            opts.max_tokens,
-            opts.dtype,
-            opts.seed,
-            opts.max_model_len,
-            engine_options=dict(opts.engine_options),
-        )
-    ]
-    specs += [
-        RunSpec(
-            target,
             d,
             opts.k,
             opts.max_tokens,
@@ -211,7 +199,7 @@ def run_verify(
             opts.max_model_len,
             engine_options=dict(opts.engine_options),
         )
-        for d in drafters
+        for d in (None, *drafters)  # the target alone first: the baseline
     ]
     load_target = _target_loader(engines, target, opts)
     file = (prompts_file or default_prompts_path()).resolve()
