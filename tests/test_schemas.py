@@ -29,3 +29,13 @@ def test_schema_is_valid(path):
     schema = json.loads(path.read_text())
     Draft202012Validator.check_schema(schema)
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("path", SCHEMAS, ids=lambda p: p.name)
+def test_modules_a_schema_names_exist(path):
+    """A schema's descriptions name the module that writes a section; after a move they must follow it."""
+    import re
+
+    root = schemas_dir().parents[2]
+    named = set(re.findall(r"eaglehub/[a-z_/]+\.py", path.read_text()))
+    assert [m for m in sorted(named) if not (root / m).is_file()] == []
