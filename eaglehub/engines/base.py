@@ -25,12 +25,18 @@ class SpecCounters:
     (k) to ``num_draft_tokens``, the number of accepted draft tokens (generated − 1, the bonus token
     is not counted) to ``num_accepted_tokens``, and 1 to ``accepted_per_pos[i]`` for every
     ``i < accepted``. All values are token or step counts (dimensionless integers).
+
+    ``accepted_histogram[j]``: verify steps that accepted exactly j draft tokens (j = 0..k, the bonus
+    token not counted; vLLM's per-request ``acceptance_histogram``), where the engine counts it; empty
+    otherwise (vLLM's aggregate counters do not). When present, ``accepted_per_pos[i]`` is the sum of
+    ``accepted_histogram[j]`` over j > i.
     """
 
     num_drafts: int = 0
     num_draft_tokens: int = 0
     num_accepted_tokens: int = 0
     accepted_per_pos: tuple[int, ...] = ()
+    accepted_histogram: tuple[int, ...] = ()
 
     def __add__(self, other: SpecCounters) -> SpecCounters:
         return SpecCounters(
@@ -38,6 +44,7 @@ class SpecCounters:
             self.num_draft_tokens + other.num_draft_tokens,
             self.num_accepted_tokens + other.num_accepted_tokens,
             _zip_pad(self.accepted_per_pos, other.accepted_per_pos, 1),
+            _zip_pad(self.accepted_histogram, other.accepted_histogram, 1),
         )
 
     def __sub__(self, other: SpecCounters) -> SpecCounters:
@@ -47,11 +54,16 @@ class SpecCounters:
             self.num_draft_tokens - other.num_draft_tokens,
             self.num_accepted_tokens - other.num_accepted_tokens,
             _zip_pad(self.accepted_per_pos, other.accepted_per_pos, -1),
+            _zip_pad(self.accepted_histogram, other.accepted_histogram, -1),
         )
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["accepted_per_pos"] = list(self.accepted_per_pos)
+        if self.accepted_histogram:  # absent where the engine does not count it
+            d["accepted_histogram"] = list(self.accepted_histogram)
+        else:
+            del d["accepted_histogram"]
         return d
 
     @classmethod
@@ -61,6 +73,7 @@ class SpecCounters:
             int(d["num_draft_tokens"]),
             int(d["num_accepted_tokens"]),
             tuple(int(x) for x in d["accepted_per_pos"]),
+            tuple(int(x) for x in d.get("accepted_histogram", ())),
         )
 
 
