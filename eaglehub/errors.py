@@ -7,6 +7,8 @@ follows from the kind of failure (docs/architecture.md, "Errors"):
 - :class:`InputError` (exit 2): a path, file or repo that cannot be read as what it should be.
 - :class:`CheckFailed` (exit 1): a check ran and the input failed it.
 - :class:`EngineFailed` (exit 1): an engine (vLLM, the reference engine) could not run the job.
+- :class:`EndpointError` (exit 1): a served endpoint did not answer as an OpenAI-compatible server
+  with speculative decoding does (refused connection, timeout, an HTTP error status, no metrics).
 - :class:`MissingDependency` (exit 2): an optional package a command needs is not installed.
 """
 
@@ -62,6 +64,12 @@ class EngineFailed(EaglehubError):
     """An engine could not run the job (a crash, a refused configuration, a timeout)."""
 
     default_exit_code = 1
+
+
+class EndpointError(EngineFailed):
+    """A served endpoint failed a request: refused or dropped connection, timeout, HTTP error status, a
+    body that is not what an OpenAI-compatible server returns. The message names the URL path and status
+    (never the API key); callers keep the requests already answered."""
 
 
 class MissingDependency(EaglehubError):
