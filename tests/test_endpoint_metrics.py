@@ -1,0 +1,183 @@
+"""eaglehub.endpoint.metrics: reading a server's spec-decode counters from its /metrics text.
+
+The SGLang exposition is written from SGLang's documented format (its metrics collector and
+production-metrics page), since SGLang cannot run on this machine. The small vLLM texts are hand-made
+edge cases in the layout prometheus_client writes.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from eaglehub.endpoint.metrics import (
+    ServerSpecMetrics,
+    fetch_metrics,
+    is_reset,
+    metrics_url,
+    parse_spec_metrics,
+    redact_url,
+)
+from eaglehub.engines.base import SpecCounters
+from eaglehub.errors import EndpointError
+
+
+def vllm_text(engines: dict[str, tuple[int, int, int, list[int]]], model: str = "/m/target", types: bool = True) -> str:
+    """An exposition in the layout vLLM's prometheus_client writes: per engine (drafts, draft tokens,
+    accepted, per position)."""
+    out = []
+    for name, idx in (("num_drafts", 0), ("num_draft_tokens", 1), ("num_accepted_tokens", 2)):
+        full = f"vllm:spec_decode_{name}_total"
+        if types:
+            out += [f"# HELP {full} x", f"# TYPE {full} counter"]
+        for eng, vals in engines.items():
+            out.append(f'{full}{{engine="{eng}",model_name="{model}"}} {float(vals[idx])}')
+        if types:
+            out += [f"# HELP vllm:spec_decode_{name}_created x", f"# TYPE vllm:spec_decode_{name}_created gauge"]
+        for eng in engines:
+            out.append(f'vllm:spec_decode_{name}_created{{engine="{eng}",model_name="{model}"}} 1.7645e+09')
+    full = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+    if types:
+        out += [f"# HELP {full} x", f"# TYPE {full} counter"]
+    for eng, vals in engines.items():
+        for i, v in enumerate(vals[3]):
+            out.append(f'{full}{{engine="{eng}",model_name="{model}",position="{i}"}} {float(v)}')
+    return "\n".join(out) + "\n"
+
+
+PLAIN = """# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{engine="0",model_name="/m/target"} 0.0
+# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.
+# TYPE process_start_time_seconds gauge
+process_start_time_seconds 1.7645e+09
+"""
+
+
+def test_no_spec_metrics_is_none():
+    assert parse_spec_metrics(PLAIN) is None
+    assert parse_spec_metrics("") is None
+
+
+def test_one_engine_counters_and_labels():
+    m = parse_spec_metrics(PLAIN + vllm_text({"0": (10, 30, 17, [8, 6, 3])}))
+    assert m == ServerSpecMetrics(
+        SpecCounters(10, 30, 17, (8, 6, 3)),
+        {"engine": ("0",), "model_name": ("/m/target",)},
+        "vllm",
+        process_start_time=1.7645e09,
+    )
+    assert m.k == 3 and m.cumulative
+
+
+def test_two_engines_are_summed():
+    m = parse_spec_metrics(vllm_text({"0": (10, 30, 17, [8, 6, 3]), "1": (5, 15, 4, [3, 1, 0])}))
+    assert m is not None
+    assert m.counters == SpecCounters(15, 45, 21, (11, 7, 3))
+    assert m.labels["engine"] == ("0", "1")
+
+
+def test_without_type_lines_total_suffix_is_read():
+    # Without "# TYPE" lines the parser keeps the _total suffix on the family name.
+    m = parse_spec_metrics(vllm_text({"0": (4, 12, 5, [3, 2, 0])}, types=False))
+    assert m is not None and m.counters == SpecCounters(4, 12, 5, (3, 2, 0))
+
+
+def test_fresh_server_knows_k_before_traffic():
+    m = parse_spec_metrics(vllm_text({"0": (0, 0, 0, [0, 0, 0, 0, 0])}))
+    assert m is not None and m.k == 5 and m.counters.num_drafts == 0
+
+
+def test_not_prometheus_text_raises():
+    with pytest.raises(ValueError):
+        parse_spec_metrics("<html><body>not metrics {</body></html>\n")
+
+
+SGLANG = """# HELP sglang:spec_accept_length The average acceptance length of speculative decoding.
+# TYPE sglang:spec_accept_length gauge
+sglang:spec_accept_length{engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 2.75
+sglang:spec_accept_length{engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="1"} 2.25
+# HELP sglang:spec_accept_rate The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).
+# TYPE sglang:spec_accept_rate gauge
+sglang:spec_accept_rate{engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="0"} 0.6
+sglang:spec_accept_rate{engine_type="unified",model_name="meta-llama/Llama-3.1-8B-Instruct",pp_rank="0",tp_rank="1"} 0.4
+# HELP sglang:generation_tokens_total Number of generation tokens processed.
+# TYPE sglang:generation_tokens_total counter
+sglang:generation_tokens_total{model_name="meta-llama/Llama-3.1-8B-Instruct"} 7.0
+"""
+
+
+def test_sglang_gauges_mapped_counters_not_derivable():
+    # Written from SGLang's documented exposition (SchedulerMetricsCollector's gauges), not captured.
+    m = parse_spec_metrics(SGLANG)
+    assert m is not None and m.server == "sglang" and not m.cumulative
+    assert m.counters == SpecCounters() and m.k is None
+    assert m.acceptance_length_gauge == pytest.approx(2.5)
+    assert m.acceptance_rate_gauge == pytest.approx(0.5)
+    assert m.labels["model_name"] == ("meta-llama/Llama-3.1-8B-Instruct",)
+    assert m.labels["tp_rank"] == ("0", "1")
+
+
+def test_sglang_gauge_zero_is_no_reading():
+    m = parse_spec_metrics(SGLANG.replace(" 2.75", " 0.0").replace(" 2.25", " 0.0"))
+    assert m is not None and m.acceptance_length_gauge is None and m.acceptance_rate_gauge is None
+
+
+def test_is_reset():
+    a = SpecCounters(10, 30, 17, (8, 6, 3))
+    assert not is_reset(a, a)
+    assert not is_reset(a, SpecCounters(11, 33, 17, (8, 6, 3)))
+    assert is_reset(a, SpecCounters(2, 6, 1, (1, 0, 0)))
+    # A restarted server that already drafted more than before still has a lower per-position count.
+    assert is_reset(a, SpecCounters(12, 36, 18, (9, 5, 4)))
+    assert is_reset(a, SpecCounters(10, 30, 17, (8, 6)))  # a position vanished: a new server with a smaller k
+    assert not is_reset(SpecCounters(), a)
+
+
+def test_urls():
+    assert metrics_url("http://h:8000/v1/") == "http://h:8000/metrics"
+    assert metrics_url("http://h:8000") == "http://h:8000/metrics"
+    assert redact_url("http://user:s3cret@h:8000/metrics") == "http://h:8000/metrics"
+    assert redact_url("http://h:8000/metrics") == "http://h:8000/metrics"
+
+
+def _client(handler) -> httpx.Client:
+    return httpx.Client(transport=httpx.MockTransport(handler), headers={"Authorization": "Bearer sk-SECRET"})
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "needle"),
+    [(500, "boom", "answered 500"), (401, "", "--api-key"), (404, "", "no /metrics"), (200, "<html>{", "Prometheus")],
+)
+def test_fetch_errors_are_one_line_without_key(status, body, needle):
+    with _client(lambda req: httpx.Response(status, text=body)) as client, pytest.raises(EndpointError) as err:
+        fetch_metrics(client, "http://u:pw@h:1/v1")
+    text = str(err.value)
+    assert needle in text and "\n" not in text
+    assert "SECRET" not in text and "pw" not in text
+
+
+def test_fetch_transport_errors():
+    def refuse(req):
+        raise httpx.ConnectError("refused", request=req)
+
+    def slow(req):
+        raise httpx.ReadTimeout("slow", request=req)
+
+    for handler, needle in ((refuse, "not reachable"), (slow, "timed out")):
+        with _client(handler) as client, pytest.raises(EndpointError, match=needle):
+            fetch_metrics(client, "http://h:1")
+
+
+def test_fetch_sends_client_headers_and_parses():
+    seen = {}
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen["auth"] = req.headers.get("authorization")
+        seen["path"] = req.url.path
+        return httpx.Response(200, text=vllm_text({"0": (3, 9, 2, [2, 0, 0])}))
+
+    with _client(handler) as client:
+        m = fetch_metrics(client, "http://h:1/v1")
+    assert seen == {"auth": "Bearer sk-SECRET", "path": "/metrics"}
+    assert m is not None and m.counters.num_accepted_tokens == 2
