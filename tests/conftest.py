@@ -1,4 +1,5 @@
-"""Test tiers, the tiny-checkpoint fixtures, the fake Hub fixtures and the real pair's shared engine runs.
+"""Test tiers, the tiny-checkpoint fixtures, the fake Hub fixtures, the real pair's shared engine runs and
+its served endpoints (``fixture_server``, ``target_server``: real ``vllm serve`` processes, helpers/servers.py).
 
 Tiers (tests/README.md): ``unit`` (fast, no engine; every test without another tier marker gets it here),
 ``slow`` (an engine or heavy CPU work, no vLLM), ``vllm`` (runs vLLM), ``real`` (the real
@@ -14,7 +15,9 @@ import pytest
 from helpers.checkpoints import make_drafter_in, make_target_in
 from helpers.engine_runs import shared_engine_runs  # noqa: F401  (fixture)
 from helpers.fakehub import fake_hub, hf_env  # noqa: F401  (fixtures, for every test module)
+from helpers.paths import FIXTURE
 from helpers.real_runs import real_drafters  # noqa: F401  (session fixture)
+from helpers.servers import session_server
 
 OTHER_TIERS = ("slow", "vllm", "real")
 
@@ -37,6 +40,23 @@ def make_drafter(tmp_path: Path):
 def make_target(tmp_path: Path):
     """Factory: ``make_target(n_layers=8, weights=False, name=..., **config overrides)`` → dir."""
     return lambda *args, **kw: make_target_in(tmp_path, *args, **kw)
+
+
+@pytest.fixture(scope="session")
+def fixture_server(request):
+    """``vllm serve`` of SmolLM2-135M-Instruct + the fixture drafter at k 3, started on first use, stopped at
+    the end of the session (helpers/servers.py); tests using it are marked ``vllm`` and ``real``."""
+    from eaglehub.target import resolve_target
+
+    return session_server(request, resolve_target("smollm2"), FIXTURE, k=3)
+
+
+@pytest.fixture(scope="session")
+def target_server(request):
+    """``vllm serve`` of SmolLM2-135M-Instruct alone (the losslessness baseline); as ``fixture_server``."""
+    from eaglehub.target import resolve_target
+
+    return session_server(request, resolve_target("smollm2"), None)
 
 
 def pytest_terminal_summary(terminalreporter):
