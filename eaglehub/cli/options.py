@@ -134,3 +134,50 @@ def hub_endpoint_option() -> Decorator:
     return click.option(
         "--endpoint", default=None, help="Hub endpoint (default: huggingface_hub's configured one, HF_ENDPOINT)."
     )
+
+
+endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
+    click.option(
+        "--endpoint",
+        default=None,
+        metavar="URL",
+        help="Measure the drafter of this running OpenAI-compatible server (vLLM, SGLang; its root or .../v1) "
+        "instead of launching one: acceptance from the server's own counters, losslessness against "
+        "--baseline-endpoint or a local --target. No --drafter.",
+    ),
+    click.option(
+        "--baseline-endpoint",
+        default=None,
+        metavar="URL",
+        help="With --endpoint: the target served alone, the greedy baseline (default: a local run of --target).",
+    ),
+    click.option(
+        "--api",
+        "endpoint_api",
+        type=click.Choice(["completions", "chat"]),
+        default=None,
+        help="With --endpoint: completions (prompts as token ids, chat template applied here; the default with a "
+        "local --target) or chat (messages, the server's template).",
+    ),
+    click.option(
+        "--concurrency",
+        type=click.IntRange(1, 256),
+        default=8,
+        show_default=True,
+        help="With --endpoint: requests in flight at once.",
+    ),
+    click.option(
+        "--api-key",
+        default=None,
+        envvar="OPENAI_API_KEY",
+        show_envvar=True,
+        help="With --endpoint: Bearer token for the servers; never printed or written.",
+    ),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=120.0,
+        show_default=True,
+        help="With --endpoint: seconds per request.",
+    ),
+)

@@ -13,6 +13,7 @@ from eaglehub.cli.options import (
     category_option,
     device_option,
     dtype_option,
+    endpoint_options,
     engine_log_option,
     k_option,
     limit_option,
@@ -85,6 +86,7 @@ sampling_test_options = stack(
 
 
 @click.command("verify")
+@endpoint_options
 @click.option(
     "--target",
     "target_spec",

@@ -45,6 +45,13 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
     from eaglehub.verify.run import run_verify
 
     opts = request.options
+    if opts.endpoint:  # the drafter served elsewhere: no pairs, no local drafter (eaglehub.verify.endpoint)
+        from eaglehub.verify.endpoint import run_verify_endpoint
+
+        if request.manifest or request.report_dir:
+            raise UsageError("--endpoint measures one server; a manifest verifies local pairs", hint="drop --manifest")
+        report = run_verify_endpoint(opts, console=console)
+        return VerifyOutcome("report", report, exit_code(report))
     log_dir = Path(request.engine_log) if request.engine_log else None
     chosen = make_engines(opts.engines, log_dir=log_dir, device=opts.device)
     selection = select(request.manifest, opts.target or None, opts.drafters)

@@ -38,6 +38,19 @@ class VerifyOptions:
     engine_samples: int = 2000
     """With the sampling test: samples per prefix of each non-reference engine's own output test
     (:func:`eaglehub.verify.sampling_check.run_engine_sampling_test`); 0: none."""
+    # a served endpoint (:mod:`eaglehub.verify.endpoint`)
+    endpoint: str | None = None
+    """The OpenAI-compatible server to measure (its root or ``…/v1``); set: no --drafter, the server's is measured."""
+    baseline_endpoint: str | None = None
+    """The target served alone, the losslessness baseline (else a local run of ``target``)."""
+    endpoint_api: str | None = None
+    """``completions`` (token ids; needs a local target) or ``chat``; ``None``: completions when the target is local."""
+    concurrency: int = 8
+    """Requests in flight at once against each endpoint."""
+    api_key: str | None = field(default=None, repr=False)
+    """Bearer token for the endpoints (default ``OPENAI_API_KEY``); never printed or written."""
+    timeout: float = 120.0
+    """Seconds per request."""
     device: str = "cpu"
     baseline_drafter: str | None = None
     """A drafter to compare every other one with (:mod:`eaglehub.verify.baseline`); it runs as the last drafter."""

@@ -25,7 +25,7 @@ from eaglehub.verify.regression import (
 
 
 def drafter_report(
-    drafter: Path,
+    drafter: Path | None,
     target: Path,
     k: int,
     requests: list[Request],
@@ -39,7 +39,10 @@ def drafter_report(
     ``reference``) the comparison with the reference report.
 
     ``explain(rows, run) -> ({request id: forensics dict}, note or None)``: divergence forensics for
-    the divergent rows (:func:`forensics_for`); ``None``: none (each row's ``forensics`` stays ``None``)."""
+    the divergent rows (:func:`forensics_for`); ``None``: none (each row's ``forensics`` stays ``None``).
+
+    ``drafter`` ``None``: a served drafter whose files are not here (``verify --endpoint``): ``drafter``
+    is then ``served``, no ``files_sha256``, and ``speculative_config`` / ``serve_command`` are ``None``."""
     from eaglehub.engines.vllm_engine import speculative_config
 
     rows = compare_outputs(requests, baseline, run)
@@ -49,17 +52,18 @@ def drafter_report(
     findings = drafter_findings(rows, run, k)
     overall = overall_lossless(run)
     comparison = None
-    if reference is not None:
+    if reference is not None and drafter is not None:
         comparison, regression = compare_with_reference(drafter, acceptance.acceptance_length(overall), reference)
         findings += regression
     findings.sort(key=lambda f: f.severity != "error")  # errors first, each group in check order (stable sort)
     from eaglehub.io.digest import files_sha256
 
+    local = {} if drafter is None else {"files_sha256": files_sha256(drafter)}  # what `publish` matches
     return {
-        "drafter": str(drafter),
-        "files_sha256": files_sha256(drafter),  # what `eaglehub publish` matches a checkpoint against
-        "speculative_config": speculative_config(drafter, k),
-        "serve_command": serve_command(target, drafter, k),
+        "drafter": "served" if drafter is None else str(drafter),
+        **local,
+        "speculative_config": None if drafter is None else speculative_config(drafter, k),
+        "serve_command": None if drafter is None else serve_command(target, drafter, k),
         "lossless": all(r["match"] for r in rows),
         "num_prompts": len(rows),
         "num_prompts_matched": sum(r["match"] for r in rows),

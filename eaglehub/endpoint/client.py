@@ -1,0 +1,291 @@
+"""An OpenAI-compatible endpoint (vLLM's or SGLang's server): models, version, completions, and the
+speculative-decoding counters each response carries.
+
+Requests (docs/verify.md, "Measuring a served endpoint"):
+
+* ``POST /v1/completions`` with ``prompt`` as a list of **token ids**, so the server decodes exactly
+  the ids the offline engines see (the chat template is applied once, locally, by
+  :mod:`eaglehub.engines.chat`), and ``return_token_ids: true`` (vLLM's extension) so the output
+  comes back as token ids too;
+* ``POST /v1/chat/completions`` with ``messages``, for a server whose target tokenizer eaglehub does
+  not have (the server applies its own template, with ``chat_template_kwargs`` when given).
+
+Per-request speculative-decoding counters, as :class:`~eaglehub.engines.base.SpecCounters`:
+
+* **vLLM** (``vllm serve --per-request-spec-decode-metrics summary``): ``metrics.speculative_decoding``
+  of the response body (vLLM's ``SpeculativeDecodingMetrics``): ``num_spec_steps`` → ``num_drafts``,
+  ``num_draft_tokens``, ``num_accepted_draft_tokens`` → ``num_accepted_tokens``,
+  ``acceptance_histogram`` → ``accepted_histogram``; ``num_spec_tokens`` is k, and
+  ``accepted_per_pos[i]`` = Σ_{j>i} ``acceptance_histogram[j]`` (a step that accepted j draft tokens
+  accepted positions 0..j−1).
+* **SGLang**: the ``meta_info`` object (of the body or of its first choice): ``spec_verify_ct`` →
+  ``num_drafts``; ``spec_num_correct_drafts`` (older releases: ``spec_accepted_drafts``, earlier
+  ``spec_accept_token_num``) → ``num_accepted_tokens``; ``spec_num_proposed_drafts``
+  (``spec_proposed_drafts``, ``spec_draft_token_num``) → ``num_draft_tokens``;
+  ``spec_correct_drafts_histogram`` (``spec_accept_histogram``) → ``accepted_histogram``; per position
+  ``spec_num_correct_drafts_by_position`` where given, else from the histogram. Without an accepted
+  count, accepted = ``completion_tokens`` − ``spec_verify_ct`` (SGLang's own ``spec_accept_length`` =
+  completion tokens / verify steps). SGLang cannot run here: these names are read from its
+  tokenizer manager's source and tested on responses written in that format.
+
+Errors are :class:`RequestFailed` (an :class:`~eaglehub.errors.EndpointError`, exit 1) with a
+``kind``: ``refused``, ``timeout``, ``dropped`` (connection closed before a full answer),
+``connection`` (another transport error), ``http`` (an error status, in ``status``) or ``response`` (a
+body that is not an OpenAI completion). Messages name the path, never the API key: any occurrence of
+the key in text the server sends back is replaced by ``***``. Only connection *setup* is retried
+(:data:`CONNECT_RETRIES`, httpx's transport retries): a request the server received is never sent twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import httpx
+
+from eaglehub.endpoint.metrics import ServerSpecMetrics, fetch_metrics, redact_url
+from eaglehub.engines.base import SpecCounters
+from eaglehub.errors import EndpointError
+
+DEFAULT_TIMEOUT_S = 120.0
+"""Seconds per request: a CPU server decoding 32 tokens for 8 concurrent requests answers in seconds;
+a GPU server with long outputs may need more (``--timeout``)."""
+CONNECT_RETRIES = 2
+"""Retries of a failed TCP connect (a server just restarted); never of a request already sent."""
+ERROR_TEXT_CHARS = 200
+"""How much of a server's error message is quoted (one line)."""
+SERVE_HINT = (
+    "serve the pair with speculative decoding and per-request metrics, e.g. vllm serve TARGET "
+    """--speculative-config '{"method": "eagle3", "model": "/abs/drafter", "num_speculative_tokens": 3}' """
+    "--per-request-spec-decode-metrics summary"
+)
+
+
+class RequestFailed(EndpointError):
+    """One request failed; ``kind`` and ``status`` classify it (module doc)."""
+
+    def __init__(self, message: str, kind: str, status: int | None = None, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.kind = kind
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One answered request: output ``token_ids`` (``None`` when the server returns only text),
+    ``text``, ``finish_reason``, the per-request ``counters`` (``None`` when the server gives none),
+    ``k`` (num_speculative_tokens where the response says it) and ``source`` of the counters
+    (``"vllm"`` or ``"sglang"``)."""
+
+    token_ids: list[int] | None
+    text: str
+    finish_reason: str | None
+    counters: SpecCounters | None = None
+    k: int | None = None
+    source: str | None = None
+
+
+def server_root(url: str) -> str:
+    """``http://host:port`` of a URL given as the server root or its OpenAI base (``…/v1``)."""
+    base = url.strip().rstrip("/")
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def redact(text: str, secrets: list[str]) -> str:
+    for s in secrets:
+        if s:
+            text = text.replace(s, "***")
+    return text
+
+
+def counters_from_vllm(spec: dict) -> tuple[SpecCounters, int]:
+    """``metrics.speculative_decoding`` of a vLLM response → (counters, k) (module doc)."""
+    hist = tuple(int(x) for x in spec["acceptance_histogram"])
+    k = int(spec.get("num_spec_tokens") or max(len(hist) - 1, 0))
+    return (
+        SpecCounters(
+            num_drafts=int(spec["num_spec_steps"]),
+            num_draft_tokens=int(spec["num_draft_tokens"]),
+            num_accepted_tokens=int(spec["num_accepted_draft_tokens"]),
+            accepted_per_pos=per_position(hist, k),
+            accepted_histogram=hist,
+        ),
+        k,
+    )
+
+
+def per_position(hist: tuple[int, ...], k: int) -> tuple[int, ...]:
+    """accepted_per_pos[i] = Σ_{j>i} hist[j], for i = 0..k−1."""
+    return tuple(sum(hist[i + 1 :]) for i in range(k))
+
+
+def _first(meta: dict, *names: str):
+    return next((meta[n] for n in names if meta.get(n) is not None), None)
+
+
+def counters_from_sglang(meta: dict) -> tuple[SpecCounters, int | None] | None:
+    """SGLang's ``meta_info`` → (counters, k or ``None``); ``None`` when it has no ``spec_verify_ct``
+    (a server that does not speculate). Module doc for the field names."""
+    if meta.get("spec_verify_ct") is None:
+        return None
+    steps = int(meta["spec_verify_ct"])
+    hist_raw = _first(meta, "spec_correct_drafts_histogram", "spec_accept_histogram")
+    hist = tuple(int(x) for x in hist_raw) if hist_raw else ()
+    accepted = _first(meta, "spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
+    if accepted is None and hist:
+        accepted = sum(j * n for j, n in enumerate(hist))
+    if accepted is None and meta.get("completion_tokens") is not None:
+        accepted = max(int(meta["completion_tokens"]) - steps, 0)
+    proposed = _first(meta, "spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
+    k = len(hist) - 1 if len(hist) > 1 else None
+    if k is None and proposed is not None and steps and int(proposed) % steps == 0:
+        k = int(proposed) // steps
+    by_pos = meta.get("spec_num_correct_drafts_by_position")
+    if by_pos:
+        pos = tuple(int(x) for x in by_pos)
+    else:
+        pos = per_position(hist, k) if hist and k else ()
+    return (
+        SpecCounters(
+            num_drafts=steps,
+            num_draft_tokens=int(proposed) if proposed is not None else (k or 0) * steps,
+            num_accepted_tokens=int(accepted or 0),
+            accepted_per_pos=pos,
+            accepted_histogram=hist,
+        ),
+        k,
+    )
+
+
+def parse_completion(body: dict, chat: bool) -> Completion:
+    """An OpenAI (chat) completion body → :class:`Completion`.
+
+    Raises:
+        RequestFailed: ``kind="response"``: no choices, or a malformed speculative-decoding entry.
+    """
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise RequestFailed("the response has no choices: not an OpenAI completion", "response")
+    choice = choices[0]
+    text = (choice.get("message") or {}).get("content") or "" if chat else choice.get("text") or ""
+    ids = choice.get("token_ids")
+    try:
+        counters, k, source = None, None, None
+        spec = (body.get("metrics") or {}).get("speculative_decoding")
+        meta = body.get("meta_info") or choice.get("meta_info")
+        if spec:
+            (counters, k), source = counters_from_vllm(spec), "vllm"
+        elif isinstance(meta, dict) and (parsed := counters_from_sglang(meta)) is not None:
+            (counters, k), source = parsed, "sglang"
+        token_ids = None if ids is None else [int(t) for t in ids]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise RequestFailed(f"the response's speculative-decoding metrics are malformed ({exc!r})", "response") from exc
+    return Completion(token_ids, text, choice.get("finish_reason"), counters, k, source)
+
+
+class EndpointClient:
+    """One OpenAI-compatible server at ``url`` (its root or ``…/v1``); thread-safe (one httpx client).
+
+    ``api_key``: sent as ``Authorization: Bearer``, never shown. ``timeout``: seconds per request."""
+
+    def __init__(self, url: str, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S, pool: int = 8):
+        self.root = server_root(url)
+        self.shown = redact_url(self.root)  # what messages and reports carry
+        self._secrets = [api_key] if api_key else []
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        limits = httpx.Limits(max_connections=max(pool, 1), max_keepalive_connections=max(pool, 1))
+        self.timeout = timeout
+        self.http = httpx.Client(
+            headers=headers,
+            timeout=timeout,
+            limits=limits,
+            transport=httpx.HTTPTransport(retries=CONNECT_RETRIES, limits=limits),
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> EndpointClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, json: dict | None = None) -> httpx.Response:
+        where = f"{method} {self.shown}{path}"
+        try:
+            return self.http.request(method, self.root + path, json=json)
+        except httpx.TimeoutException as exc:
+            raise RequestFailed(
+                f"{where} timed out after {self.timeout:g} s",
+                "timeout",
+                hint="the server is overloaded or hung; raise --timeout or lower --concurrency",
+            ) from exc
+        except httpx.ConnectError as exc:
+            raise RequestFailed(
+                f"{where}: connection refused or host unreachable",
+                "refused",
+                hint="check the URL and port, and that the server is running",
+            ) from exc
+        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError) as exc:
+            raise RequestFailed(
+                f"{where}: the server closed the connection before answering ({type(exc).__name__})",
+                "dropped",
+                hint="the server crashed or restarted mid-request; check its log",
+            ) from exc
+        except httpx.TransportError as exc:
+            raise RequestFailed(f"{where} failed: {type(exc).__name__}", "connection") from exc
+
+    def _json(self, method: str, path: str, json: dict | None = None) -> dict:
+        response = self._request(method, path, json)
+        if response.status_code >= 400:
+            raise RequestFailed(
+                f"{method} {self.shown}{path} answered {response.status_code}: {self._error_text(response)}",
+                "http",
+                response.status_code,
+                hint="pass the server's API key with --api-key or OPENAI_API_KEY"
+                if response.status_code in (401, 403)
+                else "check the server's log",
+            )
+        try:
+            return response.json()
+        except ValueError as exc:
+            raise RequestFailed(f"{method} {self.shown}{path} did not answer JSON", "response") from exc
+
+    def _error_text(self, response: httpx.Response) -> str:
+        try:
+            body = response.json()
+            err = body.get("error", body) if isinstance(body, dict) else body
+            text = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+        except ValueError:
+            text = response.text
+        return redact(" ".join(str(text).split())[:ERROR_TEXT_CHARS], self._secrets) or "(empty body)"
+
+    def models(self) -> list[dict]:
+        """``GET /v1/models``: the model cards (vLLM's carry ``root`` and ``max_model_len``)."""
+        data = self._json("GET", "/v1/models").get("data")
+        if not isinstance(data, list):
+            raise RequestFailed(f"GET {self.shown}/v1/models has no model list", "response")
+        return [m for m in data if isinstance(m, dict) and m.get("id")]
+
+    def version(self) -> str | None:
+        """The server's ``GET /version`` (vLLM), ``None`` when it has none; a refused connection raises."""
+        try:
+            return str(self._json("GET", "/version").get("version")) or None
+        except RequestFailed as exc:
+            if exc.kind in ("http", "response"):
+                return None
+            raise
+
+    def metrics(self) -> ServerSpecMetrics | None:
+        """The server's spec-decode counters from ``/metrics`` (:mod:`eaglehub.endpoint.metrics`)."""
+        return fetch_metrics(self.http, self.root)
+
+    def complete(self, model: str, prompt: list[int], settings: dict) -> Completion:
+        """``POST /v1/completions`` of token ids ``prompt`` (module doc); ``settings``: sampling fields."""
+        body = {"model": model, "prompt": prompt, "return_token_ids": True, **settings}
+        return parse_completion(self._json("POST", "/v1/completions", body), chat=False)
+
+    def chat(self, model: str, messages: list[dict], settings: dict) -> Completion:
+        """``POST /v1/chat/completions`` of ``messages`` (module doc)."""
+        body = {"model": model, "messages": messages, "return_token_ids": True, **settings}
+        return parse_completion(self._json("POST", "/v1/chat/completions", body), chat=True)
