@@ -104,7 +104,26 @@ def test_a_served_drafter_is_measured_from_its_own_counters(mode, tmp_path):
     assert ep["counters"]["agree"] is (True if mode == "ok" else None)
     assert ep["baseline"]["endpoint"]["version"] == "fake-0.1" and ep["api"] == "chat"
     assert served.headers and all(h == f"Bearer {SECRET}" for h in served.headers)  # sent, never shown
-    assert "endpoint" in res.output.lower() or "served" in res.output
+    assert f"served endpoint {served.url}" in res.output and "counters agree" in res.output
+
+
+@pytest.mark.parametrize(
+    ("mode", "code", "used", "factor"),
+    [
+        ("noper", "W-ENDPOINT-NO-PER-REQUEST", "prometheus", 1),
+        ("busy", "W-ENDPOINT-COUNTERS-DISAGREE", "per_request", 2),
+    ],
+)
+def test_the_two_counter_sources_are_checked_against_each_other(mode, code, used, factor, tmp_path):
+    with FakeServer(mode) as served, FakeServer("nospec") as target:
+        res, report = _verify(served.url, target.url, tmp_path=tmp_path)
+    assert res.exit_code == 0, res.output  # warnings: the acceptance is still measured
+    d, counters = report["drafters"][0], report["endpoint"]["counters"]
+    assert [f["code"] for f in d["findings"]] == [code] and counters["used"] == used
+    assert counters["prometheus"]["num_drafts"] == factor * 6 * STEPS
+    # acceptance: the requests' own counters where the server gives them (other traffic cannot inflate them)
+    assert d["acceptance"]["overall"]["num_drafts"] == 6 * STEPS
+    assert report["endpoint"]["num_speculative_tokens"] == K  # from the per-position counter when nothing else says
 
 
 def test_some_failed_requests_keep_the_answered_ones(tmp_path):
@@ -115,6 +134,8 @@ def test_some_failed_requests_keep_the_answered_ones(tmp_path):
     assert [f["code"] for f in d["findings"]] == ["E-ENDPOINT-REQUESTS-FAILED"]
     assert [(f["kind"], f["status"], f["run"]) for f in ep["failures"]] == [("http", 500, "drafter")] * 2
     assert ep["requests"] == {"sent": 6, "answered": 4, "compared": 4} and d["num_prompts"] == 4 and d["lossless"]
+    # acceptance over exactly the compared requests; the categories whose one request failed are gone
+    assert d["acceptance"]["overall"]["num_drafts"] == 4 * STEPS and len(d["acceptance"]["per_category"]) == 4
     # the server echoed the Authorization header into its error text: the report has it redacted
     assert all("***" in f["message"] for f in ep["failures"])
 

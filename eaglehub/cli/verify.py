@@ -199,11 +199,13 @@ def verify_cmd(
     With a pairing manifest (--manifest FILE, or ./eaglehub.toml without --drafter) every pair is
     verified, pairs of one target with the same settings sharing one target-alone run; the manifest's
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
+
+    With --endpoint URL the drafter a running server serves is measured instead (docs/verify.md).
     """
     from eaglehub.verify.command import OVERRIDABLE, VerifyRequest, run_verify_command
     from eaglehub.verify.options import VerifyOptions
     from eaglehub.verify.report import write_plot, write_report
-    from eaglehub.views.verify import render_report_and_baseline
+    from eaglehub.views.endpoint import render_endpoint_report
 
     parallel = {
         "tensor_parallel_size": tensor_parallel_size,
@@ -238,7 +240,7 @@ def verify_cmd(
         write_and_show(
             outcome.data,
             as_json,
-            render_report_and_baseline,
+            render_endpoint_report,
             (write_report, report_path, "report"),
             (write_plot, plot_path, "plot"),
         )

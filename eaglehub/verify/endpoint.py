@@ -70,11 +70,21 @@ def _check(opts: VerifyOptions) -> None:
         raise UsageError("--max-tokens and --timeout must be positive", hint="e.g. --max-tokens 64 --timeout 120")
 
 
-def _subset(run: RunResult, keep: list[int]) -> RunResult:
+def _subset(run: RunResult, keep: list[int], groups: list[str], per_request: bool) -> RunResult:
+    """``run`` restricted to the requests ``keep`` (answered by both runs). With ``per_request`` counters
+    the groups' counters are re-summed over exactly those requests; a group left without any is dropped."""
+    kept = {groups[i] for i in keep}
+    counters = {g: c for g, c in run.group_counters.items() if g in kept}
+    if per_request and run.prompt_counters is not None:
+        counters = {g: SpecCounters() for g in counters}
+        for i in keep:
+            if groups[i] in counters:
+                counters[groups[i]] = counters[groups[i]] + run.prompt_counters[i]
     return replace(
         run,
         outputs=[run.outputs[i] for i in keep],
         prompt_counters=None if run.prompt_counters is None else [run.prompt_counters[i] for i in keep],
+        group_counters=counters,
     )
 
 
@@ -168,7 +178,8 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
     k = seen.k or opts.k
     run_opts = replace(opts, k=k)
     compared = [requests[i] for i in keep]
-    base_run, served_run = _subset(baseline, keep), _subset(served, keep)
+    per_request = seen.source is not None and seen.per_request_complete
+    base_run, served_run = _subset(baseline, keep, groups, False), _subset(served, keep, groups, per_request)
     texts = seen.texts_only or (isinstance(base, EndpointEngine) and base.last.texts_only)
     explain = None
     if target is not None and ids is not None and not texts:
@@ -231,8 +242,9 @@ def _endpoint_findings(found: list[dict], seen: EndpointRun, base_failures, requ
             finding(
                 "E-ENDPOINT-REQUESTS-FAILED",
                 "endpoint.failures",
-                f"{len(failures)} of {2 * len(requests)} requests failed ({', '.join(kinds)}; first: "
-                f"{failures[0]['id']}: {failures[0]['message']}); the prompts both runs answered are compared",
+                f"{len(seen.failures)} of {len(requests)} requests to the endpoint and {len(base_failures)} to the "
+                f"baseline failed ({', '.join(kinds)}; first: {failures[0]['id']}: {failures[0]['message']}); "
+                "the prompts both answered are compared",
             ).as_dict()
         )
     prom, mine = seen.prometheus_total, seen.per_request_total

@@ -192,8 +192,9 @@ def render_report(report: dict, console: Console) -> None:
         print_findings(d, console)
         print_sampling_test(d, console)
         print_reference(d, console)
-        console.print("serve with:", highlight=False)
-        console.print(d["serve_command"], highlight=False, soft_wrap=True, markup=False)
+        if d["serve_command"]:  # None for a served drafter (verify --endpoint): it is served already
+            console.print("serve with:", highlight=False)
+            console.print(d["serve_command"], highlight=False, soft_wrap=True, markup=False)
     table = cross_engine_table(report)
     if table is not None:
         console.print()

@@ -10,7 +10,9 @@ The outputs are a pure function of the prompt, so a "drafter" and a "target" ins
 the error text, so a client that quotes errors must redact it); ``every3`` (every third completion 500s);
 ``timeout`` (a completion sleeps ``delay`` s); ``drop`` (a completion closes the connection unanswered);
 ``nospec`` (answers without any speculative-decoding metrics: a target served alone); ``sglang``;
-``noids`` (no token ids: text only).
+``noids`` (no token ids: text only); ``noper`` (``/metrics`` counters but no per-request metrics: vLLM without
+``--per-request-spec-decode-metrics``); ``busy`` (``/metrics`` also counts another client's traffic: one more
+request's worth per request).
 """
 
 from __future__ import annotations
@@ -87,10 +89,13 @@ class FakeServer:
             return resp
         steps, accepted = sum(HIST), sum(j * n for j, n in enumerate(HIST))
         with self.lock:
-            self.totals[0] += steps
-            self.totals[1] += steps * K
-            self.totals[2] += accepted
-            self.totals[3] = [p + sum(HIST[i + 1 :]) for i, p in enumerate(self.totals[3])]
+            for _ in range(2 if self.mode == "busy" else 1):
+                self.totals[0] += steps
+                self.totals[1] += steps * K
+                self.totals[2] += accepted
+                self.totals[3] = [p + sum(HIST[i + 1 :]) for i, p in enumerate(self.totals[3])]
+        if self.mode == "noper":
+            return resp
         if self.mode == "sglang":
             resp["meta_info"] = {
                 "completion_tokens": len(out),
