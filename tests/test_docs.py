@@ -29,6 +29,7 @@ VERB_PAGES = [
     "publish",
     "pipeline",
     "target",
+    "watch",
 ]
 TOPIC_PAGES = [
     "formats",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import httpx
 import pytest
+from helpers.metrics_text import vllm_text
 
 from eaglehub.endpoint.metrics import (
     ServerSpecMetrics,
@@ -20,30 +21,6 @@ from eaglehub.endpoint.metrics import (
 )
 from eaglehub.engines.base import SpecCounters
 from eaglehub.errors import EndpointError
-
-
-def vllm_text(engines: dict[str, tuple[int, int, int, list[int]]], model: str = "/m/target", types: bool = True) -> str:
-    """An exposition in the layout vLLM's prometheus_client writes: per engine (drafts, draft tokens,
-    accepted, per position)."""
-    out = []
-    for name, idx in (("num_drafts", 0), ("num_draft_tokens", 1), ("num_accepted_tokens", 2)):
-        full = f"vllm:spec_decode_{name}_total"
-        if types:
-            out += [f"# HELP {full} x", f"# TYPE {full} counter"]
-        for eng, vals in engines.items():
-            out.append(f'{full}{{engine="{eng}",model_name="{model}"}} {float(vals[idx])}')
-        if types:
-            out += [f"# HELP vllm:spec_decode_{name}_created x", f"# TYPE vllm:spec_decode_{name}_created gauge"]
-        for eng in engines:
-            out.append(f'vllm:spec_decode_{name}_created{{engine="{eng}",model_name="{model}"}} 1.7645e+09')
-    full = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
-    if types:
-        out += [f"# HELP {full} x", f"# TYPE {full} counter"]
-    for eng, vals in engines.items():
-        for i, v in enumerate(vals[3]):
-            out.append(f'{full}{{engine="{eng}",model_name="{model}",position="{i}"}} {float(v)}')
-    return "\n".join(out) + "\n"
-
 
 PLAIN = """# HELP vllm:num_requests_running Number of requests in model execution batches.
 # TYPE vllm:num_requests_running gauge

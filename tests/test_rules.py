@@ -30,7 +30,7 @@ def test_every_rule_is_complete_and_unique():
         assert re.fullmatch(r"[EWI]-[A-Z0-9]+(-[A-Z0-9]+)+", r.code), r.code
         assert r.title and r.concerns and r.hint and r.source, r.code
         assert all(re.fullmatch(r"F([1-9]|1[0-9]|2[0-6])", k) for k in r.kinds), r.code
-        assert r.stage in ("validate", "verify")
+        assert r.stage in ("validate", "verify", "watch")
 
 
 def test_every_failure_kind_has_a_rule():

@@ -17,6 +17,7 @@ from eaglehub.cli.speedup import speedup_cmd
 from eaglehub.cli.target import target
 from eaglehub.cli.validate import validate_cmd
 from eaglehub.cli.verify import verify_cmd
+from eaglehub.cli.watch import watch_cmd
 
 COMMANDS = (
     target,
@@ -25,6 +26,7 @@ COMMANDS = (
     convert_cmd,
     quantize_cmd,
     verify_cmd,
+    watch_cmd,
     speedup_cmd,
     diagnose_cmd,
     publish_cmd,

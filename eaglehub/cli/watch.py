@@ -1,0 +1,125 @@
+"""`eaglehub watch`: a served drafter's AL per interval, from the server's /metrics (sends no traffic)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from eaglehub.cli.errors import handle_errors
+from eaglehub.cli.options import report_option
+from eaglehub.cli.output import console
+
+
+@click.command("watch")
+@click.option(
+    "--endpoint",
+    required=True,
+    help="The server: http://host:port or its OpenAI base http://host:port/v1 (vLLM, SGLang); only its "
+    "/metrics page is read.",
+)
+@click.option(
+    "--interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="Seconds between polls."
+)
+@click.option(
+    "--duration",
+    type=click.FloatRange(min=0.1),
+    default=60.0,
+    show_default=True,
+    help="Seconds to watch (Ctrl-C ends earlier, with the summary).",
+)
+@click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many intervals.")
+@click.option(
+    "--reference-report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="A verify report (schemas/verify-report.schema.json): flag intervals whose AL is below its drafter's AL "
+    "by more than --al-tolerance (E-WATCH-AL-DROP, exit 1).",
+)
+@click.option(
+    "--reference-drafter",
+    default=None,
+    help="The report's drafter entry to compare with (its path or directory name); default: the only, else the "
+    "first, drafter at the server's k.",
+)
+@click.option(
+    "--al-tolerance",
+    type=click.FloatRange(0.0, 1.0, max_open=True),
+    default=0.05,
+    show_default=True,
+    help="Relative AL drop tolerated per interval (0.05 = 5 %).",
+)
+@click.option(
+    "--patience",
+    type=click.IntRange(min=1),
+    default=3,
+    show_default=True,
+    help="Judged intervals below the tolerance in a row that confirm a drop.",
+)
+@click.option(
+    "--min-drafts",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Intervals with fewer drafts are shown but not judged (too few to measure AL within 5 %).",
+)
+@click.option("--stop-on-drop", is_flag=True, help="End the watch at the first confirmed drop (default: watch on).")
+@click.option(
+    "--api-key",
+    envvar="OPENAI_API_KEY",
+    default=None,
+    show_envvar=True,
+    help="Sent as Authorization: Bearer; never printed or written.",
+)
+@report_option("Write the summary report here (schemas/watch-report.schema.json).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON line per interval (schemas/watch-interval.schema.json), then the summary "
+    "(schemas/watch-report.schema.json).",
+)
+@handle_errors
+def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
+    """Read a running server's speculative-decoding counters every --interval seconds and show, per
+    interval, the drafts, the acceptance length (AL) and the acceptance rate per position.
+
+    Sends no requests but GET /metrics. A server restart (the counters start again from 0) is shown as
+    such, never as a negative rate; a poll that fails mid-watch is noted and the watch goes on. Exit
+    code 1 when an AL drop against --reference-report is confirmed (E-WATCH-AL-DROP) or the server cannot
+    be read at the start; 0 otherwise; 2 for usage errors and an unusable reference report.
+    """
+    from eaglehub.io.schemas import write_output
+    from eaglehub.views.watch import IntervalTable, print_head, print_summary
+    from eaglehub.watch.run import REPORT_SCHEMA, WatchOptions, run_watch
+
+    opts = WatchOptions(**options)
+    table: list[IntervalTable] = []
+
+    def on_start(head: dict) -> None:
+        if not as_json:
+            print_head(head, console)
+            table.append(IntervalTable(console, head["num_speculative_tokens"], head["reference"] is not None))
+            table[0].__enter__()
+
+    def on_reading(reading: dict) -> None:
+        if as_json:
+            click.echo(json.dumps(reading))
+        else:
+            table[0].add(reading)
+
+    try:
+        report = run_watch(opts, on_start, on_reading)
+    finally:
+        if table:
+            table[0].__exit__(None, None, None)
+    if report_path:
+        write_output(report, report_path, REPORT_SCHEMA, "watch report")
+    if as_json:
+        click.echo(json.dumps(report))
+    else:
+        print_summary(report, console)
+        if report_path:
+            console.print(f"report: {report_path}", highlight=False)
+    sys.exit(0 if report["passed"] else 1)

@@ -1,0 +1,262 @@
+"""``eaglehub watch``: poll a server's ``/metrics`` every interval and report AL per interval.
+
+:class:`Watch` sends no traffic: it only reads ``GET /metrics`` (eaglehub/endpoint/metrics.py). The
+first poll is the baseline; it must succeed and show speculative-decoding metrics, otherwise
+:meth:`Watch.start` raises :class:`~eaglehub.errors.EndpointError` (a one-line error, exit 1). Each
+later poll, at ``start + i · interval``, gives one reading (eaglehub/watch/intervals.py); a failed
+poll mid-watch is a noted reading, and the watch goes on. It ends after ``duration`` seconds, after
+``count`` readings, at a confirmed AL drop with ``stop_on_drop``, or when the caller stops iterating
+(Ctrl-C in the CLI); :meth:`Watch.summary` then gives the report (``schemas/watch-report.schema.json``).
+
+The API key goes into the client's ``Authorization: Bearer`` header only: no reading, summary or error
+contains it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import httpx
+
+from eaglehub import __version__
+from eaglehub.endpoint.metrics import ServerSpecMetrics, fetch_metrics, metrics_url, redact_url
+from eaglehub.errors import EndpointError
+from eaglehub.findings import Finding, count_by_severity, finding
+from eaglehub.io.schemas import check_output
+from eaglehub.measure import acceptance
+from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE, Intervals, Judge, Poll, iso_time
+from eaglehub.watch.reference import ReferenceAL, choose_reference
+
+REPORT_VERSION = 1
+INTERVAL_SCHEMA = "watch-interval"
+REPORT_SCHEMA = "watch-report"
+
+
+@dataclass(frozen=True)
+class WatchOptions:
+    """``endpoint``: the server (``http://host:port`` or its ``/v1`` base); ``interval`` and ``duration``
+    in seconds; ``count``: at most this many readings (``None``: until ``duration``); the AL-drop rule
+    (``reference_report`` and its entry ``reference_drafter``, ``al_tolerance`` a fraction,
+    ``patience``, ``min_drafts``); ``stop_on_drop``: end at the first confirmed drop."""
+
+    endpoint: str
+    interval: float = 5.0
+    duration: float = 60.0
+    count: int | None = None
+    api_key: str | None = None
+    reference_report: str | None = None
+    reference_drafter: str | None = None
+    al_tolerance: float = acceptance.DEFAULT_AL_TOLERANCE
+    patience: int = DEFAULT_PATIENCE
+    min_drafts: int = MIN_DRAFTS_TO_JUDGE
+    stop_on_drop: bool = False
+
+
+class Watch:
+    """One watch of one server (module doc). ``transport``, ``clock`` (Unix seconds) and ``sleep`` can be
+    replaced (tests); ``clock`` also schedules the polls."""
+
+    def __init__(
+        self,
+        opts: WatchOptions,
+        transport: httpx.BaseTransport | None = None,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.opts = opts
+        headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
+        self.client = httpx.Client(headers=headers, transport=transport)
+        self.clock, self.sleep = clock, sleep
+        self.readings: list[dict] = []
+        self.reference: ReferenceAL | None = None
+        self.intervals: Intervals | None = None
+        self.started: float | None = None
+        self.first: ServerSpecMetrics | None = None
+        self.stopped = "duration"
+
+    def _poll(self) -> Poll:
+        now = self.clock()
+        try:
+            return Poll(now, fetch_metrics(self.client, self.opts.endpoint))
+        except EndpointError as exc:
+            return Poll(now, error=str(exc))
+
+    def start(self) -> dict:
+        """Take the baseline poll and choose the reference; returns what the watch is about (the
+        summary's head: server, labels, k, reference).
+
+        Raises:
+            EndpointError: the first poll failed or found no speculative-decoding metrics (exit 1).
+            EaglehubError: the reference report cannot be used (exit 2).
+        """
+        shown = redact_url(metrics_url(self.opts.endpoint))
+        first = self.clock()
+        metrics = fetch_metrics(self.client, self.opts.endpoint)  # raises EndpointError: nothing to watch
+        if metrics is None:
+            raise EndpointError(
+                f"{shown} has no speculative-decoding metrics (no vllm:spec_decode_* or sglang:spec_accept_*)",
+                hint="start the server with a drafter (vLLM: --speculative-config; SGLang: --speculative-algorithm "
+                "and --enable-metrics)",
+            )
+        judge = None
+        if self.opts.reference_report:
+            self.reference = choose_reference(self.opts.reference_report, metrics.k, self.opts.reference_drafter)
+            judge = Judge(
+                self.reference.acceptance_length, self.opts.al_tolerance, self.opts.patience, self.opts.min_drafts
+            )
+        self.intervals = Intervals(judge)
+        self.intervals.start(Poll(first, metrics))
+        self.started, self.first = first, metrics
+        return self._head()
+
+    def _head(self) -> dict:
+        assert self.first is not None and self.started is not None
+        judge = self.intervals.judge if self.intervals else None
+        return {
+            "endpoint": redact_url(self.opts.endpoint),
+            "server": self.first.server,
+            "labels": {k: list(v) for k, v in self.first.labels.items()},
+            "num_speculative_tokens": self.first.k,
+            "started": iso_time(self.started),
+            "interval_seconds": self.opts.interval,
+            "duration_seconds": self.opts.duration,
+            "reference": None
+            if self.reference is None or judge is None
+            else {
+                **self.reference.to_dict(),
+                "tolerance": judge.tolerance,
+                "threshold": judge.threshold,
+                "patience": judge.patience,
+                "min_drafts": judge.min_drafts,
+            },
+        }
+
+    def readings_iter(self) -> Iterator[dict]:
+        """Yield each reading as it is taken (schema-checked); :meth:`start` first."""
+        assert self.intervals is not None and self.started is not None, "start() first"
+        i = 0
+        while True:
+            i += 1
+            due = self.started + i * self.opts.interval
+            if due > self.started + self.opts.duration + 1e-9:
+                self.stopped = "duration"
+                return
+            wait = due - self.clock()
+            if wait > 0:
+                self.sleep(wait)
+            reading = self.intervals.add(self._poll())
+            check_output(reading, INTERVAL_SCHEMA, "watch interval")
+            self.readings.append(reading)
+            yield reading
+            if self.opts.stop_on_drop and reading.get("drop_confirmed"):
+                self.stopped = "drop"
+                return
+            if self.opts.count is not None and i >= self.opts.count:
+                self.stopped = "count"
+                return
+
+    def summary(self, interrupted: bool = False) -> dict:
+        """The report of the watch so far (schema-checked): every reading, the counters and AL over the
+        ``ok`` intervals, the findings and ``passed`` (no error finding)."""
+        assert self.intervals is not None
+        if interrupted:
+            self.stopped = "interrupted"
+        findings = self._findings()
+        counts = dict.fromkeys(("ok", "restart", "unreachable", "no_spec_metrics", "gauge"), 0)
+        for r in self.readings:
+            counts[r["status"]] += 1
+        report = {
+            "kind": "summary",
+            "report_version": REPORT_VERSION,
+            "tool": {"name": "eaglehub", "version": __version__},
+            **self._head(),
+            "ended": iso_time(self.clock()),
+            "stopped": self.stopped,
+            "num_intervals": len(self.readings),
+            "status_counts": counts,
+            "num_judged": sum(1 for r in self.readings if r.get("judged")),
+            "overall": acceptance.acceptance_stats(self.intervals.total),
+            "definitions": {
+                "acceptance_length": acceptance.AL_DEFINITION,
+                "acceptance_rate_per_position": acceptance.PER_POSITION_DEFINITION,
+            },
+            "intervals": self.readings,
+            "findings": [f.as_dict() for f in findings],
+            "finding_counts": count_by_severity(findings),
+            "passed": not any(f.severity == "error" for f in findings),
+        }
+        check_output(report, REPORT_SCHEMA, "watch report")
+        return report
+
+    def _findings(self) -> list[Finding]:
+        out = []
+        judge = self.intervals.judge if self.intervals else None
+        for r in self.readings:
+            if r.get("drop_confirmed") and judge is not None:
+                below = [x for x in self.readings[: r["index"]] if x.get("judged")][-judge.patience :]
+                als = ", ".join(f"{x['acceptance_length']:.3f}" for x in below)
+                out.append(
+                    finding(
+                        "E-WATCH-AL-DROP",
+                        f"intervals {below[0]['index']}-{r['index']}",
+                        f"AL fell below {judge.threshold:.3f} (reference {judge.reference_al:.3f} − "
+                        f"{judge.tolerance:.1%}) in {judge.patience} judged intervals in a row: {als}",
+                    )
+                )
+        restarts = [r["index"] for r in self.readings if r["status"] == "restart"]
+        if restarts:
+            out.append(
+                finding(
+                    "I-WATCH-RESTART",
+                    "interval " + ", ".join(map(str, restarts)),
+                    f"the server's counters started again from 0 ({len(restarts)}x): a restart; no rate is given "
+                    "for those intervals",
+                )
+            )
+        failed = [r for r in self.readings if r["status"] in ("unreachable", "no_spec_metrics")]
+        if failed:
+            out.append(
+                finding(
+                    "W-WATCH-UNREACHABLE",
+                    "interval " + ", ".join(str(r["index"]) for r in failed),
+                    f"{len(failed)} of {len(self.readings)} polls read no counters; last: {failed[-1]['error']}",
+                )
+            )
+        return out
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def run_watch(
+    opts: WatchOptions,
+    on_start: Callable[[dict], None] | None = None,
+    on_reading: Callable[[dict], None] | None = None,
+    transport: httpx.BaseTransport | None = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict:
+    """Watch the server (module doc) and return the report; ``on_start(head)`` is called after the
+    baseline poll, ``on_reading(reading)`` after each poll. Ctrl-C (KeyboardInterrupt) ends the watch
+    with the report of the readings so far (``stopped: interrupted``).
+
+    Raises:
+        EndpointError: the first poll failed or found no speculative-decoding metrics (exit 1).
+        EaglehubError: the reference report cannot be used (exit 2).
+    """
+    watch = Watch(opts, transport, clock, sleep)
+    try:
+        head = watch.start()
+        if on_start is not None:
+            on_start(head)
+        try:
+            for reading in watch.readings_iter():
+                if on_reading is not None:
+                    on_reading(reading)
+        except KeyboardInterrupt:
+            return watch.summary(interrupted=True)
+        return watch.summary()
+    finally:
+        watch.close()

@@ -1,0 +1,192 @@
+"""`eaglehub watch` on real `vllm serve` processes of the SmolLM2 pair (helpers/servers.py), while the test
+sends traffic in a background thread: quiet on the fixture given the fixture's verify report, a confirmed
+AL drop on a server of the plain (uncalibrated) 3.1 upgrade, and a restart of that server mid-watch
+reported as a restart, never as a negative rate.
+
+The reference is a real verify report: ``eaglehub verify --engine vllm`` of the fixture with the shared
+settings (helpers/real_runs.py: k 3, one prompt per category, 32 tokens; its engine runs are shared with the
+other real-pair tests). The traffic is those same six prompts — the same token ids (the target's chat
+template, applied once, as verify applies it) through ``/v1/completions``, greedy, 32 tokens — so the
+served AL is the AL the report measured.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+from helpers.paths import FIXTURE, ROOT
+from helpers.real_runs import MAX_TOKENS, SETTINGS, cli
+from helpers.servers import VllmServer
+
+from eaglehub.io.schemas import validate_json
+from eaglehub.target import resolve_target
+
+pytestmark = [pytest.mark.vllm, pytest.mark.real]
+
+INTERVAL = 3.0
+"""Seconds per interval: at ~60–90 drafts/s of six concurrent requests on 2 cores, 150+ drafts, above the
+judging threshold (100)."""
+TRAFFIC_LIMIT_S = 120.0
+"""No traffic thread runs longer than this."""
+
+_CACHE: dict[str, object] = {}
+
+
+@pytest.fixture
+def reference(shared_engine_runs, tmp_path_factory) -> Path:
+    """The fixture's verify report (module doc), written once per session."""
+    if "reference" not in _CACHE:
+        path = tmp_path_factory.mktemp("watch-ref") / "verify.json"
+        res = cli("verify", *SETTINGS, "--drafter", FIXTURE, "--engine", "vllm", "--report", path)
+        assert res.exit_code == 0, res.output
+        _CACHE["reference"] = path
+    return _CACHE["reference"]  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="module")
+def prompt_ids() -> list[list[int]]:
+    """The reference's six prompts as the token ids verify gave the engine."""
+    from eaglehub.engines.chat import encode_chat
+    from eaglehub.measure.prompts import load_prompts
+
+    prompts = load_prompts(None, limit=1)
+    assert len(prompts) == 6
+    return encode_chat(resolve_target("smollm2"), [p.text for p in prompts])
+
+
+@pytest.fixture(scope="module")
+def plain31_server(tmp_path_factory):
+    """`vllm serve` of the target + `convert --to 3.1` of the fixture (no calibration), k 3."""
+    out = tmp_path_factory.mktemp("watch-plain31") / "plain31"
+    res = cli("convert", FIXTURE, out, "--to", "3.1", "--json")
+    assert res.exit_code == 0, res.output
+    server = VllmServer(resolve_target("smollm2"), out, k=3)
+    try:
+        server.start()
+    except (RuntimeError, TimeoutError) as exc:
+        pytest.fail(str(exc), pytrace=False)
+    yield server
+    server.stop()
+
+
+class Traffic:
+    """Sends the prompts to ``server`` concurrently, over and over, from a background thread, until
+    :meth:`stop` (or :data:`TRAFFIC_LIMIT_S`); a refused request (a restarting server) waits and retries."""
+
+    def __init__(self, server: VllmServer, prompt_ids: list[list[int]]):
+        self.server, self.prompt_ids = server, prompt_ids
+        self.done = threading.Event()
+        self.answered = 0
+        self.failed = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _one(self, client: httpx.Client, ids: list[int]) -> None:
+        body = {"model": self.server.model, "prompt": ids, "max_tokens": MAX_TOKENS, "temperature": 0.0}
+        try:
+            r = client.post(self.server.base_url + "/v1/completions", json=body)
+            r.raise_for_status()
+            self.answered += 1
+        except httpx.HTTPError:
+            self.failed += 1
+            time.sleep(0.5)
+
+    def _run(self) -> None:
+        deadline = time.monotonic() + TRAFFIC_LIMIT_S
+        with httpx.Client(timeout=60.0) as client, ThreadPoolExecutor(len(self.prompt_ids)) as pool:
+            while not self.done.is_set() and time.monotonic() < deadline:
+                list(pool.map(lambda ids: self._one(client, ids), self.prompt_ids))
+
+    def __enter__(self) -> Traffic:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        self.thread.join(timeout=90)
+
+
+def _watch(server: VllmServer, *args) -> tuple[int, list[dict], str]:
+    res = cli("watch", "--endpoint", server.base_url + "/v1", "--interval", INTERVAL, "--json", *args)
+    lines = [json.loads(x) for x in res.stdout.splitlines() if x.startswith("{")]
+    for r in lines[:-1]:
+        validate_json(r, "watch-interval")
+    if lines:
+        validate_json(lines[-1], "watch-report")
+    return res.exit_code, lines, res.output
+
+
+def test_watch_on_the_fixture_with_its_reference_stays_quiet(fixture_server, reference, prompt_ids):
+    with Traffic(fixture_server, prompt_ids) as traffic:
+        time.sleep(1.0)  # the first requests are running when the baseline is read
+        code, lines, output = _watch(fixture_server, "--reference-report", reference, "--count", "5")
+    summary = lines[-1]
+    assert code == 0 and summary["passed"] and summary["findings"] == [], output
+    assert traffic.answered > 0 and summary["num_judged"] >= 3, output  # judged, not merely idle
+    ref = summary["reference"]
+    assert ref["drafter"] == str(FIXTURE.resolve()) and ref["num_speculative_tokens"] == 3
+    assert summary["server"] == "vllm" and summary["num_speculative_tokens"] == 3
+    served = summary["overall"]["acceptance_length"]
+    assert abs(served - ref["acceptance_length"]) / ref["acceptance_length"] < ref["tolerance"], (served, ref)
+
+
+def test_watch_on_the_plain_upgrade_flags_the_drop(plain31_server, reference, prompt_ids):
+    with Traffic(plain31_server, prompt_ids):
+        time.sleep(1.0)
+        code, lines, output = _watch(
+            plain31_server, "--reference-report", reference, "--stop-on-drop", "--duration", "45"
+        )
+    summary = lines[-1]
+    assert code == 1 and not summary["passed"] and summary["stopped"] == "drop", output
+    assert [f["code"] for f in summary["findings"]] == ["E-WATCH-AL-DROP"]
+    judged = [r for r in summary["intervals"] if r["judged"]]
+    assert len(judged) >= 3 and all(r["acceptance_length"] < summary["reference"]["threshold"] for r in judged[-3:])
+
+
+def test_restart_mid_watch_is_reported_as_a_restart(plain31_server, prompt_ids):
+    """The watch runs as a user runs it (a process); the test stops and starts the server on the same port
+    meanwhile, and ends the watch with Ctrl-C (SIGINT) once it has read the new server."""
+    cmd = [sys.executable, "-m", "eaglehub", "watch", "--endpoint", plain31_server.base_url]
+    cmd += ["--interval", "2", "--duration", "200", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    lines: list[dict] = []
+    try:
+        with Traffic(plain31_server, prompt_ids):
+            time.sleep(5.0)  # two readings with drafts on the first server
+            plain31_server.restart()
+            time.sleep(4.5)  # drafts on the new server
+            assert proc.stdout is not None
+            deadline = time.monotonic() + 60
+            for line in proc.stdout:
+                lines.append(json.loads(line))
+                if any(r["status"] == "restart" for r in lines) and lines[-1]["status"] == "ok":
+                    break
+                assert time.monotonic() < deadline, lines
+        proc.send_signal(signal.SIGINT)  # the process this test started, by its id
+        rest, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    lines += [json.loads(x) for x in rest.splitlines()]
+    summary = lines[-1]
+    validate_json(summary, "watch-report")
+    assert proc.returncode == 0 and summary["stopped"] == "interrupted", err
+    statuses = [r["status"] for r in summary["intervals"]]
+    assert "restart" in statuses and statuses.count("restart") == 1, statuses
+    assert "I-WATCH-RESTART" in [f["code"] for f in summary["findings"]]
+    before = statuses.index("restart")
+    assert any(r["num_drafts"] > 0 for r in summary["intervals"][:before]), statuses
+    for r in summary["intervals"]:
+        validate_json(r, "watch-interval")  # counts ≥ 0 and rates in [0, 1] are in the schema
+        assert r["acceptance_length"] is None or r["acceptance_length"] >= 1
