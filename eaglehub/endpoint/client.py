@@ -39,6 +39,7 @@ the key in text the server sends back is replaced by ``***``. Only connection *s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -235,7 +236,7 @@ class EndpointClient:
         except httpx.TransportError as exc:
             raise RequestFailed(f"{where} failed: {type(exc).__name__}", "connection") from exc
 
-    def _json(self, method: str, path: str, json: dict | None = None) -> dict:
+    def _json(self, method: str, path: str, json: dict | None = None) -> Any:
         response = self._request(method, path, json)
         if response.status_code >= 400:
             raise RequestFailed(
@@ -262,7 +263,8 @@ class EndpointClient:
 
     def models(self) -> list[dict]:
         """``GET /v1/models``: the model cards (vLLM's carry ``root`` and ``max_model_len``)."""
-        data = self._json("GET", "/v1/models").get("data")
+        body = self._json("GET", "/v1/models")
+        data = body.get("data") if isinstance(body, dict) else None
         if not isinstance(data, list):
             raise RequestFailed(f"GET {self.shown}/v1/models has no model list", "response")
         return [m for m in data if isinstance(m, dict) and m.get("id")]
@@ -270,7 +272,8 @@ class EndpointClient:
     def version(self) -> str | None:
         """The server's ``GET /version`` (vLLM), ``None`` when it has none; a refused connection raises."""
         try:
-            return str(self._json("GET", "/version").get("version")) or None
+            body = self._json("GET", "/version")
+            return str(body["version"]) if isinstance(body, dict) and body.get("version") else None
         except RequestFailed as exc:
             if exc.kind in ("http", "response"):
                 return None

@@ -238,6 +238,7 @@ class EndpointEngine:
         if before is None:
             return None
         deadline = time.monotonic() + SETTLE_S
+        previous: SpecCounters | None = None
         while True:
             after = self._read_metrics(run)
             if after is None:
@@ -246,8 +247,11 @@ class EndpointEngine:
                 run.notes.append("the server's spec-decode counters went down during the run: it restarted")
                 return None
             delta = after.counters - before.counters
-            if delta.num_drafts >= expected_drafts or time.monotonic() > deadline:
+            # without per-request counters there is no total to wait for: wait until two readings agree
+            settled = delta.num_drafts >= expected_drafts if expected_drafts else delta == previous
+            if settled or time.monotonic() > deadline:
                 return delta
+            previous = delta
             time.sleep(SETTLE_POLL_S)
 
 
@@ -256,3 +260,5 @@ def _attempt(call) -> Completion | RequestFailed:
         return call()
     except RequestFailed as exc:
         return exc
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:  # a body shaped unlike any OpenAI server's
+        return RequestFailed(f"the response is not an OpenAI completion ({type(exc).__name__})", "response")
