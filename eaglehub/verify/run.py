@@ -25,6 +25,11 @@ Each drafter gets findings with the registered ``stage="verify"`` codes of :mod:
   (:mod:`eaglehub.verify.cross_engine`);
 * ``E-SAMPLING-BIASED``: with ``--sampling-trials``, the T > 0 test of :mod:`eaglehub.verify.sampling_check`.
 
+With ``--temperature T > 0`` each drafter also runs sampled in the primary engine, every request
+``--samples`` times: its ``sampled_acceptance`` section (:mod:`eaglehub.verify.sampled`) gives the sampled
+AL with a confidence interval next to the greedy AL. ``--chat-template-kwargs`` reach the chat template
+once, for every run (:mod:`eaglehub.engines.chat`).
+
 Engines: ``vllm`` (:mod:`eaglehub.engines.vllm_engine`), ``reference`` (the embedded PyTorch engine,
 :mod:`eaglehub.engines.reference`), ``auto`` = vLLM when installed, else the reference engine.
 
@@ -139,10 +144,32 @@ def _check_options(opts: VerifyOptions) -> None:
             f"--tie-epsilon must be a finite logit gap >= 0, got {opts.tie_epsilon}",
             hint="leave it out for the dtype's default (float32: 0.01)",
         )
+    _check_served_settings(opts)
     if opts.k > MAX_K:
         raise EaglehubError(
             f"-k {opts.k} is more draft tokens than any EAGLE drafter proposes usefully",
             hint=f"use at most {MAX_K} (the manifest schema's bound too)",
+        )
+
+
+def _check_served_settings(opts: VerifyOptions) -> None:
+    if not (math.isfinite(opts.temperature) and 0 <= opts.temperature <= 10):
+        raise EaglehubError(
+            f"--temperature must be in [0, 10], got {opts.temperature}", hint="0 is greedy only; served: 0.6-1.0"
+        )
+    if not 0 < opts.top_p <= 1:  # also refuses NaN
+        raise EaglehubError(f"--top-p must be in (0, 1], got {opts.top_p}", hint="1 keeps every token")
+    if opts.top_k < 0 or opts.samples < 1:
+        raise EaglehubError("--top-k must be >= 0 and --samples >= 1", hint="--top-k 0 keeps every token")
+    given = [
+        n
+        for n, v, off in (("--top-p", opts.top_p, 1.0), ("--top-k", opts.top_k, 0), ("--samples", opts.samples, 1))
+        if v != off
+    ]
+    if given and opts.temperature == 0:
+        raise EaglehubError(
+            f"{', '.join(given)} apply to sampled runs, which need --temperature > 0",
+            hint="add e.g. --temperature 0.7 (greedy runs stay: losslessness is proved greedy)",
         )
 
 
@@ -186,7 +213,7 @@ def run_verify(
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else None
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     requests = requests_of(prompts)
-    encode, decode = chat_codec(target, prompts)
+    encode, decode = chat_codec(target, prompts, opts.chat_template_kwargs)
     groups = [r.category for r in requests]
     specs = [
         RunSpec(
@@ -237,6 +264,9 @@ def run_verify(
     report = reports[0]
     if len(engines) > 1:
         _attach_cross_engine(report, reports[1:], all_results, opts.engine_tolerance)
+    if opts.temperature > 0:
+        assert ids is not None  # set by the first engine's baseline
+        _attach_sampled(report, engines[0], specs[1:], requests, ids, opts, console)
     if opts.sampling_trials:
         assert ids is not None  # set by the first engine's baseline
         _attach_sampling_tests(report, engines, specs[1:], requests, ids, opts)
@@ -279,6 +309,26 @@ def _attach_cross_engine(report: dict, others: list[dict], results: list[list[Ru
             }
         )
     report["cross_engine"] = section
+    _refresh_passed(report)
+
+
+def _attach_sampled(
+    report: dict,
+    engine: Engine,
+    specs: list[RunSpec],
+    requests: list[Request],
+    ids: list[list[int]],
+    opts: VerifyOptions,
+    console,
+) -> None:
+    """Each drafter's ``sampled_acceptance`` section: its sampled run in the primary engine
+    (:mod:`eaglehub.verify.sampled`), next to its greedy AL."""
+    from eaglehub.verify import sampled
+
+    for d, run in zip(report["drafters"], sampled.run_sampled(engine, specs, requests, ids, opts, console)):
+        greedy = d["acceptance"]["overall"]["acceptance_length"]
+        d["sampled_acceptance"], found = sampled.sampled_acceptance(run, requests, opts, greedy)
+        d["findings"] += [f.as_dict() for f in found]
     _refresh_passed(report)
 
 

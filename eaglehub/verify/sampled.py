@@ -1,0 +1,106 @@
+"""Acceptance at served settings: ``verify --temperature T [--top-p P] [--top-k K] [--samples N]``.
+
+Losslessness is proved greedy (token identity needs a deterministic target); served traffic is
+sampled, and sampled acceptance differs from greedy acceptance (the draft must match a sample of the
+target's distribution, not its argmax). So with T > 0 each drafter runs once more, in the primary
+engine, at those settings, on the same request token ids (chat template and its variables applied
+once, multi-turn inputs holding the greedy target-alone replies) repeated N times, and its section
+``sampled_acceptance`` reports: the sampled AL with a confidence interval over prompts
+(:func:`eaglehub.measure.distribution.acceptance_length_ci`), the greedy AL beside it, the sampled
+per-position rates, per-category acceptance and the per-request distribution
+(:func:`eaglehub.measure.distribution.per_request_distribution`).
+
+Independent samples: repeated prompts must draw different tokens, so the run asks for distinct seeds
+(:attr:`eaglehub.engines.base.RunSpec.distinct_seeds`): vLLM draws every request from its engine
+generator seeded once by ``--seed`` (vLLM on CPU refuses per-request seeds with speculative decoding);
+the reference engine draws all of them from one generator seeded by ``--seed``. A run is then
+reproducible for the same seed, prompts and batches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from eaglehub.engines.base import Engine, RunResult, RunSpec
+from eaglehub.measure import acceptance, distribution
+from eaglehub.measure.requests import Request
+from eaglehub.measure.runner import progress_runner
+from eaglehub.verify.findings import per_request_counter_findings
+from eaglehub.verify.options import VerifyOptions
+from eaglehub.verify.report import sampled_settings, timing_section
+
+
+def sampled_spec(spec: RunSpec, opts: VerifyOptions) -> RunSpec:
+    """``spec`` at the served settings of ``opts``, with distinct per-request samples (module doc)."""
+    return replace(spec, temperature=opts.temperature, top_p=opts.top_p, top_k=opts.top_k, distinct_seeds=True)
+
+
+def run_sampled(
+    engine: Engine, specs: list[RunSpec], requests: list[Request], ids: list[list[int]], opts: VerifyOptions, console
+) -> list[RunResult]:
+    """One sampled run per drafter ``spec``: every request ``opts.samples`` times in a row, batched per
+    category like the greedy runs."""
+    n = opts.samples
+    rep_ids = [x for x in ids for _ in range(n)]
+    rep_groups = [r.category for r in requests for _ in range(n)]
+    with progress_runner(console) as run:
+        return [
+            run(
+                engine,
+                sampled_spec(s, opts),
+                rep_ids,
+                rep_groups,
+                f"target + drafter {s.drafter.name if s.drafter else '?'} (k={s.k}, T={opts.temperature}, x{n})",
+            )
+            for s in specs
+        ]
+
+
+def sampled_acceptance(
+    run: RunResult, requests: list[Request], opts: VerifyOptions, greedy_al: float | None
+) -> tuple[dict, list]:
+    """The drafter's ``sampled_acceptance`` section from its sampled ``run`` (:func:`run_sampled`) and
+    the findings on its counters: E-VERIFY-COUNTERS where a category's counters break their invariants
+    or its per-request counters do not sum to the engine's aggregate."""
+    n = opts.samples
+    categories = [r.category for r in requests for _ in range(n)]
+    clusters = [r.prompt.id for r in requests for _ in range(n)]
+    overall = acceptance.total(run.group_counters.values())
+    ci = None
+    note = None
+    if run.prompt_counters is None:
+        note = f"the {run.engine} engine does not count per request: no confidence interval"
+    else:
+        ci = distribution.acceptance_length_ci(distribution.cluster_totals(run.prompt_counters, clusters))
+    findings = per_request_counter_findings(categories, run, "sampled_acceptance")
+    findings += [f for g, c in run.group_counters.items() for f in _inconsistent(c, opts.k, g)]
+    section = {
+        "engine": {"name": run.engine, "version": run.engine_version},
+        **(sampled_settings(opts) or {}),
+        "num_requests": len(categories),
+        "acceptance": {
+            "overall": acceptance.acceptance_stats(overall),
+            "per_category": {g: acceptance.acceptance_stats(c) for g, c in run.group_counters.items()},
+        },
+        "acceptance_length_ci": ci,
+        "greedy_acceptance_length": greedy_al,
+        "per_request": distribution.per_request_distribution(run.prompt_counters),
+        "timing": timing_section(run),
+        "note": note,
+    }
+    return section, findings
+
+
+def _inconsistent(c, k: int, group: str) -> list:
+    from eaglehub.findings import finding
+
+    problems = acceptance.check_consistency(c, k)
+    if not problems:
+        return []
+    return [
+        finding(
+            "E-VERIFY-COUNTERS",
+            f"sampled_acceptance.per_category.{group}",
+            f"sampled run, category {group}: " + "; ".join(problems),
+        )
+    ]
