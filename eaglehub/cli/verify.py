@@ -20,6 +20,7 @@ from eaglehub.cli.options import (
     plot_option,
     prompts_option,
     report_option,
+    served_settings_options,
     stack,
 )
 from eaglehub.cli.output import console, err_console, print_json, write_and_show
@@ -161,6 +162,7 @@ sampling_test_options = stack(
     help="A drafter to compare the others with on the same prompts (e.g. the unquantized source of a "
     "quantized drafter): both acceptance lengths, their ratio and the size on disk of both.",
 )
+@served_settings_options()
 @click.option(
     "--json",
     "as_json",
@@ -199,7 +201,7 @@ def verify_cmd(
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
     """
     from eaglehub.verify.command import OVERRIDABLE, VerifyRequest, run_verify_command
-    from eaglehub.verify.options import VerifyOptions
+    from eaglehub.verify.options import VerifyOptions, parse_chat_template_kwargs
     from eaglehub.verify.report import write_plot, write_report
     from eaglehub.views.verify import render_report_and_baseline
 
@@ -214,6 +216,7 @@ def verify_cmd(
         categories=list(categories),
         engines=list(engines) or ["auto"],
         engine_options={name: value for name, value in parallel.items() if value is not None},
+        chat_template_kwargs=parse_chat_template_kwargs(options.pop("chat_template_kwargs")),
         **options,
     )
     ctx = click.get_current_context()

@@ -43,10 +43,11 @@ PERCENTILE_DEFINITION = (
 )
 CI_METHOD = "delta-method ratio CI over prompts, t(n-1) quantile"
 CI_DEFINITION = (
-    "sampled AL = 1 + sum accepted / sum drafts over all samples; its confidence interval treats each prompt "
-    "(its samples and turns together) as one cluster: R +- t(n-1, (1+level)/2) * SE, "
+    "sampled AL = 1 + sum accepted / sum drafts over all samples; its confidence interval is the delta-method "
+    "(linearised ratio estimator) one with each prompt (its samples and turns together) as one cluster: "
+    "R +- t(n-1, (1+level)/2) * SE, "
     "SE^2 = n/(n-1) * sum_i (a_i - (R-1) d_i)^2 / (sum_i d_i)^2 with a_i, d_i the accepted tokens and drafts "
-    "of prompt i (the linearised ratio estimator); clipped to [1, 1 + k]"
+    "of prompt i; clipped to [1, 1 + k]"
 )
 
 
