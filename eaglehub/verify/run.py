@@ -56,6 +56,7 @@ from eaglehub.verify.regression import (
     load_reference_report,
 )
 from eaglehub.verify.report import build_report, validate_report
+from eaglehub.verify.sampled import check_served_settings
 
 """2: per-drafter ``findings`` with registered codes (was ``failures`` with ad-hoc codes), the
 prompt file's sha256, and the ``reference`` comparison."""
@@ -144,32 +145,11 @@ def _check_options(opts: VerifyOptions) -> None:
             f"--tie-epsilon must be a finite logit gap >= 0, got {opts.tie_epsilon}",
             hint="leave it out for the dtype's default (float32: 0.01)",
         )
-    _check_served_settings(opts)
+    check_served_settings(opts)
     if opts.k > MAX_K:
         raise EaglehubError(
             f"-k {opts.k} is more draft tokens than any EAGLE drafter proposes usefully",
             hint=f"use at most {MAX_K} (the manifest schema's bound too)",
-        )
-
-
-def _check_served_settings(opts: VerifyOptions) -> None:
-    if not (math.isfinite(opts.temperature) and 0 <= opts.temperature <= 10):
-        raise EaglehubError(
-            f"--temperature must be in [0, 10], got {opts.temperature}", hint="0 is greedy only; served: 0.6-1.0"
-        )
-    if not 0 < opts.top_p <= 1:  # also refuses NaN
-        raise EaglehubError(f"--top-p must be in (0, 1], got {opts.top_p}", hint="1 keeps every token")
-    if opts.top_k < 0 or opts.samples < 1:
-        raise EaglehubError("--top-k must be >= 0 and --samples >= 1", hint="--top-k 0 keeps every token")
-    given = [
-        n
-        for n, v, off in (("--top-p", opts.top_p, 1.0), ("--top-k", opts.top_k, 0), ("--samples", opts.samples, 1))
-        if v != off
-    ]
-    if given and opts.temperature == 0:
-        raise EaglehubError(
-            f"{', '.join(given)} apply to sampled runs, which need --temperature > 0",
-            hint="add e.g. --temperature 0.7 (greedy runs stay: losslessness is proved greedy)",
         )
 
 

@@ -19,9 +19,11 @@ reproducible for the same seed, prompts and batches.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from eaglehub.engines.base import Engine, RunResult, RunSpec
+from eaglehub.errors import EaglehubError
 from eaglehub.measure import acceptance, distribution
 from eaglehub.measure.requests import Request
 from eaglehub.measure.runner import progress_runner
@@ -33,6 +35,28 @@ from eaglehub.verify.report import sampled_settings, timing_section
 def sampled_spec(spec: RunSpec, opts: VerifyOptions) -> RunSpec:
     """``spec`` at the served settings of ``opts``, with distinct per-request samples (module doc)."""
     return replace(spec, temperature=opts.temperature, top_p=opts.top_p, top_k=opts.top_k, distinct_seeds=True)
+
+
+def check_served_settings(opts: VerifyOptions) -> None:
+    """Raises: EaglehubError (exit 2) for settings out of range, or sampled-run settings without a temperature."""
+    if not (math.isfinite(opts.temperature) and 0 <= opts.temperature <= 10):
+        raise EaglehubError(
+            f"--temperature must be in [0, 10], got {opts.temperature}", hint="0 is greedy only; served: 0.6-1.0"
+        )
+    if not 0 < opts.top_p <= 1:  # also refuses NaN
+        raise EaglehubError(f"--top-p must be in (0, 1], got {opts.top_p}", hint="1 keeps every token")
+    if opts.top_k < 0 or opts.samples < 1:
+        raise EaglehubError("--top-k must be >= 0 and --samples >= 1", hint="--top-k 0 keeps every token")
+    given = [
+        n
+        for n, v, off in (("--top-p", opts.top_p, 1.0), ("--top-k", opts.top_k, 0), ("--samples", opts.samples, 1))
+        if v != off
+    ]
+    if given and opts.temperature == 0:
+        raise EaglehubError(
+            f"{', '.join(given)} apply to sampled runs, which need --temperature > 0",
+            hint="add e.g. --temperature 0.7 (greedy runs stay: losslessness is proved greedy)",
+        )
 
 
 def run_sampled(
