@@ -38,6 +38,7 @@ def test_counters_from_a_vllm_histogram():
         distribution.counters_from_histogram([1, -1], 1)
 
 
+@settings(deadline=None)
 @given(histograms)
 def test_histogram_counters_are_consistent(hist):
     c = request(hist)
@@ -76,6 +77,7 @@ def test_no_per_request_counters_no_distribution():
     assert distribution.per_request_distribution(mixed)["accepted_histogram"] is None
 
 
+@settings(deadline=None)
 @given(st.lists(histograms, min_size=1, max_size=30))
 def test_distribution_properties(hists):
     reqs = [request(h) for h in hists]
@@ -123,7 +125,7 @@ def test_ci_undefined_below_two_prompts_or_without_drafts():
     assert none["acceptance_length"] is None and none["low"] is None
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)  # the first example imports scipy.stats
 @given(st.lists(histograms, min_size=2, max_size=40))
 def test_ci_contains_the_estimate_within_the_feasible_range(hists):
     ci = distribution.acceptance_length_ci([request(h) for h in hists])
@@ -228,6 +230,7 @@ def test_top_k_top_p_by_hand():
     assert top_k_top_p(p, 0, 1e-9) == pytest.approx([0, 1, 0, 0, 0])  # the most likely token always stays
 
 
+@settings(deadline=None)
 @given(st.lists(st.floats(0.0, 1.0), min_size=2, max_size=12).filter(lambda xs: sum(xs) > 0.01), st.floats(0.01, 1.0))
 def test_top_p_keeps_the_smallest_most_likely_set(xs, top_p):
     p = np.array(xs) / sum(xs)
