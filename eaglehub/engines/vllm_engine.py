@@ -157,7 +157,7 @@ def request_counters(outputs) -> list[SpecCounters] | None:
     (``histogram``, ``num_draft_tokens``); ``None`` when any request lacks them (no per-request metrics)."""
     from eaglehub.measure.distribution import counters_from_histogram
 
-    metrics = [out.outputs[0].spec_decode_metrics for out in outputs]
+    metrics = [getattr(out.outputs[0], "spec_decode_metrics", None) for out in outputs]  # absent before 0.32
     if any(m is None for m in metrics):
         return None
     return [counters_from_histogram(m.histogram, m.num_draft_tokens) for m in metrics]
