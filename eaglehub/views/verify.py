@@ -67,7 +67,7 @@ def _percentiles_text(pr: dict | None) -> str:
 
 def _sampled_label(sa: dict) -> str:
     top_k = sa["top_k"] or "off"
-    return f"sampled T={sa['temperature']:g} top-p {sa['top_p']:g} top-k {top_k} x{sa['samples']}"
+    return f"T={sa['temperature']:g} p={sa['top_p']:g} k={top_k} x{sa['samples']}"
 
 
 def distribution_table(d: dict, k: int) -> Table | None:
@@ -78,15 +78,15 @@ def distribution_table(d: dict, k: int) -> Table | None:
     sampled = d.get("sampled_acceptance")
     if greedy is None and sampled is None:
         return None
-    t = Table(title="acceptance distribution", title_justify="left")
+    t = Table(title="acceptance distribution (T: sampled, p: top-p, k: top-k, xN: samples)", title_justify="left")
     for col in (
         "run",
         "requests",
         "AL",
         "95 % CI",
-        "per position (uncond.)",
-        "per-request AL p10 / p50 / p90",
-        f"verify steps accepting 0..{k} drafts",
+        "per position",
+        "per-request AL p10/p50/p90",
+        f"steps accepting 0..{k}",
     ):
         t.add_column(col, justify="left" if col == "run" else "right")
     overall = d["acceptance"]["overall"]
