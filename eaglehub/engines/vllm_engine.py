@@ -157,10 +157,13 @@ def request_counters(outputs) -> list[SpecCounters] | None:
     (``histogram``, ``num_draft_tokens``); ``None`` when any request lacks them (no per-request metrics)."""
     from eaglehub.measure.distribution import counters_from_histogram
 
-    metrics = [getattr(out.outputs[0], "spec_decode_metrics", None) for out in outputs]  # absent before 0.32
-    if any(m is None for m in metrics):
-        return None
-    return [counters_from_histogram(m.histogram, m.num_draft_tokens) for m in metrics]
+    counted = []
+    for out in outputs:
+        m = getattr(out.outputs[0], "spec_decode_metrics", None)  # absent before 0.32
+        if m is None:
+            return None
+        counted.append(counters_from_histogram(m.histogram, m.num_draft_tokens))
+    return counted
 
 
 def counters_from_metrics(metrics) -> SpecCounters:
