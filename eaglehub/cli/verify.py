@@ -191,8 +191,9 @@ def verify_cmd(
     Exit code 1 when any drafter has an error finding: a prompt not token-identical to the target
     alone (E-VERIFY-LOSSLESS), a drafter not wired (position-0 acceptance ~ 0, E-VERIFY-NOT-WIRED),
     inconsistent engine counters (E-VERIFY-COUNTERS), an AL regression against --reference-report
-    (E-VERIFY-AL-REGRESSION), two engines disagreeing (E-VERIFY-ENGINES-DISAGREE) or a biased
-    sampling test (E-SAMPLING-BIASED); warnings (W-VERIFY-LOW-AL: AL below 1.3; W-VERIFY-NEAR-TIE:
+    (E-VERIFY-AL-REGRESSION), two engines disagreeing (E-VERIFY-ENGINES-DISAGREE), a biased
+    sampling test (E-SAMPLING-BIASED) or, with --temperature, a sampled acceptance that collapses while
+    greedy works (E-VERIFY-SAMPLED-COLLAPSE); warnings (W-VERIFY-LOW-AL: AL below 1.3; W-VERIFY-NEAR-TIE:
     divergences only at numerical near-ties, shown by forensics) never fail. 0 otherwise; 2 for
     usage errors, a bad reference report or a missing engine.
 
