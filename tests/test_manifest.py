@@ -710,13 +710,17 @@ def test_engine_options_reach_the_vllm_request_and_llm_arguments(tmp_path):
     }
     assert vllm_engine.sampling_kwargs(req) == {
         "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": 0,
         "max_tokens": 16,
         "seed": 7,
         "detokenize": False,
     }
-    hot = vllm_engine.build_request(RunSpec(tmp_path / "t", temperature=0.7, seed=3), [[1]], ["g"], 1)
+    hot = vllm_engine.build_request(RunSpec(tmp_path / "t", temperature=0.7, top_p=0.95, seed=3), [[1]], ["g"], 1)
     assert vllm_engine.sampling_kwargs(hot) == {
         "temperature": 0.7,
+        "top_p": 0.95,
+        "top_k": 0,
         "max_tokens": 64,
         "seed": 3,
         "detokenize": False,

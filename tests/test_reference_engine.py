@@ -207,6 +207,26 @@ def test_sampled_decoding_counts_and_emits_valid_tokens(tmp_path, target):
 
 
 @pytest.mark.slow
+def test_per_prompt_histograms_and_top_k_1_sampling_is_greedy(tmp_path, target):
+    """Each prompt's counters carry vLLM's per-request histogram; at T > 0 with top-k 1 (or a vanishing top-p)
+    the target and drafter distributions are one-hot at their argmax, so the sampled run is the greedy run: a
+    filter that did not reach both distributions would sample other tokens, as T 0.8 without one does."""
+    from eaglehub.measure.distribution import counters_from_histogram
+
+    drafter = _drafter(tmp_path, "d")
+    engine = ReferenceEngine()
+    greedy = engine.run(RunSpec(target, drafter, 3, 24), PROMPTS, ["a"] * 4)
+    for c in greedy.prompt_counters:
+        assert len(c.accepted_histogram) == 4 and c == counters_from_histogram(c.accepted_histogram, c.num_draft_tokens)
+    assert greedy.group_counters["a"] == acceptance.total(greedy.prompt_counters)
+    for top in ({"top_k": 1}, {"top_p": 1e-9}):
+        hot = engine.run(RunSpec(target, drafter, 3, 24, temperature=0.8, seed=3, **top), PROMPTS, ["a"] * 4)
+        assert hot.outputs == greedy.outputs and hot.prompt_counters == greedy.prompt_counters, top
+    free = engine.run(RunSpec(target, drafter, 3, 24, temperature=0.8, seed=3), PROMPTS, ["a"] * 4)
+    assert free.outputs != greedy.outputs
+
+
+@pytest.mark.slow
 def test_diagnostics_per_depth(tmp_path, target):
     drafter = _drafter(tmp_path, "d")
     run = ReferenceEngine().run(RunSpec(target, drafter, 4, 16, diagnostics=True), PROMPTS, ["a"] * 4)

@@ -394,7 +394,7 @@ def test_plot_is_written_atomically_as_a_png(setup):
     out = tmp_path / "plots" / "acceptance.png"
     write_plot(report, out)
     with Image.open(out) as img:
-        assert img.format == "PNG" and img.size == (1800, 675)
+        assert img.format == "PNG" and img.size == (1950, 1350)  # 2 x 2 panels at 150 dpi
     assert [p.name for p in out.parent.iterdir()] == ["acceptance.png"]  # no temporary file left
 
 

@@ -181,3 +181,67 @@ endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
         help="With --endpoint: seconds per request.",
     ),
 )
+
+
+def served_settings_options() -> Decorator:
+    """``verify``'s sampled-run settings (``--temperature``, ``--top-p``, ``--top-k``, ``--seed``,
+    ``--samples``) and ``--chat-template-kwargs``, under the names servers use."""
+    return stack(
+        click.option(
+            "--temperature",
+            type=click.FloatRange(0.0, 10.0),
+            default=0.0,
+            show_default=True,
+            help="> 0: each drafter also runs sampled at this temperature, giving a sampled AL with a 95 % "
+            "confidence interval next to the greedy AL (losslessness stays greedy).",
+        ),
+        click.option(
+            "--top-p",
+            type=click.FloatRange(0.0, 1.0, min_open=True),
+            default=1.0,
+            show_default=True,
+            help="Sampled runs: keep the most likely tokens whose probability sums to P (1: off).",
+        ),
+        click.option(
+            "--top-k",
+            type=click.IntRange(min=0),
+            default=0,
+            show_default=True,
+            help="Sampled runs: keep the K most likely tokens (0: off).",
+        ),
+        click.option(
+            "--seed",
+            type=int,
+            default=0,
+            show_default=True,
+            help="Engine seed; the sampled runs draw every sample from the engine generator it seeds.",
+        ),
+        click.option(
+            "--samples",
+            type=click.IntRange(min=1),
+            default=1,
+            show_default=True,
+            help="Sampled runs: samples (repeats) of every prompt.",
+        ),
+        click.option(
+            "--chat-template-kwargs",
+            default=None,
+            metavar="JSON",
+            help="""Variables for the target's chat template in every run, as a JSON object, e.g. """
+            """'{"enable_thinking": false}'; recorded in the report.""",
+        ),
+    )
+
+
+engine_parallel_options = stack(  # verify's vLLM parallelism (RunSpec.engine_options)
+    click.option(
+        "--tensor-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM tensor parallelism (GPUs)."
+    ),
+    click.option("--pipeline-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM pipeline stages."),
+    click.option(
+        "--distributed-executor-backend",
+        type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
+        default=None,
+        help="How vLLM starts its workers.",
+    ),
+)

@@ -15,12 +15,14 @@ from eaglehub.cli.options import (
     dtype_option,
     endpoint_options,
     engine_log_option,
+    engine_parallel_options,
     k_option,
     limit_option,
     max_tokens_option,
     plot_option,
     prompts_option,
     report_option,
+    served_settings_options,
     stack,
 )
 from eaglehub.cli.output import console, err_console, print_json, write_and_show
@@ -31,18 +33,6 @@ PROMPTS_HELP = (
     "text (one prompt per line, category = file name); default eaglehub/data/prompts/eval.jsonl."
 )
 
-engine_parallel_options = stack(
-    click.option(
-        "--tensor-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM tensor parallelism (GPUs)."
-    ),
-    click.option("--pipeline-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM pipeline stages."),
-    click.option(
-        "--distributed-executor-backend",
-        type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
-        default=None,
-        help="How vLLM starts its workers.",
-    ),
-)
 
 sampling_test_options = stack(
     click.option(
@@ -163,6 +153,7 @@ sampling_test_options = stack(
     help="A drafter to compare the others with on the same prompts (e.g. the unquantized source of a "
     "quantized drafter): both acceptance lengths, their ratio and the size on disk of both.",
 )
+@served_settings_options()
 @click.option(
     "--json",
     "as_json",
@@ -191,8 +182,9 @@ def verify_cmd(
     Exit code 1 when any drafter has an error finding: a prompt not token-identical to the target
     alone (E-VERIFY-LOSSLESS), a drafter not wired (position-0 acceptance ~ 0, E-VERIFY-NOT-WIRED),
     inconsistent engine counters (E-VERIFY-COUNTERS), an AL regression against --reference-report
-    (E-VERIFY-AL-REGRESSION), two engines disagreeing (E-VERIFY-ENGINES-DISAGREE) or a biased
-    sampling test (E-SAMPLING-BIASED); warnings (W-VERIFY-LOW-AL: AL below 1.3; W-VERIFY-NEAR-TIE:
+    (E-VERIFY-AL-REGRESSION), two engines disagreeing (E-VERIFY-ENGINES-DISAGREE), a biased
+    sampling test (E-SAMPLING-BIASED) or, with --temperature, a sampled acceptance that collapses while
+    greedy works (E-VERIFY-SAMPLED-COLLAPSE); warnings (W-VERIFY-LOW-AL: AL below 1.3; W-VERIFY-NEAR-TIE:
     divergences only at numerical near-ties, shown by forensics) never fail. 0 otherwise; 2 for
     usage errors, a bad reference report or a missing engine.
 
@@ -203,7 +195,7 @@ def verify_cmd(
     With --endpoint URL the drafter a running server serves is measured instead (docs/verify.md).
     """
     from eaglehub.verify.command import OVERRIDABLE, VerifyRequest, run_verify_command
-    from eaglehub.verify.options import VerifyOptions
+    from eaglehub.verify.options import VerifyOptions, parse_chat_template_kwargs
     from eaglehub.verify.report import write_plot, write_report
     from eaglehub.views.endpoint import render_endpoint_report
 
@@ -218,6 +210,7 @@ def verify_cmd(
         categories=list(categories),
         engines=list(engines) or ["auto"],
         engine_options={name: value for name, value in parallel.items() if value is not None},
+        chat_template_kwargs=parse_chat_template_kwargs(options.pop("chat_template_kwargs")),
         **options,
     )
     ctx = click.get_current_context()

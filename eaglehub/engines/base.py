@@ -90,7 +90,9 @@ class RunSpec:
 
     ``k`` is ``num_speculative_tokens``; ``max_tokens`` caps the output tokens per prompt;
     ``dtype`` is the engine's compute dtype; ``seed`` is the engine seed (greedy decoding does not
-    depend on it, it is fixed anyway so runs are comparable); ``temperature`` 0 is greedy.
+    depend on it, it is fixed anyway so runs are comparable); ``temperature`` 0 is greedy; at
+    temperature > 0, ``top_p`` (1: off) and ``top_k`` (0: off) filter the target's distribution as
+    vLLM's sampler does (top-k first, then the smallest set of tokens with probability ≥ top_p).
     ``engine_options``: engine pass-through settings (vLLM: ``tensor_parallel_size``,
     ``pipeline_parallel_size``, ``distributed_executor_backend``, ``max_num_seqs`` = concurrency);
     an engine ignores the keys it has no use for. ``diagnostics``: the reference engine also
@@ -106,6 +108,8 @@ class RunSpec:
     seed: int = 0
     max_model_len: int = 2048
     temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
     engine_options: dict = field(default_factory=dict)
     diagnostics: bool = False
     distinct_seeds: bool = False
@@ -126,8 +130,9 @@ class RunResult:
             ``generate_seconds``), where the engine times each batch; empty otherwise.
         load_seconds: wall time to start the engine and load the weights (s).
         engine: engine name (e.g. ``vllm``); ``engine_version``: its version string.
-        prompt_counters: per prompt (input order), its own counters, where the engine can count per
-            request (the reference engine); ``None`` otherwise (vLLM aggregates per batch).
+        prompt_counters: per prompt (input order), its own counters with ``accepted_histogram``, where
+            the engine counts per request (the reference engine; vLLM with a drafter, from its
+            per-request spec-decode metrics); ``None`` otherwise (a target-alone run).
         diagnostics: with :attr:`RunSpec.diagnostics`, per draft depth d = 0..k−1 (lists of length
             k): ``hidden_state_norm`` (mean L2 norm of the drafter state that produced draft d),
             ``sink_attention_mass`` (mean attention probability on the first ``sink_tokens``

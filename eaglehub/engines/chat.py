@@ -8,6 +8,10 @@ without a chat template (a base model) gets the raw text instead: the turns and 
 ``"\\n\\n"`` (a single turn is the message itself), tokenized as vLLM tokenizes a text prompt, i.e.
 with the tokenizer's own special tokens (a BOS where it adds one).
 
+Template variables (``chat_template_kwargs``, e.g. ``{"enable_thinking": false}``) are passed to
+``apply_chat_template`` as vLLM's and SGLang's servers pass a request's ``chat_template_kwargs``; a
+target without a chat template has nothing to pass them to, and they are ignored.
+
 Doing this once, outside the engines, guarantees that the target-alone run and every target +
 drafter run see identical inputs (docs/verification.md §4, pitfall 4). Multi-turn prompts (MT-Bench) keep
 that guarantee by this rule: the assistant reply of turn n in the input of turn n + 1 is the
@@ -35,10 +39,11 @@ class ChatTokenizer:
         EaglehubError: the target has no loadable tokenizer.
     """
 
-    def __init__(self, target: Path):
+    def __init__(self, target: Path, template_kwargs: dict | None = None):
         from transformers import AutoTokenizer
 
         self.target = Path(target)
+        self.template_kwargs = dict(template_kwargs or {})
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(target))
         except (OSError, ValueError) as exc:
@@ -73,7 +78,9 @@ class ChatTokenizer:
         for reply, turn in zip(replies, turns[1:]):
             messages += [{"role": "assistant", "content": reply}, {"role": "user", "content": turn}]
         try:
-            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            text = self.tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True, **self.template_kwargs
+            )
             return cast(str, text)  # tokenize=False: the rendered string
         except TemplateError as exc:
             raise EaglehubError(

@@ -25,6 +25,25 @@ def _crop(cache, keep: int) -> None:
         cache.crop(-extra)
 
 
+def top_k_top_p(p: np.ndarray, top_k: int, top_p: float) -> np.ndarray:
+    """``p`` (a distribution over the vocabulary) restricted as vLLM's sampler restricts it
+    (``apply_top_k_top_p``): the ``top_k`` most likely tokens (0: all; ties at the k-th kept), then of
+    those, renormalised, the most likely ones whose probability sums to at least ``top_p`` (1: all;
+    the most likely token always stays); renormalised. Returned as is when both are off."""
+    if top_k <= 0 and top_p >= 1.0:
+        return p
+    p = p.astype(np.float64, copy=True)
+    if 0 < top_k < p.size:
+        p[p < np.partition(p, -top_k)[-top_k]] = 0.0
+    if top_p < 1.0:
+        order = np.argsort(p, kind="stable")  # ascending, as vLLM masks from the least likely up
+        cum = np.cumsum(p[order]) / p.sum()
+        drop = cum <= 1.0 - top_p
+        drop[-1] = False
+        p[order[drop]] = 0.0
+    return p / p.sum()
+
+
 class Decode:
     """One request's decoding state (module docstring for the algorithm)."""
 
@@ -55,7 +74,8 @@ class Decode:
     def target_probs(self, logits) -> np.ndarray:
         import torch
 
-        return torch.softmax(logits.double() / self.spec.temperature, dim=-1).cpu().numpy()
+        p = torch.softmax(logits.double() / self.spec.temperature, dim=-1).cpu().numpy()
+        return top_k_top_p(p, self.spec.top_k, self.spec.top_p)
 
     def draft_probs(self, normed) -> np.ndarray:
         """Draft distribution over target ids ``[V]`` from one ``normed`` row ``[H]``."""
@@ -67,7 +87,8 @@ class Decode:
         qd = torch.softmax(logits.double() / self.spec.temperature, dim=-1)
         q = torch.zeros(self.target.config.vocab_size, dtype=torch.float64)
         q[m.to_target_ids(torch.arange(qd.shape[0], device=qd.device)).cpu()] = qd.cpu()
-        return q.numpy()
+        # the drafter samples under the same settings as the target (the rule is lossless for any q)
+        return top_k_top_p(q.numpy(), self.spec.top_k, self.spec.top_p)
 
     def _draft_logits(self, normed):
         assert self.drafter is not None  # drafting runs with a drafter only
@@ -147,10 +168,16 @@ class Decode:
                     logits, _ = self.target.forward([out[-1]], self.tcache, None)
                     out.append(self._emit(logits[-1]))
                 return out, SpecCounters()
-            counters = SpecCounters(accepted_per_pos=(0,) * spec.k)
+            counters = SpecCounters(accepted_per_pos=(0,) * spec.k, accepted_histogram=(0,) * (spec.k + 1))
             while len(out) < spec.max_tokens and out[-1] not in self.target.eos:
                 accepted, emitted = self._step(out[-1])
-                counters = counters + SpecCounters(1, spec.k, accepted, tuple(int(i < accepted) for i in range(spec.k)))
+                counters = counters + SpecCounters(
+                    1,
+                    spec.k,
+                    accepted,
+                    tuple(int(i < accepted) for i in range(spec.k)),
+                    tuple(int(j == accepted) for j in range(spec.k + 1)),
+                )
                 for tok in emitted:
                     out.append(tok)
                     if len(out) >= spec.max_tokens or tok in self.target.eos:

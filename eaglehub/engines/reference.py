@@ -16,12 +16,15 @@ Chain drafting mirrors vLLM's EAGLE proposer (``vllm/v1/spec_decode/eagle.py``),
   fed-back state (pre-norm, or post-norm with ``norm_output``); ``k`` draft tokens in all;
 * verify: the target reads ``[x, d_1..d_k]`` in one pass; greedy accepts ``d_i`` while it equals the
   target's argmax, sampling applies the standard rule (:class:`eaglehub.verify.sampling.AcceptanceRule`)
-  with its residual; the bonus token comes from the first rejected or the last position;
+  with its residual; the bonus token comes from the first rejected or the last position. Sampling
+  uses ``softmax(logits / T)`` restricted by top-k and top-p as vLLM's sampler does
+  (:func:`eaglehub.engines.decode.top_k_top_p`), for the target and the drafter alike;
 * the target's cache keeps ``x`` and the accepted drafts; the drafter's cache drops its chain and
   reads the accepted tokens (+ bonus) with the target states of the verify pass.
 
 Counters are vLLM's (docs/vllm.md §9): per verify step ``num_drafts += 1``, ``num_draft_tokens += k``,
-``num_accepted_tokens += accepted``, ``accepted_per_pos[i] += 1`` for ``i < accepted``; drafting does
+``num_accepted_tokens += accepted``, ``accepted_per_pos[i] += 1`` for ``i < accepted`` and
+``accepted_histogram[accepted] += 1`` (vLLM's per-request histogram), per prompt; drafting does
 not shrink near ``max_tokens`` (outputs are truncated afterwards, as vLLM does). Decoding stops at
 ``max_tokens`` or at an end-of-sequence id (the config's and generation config's), which is kept in
 the output.

@@ -25,11 +25,18 @@ by the user (the environment variable, ``distributed_executor_backend``) wins.
 
 Counters: ``LLM.get_metrics()`` is cumulative over the engine's life; the worker reads it before
 and after each prompt group (category) batch and keeps the difference, summing the entries of all
-engines (docs/vllm.md §9).
+engines (docs/vllm.md §9). With a drafter the engine also keeps vLLM's per-request spec-decode
+metrics (``per_request_spec_decode_metrics="summary"``, an ``EngineArgs`` field since vLLM 0.32): each
+finished request's ``outputs[0].spec_decode_metrics`` holds its acceptance histogram and draft
+tokens, which become :attr:`RunResult.prompt_counters`
+(:func:`eaglehub.measure.distribution.counters_from_histogram`); each group's counters also get the
+summed histogram. Both are counted by the scheduler on the same verify steps, so the per-request
+counters of a group sum to its ``get_metrics()`` difference (verify checks it, E-VERIFY-COUNTERS).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -80,6 +87,8 @@ def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list
         "dtype": spec.dtype,
         "seed": spec.seed,
         "temperature": spec.temperature,
+        "top_p": spec.top_p,
+        "top_k": spec.top_k,
         "max_model_len": spec.max_model_len,
         "kv_cache_bytes": kv_cache_bytes,
         "engine_options": {
@@ -98,9 +107,11 @@ def single_process(req: dict) -> bool:
     return world == 1 and "distributed_executor_backend" not in opts
 
 
-def llm_kwargs(req: dict) -> dict:
+def llm_kwargs(req: dict, per_request_metrics: bool = True) -> dict:
     """``vllm.LLM(...)`` arguments for a request (:func:`build_request`). The engine options are
-    added only when set; a single-process request (:func:`single_process`) gets the ``uni`` executor."""
+    added only when set; a single-process request (:func:`single_process`) gets the ``uni`` executor;
+    a request with a drafter asks for per-request spec-decode metrics when ``per_request_metrics``
+    (the installed vLLM has the field, :func:`has_per_request_metrics`)."""
     kwargs = dict(
         model=req["target"],
         tokenizer=req["target"],
@@ -113,6 +124,8 @@ def llm_kwargs(req: dict) -> dict:
     )
     if req["drafter"]:
         kwargs["speculative_config"] = speculative_config(Path(req["drafter"]), req["k"])
+        if per_request_metrics:  # vLLM refuses the setting without speculative decoding
+            kwargs["per_request_spec_decode_metrics"] = "summary"
     kwargs.update(req["engine_options"])
     if single_process(req):
         kwargs["distributed_executor_backend"] = "uni"
@@ -120,9 +133,37 @@ def llm_kwargs(req: dict) -> dict:
 
 
 def sampling_kwargs(req: dict) -> dict:
-    """``vllm.SamplingParams(...)`` arguments: the request's temperature (0 = greedy) and seed,
-    token ids only (no detokenisation)."""
-    return dict(temperature=req["temperature"], max_tokens=req["max_tokens"], seed=req["seed"], detokenize=False)
+    """``vllm.SamplingParams(...)`` arguments: the request's temperature (0 = greedy), top-p (1: off),
+    top-k (0: off; vLLM ignores both when greedy) and seed, token ids only (no detokenisation)."""
+    return dict(
+        temperature=req["temperature"],
+        top_p=req.get("top_p", 1.0),
+        top_k=req.get("top_k", 0),
+        max_tokens=req["max_tokens"],
+        seed=req["seed"],
+        detokenize=False,
+    )
+
+
+def has_per_request_metrics() -> bool:
+    """Whether the installed vLLM's ``EngineArgs`` has ``per_request_spec_decode_metrics`` (0.32 on)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    return any(f.name == "per_request_spec_decode_metrics" for f in dataclasses.fields(EngineArgs))
+
+
+def request_counters(outputs) -> list[SpecCounters] | None:
+    """Per-request counters from ``LLM.generate`` outputs' ``outputs[0].spec_decode_metrics``
+    (``histogram``, ``num_draft_tokens``); ``None`` when any request lacks them (no per-request metrics)."""
+    from eaglehub.measure.distribution import counters_from_histogram
+
+    counted = []
+    for out in outputs:
+        m = getattr(out.outputs[0], "spec_decode_metrics", None)  # absent before 0.32
+        if m is None:
+            return None
+        counted.append(counters_from_histogram(m.histogram, m.num_draft_tokens))
+    return counted
 
 
 def counters_from_metrics(metrics) -> SpecCounters:
@@ -250,7 +291,7 @@ def _worker(request_path: str, result_path: str) -> None:
     from vllm.inputs import TokensPrompt
 
     t0 = time.perf_counter()
-    llm = LLM(**llm_kwargs(req))
+    llm = LLM(**llm_kwargs(req, has_per_request_metrics()))
     load_seconds = time.perf_counter() - t0
     events.write(json.dumps({"event": "loaded", "seconds": load_seconds}) + "\n")
 
@@ -262,6 +303,7 @@ def _worker(request_path: str, result_path: str) -> None:
         # decoding ("CPU Generator does not use offset")
         params = SamplingParams(**{**sampling_kwargs(req), "seed": None})
     outputs: list[list[int] | None] = [None] * len(ids)
+    per_request: list[SpecCounters | None] = [None] * len(ids)
     group_counters: dict[str, SpecCounters] = {}
     group_seconds: dict[str, float] = {}
     for group in dict.fromkeys(groups):  # first-appearance order
@@ -276,6 +318,12 @@ def _worker(request_path: str, result_path: str) -> None:
         for i, out in zip(idx, outs):
             outputs[i] = list(out.outputs[0].token_ids)
         group_counters[group] = counters_from_metrics(llm.get_metrics()) - before
+        counted = request_counters(outs) if req["drafter"] else None
+        if counted is not None:
+            for i, c in zip(idx, counted):
+                per_request[i] = c
+            histogram = sum(counted, SpecCounters()).accepted_histogram
+            group_counters[group] = dataclasses.replace(group_counters[group], accepted_histogram=histogram)
         events.write(json.dumps({"event": "group_done", "group": group, "n": len(idx)}) + "\n")
 
     result = RunResult(
@@ -284,6 +332,8 @@ def _worker(request_path: str, result_path: str) -> None:
         generate_seconds=sum(group_seconds.values()),
         load_seconds=load_seconds,
         group_seconds=group_seconds,
+        # every request of every group counted, or none: a partial list would misalign with the prompts
+        prompt_counters=None if any(c is None for c in per_request) else cast("list[SpecCounters]", per_request),
     )
     Path(result_path).write_text(json.dumps(result.to_dict()))
     events.close()

@@ -34,7 +34,8 @@ PER_POSITION_DEFINITION = (
 DRAFT_RATE_DEFINITION = "draft acceptance rate = num_accepted_tokens / num_draft_tokens"
 PER_REQUEST_DEFINITION = (
     "per-request mean acceptance length = mean over prompts of each prompt's 1 + accepted / drafts "
-    "(request-weighted; null where the engine counts per batch only, as vLLM's offline counters)"
+    "(request-weighted; null where the engine counts per batch only, as a vLLM older than its per-request "
+    "spec-decode metrics)"
 )
 NOT_WIRED_THRESHOLD = 0.02
 """Position-0 unconditional acceptance below this (or no drafts at all) ⇒ "drafter not wired"

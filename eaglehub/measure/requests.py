@@ -116,16 +116,17 @@ def run_by_turn(run, requests: list[Request], encode, decode) -> tuple[RunResult
     return merge_runs(phases, len(requests)), ids
 
 
-def chat_codec(target: Path, prompts: list[Prompt]):
-    """``(encode, decode)`` for :func:`run_by_turn`. Single-turn sets go through
-    :func:`~eaglehub.engines.chat.encode_chat` as before multi-turn support; multi-turn sets load
-    one :class:`~eaglehub.engines.chat.ChatTokenizer` and render the longest chat once with empty
-    replies, so a template that refuses multi-turn chats fails before any engine work."""
+def chat_codec(target: Path, prompts: list[Prompt], template_kwargs: dict | None = None):
+    """``(encode, decode)`` for :func:`run_by_turn`. Single-turn sets without template variables go
+    through :func:`~eaglehub.engines.chat.encode_chat` as before multi-turn support; multi-turn sets
+    and ``template_kwargs`` (``chat_template_kwargs``) load one
+    :class:`~eaglehub.engines.chat.ChatTokenizer` and render the longest chat once with empty
+    replies, so a template that refuses multi-turn chats or these variables fails before any engine work."""
     from eaglehub.engines import chat
 
-    if all(len(p.turns) == 1 for p in prompts):
+    if all(len(p.turns) == 1 for p in prompts) and not template_kwargs:
         return (lambda convs: chat.encode_chat(target, [turns[0] for turns, _ in convs])), None
-    tok = chat.ChatTokenizer(target)
+    tok = chat.ChatTokenizer(target, template_kwargs)
     longest = max(prompts, key=lambda p: len(p.turns))
     tok.render(longest.turns, [""] * (len(longest.turns) - 1))
     return (lambda convs: [tok.encode_turn(turns, replies) for turns, replies in convs]), tok.decode

@@ -84,13 +84,45 @@ def _low_al_findings(overall: SpecCounters, per_category: dict[str, SpecCounters
     return out
 
 
+def _counts(c: SpecCounters, k: int) -> tuple:
+    per_pos = tuple(c.accepted_per_pos) + (0,) * (k - len(c.accepted_per_pos))
+    return c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, per_pos
+
+
+def per_request_counter_findings(categories: list[str], run: RunResult, scope: str = "acceptance") -> list[Finding]:
+    """E-VERIFY-COUNTERS for each category whose per-request counters (``run.prompt_counters``,
+    ``categories[i]`` the category of request i) do not sum to the engine's aggregate counters of that
+    category: both count the same verify steps (docs/vllm.md §9), so a difference is an engine bug.
+    Nothing without per-request counters. ``scope``: the report section the subject names."""
+    if run.prompt_counters is None:
+        return []
+    summed: dict[str, SpecCounters] = {}
+    for g, c in zip(categories, run.prompt_counters):
+        summed[g] = summed[g] + c if g in summed else c
+    out = []
+    for g in dict.fromkeys([*run.group_counters, *summed]):
+        agg, per = run.group_counters.get(g, SpecCounters()), summed.get(g, SpecCounters())
+        k = max(len(agg.accepted_per_pos), len(per.accepted_per_pos))
+        if _counts(agg, k) != _counts(per, k):
+            names = "drafts, draft tokens, accepted, accepted per position"
+            out.append(
+                finding(
+                    "E-VERIFY-COUNTERS",
+                    f"{scope}.per_request.{g}",
+                    f"category {g}: the per-request counters sum to ({names}) {_counts(per, k)}, the engine's "
+                    f"aggregate counters say {_counts(agg, k)}",
+                )
+            )
+    return out
+
+
 def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
     """Findings of one drafter run, from its compared outputs ``rows`` and its counters.
 
     E-VERIFY-LOSSLESS (any prompt differs), E-VERIFY-NOT-WIRED (position-0 acceptance below
     :data:`~eaglehub.measure.acceptance.NOT_WIRED_THRESHOLD`, or nothing drafted), E-VERIFY-COUNTERS (one
     per category whose counters break :func:`~eaglehub.measure.acceptance.check_consistency`; the overall sum
-    is consistent whenever every category is) and W-VERIFY-LOW-AL (:func:`_low_al_findings`).
+    is consistent whenever every category is; and :func:`per_request_counter_findings`) and W-VERIFY-LOW-AL (:func:`_low_al_findings`).
     A drafter that is not wired gets no low-AL warnings: its AL is at most 1 + k · 0.02, and the
     error already says why.
     """
@@ -117,6 +149,7 @@ def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
                     f"category {g}: " + "; ".join(problems),
                 )
             )
+    findings += per_request_counter_findings([r["category"] for r in rows], run)
     if not not_wired:
         findings += _low_al_findings(overall, run.group_counters)
     return findings

@@ -54,9 +54,51 @@ class VerifyOptions:
     device: str = "cpu"
     baseline_drafter: str | None = None
     """A drafter to compare every other one with (:mod:`eaglehub.verify.baseline`); it runs as the last drafter."""
+    # served settings (:mod:`eaglehub.verify.sampled`); the endpoint sends them to servers under these names
+    temperature: float = 0.0
+    """> 0: each drafter also runs sampled at this temperature (the greedy runs stay: losslessness is greedy)."""
+    top_p: float = 1.0
+    """Sampled runs: nucleus filter (1: off)."""
+    top_k: int = 0
+    """Sampled runs: top-k filter (0: off)."""
+    samples: int = 1
+    """Sampled runs: samples (repeats) of every prompt."""
+    chat_template_kwargs: dict = field(default_factory=dict)
+    """Variables passed to the target's chat template in every run (:mod:`eaglehub.engines.chat`)."""
 
 
 MIN_SAMPLING_TRIALS = 1000
+
+RESERVED_TEMPLATE_KEYS = frozenset(
+    {"conversation", "messages", "tokenize", "add_generation_prompt", "continue_final_message", "return_dict"}
+)
+"""``apply_chat_template`` arguments eaglehub sets itself: not template variables."""
+
+
+def parse_chat_template_kwargs(text: str | None) -> dict:
+    """``--chat-template-kwargs`` JSON as a dict (``None`` or empty: no variables).
+
+    Raises:
+        UsageError: not JSON, not an object, or it names an argument eaglehub sets
+            (:data:`RESERVED_TEMPLATE_KEYS`).
+    """
+    import json
+
+    from eaglehub.errors import UsageError
+
+    if not text:
+        return {}
+    hint = """give a JSON object of template variables, e.g. --chat-template-kwargs '{"enable_thinking": false}'"""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--chat-template-kwargs is not JSON: {exc.msg} at character {exc.pos}", hint=hint) from exc
+    if not isinstance(value, dict):
+        raise UsageError(f"--chat-template-kwargs must be a JSON object, got {type(value).__name__}", hint=hint)
+    reserved = sorted(RESERVED_TEMPLATE_KEYS & set(value))
+    if reserved:
+        raise UsageError(f"--chat-template-kwargs sets {', '.join(reserved)}, which eaglehub sets itself", hint=hint)
+    return value
 
 
 MAX_K = 64

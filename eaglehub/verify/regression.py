@@ -71,12 +71,16 @@ def settings_differences(settings: dict, prompts: dict, reference: dict) -> list
     """The settings AL depends on that differ between this run and ``reference`` (a report dict).
 
     Compared: k, max_tokens (longer outputs reach other text), dtype, the prompt file's content
-    (sha256) and the prompt selection (prompts per category, i.e. ``--category``/``--limit``).
+    (sha256), the prompt selection (prompts per category, i.e. ``--category``/``--limit``) and the
+    chat template's variables (``--chat-template-kwargs``).
     Returns ``[{setting, reference, run}]``, empty when comparable.
     """
     ref_settings, ref_prompts = reference["settings"], reference["prompts"]
     pairs = [(name, ref_settings[name], settings[name]) for name in ("num_speculative_tokens", "max_tokens", "dtype")]
     pairs += [(f"prompts.{name}", ref_prompts[name], prompts[name]) for name in ("sha256", "categories")]
+    # template variables change the input token ids; a report without them rendered with none
+    template = (ref_settings.get("chat_template_kwargs", {}), settings.get("chat_template_kwargs", {}))
+    pairs.append(("chat_template_kwargs", *template))
     return [{"setting": name, "reference": ref, "run": ours} for name, ref, ours in pairs if ref != ours]
 
 

@@ -10,7 +10,7 @@ from eaglehub.engines.base import RunResult
 from eaglehub.engines.vllm_engine import serve_command
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import check_output, write_output
-from eaglehub.measure import acceptance
+from eaglehub.measure import acceptance, distribution
 from eaglehub.measure.prompts import Prompt, describe_prompts
 from eaglehub.measure.requests import MULTI_TURN_DEFINITION, Request, requests_of
 from eaglehub.verify import cross_engine, forensics
@@ -71,8 +71,9 @@ def drafter_report(
             "overall": acceptance.acceptance_stats(overall),
             "per_category": {g: acceptance.acceptance_stats(c) for g, c in run.group_counters.items()},
             "per_request_mean_acceptance_length": acceptance.per_request_mean(run.prompt_counters),
+            "per_request": distribution.per_request_distribution(run.prompt_counters),
         },
-        "timing": _timing(run),
+        "timing": timing_section(run),
         "speed_ratio": round(run.output_tokens_per_second / baseline.output_tokens_per_second, 3)
         if baseline.output_tokens_per_second
         else None,
@@ -117,6 +118,8 @@ def build_report(
         "max_model_len": opts.max_model_len,
         "engine_options": dict(opts.engine_options),
         "batching": batching,
+        "sampled": sampled_settings(opts),
+        "chat_template_kwargs": dict(opts.chat_template_kwargs),
     }
     prompts_section = {
         "file": str(prompts_file),
@@ -150,14 +153,30 @@ def build_report(
             "acceptance_rate_per_position": acceptance.PER_POSITION_DEFINITION,
             "draft_acceptance_rate": acceptance.DRAFT_RATE_DEFINITION,
             "per_request_mean_acceptance_length": acceptance.PER_REQUEST_DEFINITION,
+            "per_request": distribution.PERCENTILE_DEFINITION,
+            **({"sampled_acceptance_length": distribution.CI_DEFINITION} if opts.temperature > 0 else {}),
             "first_divergence": "0-based index of the first output token that differs from the target alone",
             "forensics": forensics.DEFINITION,
             "cross_engine": cross_engine.DEFINITION,
             "multi_turn": MULTI_TURN_DEFINITION,
         },
-        "baseline": _timing(baseline),
+        "baseline": timing_section(baseline),
         "drafters": drafters,
         "passed": all(d["passed"] for d in drafters),
+    }
+
+
+def sampled_settings(opts: VerifyOptions) -> dict | None:
+    """``settings.sampled``: the served settings of the sampled runs (``verify --temperature``), or
+    ``None`` for a greedy-only run (:mod:`eaglehub.verify.sampled`)."""
+    if opts.temperature <= 0:
+        return None
+    return {
+        "temperature": opts.temperature,
+        "top_p": opts.top_p,
+        "top_k": opts.top_k,
+        "seed": opts.seed,
+        "samples": opts.samples,
     }
 
 
@@ -198,7 +217,7 @@ def exit_code(report: dict) -> int:
     return 0 if report["passed"] else 1
 
 
-def _timing(run: RunResult) -> dict:
+def timing_section(run: RunResult) -> dict:
     return {
         "load_seconds": round(run.load_seconds, 3),
         "generate_seconds": round(run.generate_seconds, 3),

@@ -23,7 +23,14 @@ Each drafter gets findings with the registered ``stage="verify"`` codes of :mod:
   than the tolerance (F26; see :func:`compare_with_reference`);
 * ``E-VERIFY-ENGINES-DISAGREE`` and the other engine's errors: with two engines
   (:mod:`eaglehub.verify.cross_engine`);
-* ``E-SAMPLING-BIASED``: with ``--sampling-trials``, the T > 0 test of :mod:`eaglehub.verify.sampling_check`.
+* ``E-SAMPLING-BIASED``: with ``--sampling-trials``, the T > 0 test of :mod:`eaglehub.verify.sampling_check`;
+* ``E-VERIFY-SAMPLED-COLLAPSE``: with ``--temperature``, a drafter wired greedily whose sampled position-0
+  acceptance is ≈ 0 (the engine's sampled path, :mod:`eaglehub.verify.sampled`).
+
+With ``--temperature T > 0`` each drafter also runs sampled in the primary engine, every request
+``--samples`` times: its ``sampled_acceptance`` section (:mod:`eaglehub.verify.sampled`) gives the sampled
+AL with a confidence interval next to the greedy AL. ``--chat-template-kwargs`` reach the chat template
+once, for every run (:mod:`eaglehub.engines.chat`).
 
 Engines: ``vllm`` (:mod:`eaglehub.engines.vllm_engine`), ``reference`` (the embedded PyTorch engine,
 :mod:`eaglehub.engines.reference`), ``auto`` = vLLM when installed, else the reference engine.
@@ -39,7 +46,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from eaglehub.engines.base import Engine, RunResult, RunSpec
+from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.engines.registry import make_engines
 from eaglehub.errors import EaglehubError
 from eaglehub.measure.prompts import default_prompts_path, load_prompts
@@ -51,6 +58,7 @@ from eaglehub.verify.regression import (
     load_reference_report,
 )
 from eaglehub.verify.report import build_report, validate_report
+from eaglehub.verify.sampled import check_served_settings
 
 """2: per-drafter ``findings`` with registered codes (was ``failures`` with ad-hoc codes), the
 prompt file's sha256, and the ``reference`` comparison."""
@@ -139,6 +147,7 @@ def _check_options(opts: VerifyOptions) -> None:
             f"--tie-epsilon must be a finite logit gap >= 0, got {opts.tie_epsilon}",
             hint="leave it out for the dtype's default (float32: 0.01)",
         )
+    check_served_settings(opts)
     if opts.k > MAX_K:
         raise EaglehubError(
             f"-k {opts.k} is more draft tokens than any EAGLE drafter proposes usefully",
@@ -186,7 +195,7 @@ def run_verify(
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else None
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     requests = requests_of(prompts)
-    encode, decode = chat_codec(target, prompts)
+    encode, decode = chat_codec(target, prompts, opts.chat_template_kwargs)
     groups = [r.category for r in requests]
     specs = [
         RunSpec(
@@ -237,6 +246,9 @@ def run_verify(
     report = reports[0]
     if len(engines) > 1:
         _attach_cross_engine(report, reports[1:], all_results, opts.engine_tolerance)
+    if opts.temperature > 0:
+        assert ids is not None  # set by the first engine's baseline
+        _attach_sampled(report, engines[0], specs[1:], requests, ids, opts, console)
     if opts.sampling_trials:
         assert ids is not None  # set by the first engine's baseline
         _attach_sampling_tests(report, engines, specs[1:], requests, ids, opts)
@@ -279,6 +291,26 @@ def _attach_cross_engine(report: dict, others: list[dict], results: list[list[Ru
             }
         )
     report["cross_engine"] = section
+    _refresh_passed(report)
+
+
+def _attach_sampled(
+    report: dict,
+    engine: Engine,
+    specs: list[RunSpec],
+    requests: list[Request],
+    ids: list[list[int]],
+    opts: VerifyOptions,
+    console,
+) -> None:
+    """Each drafter's ``sampled_acceptance`` section: its sampled run in the primary engine
+    (:mod:`eaglehub.verify.sampled`), next to its greedy AL."""
+    from eaglehub.verify import sampled
+
+    for d, run in zip(report["drafters"], sampled.run_sampled(engine, specs, requests, ids, opts, console)):
+        greedy = SpecCounters.from_dict(d["acceptance"]["overall"])
+        d["sampled_acceptance"], found = sampled.sampled_acceptance(run, requests, opts, greedy)
+        d["findings"] += [f.as_dict() for f in found]
     _refresh_passed(report)
 
 

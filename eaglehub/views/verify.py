@@ -5,6 +5,7 @@ Prints ids, categories, counts and rates only — never prompt text or tokens.
 
 from __future__ import annotations
 
+import json
 from typing import cast
 
 from rich.console import Console, JustifyMethod
@@ -50,6 +51,65 @@ def acceptance_table(d: dict, k: int) -> Table:
             rates_text(a["conditional_acceptance_rate_per_position"]),
             fmt_number(a["draft_acceptance_rate"]),
             style="bold" if name == "overall" else None,
+        )
+    return t
+
+
+def _histogram_text(h: dict | None) -> str:
+    return "—" if not h else " ".join(f"{share:.0%}" for share in h["shares"])
+
+
+def _percentiles_text(pr: dict | None) -> str:
+    if not pr or pr["p50"] is None:
+        return "—"
+    return f"{pr['p10']:.2f} / {pr['p50']:.2f} / {pr['p90']:.2f}"
+
+
+def _sampled_label(sa: dict) -> str:
+    top_k = sa["top_k"] or "off"
+    return f"T={sa['temperature']:g} p={sa['top_p']:g} k={top_k} x{sa['samples']}"
+
+
+def distribution_table(d: dict, k: int) -> Table | None:
+    """Greedy and (with ``--temperature``) sampled acceptance side by side: AL, its 95 % CI (sampled),
+    per-position rates, the per-request AL's p10 / p50 / p90 and the shares of verify steps that accepted
+    0..k draft tokens. None when the run has neither per-request counters nor a sampled run."""
+    greedy = d["acceptance"].get("per_request")
+    sampled = d.get("sampled_acceptance")
+    if greedy is None and sampled is None:
+        return None
+    t = Table(title="acceptance distribution (T: sampled, p: top-p, k: top-k, xN: samples)", title_justify="left")
+    for col in (
+        "run",
+        "requests",
+        "AL",
+        "95 % CI",
+        "per position",
+        "per-request AL p10/p50/p90",
+        f"steps accepting 0..{k}",
+    ):
+        t.add_column(col, justify="left" if col == "run" else "right")
+    overall = d["acceptance"]["overall"]
+    t.add_row(
+        "greedy",
+        str(greedy["num_requests"]) if greedy else "—",
+        fmt_number(overall["acceptance_length"]),
+        "—",
+        rates_text(overall["acceptance_rate_per_position"]),
+        _percentiles_text(greedy),
+        _histogram_text(greedy["accepted_histogram"] if greedy else None),
+    )
+    if sampled is not None:
+        a, ci, pr = sampled["acceptance"]["overall"], sampled["acceptance_length_ci"], sampled["per_request"]
+        interval = "—" if not ci or ci["low"] is None else f"[{ci['low']:.3f}, {ci['high']:.3f}]"
+        t.add_row(
+            _sampled_label(sampled),
+            str(sampled["num_requests"]),
+            fmt_number(a["acceptance_length"]),
+            interval,
+            rates_text(a["acceptance_rate_per_position"]),
+            _percentiles_text(pr),
+            _histogram_text(pr["accepted_histogram"] if pr else None),
         )
     return t
 
@@ -164,7 +224,10 @@ def render_report(report: dict, console: Console) -> None:
     s, e = report["settings"], report["engine"]
     console.print(
         f"[bold]verify[/] target {report['target']['path']}  ·  engine {e['name']} {e['version']}  ·  "
-        f"k={s['num_speculative_tokens']}  max_tokens={s['max_tokens']}  dtype={s['dtype']}  greedy  ·  "
+        f"k={s['num_speculative_tokens']}  max_tokens={s['max_tokens']}  dtype={s['dtype']}  greedy"
+        + (" + sampled" if s.get("sampled") else "")
+        + (f"  chat template {escape(json.dumps(s['chat_template_kwargs']))}" if s.get("chat_template_kwargs") else "")
+        + "  ·  "
         f"{report['prompts']['count']} prompts in {len(report['prompts']['categories'])} categories"
         + (f" ({report['prompts']['requests']} requests: one per turn)" if report["prompts"].get("multi_turn") else ""),
         highlight=False,
@@ -179,6 +242,12 @@ def render_report(report: dict, console: Console) -> None:
     for d in report["drafters"]:
         console.print()
         console.print(acceptance_table(d, s["num_speculative_tokens"]))
+        dist = distribution_table(d, s["num_speculative_tokens"])
+        if dist is not None:
+            console.print(dist)
+        note = (d.get("sampled_acceptance") or {}).get("note")
+        if note:
+            console.print(f"[dim]sampled run: {escape(note)}[/]", highlight=False)
         div = divergence_table(d)
         if div is not None:
             console.print(div)
