@@ -189,3 +189,28 @@ def test_text_only_responses_are_compared_as_text(tmp_path):
 def test_options_that_do_not_fit_an_endpoint(args, words):
     res = CliRunner().invoke(main, ["verify", "--endpoint", "http://127.0.0.1:1", *args])
     assert res.exit_code == 2 and words in res.output, res.output
+
+
+@pytest.mark.real
+def test_served_settings_reach_the_endpoint_and_give_a_sampled_acceptance(tmp_path):
+    """--temperature with --endpoint: the greedy run proves losslessness, then every prompt is sampled
+    --samples times at the served settings (no per-request seed, so repeats differ), giving the sampled AL
+    beside the greedy one."""
+    settings = ["--temperature", "0.7", "--top-p", "0.9", "--top-k", "20", "--samples", "2"]
+    with FakeServer() as served, FakeServer("nospec") as target:
+        args = ["--target", "smollm2", "--api", "completions", *settings]
+        args += ["--chat-template-kwargs", '{"enable_thinking": false}']
+        res, report = _verify(served.url, target.url, *args, tmp_path=tmp_path)
+    assert res.exit_code == 0, res.output
+    validate_json(report, "verify-report")
+    greedy = [b for b in served.bodies if b["temperature"] == 0]
+    hot = [b for b in served.bodies if b["temperature"] > 0]
+    assert len(greedy) == 6 and len(hot) == 12
+    assert all((b["top_p"], b["top_k"], "seed" in b) == (0.9, 20, False) for b in hot)
+    assert all("top_p" not in b and "top_k" not in b for b in greedy)
+    s = report["drafters"][0]["sampled_acceptance"]
+    assert s["num_requests"] == 12 and s["greedy_acceptance_length"] == pytest.approx(1 + ACCEPTED / STEPS)
+    assert s["acceptance"]["overall"]["acceptance_length"] == pytest.approx(1 + ACCEPTED / STEPS)
+    ci = s["acceptance_length_ci"]
+    assert ci["low"] <= s["acceptance"]["overall"]["acceptance_length"] <= ci["high"]
+    assert report["settings"]["chat_template_kwargs"] == {"enable_thinking": False}

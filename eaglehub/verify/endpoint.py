@@ -27,7 +27,6 @@ import os
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from eaglehub.endpoint.client import EndpointClient
 from eaglehub.endpoint.engine import EndpointEngine, EndpointRun
@@ -42,6 +41,7 @@ from eaglehub.measure.runner import progress_runner
 from eaglehub.verify.options import VerifyOptions
 from eaglehub.verify.report import build_report, drafter_report, validate_report
 from eaglehub.verify.run import forensics_for
+from eaglehub.verify.sampled import run_sampled, sampled_acceptance
 
 API_KEY_ENV = "OPENAI_API_KEY"
 
@@ -122,7 +122,11 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
     if api == "chat" and any(r.turn > 1 for r in requests):
         raise UsageError("--api chat sends single-turn prompts", hint="use --api completions with a local --target")
     groups = [r.category for r in requests]
-    template_kwargs = dict(getattr(opts, "chat_template_kwargs", None) or {})  # the served-settings work ("dist")
+    template_kwargs = dict(opts.chat_template_kwargs or {})
+    if api == "chat" and opts.temperature > 0:
+        raise UsageError(
+            "--temperature with --endpoint samples token-id prompts", hint="use --api completions with a local --target"
+        )
 
     with ExitStack() as stack:
         server = EndpointEngine(
@@ -147,10 +151,10 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
             engine_options=dict(opts.engine_options),
         )  # fmt: skip
         ids: list[list[int]] | None = None
+        sampled_run: RunResult | None = None
         if api == "completions":
             assert target is not None
-            codec: Any = chat_codec  # takes template variables once the served-settings work ("dist") lands
-            encode, decode = codec(target, prompts, template_kwargs) if template_kwargs else codec(target, prompts)
+            encode, decode = chat_codec(target, prompts, template_kwargs or None)
             with progress_runner(console) as run:
                 baseline, ids = run_by_turn(
                     lambda x, g, turn: run(base, spec, x, g, f"target alone ({base.name}, turn {turn})"),
@@ -159,14 +163,16 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
                     decode,
                 )
                 served = run(server, spec, ids, groups, f"served drafter ({redact_url(server.client.root)})")
+            seen = server.last  # the greedy run's record: a sampled run below replaces server.last
+            if opts.temperature > 0:
+                sampled_run = run_sampled(server, [spec], requests, ids, opts, console)[0]
         else:
             messages = [[{"role": "user", "content": r.prompt.turns[0]}] for r in requests]
             extra = {"chat_template_kwargs": template_kwargs} if template_kwargs else None
             assert isinstance(base, EndpointEngine)
             baseline = base.run_messages(spec, messages, groups, extra)
             served = server.run_messages(spec, messages, groups, extra)
-
-    seen = server.last
+            seen = server.last
     base_failures = base.last.failures if isinstance(base, EndpointEngine) else []
     failed = {f.index for f in seen.failures} | {f.index for f in base_failures}
     keep = [i for i in range(len(requests)) if i not in failed]
@@ -199,6 +205,12 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
     entry["drafter"] = f"served by {redact_url(server.client.root)} ({model})"
     entry["findings"] = _endpoint_findings(entry["findings"], seen, base_failures, requests)
     entry["passed"] = not any(f["severity"] == "error" for f in entry["findings"])
+    if sampled_run is not None:
+        greedy = acceptance.total(served_run.group_counters.values())
+        entry["sampled_acceptance"], found = sampled_acceptance(sampled_run, requests, run_opts, greedy)
+        entry["findings"] += [f.as_dict() for f in found]
+        entry["findings"].sort(key=lambda f: f["severity"] != "error")
+        entry["passed"] = not any(f["severity"] == "error" for f in entry["findings"])
     report["drafters"] = [entry]
     report["passed"] = entry["passed"]
     report["engine"] = {"name": server.name, "version": server.version()}

@@ -49,6 +49,8 @@ class FakeServer:
         self.lock = threading.Lock()
         self.totals = [0, 0, 0, [0] * K]  # drafts, draft tokens, accepted, per position
         self.headers: list[str] = []
+        self.bodies: list[dict] = []
+        """Every completion request's body, in arrival order."""
         self.httpd = _QuietServer(("127.0.0.1", 0), self._handler())
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
@@ -78,6 +80,8 @@ class FakeServer:
         return "\n".join(lines) + "\n"
 
     def completion(self, body: dict, chat: bool) -> dict:
+        with self.lock:
+            self.bodies.append(body)
         out = output_of(body.get("prompt") if not chat else body.get("messages"))
         choice: dict = {"index": 0, "finish_reason": "length"}
         text = " ".join(map(str, out))
