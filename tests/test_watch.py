@@ -282,8 +282,8 @@ def text(drafts: int, pos: tuple[int, ...], start: float = 1.0) -> str:
 
 def test_loop_drop_confirmed_stops_with_stop_on_drop_and_key_only_in_the_header(reports):
     fake, seen = FakeTime(), []
-    # reference AL 2.1, threshold 1.995: every interval below adds 100 drafts at AL 1.5
-    answers = [text(100 * i, (50 * i, 0, 0)) for i in range(10)]
+    # reference AL 2.1, threshold 1.995: every interval below adds 200 drafts at AL 1.5
+    answers = [text(200 * i, (100 * i, 0, 0)) for i in range(10)]
     opts = WatchOptions(
         "http://127.0.0.1:9/v1",
         interval=2,
