@@ -138,6 +138,9 @@ def test_watch_on_the_fixture_with_its_reference_stays_quiet(fixture_server, ref
     assert ref["drafter"] == str(FIXTURE.resolve()) and ref["num_speculative_tokens"] == 3
     assert summary["server"] == "vllm" and summary["num_speculative_tokens"] == 3
     served = summary["overall"]["acceptance_length"]
+    print(
+        f"quiet: reference AL {ref['acceptance_length']:.3f}, served AL {served:.3f} over {summary['overall']['num_drafts']} drafts; intervals {[(r['num_drafts'], r['acceptance_length']) for r in summary['intervals']]}"
+    )
     assert abs(served - ref["acceptance_length"]) / ref["acceptance_length"] < ref["tolerance"], (served, ref)
 
 
@@ -154,6 +157,9 @@ def test_watch_on_the_plain_upgrade_flags_the_drop(plain31_server, reference, pr
     assert code == 1 and not summary["passed"] and summary["stopped"] == "drop", output
     assert [f["code"] for f in summary["findings"]] == ["E-WATCH-AL-DROP"]
     judged = [r for r in summary["intervals"] if r["judged"]]
+    print(
+        f"drop: threshold {summary['reference']['threshold']:.3f}; intervals {[(r['num_drafts'], r['acceptance_length']) for r in summary['intervals']]}"
+    )
     assert len(judged) >= 3 and all(r["acceptance_length"] < summary["reference"]["threshold"] for r in judged[-3:])
 
 
@@ -188,6 +194,9 @@ def test_restart_mid_watch_is_reported_as_a_restart(plain31_server, prompt_ids):
     validate_json(summary, "watch-report")
     assert proc.returncode == 0 and summary["stopped"] == "interrupted", err
     statuses = [r["status"] for r in summary["intervals"]]
+    print(
+        f"restart: {[(r['status'], r['num_drafts']) for r in summary['intervals']]}; restart took {plain31_server.start_s:.1f} s"
+    )
     assert "restart" in statuses and statuses.count("restart") == 1, statuses
     assert "I-WATCH-RESTART" in [f["code"] for f in summary["findings"]]
     before = statuses.index("restart")
