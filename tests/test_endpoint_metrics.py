@@ -1,8 +1,9 @@
 """eaglehub.endpoint.metrics: reading a server's spec-decode counters from its /metrics text.
 
 The SGLang exposition is written from SGLang's documented format (its metrics collector and
-production-metrics page), since SGLang cannot run on this machine. The small vLLM texts are hand-made
-edge cases in the layout prometheus_client writes.
+production-metrics page), since SGLang cannot run on this machine. The vLLM pages in tests/data/metrics/
+were captured from a real server (SOURCES.md there); the small vLLM texts are hand-made edge cases in
+the layout prometheus_client writes.
 """
 
 from __future__ import annotations
@@ -158,3 +159,20 @@ def test_fetch_sends_client_headers_and_parses():
         m = fetch_metrics(client, "http://h:1/v1")
     assert seen == {"auth": "Bearer sk-SECRET", "path": "/metrics"}
     assert m is not None and m.counters.num_accepted_tokens == 2
+
+
+def test_captured_vllm_pages():
+    """Real /metrics bodies of a vllm serve of the fixture pair (tests/data/metrics/SOURCES.md)."""
+    from helpers.paths import DATA
+
+    from eaglehub.measure.acceptance import check_consistency
+
+    fresh = parse_spec_metrics((DATA / "metrics" / "vllm-0.32.0-fixture-fresh.prom").read_text())
+    after = parse_spec_metrics((DATA / "metrics" / "vllm-0.32.0-fixture-after-6-requests.prom").read_text())
+    assert fresh is not None and after is not None
+    assert fresh.counters == SpecCounters(0, 0, 0, (0, 0, 0)) and fresh.k == 3
+    assert after.counters == SpecCounters(83, 249, 76, (43, 20, 13)) and after.k == 3
+    assert check_consistency(after.counters, 3) == []
+    assert after.labels == {"engine": ("0",), "model_name": ("/work/main/.cache/targets/SmolLM2-135M-Instruct",)}
+    assert after.process_start_time == fresh.process_start_time == pytest.approx(1.79622394597e09)
+    assert not is_reset(fresh.counters, after.counters) and is_reset(after.counters, fresh.counters)

@@ -282,8 +282,8 @@ def text(drafts: int, pos: tuple[int, ...], start: float = 1.0) -> str:
 
 def test_loop_drop_confirmed_stops_with_stop_on_drop_and_key_only_in_the_header(reports):
     fake, seen = FakeTime(), []
-    # reference AL 2.1, threshold 1.995: every interval below adds 100 drafts at AL 1.5
-    answers = [text(100 * i, (50 * i, 0, 0)) for i in range(10)]
+    # reference AL 2.1, threshold 1.995: every interval below adds 200 drafts at AL 1.5
+    answers = [text(200 * i, (100 * i, 0, 0)) for i in range(10)]
     opts = WatchOptions(
         "http://127.0.0.1:9/v1",
         interval=2,
@@ -308,7 +308,7 @@ def test_loop_keeps_readings_through_errors_and_a_restart(reports):
     fake, seen = FakeTime(), []
     answers = [
         text(0, (0, 0, 0)),
-        text(100, (60, 30, 20)),  # AL 2.1: ok, not below
+        text(100, (60, 30, 20)),  # AL 2.1: ok, not below (and not judged: 100 drafts)
         500,
         httpx.ReadTimeout,
         text(5, (3, 1, 0), start=99.0),  # a new process
@@ -366,7 +366,7 @@ class Script:
 
 
 def test_cli_json_lines_and_summary(tmp_path, reports):
-    script = Script(*[text(100 * i, (50 * i, 10 * i, 0)) for i in range(10)])
+    script = Script(*[text(200 * i, (100 * i, 20 * i, 0)) for i in range(10)])
     with MetricsServer(script) as srv:
         res = CliRunner(env={"OPENAI_API_KEY": KEY}).invoke(
             main,

@@ -60,7 +60,7 @@ from eaglehub.cli.output import console
 @click.option(
     "--min-drafts",
     type=click.IntRange(min=1),
-    default=100,
+    default=200,
     show_default=True,
     help="Intervals with fewer drafts are shown but not judged (too few to measure AL within 5 %).",
 )

@@ -32,11 +32,13 @@ from eaglehub.endpoint.metrics import ServerSpecMetrics, is_reset
 from eaglehub.engines.base import SpecCounters
 from eaglehub.measure import acceptance
 
-MIN_DRAFTS_TO_JUDGE = 100
-"""An interval with fewer drafts is not judged. The accepted count of one draft has a standard deviation
-of about 0.85 for a drafter near AL 1.7 at k 3 (0–3 accepted tokens), so n drafts give AL to ±0.85/√n:
-±0.085 (5 % of AL 1.7, the default tolerance) at 100 drafts, ±0.17 at 25. Below 100 one interval's noise
-alone exceeds the tolerance; three such intervals in a row (the default patience) rarely do."""
+MIN_DRAFTS_TO_JUDGE = 200
+"""An interval with fewer drafts is not judged. Drafts of one request are not independent (prompts accept
+differently), so an interval's AL varies more than independent drafts would: on the fixture's served
+traffic (docs/watch.md §3) 3-second intervals of 46–107 drafts gave AL 1.57–2.06 around 1.91, a spread of
+about 1.3/√n for n drafts. At 200 drafts that is ±0.09 (5 % of AL 1.9, the default tolerance): one
+interval dips below the tolerance by chance about one time in six, three in a row (the default patience)
+about one time in 200."""
 DEFAULT_PATIENCE = 3
 
 

@@ -133,6 +133,9 @@ class VllmServer:
         self.proc: subprocess.Popen | None = None
         self.log_path = Path(tempfile.mkstemp(prefix="eaglehub-vllm-serve-", suffix=".log")[1])
         self._locked = False
+        self.lock_wait_s = 0.0
+        """Seconds the last start waited for the vLLM lock; ``start_s``: seconds it then took to be healthy."""
+        self.start_s = 0.0
 
     @property
     def base_url(self) -> str:
@@ -177,9 +180,11 @@ class VllmServer:
     def start(self, timeout_s: float = START_TIMEOUT_S) -> VllmServer:
         """Start the server (on a new free port the first time, the same port after) and wait until
         ``/health`` answers 200; raises ``RuntimeError`` with the log's tail when it does not."""
+        t0 = time.monotonic()
         if not self._locked:
             _Lock.acquire()
             self._locked = True
+        self.lock_wait_s = time.monotonic() - t0
         if self.port is None:
             self.port = free_port()
         env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "TOKENIZERS_PARALLELISM": "false", **os.environ}
@@ -200,6 +205,7 @@ class VllmServer:
                     raise RuntimeError(f"vllm serve exited with {code} while starting:\n{self.log_tail()}")
                 try:
                     if client.get(self.base_url + "/health").status_code == 200:
+                        self.start_s = time.monotonic() - t0 - self.lock_wait_s
                         return self
                 except httpx.TransportError:
                     pass
