@@ -122,7 +122,9 @@ def _runs(drafters: list[dict]) -> list[tuple]:
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     out: list[tuple] = []
     for n, d in enumerate(drafters):
-        name, color = Path(d["drafter"]).name, colors[n % len(colors)]
+        # a served drafter's entry is a description ("served by URL (model)"), not a path
+        name = d["drafter"] if d["drafter"].startswith("served by ") else Path(d["drafter"]).name
+        color = colors[n % len(colors)]
         out.append((f"{name} greedy", color, None, d["acceptance"], d["acceptance"].get("per_request"), None))
         sa = d.get("sampled_acceptance")
         if sa:
