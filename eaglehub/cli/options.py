@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from eaglehub.constants import DEFAULT_DTYPE, DEFAULT_K, DEFAULT_MAX_TOKENS
+from eaglehub.constants import DEFAULT_DTYPE, DEFAULT_K, DEFAULT_MAX_TOKENS, DTYPES
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -106,7 +106,7 @@ def prompts_option(help: str | None = None) -> Decorator:
 
 
 def dtype_option(help: str = "Engine compute dtype.") -> Decorator:
-    return click.option("--dtype", default=DEFAULT_DTYPE, show_default=True, help=help)
+    return click.option("--dtype", type=click.Choice(DTYPES), default=DEFAULT_DTYPE, show_default=True, help=help)
 
 
 def device_option(help: str = "Reference engine device (cpu, cuda).") -> Decorator:
