@@ -1,4 +1,5 @@
-"""eaglehub.endpoint.metrics: reading a server's spec-decode counters from its /metrics text.
+"""eaglehub.endpoint.metrics: reading a server's spec-decode counters from its /metrics text (and
+EndpointClient.metrics, which fetches it).
 
 The SGLang exposition is written from SGLang's documented format (its metrics collector and
 production-metrics page), since SGLang cannot run on this machine. The vLLM pages in tests/data/metrics/
@@ -12,14 +13,8 @@ import httpx
 import pytest
 from helpers.metrics_text import vllm_text
 
-from eaglehub.endpoint.metrics import (
-    ServerSpecMetrics,
-    fetch_metrics,
-    is_reset,
-    metrics_url,
-    parse_spec_metrics,
-    redact_url,
-)
+from eaglehub.endpoint.client import EndpointClient, metrics_url, redact_url
+from eaglehub.endpoint.metrics import ServerSpecMetrics, is_reset, parse_spec_metrics
 from eaglehub.engines.base import SpecCounters
 from eaglehub.errors import EndpointError
 
@@ -119,8 +114,8 @@ def test_urls():
     assert redact_url("http://h:8000/metrics") == "http://h:8000/metrics"
 
 
-def _client(handler) -> httpx.Client:
-    return httpx.Client(transport=httpx.MockTransport(handler), headers={"Authorization": "Bearer sk-SECRET"})
+def _client(handler, url: str = "http://h:1") -> EndpointClient:
+    return EndpointClient(url, api_key="sk-SECRET", transport=httpx.MockTransport(handler))
 
 
 @pytest.mark.parametrize(
@@ -128,8 +123,9 @@ def _client(handler) -> httpx.Client:
     [(500, "boom", "answered 500"), (401, "", "--api-key"), (404, "", "no /metrics"), (200, "<html>{", "Prometheus")],
 )
 def test_fetch_errors_are_one_line_without_key(status, body, needle):
-    with _client(lambda req: httpx.Response(status, text=body)) as client, pytest.raises(EndpointError) as err:
-        fetch_metrics(client, "http://u:pw@h:1/v1")
+    respond = lambda req: httpx.Response(status, text=body)  # noqa: E731
+    with _client(respond, "http://u:pw@h:1/v1") as client, pytest.raises(EndpointError) as err:
+        client.metrics()
     text = str(err.value)
     assert needle in text and "\n" not in text
     assert "SECRET" not in text and "pw" not in text
@@ -144,7 +140,7 @@ def test_fetch_transport_errors():
 
     for handler, needle in ((refuse, "not reachable"), (slow, "timed out")):
         with _client(handler) as client, pytest.raises(EndpointError, match=needle):
-            fetch_metrics(client, "http://h:1")
+            client.metrics()
 
 
 def test_fetch_sends_client_headers_and_parses():
@@ -155,8 +151,8 @@ def test_fetch_sends_client_headers_and_parses():
         seen["path"] = req.url.path
         return httpx.Response(200, text=vllm_text({"0": (3, 9, 2, [2, 0, 0])}))
 
-    with _client(handler) as client:
-        m = fetch_metrics(client, "http://h:1/v1")
+    with _client(handler, "http://h:1/v1") as client:
+        m = client.metrics()
     assert seen == {"auth": "Bearer sk-SECRET", "path": "/metrics"}
     assert m is not None and m.counters.num_accepted_tokens == 2
 

@@ -38,7 +38,7 @@ INTERVAL = 10.0
 (docs/watch.md §3), so 10 s reach the judging threshold (200 drafts) with room."""
 CONCURRENCY_COPIES = 2
 """Each prompt is in flight twice at once (12 requests): the same prompt mix, about twice the drafts/s."""
-TRAFFIC_LIMIT_S = 120.0
+TRAFFIC_LIMIT_S = 240.0
 """No traffic thread runs longer than this."""
 
 _CACHE: dict[str, object] = {}
@@ -163,9 +163,23 @@ def test_watch_on_the_plain_upgrade_flags_the_drop(plain31_server, reference, pr
     assert len(judged) >= 3 and all(r["acceptance_length"] < summary["reference"]["threshold"] for r in judged[-3:])
 
 
+def _read_until(proc: subprocess.Popen, lines: list[dict], done, seconds: float) -> None:
+    """Append the watch's JSON lines to ``lines`` until ``done(lines)``; it prints one per interval, so the
+    wait is bounded by ``seconds`` (checked at every line) and by the watch's own --duration."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + seconds
+    while not done(lines):
+        line = proc.stdout.readline()
+        assert line, f"the watch ended early: {lines}"
+        lines.append(json.loads(line))
+        assert time.monotonic() < deadline, lines
+
+
 def test_restart_mid_watch_is_reported_as_a_restart(plain31_server, prompt_ids):
-    """The watch runs as a user runs it (a process); the test stops and starts the server on the same port
-    meanwhile, and ends the watch with Ctrl-C (SIGINT) once it has read the new server."""
+    """The watch runs as a user runs it (a process); once it has read drafts on the first server the test
+    stops and starts the server on the same port, and ends the watch with Ctrl-C (SIGINT) once it has read
+    drafts on the new one. Waiting on the watch's own readings, not on fixed sleeps, keeps the test right on
+    a loaded machine, where the watch process can take seconds to start."""
     cmd = [sys.executable, "-m", "eaglehub", "watch", "--endpoint", plain31_server.base_url]
     cmd += ["--interval", "2", "--duration", "200", "--json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -173,16 +187,16 @@ def test_restart_mid_watch_is_reported_as_a_restart(plain31_server, prompt_ids):
     lines: list[dict] = []
     try:
         with Traffic(plain31_server, prompt_ids):
-            time.sleep(5.0)  # two readings with drafts on the first server
+            _read_until(proc, lines, lambda ls: any(r["status"] == "ok" and r["num_drafts"] > 0 for r in ls), 60)
             plain31_server.restart()
-            time.sleep(4.5)  # drafts on the new server
-            assert proc.stdout is not None
-            deadline = time.monotonic() + 60
-            for line in proc.stdout:
-                lines.append(json.loads(line))
-                if any(r["status"] == "restart" for r in lines) and lines[-1]["status"] == "ok":
-                    break
-                assert time.monotonic() < deadline, lines
+            _read_until(
+                proc,
+                lines,
+                lambda ls: (
+                    any(r["status"] == "restart" for r in ls) and ls[-1]["status"] == "ok" and ls[-1]["num_drafts"] > 0
+                ),
+                120,
+            )
         proc.send_signal(signal.SIGINT)  # the process this test started, by its id
         rest, err = proc.communicate(timeout=30)
     finally:

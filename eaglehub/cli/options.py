@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from eaglehub.constants import DEFAULT_DTYPE, DEFAULT_K, DEFAULT_MAX_TOKENS, DTYPES
+from eaglehub.measure.acceptance import DEFAULT_AL_TOLERANCE
 
 Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
 
@@ -136,112 +137,27 @@ def hub_endpoint_option() -> Decorator:
     )
 
 
-endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
-    click.option(
-        "--endpoint",
-        default=None,
-        metavar="URL",
-        help="Measure the drafter of this running OpenAI-compatible server (vLLM, SGLang; its root or .../v1) "
-        "instead of launching one: acceptance from the server's own counters, losslessness against "
-        "--baseline-endpoint or a local --target. No --drafter.",
-    ),
-    click.option(
-        "--baseline-endpoint",
-        default=None,
-        metavar="URL",
-        help="With --endpoint: the target served alone, the greedy baseline (default: a local run of --target).",
-    ),
-    click.option(
-        "--api",
-        "endpoint_api",
-        type=click.Choice(["completions", "chat"]),
-        default=None,
-        help="With --endpoint: completions (prompts as token ids, chat template applied here; the default with a "
-        "local --target) or chat (messages, the server's template).",
-    ),
-    click.option(
-        "--concurrency",
-        type=click.IntRange(1, 256),
-        default=8,
-        show_default=True,
-        help="With --endpoint: requests in flight at once.",
-    ),
-    click.option(
-        "--api-key",
-        default=None,
-        envvar="OPENAI_API_KEY",
-        show_envvar=True,
-        help="With --endpoint: Bearer token for the servers; never printed or written.",
-    ),
-    click.option(
-        "--timeout",
-        type=click.FloatRange(min=0, min_open=True),
-        default=120.0,
-        show_default=True,
-        help="With --endpoint: seconds per request.",
-    ),
-)
+def endpoint_url_option(required: bool, help: str) -> Decorator:
+    """``--endpoint URL``: a running OpenAI-compatible server, its root or its ``/v1`` base."""
+    return click.option("--endpoint", required=required, default=None, metavar="URL", help=help)
 
 
-def served_settings_options() -> Decorator:
-    """``verify``'s sampled-run settings (``--temperature``, ``--top-p``, ``--top-k``, ``--seed``,
-    ``--samples``) and ``--chat-template-kwargs``, under the names servers use."""
-    return stack(
-        click.option(
-            "--temperature",
-            type=click.FloatRange(0.0, 10.0),
-            default=0.0,
-            show_default=True,
-            help="> 0: each drafter also runs sampled at this temperature, giving a sampled AL with a 95 % "
-            "confidence interval next to the greedy AL (losslessness stays greedy).",
-        ),
-        click.option(
-            "--top-p",
-            type=click.FloatRange(0.0, 1.0, min_open=True),
-            default=1.0,
-            show_default=True,
-            help="Sampled runs: keep the most likely tokens whose probability sums to P (1: off).",
-        ),
-        click.option(
-            "--top-k",
-            type=click.IntRange(min=0),
-            default=0,
-            show_default=True,
-            help="Sampled runs: keep the K most likely tokens (0: off).",
-        ),
-        click.option(
-            "--seed",
-            type=int,
-            default=0,
-            show_default=True,
-            help="Engine seed; the sampled runs draw every sample from the engine generator it seeds.",
-        ),
-        click.option(
-            "--samples",
-            type=click.IntRange(min=1),
-            default=1,
-            show_default=True,
-            help="Sampled runs: samples (repeats) of every prompt.",
-        ),
-        click.option(
-            "--chat-template-kwargs",
-            default=None,
-            metavar="JSON",
-            help="""Variables for the target's chat template in every run, as a JSON object, e.g. """
-            """'{"enable_thinking": false}'; recorded in the report.""",
-        ),
+def api_key_option(help: str) -> Decorator:
+    """``--api-key`` (or ``OPENAI_API_KEY``): the servers' Bearer token, never printed or written."""
+    return click.option("--api-key", default=None, envvar="OPENAI_API_KEY", show_envvar=True, help=help)
+
+
+def reference_report_option(help: str) -> Decorator:
+    """``--reference-report FILE``: an earlier verify report to hold acceptance against."""
+    return click.option("--reference-report", type=click.Path(dir_okay=False), default=None, help=help)
+
+
+def al_tolerance_option(help: str) -> Decorator:
+    """``--al-tolerance``: the relative AL drop tolerated against a reference (a fraction)."""
+    return click.option(
+        "--al-tolerance",
+        type=click.FloatRange(0.0, 1.0, max_open=True),
+        default=DEFAULT_AL_TOLERANCE,
+        show_default=True,
+        help=help,
     )
-
-
-engine_parallel_options = stack(  # verify's vLLM parallelism (RunSpec.engine_options)
-    click.option(
-        "--tensor-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM tensor parallelism (GPUs)."
-    ),
-    click.option("--pipeline-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM pipeline stages."),
-    click.option(
-        "--distributed-executor-backend",
-        type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
-        default=None,
-        help="How vLLM starts its workers.",
-    ),
-)

@@ -10,68 +10,31 @@ from click.core import ParameterSource
 
 from eaglehub.cli.errors import handle_errors
 from eaglehub.cli.options import (
+    al_tolerance_option,
     category_option,
     device_option,
     dtype_option,
-    endpoint_options,
     engine_log_option,
-    engine_parallel_options,
     k_option,
     limit_option,
     max_tokens_option,
     plot_option,
     prompts_option,
+    reference_report_option,
     report_option,
-    served_settings_options,
-    stack,
 )
 from eaglehub.cli.output import console, err_console, print_json, write_and_show
+from eaglehub.cli.verify_options import (
+    endpoint_options,
+    engine_parallel_options,
+    sampling_test_options,
+    served_settings_options,
+)
 
 PROMPTS_HELP = (
     "Prompt file, format detected from its first line: eaglehub JSONL (schemas/prompts.schema.json), "
     "MT-Bench / Spec-Bench question.jsonl (schemas/prompts-mtbench.schema.json; multi-turn), or plain "
     "text (one prompt per line, category = file name); default eaglehub/data/prompts/eval.jsonl."
-)
-
-
-sampling_test_options = stack(
-    click.option(
-        "--tie-epsilon",
-        type=click.FloatRange(min=0.0),
-        default=None,
-        help="Divergence forensics: top-2 logit gap below which a flip is a numerical near-tie "
-        "(default by dtype: float32 0.01, float16 0.1, bfloat16 0.25).",
-    ),
-    click.option(
-        "--sampling-trials",
-        type=click.IntRange(min=0),
-        default=0,
-        show_default=True,
-        help="Also test sampling (T > 0) losslessness with this many trials per prefix on the reference "
-        "engine (2000000 finds a 1 % bias in the acceptance probability); 0: no test.",
-    ),
-    click.option(
-        "--sampling-temperature",
-        type=float,
-        default=1.0,
-        show_default=True,
-        help="Temperature of the sampling test.",
-    ),
-    click.option(
-        "--sampling-prefixes",
-        type=click.IntRange(min=1),
-        default=4,
-        show_default=True,
-        help="Prefixes of the sampling test: the first prompt of this many categories.",
-    ),
-    click.option(
-        "--engine-samples",
-        type=click.IntRange(min=0),
-        default=2000,
-        show_default=True,
-        help="With --sampling-trials: samples per prefix of vLLM's own sampled output (its second token "
-        "tested against the target's distribution); 0: skip.",
-    ),
 )
 
 
@@ -100,21 +63,11 @@ sampling_test_options = stack(
 @engine_log_option()
 @report_option("Write the JSON report here (schemas/verify-report.schema.json).")
 @plot_option("Write a PNG of acceptance length per category and acceptance rate per position.")
-@click.option(
-    "--reference-report",
-    "reference_report",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="An earlier verify report: fail (E-VERIFY-AL-REGRESSION) when a drafter's AL fell below its entry "
-    "there by more than --al-tolerance; no comparison when k, max tokens, dtype or prompts differ.",
+@reference_report_option(
+    "An earlier verify report: fail (E-VERIFY-AL-REGRESSION) when a drafter's AL fell below its entry "
+    "there by more than --al-tolerance; no comparison when k, max tokens, dtype or prompts differ."
 )
-@click.option(
-    "--al-tolerance",
-    type=click.FloatRange(0.0, 1.0, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="Relative AL drop tolerated against --reference-report (0.05 = 5 %, vLLM's CI rtol).",
-)
+@al_tolerance_option("Relative AL drop tolerated against --reference-report (0.05 = 5 %, vLLM's CI rtol).")
 @click.option(
     "--manifest",
     type=click.Path(dir_okay=False),
@@ -153,7 +106,7 @@ sampling_test_options = stack(
     help="A drafter to compare the others with on the same prompts (e.g. the unquantized source of a "
     "quantized drafter): both acceptance lengths, their ratio and the size on disk of both.",
 )
-@served_settings_options()
+@served_settings_options
 @click.option(
     "--json",
     "as_json",

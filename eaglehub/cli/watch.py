@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
 from eaglehub.cli.errors import handle_errors
-from eaglehub.cli.options import report_option
+from eaglehub.cli.options import (
+    al_tolerance_option,
+    api_key_option,
+    endpoint_url_option,
+    reference_report_option,
+    report_option,
+)
 from eaglehub.cli.output import console
+from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
 
 
 @click.command("watch")
-@click.option(
-    "--endpoint",
-    required=True,
-    help="The server: http://host:port or its OpenAI base http://host:port/v1 (vLLM, SGLang); only its "
+@endpoint_url_option(
+    True,
+    "The server: http://host:port or its OpenAI base http://host:port/v1 (vLLM, SGLang); only its "
     "/metrics page is read.",
 )
 @click.option(
@@ -30,12 +35,9 @@ from eaglehub.cli.output import console
     help="Seconds to watch (Ctrl-C ends earlier, with the summary).",
 )
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many intervals.")
-@click.option(
-    "--reference-report",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="A verify report (schemas/verify-report.schema.json): flag intervals whose AL is below its drafter's AL "
-    "by more than --al-tolerance (E-WATCH-AL-DROP, exit 1).",
+@reference_report_option(
+    "A verify report (schemas/verify-report.schema.json): flag intervals whose AL is below its drafter's AL "
+    "by more than --al-tolerance (E-WATCH-AL-DROP, exit 1)."
 )
 @click.option(
     "--reference-drafter",
@@ -43,35 +45,23 @@ from eaglehub.cli.output import console
     help="The report's drafter entry to compare with (its path or directory name); default: the only, else the "
     "first, drafter at the server's k.",
 )
-@click.option(
-    "--al-tolerance",
-    type=click.FloatRange(0.0, 1.0, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="Relative AL drop tolerated per interval (0.05 = 5 %).",
-)
+@al_tolerance_option("Relative AL drop tolerated per interval (0.05 = 5 %).")
 @click.option(
     "--patience",
     type=click.IntRange(min=1),
-    default=3,
+    default=DEFAULT_PATIENCE,
     show_default=True,
     help="Judged intervals below the tolerance in a row that confirm a drop.",
 )
 @click.option(
     "--min-drafts",
     type=click.IntRange(min=1),
-    default=200,
+    default=MIN_DRAFTS_TO_JUDGE,
     show_default=True,
     help="Intervals with fewer drafts are shown but not judged (too few to measure AL within 5 %).",
 )
 @click.option("--stop-on-drop", is_flag=True, help="End the watch at the first confirmed drop (default: watch on).")
-@click.option(
-    "--api-key",
-    envvar="OPENAI_API_KEY",
-    default=None,
-    show_envvar=True,
-    help="Sent as Authorization: Bearer; never printed or written.",
-)
+@api_key_option("Sent as Authorization: Bearer; never printed or written.")
 @report_option("Write the summary report here (schemas/watch-report.schema.json).")
 @click.option(
     "--json",
@@ -90,36 +80,15 @@ def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
     code 1 when an AL drop against --reference-report is confirmed (E-WATCH-AL-DROP) or the server cannot
     be read at the start; 0 otherwise; 2 for usage errors and an unusable reference report.
     """
-    from eaglehub.io.schemas import write_output
-    from eaglehub.views.watch import IntervalTable, print_head, print_summary
-    from eaglehub.watch.run import REPORT_SCHEMA, WatchOptions, run_watch
+    from eaglehub.views.watch import WatchDisplay
+    from eaglehub.watch.run import WatchOptions, run_watch, write_report
 
-    opts = WatchOptions(**options)
-    table: list[IntervalTable] = []
-
-    def on_start(head: dict) -> None:
-        if not as_json:
-            print_head(head, console)
-            table.append(IntervalTable(console, head["num_speculative_tokens"], head["reference"] is not None))
-            table[0].__enter__()
-
-    def on_reading(reading: dict) -> None:
-        if as_json:
-            click.echo(json.dumps(reading))
-        else:
-            table[0].add(reading)
-
+    display = WatchDisplay(console, as_json)
     try:
-        report = run_watch(opts, on_start, on_reading)
+        report = run_watch(WatchOptions(**options), display.start, display.reading)
     finally:
-        if table:
-            table[0].__exit__(None, None, None)
+        display.close()
     if report_path:
-        write_output(report, report_path, REPORT_SCHEMA, "watch report")
-    if as_json:
-        click.echo(json.dumps(report))
-    else:
-        print_summary(report, console)
-        if report_path:
-            console.print(f"report: {report_path}", highlight=False)
+        write_report(report, report_path)
+    display.summary(report, report_path)
     sys.exit(0 if report["passed"] else 1)

@@ -40,18 +40,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from eaglehub.endpoint.metrics import ServerSpecMetrics, fetch_metrics, redact_url
+from eaglehub.endpoint.metrics import ServerSpecMetrics, parse_spec_metrics
 from eaglehub.engines.base import SpecCounters
 from eaglehub.errors import EndpointError
+from eaglehub.measure.distribution import accepted_per_position, counters_from_histogram
 
 DEFAULT_TIMEOUT_S = 120.0
 """Seconds per request: a CPU server decoding 32 tokens for 8 concurrent requests answers in seconds;
 a GPU server with long outputs may need more (``--timeout``)."""
 CONNECT_RETRIES = 2
 """Retries of a failed TCP connect (a server just restarted); never of a request already sent."""
+METRICS_TIMEOUT_S = 10.0
+"""Seconds allowed for one ``GET /metrics``: the page is a few hundred kB at most and rendered from
+memory, so a server that takes longer is overloaded or hung."""
 ERROR_TEXT_CHARS = 200
 """How much of a server's error message is quoted (one line)."""
 SERVE_HINT = (
@@ -91,6 +96,20 @@ def server_root(url: str) -> str:
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
+def metrics_url(url: str) -> str:
+    """The ``/metrics`` URL of a server given as its root or its OpenAI base (``/metrics`` sits at the
+    server root in vLLM and SGLang)."""
+    return server_root(url) + "/metrics"
+
+
+def redact_url(url: str) -> str:
+    """``url`` without any ``user:password@`` part, fit for messages and reports."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
 def redact(text: str, secrets: list[str]) -> str:
     for s in secrets:
         if s:
@@ -99,24 +118,10 @@ def redact(text: str, secrets: list[str]) -> str:
 
 
 def counters_from_vllm(spec: dict) -> tuple[SpecCounters, int]:
-    """``metrics.speculative_decoding`` of a vLLM response → (counters, k) (module doc)."""
-    hist = tuple(int(x) for x in spec["acceptance_histogram"])
-    k = int(spec.get("num_spec_tokens") or max(len(hist) - 1, 0))
-    return (
-        SpecCounters(
-            num_drafts=int(spec["num_spec_steps"]),
-            num_draft_tokens=int(spec["num_draft_tokens"]),
-            num_accepted_tokens=int(spec["num_accepted_draft_tokens"]),
-            accepted_per_pos=per_position(hist, k),
-            accepted_histogram=hist,
-        ),
-        k,
-    )
-
-
-def per_position(hist: tuple[int, ...], k: int) -> tuple[int, ...]:
-    """accepted_per_pos[i] = Σ_{j>i} hist[j], for i = 0..k−1."""
-    return tuple(sum(hist[i + 1 :]) for i in range(k))
+    """``metrics.speculative_decoding`` of a vLLM response → (counters, k) (module doc); the counts are
+    the histogram's, as vLLM derives its own ``num_spec_steps`` and ``num_accepted_draft_tokens`` from it."""
+    counters = counters_from_histogram(spec["acceptance_histogram"], spec["num_draft_tokens"])
+    return counters, int(spec.get("num_spec_tokens") or len(counters.accepted_per_pos))
 
 
 def _first(meta: dict, *names: str):
@@ -144,7 +149,7 @@ def counters_from_sglang(meta: dict) -> tuple[SpecCounters, int | None] | None:
     if by_pos:
         pos = tuple(int(x) for x in by_pos)
     else:
-        pos = per_position(hist, k) if hist and k else ()
+        pos = accepted_per_position(hist, k) if hist and k else ()
     return (
         SpecCounters(
             num_drafts=steps,
@@ -186,9 +191,17 @@ def parse_completion(body: dict, chat: bool) -> Completion:
 class EndpointClient:
     """One OpenAI-compatible server at ``url`` (its root or ``…/v1``); thread-safe (one httpx client).
 
-    ``api_key``: sent as ``Authorization: Bearer``, never shown. ``timeout``: seconds per request."""
+    ``api_key``: sent as ``Authorization: Bearer``, never shown. ``timeout``: seconds per request.
+    ``transport``: another httpx transport (tests); by default one that retries connection setup only."""
 
-    def __init__(self, url: str, api_key: str | None = None, timeout: float = DEFAULT_TIMEOUT_S, pool: int = 8):
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        pool: int = 8,
+        transport: httpx.BaseTransport | None = None,
+    ):
         self.root = server_root(url)
         self.shown = redact_url(self.root)  # what messages and reports carry
         self._secrets = [api_key] if api_key else []
@@ -199,7 +212,7 @@ class EndpointClient:
             headers=headers,
             timeout=timeout,
             limits=limits,
-            transport=httpx.HTTPTransport(retries=CONNECT_RETRIES, limits=limits),
+            transport=transport or httpx.HTTPTransport(retries=CONNECT_RETRIES, limits=limits),
         )
 
     def close(self) -> None:
@@ -211,19 +224,22 @@ class EndpointClient:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _request(self, method: str, path: str, json: dict | None = None) -> httpx.Response:
+    def _request(
+        self, method: str, path: str, json: dict | None = None, timeout: float | None = None
+    ) -> httpx.Response:
         where = f"{method} {self.shown}{path}"
+        seconds = self.timeout if timeout is None else timeout
         try:
-            return self.http.request(method, self.root + path, json=json)
+            return self.http.request(method, self.root + path, json=json, timeout=seconds)
         except httpx.TimeoutException as exc:
             raise RequestFailed(
-                f"{where} timed out after {self.timeout:g} s",
+                f"{where} timed out after {seconds:g} s",
                 "timeout",
                 hint="the server is overloaded or hung; raise --timeout or lower --concurrency",
             ) from exc
         except httpx.ConnectError as exc:
             raise RequestFailed(
-                f"{where}: connection refused or host unreachable",
+                f"{where}: the server is not reachable (connection refused or host unreachable)",
                 "refused",
                 hint="check the URL and port, and that the server is running",
             ) from exc
@@ -280,8 +296,30 @@ class EndpointClient:
             raise
 
     def metrics(self) -> ServerSpecMetrics | None:
-        """The server's spec-decode counters from ``/metrics`` (:mod:`eaglehub.endpoint.metrics`)."""
-        return fetch_metrics(self.http, self.root)
+        """``GET /metrics`` read by :func:`~eaglehub.endpoint.metrics.parse_spec_metrics`: the server's
+        spec-decode counters, ``None`` when it exposes none.
+
+        Raises:
+            RequestFailed: as any request (module doc); ``kind="http"`` with the fix for 401 / 403 (the
+                key) and 404 (no metrics page), ``kind="response"`` for a body that is not Prometheus text.
+        """
+        response = self._request("GET", "/metrics", timeout=METRICS_TIMEOUT_S)
+        where = f"GET {self.shown}/metrics"
+        if response.status_code >= 400:
+            hint = {
+                401: "pass the server's API key with --api-key or OPENAI_API_KEY",
+                403: "pass the server's API key with --api-key or OPENAI_API_KEY",
+                404: "the server has no /metrics page: vLLM serves it by default, SGLang needs --enable-metrics",
+            }.get(response.status_code, "check the server's log")
+            raise RequestFailed(f"{where} answered {response.status_code}", "http", response.status_code, hint=hint)
+        try:
+            return parse_spec_metrics(response.text)
+        except ValueError as exc:
+            raise RequestFailed(
+                f"{where} did not return Prometheus exposition text",
+                "response",
+                hint="point --endpoint at the vLLM or SGLang server itself, not a proxy page",
+            ) from exc
 
     def complete(self, model: str, prompt: list[int], settings: dict) -> Completion:
         """``POST /v1/completions`` of token ids ``prompt`` (module doc); ``settings``: sampling fields."""

@@ -1,4 +1,5 @@
-"""A served endpoint's speculative-decoding counters, read from its Prometheus ``/metrics`` page.
+"""A served endpoint's speculative-decoding counters, read from its Prometheus ``/metrics`` page (the
+page is fetched by :meth:`eaglehub.endpoint.client.EndpointClient.metrics`; this module only reads it).
 
 **vLLM** (``vllm/v1/spec_decode/metrics.py``, ``SpecDecodingProm``; labels ``model_name`` and
 ``engine``, one label set per engine core) exposes cumulative counters that map one to one onto
@@ -33,13 +34,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from urllib.parse import urlsplit, urlunsplit
 
-import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from eaglehub.engines.base import SpecCounters
-from eaglehub.errors import EndpointError
 
 VLLM_PREFIX = "vllm:spec_decode_"
 VLLM_COUNTERS = {
@@ -51,9 +49,6 @@ VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 SGLANG_AL = "sglang:spec_accept_length"
 SGLANG_RATE = "sglang:spec_accept_rate"
 PROCESS_START = "process_start_time_seconds"
-METRICS_TIMEOUT_S = 10.0
-"""Seconds allowed for one ``GET /metrics``: the page is a few hundred kB at most and rendered from
-memory, so a server that takes longer is overloaded or hung."""
 
 
 @dataclass(frozen=True)
@@ -162,66 +157,6 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
 
 def _mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
-
-
-def redact_url(url: str) -> str:
-    """``url`` without any ``user:password@`` part, fit for messages and reports."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-
-
-def metrics_url(base_url: str) -> str:
-    """The ``/metrics`` URL of a server given as ``http://host:port`` or its OpenAI base
-    ``http://host:port/v1`` (``/metrics`` sits at the server root in vLLM and SGLang)."""
-    base = base_url.rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
-    return base + "/metrics"
-
-
-def fetch_metrics(client: httpx.Client, base_url: str) -> ServerSpecMetrics | None:
-    """``GET {base}/metrics`` and :func:`parse_spec_metrics` it; ``None`` when the server exposes no
-    speculative-decoding metrics.
-
-    The client carries any ``Authorization`` header; the errors name the URL (credentials removed)
-    and never a header. Raises :class:`EndpointError`: refused or dropped connection, timeout, an HTTP
-    error status, a body that is not Prometheus exposition text.
-    """
-    url = metrics_url(base_url)
-    shown = redact_url(url)
-    try:
-        response = client.get(url, timeout=METRICS_TIMEOUT_S)
-    except httpx.TimeoutException as exc:
-        raise EndpointError(
-            f"GET {shown} timed out after {METRICS_TIMEOUT_S:.0f} s",
-            hint="the server is overloaded or hung; check its log",
-        ) from exc
-    except httpx.TransportError as exc:
-        raise EndpointError(
-            f"GET {shown} failed: {type(exc).__name__} (the server is not reachable or dropped the connection)",
-            hint="check the URL and port, and that the server is running",
-        ) from exc
-    if response.status_code in (401, 403):
-        raise EndpointError(
-            f"GET {shown} answered {response.status_code}",
-            hint="pass the server's API key with --api-key or OPENAI_API_KEY",
-        )
-    if response.status_code == 404:
-        raise EndpointError(
-            f"GET {shown} answered 404: the server has no /metrics page",
-            hint="vLLM serves /metrics by default; SGLang needs --enable-metrics",
-        )
-    if response.status_code >= 400:
-        raise EndpointError(f"GET {shown} answered {response.status_code}", hint="check the server's log")
-    try:
-        return parse_spec_metrics(response.text)
-    except ValueError as exc:
-        raise EndpointError(
-            f"GET {shown} did not return Prometheus exposition text",
-            hint="point --endpoint at the vLLM or SGLang server itself, not a proxy page",
-        ) from exc
 
 
 def is_reset(before: SpecCounters, after: SpecCounters) -> bool:

@@ -51,6 +51,12 @@ CI_DEFINITION = (
 )
 
 
+def accepted_per_position(histogram: Sequence[int], k: int) -> tuple[int, ...]:
+    """accepted_per_pos[i] = Σ_{j>i} histogram[j] for i = 0..k−1: a verify step that accepted j draft
+    tokens accepted positions 0..j−1."""
+    return tuple(sum(histogram[i + 1 :]) for i in range(k))
+
+
 def counters_from_histogram(histogram: Sequence[int], num_draft_tokens: int) -> SpecCounters:
     """Counters of one request from its acceptance histogram (vLLM's ``RequestSpecDecodeMetrics``:
     ``histogram[j]`` = verify steps that accepted exactly j draft tokens, length k + 1) and its
@@ -62,8 +68,7 @@ def counters_from_histogram(histogram: Sequence[int], num_draft_tokens: int) -> 
     h = [int(x) for x in histogram]
     if not h or min(h) < 0:
         raise ValueError(f"not an acceptance histogram: {list(histogram)}")
-    k = len(h) - 1
-    per_pos = tuple(sum(h[i + 1 :]) for i in range(k))
+    per_pos = accepted_per_position(h, len(h) - 1)
     return SpecCounters(sum(h), int(num_draft_tokens), sum(j * n for j, n in enumerate(h)), per_pos, tuple(h))
 
 

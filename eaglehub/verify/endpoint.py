@@ -30,7 +30,6 @@ from pathlib import Path
 
 from eaglehub.endpoint.client import EndpointClient
 from eaglehub.endpoint.engine import EndpointEngine, EndpointRun
-from eaglehub.endpoint.metrics import redact_url
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EndpointError, UsageError
 from eaglehub.findings import finding
@@ -162,7 +161,7 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
                     encode,
                     decode,
                 )
-                served = run(server, spec, ids, groups, f"served drafter ({redact_url(server.client.root)})")
+                served = run(server, spec, ids, groups, f"served drafter ({server.client.shown})")
             seen = server.last  # the greedy run's record: a sampled run below replaces server.last
             if opts.temperature > 0:
                 sampled_run = run_sampled(server, [spec], requests, ids, opts, console)[0]
@@ -202,7 +201,7 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
     file = (prompts_file or default_prompts_path()).resolve()
     report = build_report(run_opts, target or Path(model), prompts, file, base_run, [], None, None, requests)
     entry = drafter_report(None, target or Path(model), k, compared, base_run, served_run, None, explain)
-    entry["drafter"] = f"served by {redact_url(server.client.root)} ({model})"
+    entry["drafter"] = f"served by {server.client.shown} ({model})"
     entry["findings"] = _endpoint_findings(entry["findings"], seen, base_failures, requests)
     entry["passed"] = not any(f["severity"] == "error" for f in entry["findings"])
     if sampled_run is not None:
@@ -297,13 +296,13 @@ def _section(
     if isinstance(base, EndpointEngine):
         baseline = {
             "kind": "endpoint",
-            "endpoint": {"url": redact_url(base.client.root), "model": base.model, "version": base.version()},
+            "endpoint": {"url": base.client.shown, "model": base.model, "version": base.version()},
         }
     else:
         baseline = {"kind": "local", "engine": {"name": base.name, "version": base.version()}}
     used = "per_request" if seen.source is not None and seen.per_request_complete else "prometheus" if prom else "none"
     return {
-        "url": redact_url(server.client.root),
+        "url": server.client.shown,
         "model": server.model,
         "model_root": card.get("root"),
         "max_model_len": card.get("max_model_len"),

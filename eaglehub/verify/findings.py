@@ -89,6 +89,22 @@ def _counts(c: SpecCounters, k: int) -> tuple:
     return c.num_drafts, c.num_draft_tokens, c.num_accepted_tokens, per_pos
 
 
+def inconsistent_counter_findings(
+    group_counters: dict[str, SpecCounters], k: int, scope: str = "acceptance", run: str = ""
+) -> list[Finding]:
+    """E-VERIFY-COUNTERS for each category whose counters break
+    :func:`~eaglehub.measure.acceptance.check_consistency` (an engine bug). ``scope``: the report section
+    the subject names; ``run``: how the message names the run (e.g. ``"sampled run, "``)."""
+    out = []
+    for g, c in group_counters.items():
+        problems = acceptance.check_consistency(c, k)
+        if problems:
+            out.append(
+                finding("E-VERIFY-COUNTERS", f"{scope}.per_category.{g}", f"{run}category {g}: " + "; ".join(problems))
+            )
+    return out
+
+
 def per_request_counter_findings(categories: list[str], run: RunResult, scope: str = "acceptance") -> list[Finding]:
     """E-VERIFY-COUNTERS for each category whose per-request counters (``run.prompt_counters``,
     ``categories[i]`` the category of request i) do not sum to the engine's aggregate counters of that
@@ -139,16 +155,7 @@ def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
                 "(a missing tensor loads silently in vLLM) and that the drafter was trained for this target",
             )
         )
-    for g, c in run.group_counters.items():
-        problems = acceptance.check_consistency(c, k)
-        if problems:
-            findings.append(
-                finding(
-                    "E-VERIFY-COUNTERS",
-                    f"acceptance.per_category.{g}",
-                    f"category {g}: " + "; ".join(problems),
-                )
-            )
+    findings += inconsistent_counter_findings(run.group_counters, k)
     findings += per_request_counter_findings([r["category"] for r in rows], run)
     if not not_wired:
         findings += _low_al_findings(overall, run.group_counters)

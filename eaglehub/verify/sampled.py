@@ -27,7 +27,7 @@ from eaglehub.errors import EaglehubError
 from eaglehub.measure import acceptance, distribution
 from eaglehub.measure.requests import Request
 from eaglehub.measure.runner import progress_runner
-from eaglehub.verify.findings import per_request_counter_findings
+from eaglehub.verify.findings import inconsistent_counter_findings, per_request_counter_findings
 from eaglehub.verify.options import VerifyOptions
 from eaglehub.verify.report import sampled_settings, timing_section
 
@@ -97,7 +97,7 @@ def sampled_acceptance(
     else:
         ci = distribution.acceptance_length_ci(distribution.cluster_totals(run.prompt_counters, clusters))
     findings = per_request_counter_findings(categories, run, "sampled_acceptance")
-    findings += [f for g, c in run.group_counters.items() for f in _inconsistent(c, opts.k, g)]
+    findings += inconsistent_counter_findings(run.group_counters, opts.k, "sampled_acceptance", "sampled run, ")
     findings += _collapsed(overall, greedy, opts.temperature)
     section = {
         "engine": {"name": run.engine, "version": run.engine_version},
@@ -148,20 +148,5 @@ def _collapsed(sampled: SpecCounters, greedy: SpecCounters, temperature: float) 
             f"at T={temperature:g} position-0 acceptance is {_first_rate(sampled):.3f} over {sampled.num_drafts} "
             f"drafts (< {bar:.3f}), greedy {_first_rate(greedy):.3f}: the sampled AL "
             f"{acceptance.acceptance_length(sampled):.3f} measures the engine's sampling, not the drafter",
-        )
-    ]
-
-
-def _inconsistent(c, k: int, group: str) -> list:
-    from eaglehub.findings import finding
-
-    problems = acceptance.check_consistency(c, k)
-    if not problems:
-        return []
-    return [
-        finding(
-            "E-VERIFY-COUNTERS",
-            f"sampled_acceptance.per_category.{group}",
-            f"sampled run, category {group}: " + "; ".join(problems),
         )
     ]

@@ -28,6 +28,16 @@ def _clean(obj):
     return obj
 
 
+def titled_table(title: str, columns: list[str], right: tuple[str, ...] | str = ()) -> Table:
+    """A table with a left-aligned ``title`` and ``columns``; those in ``right`` (or every column when
+    ``right`` is ``"all"``, or all but the first when it is ``"numbers"``) are right-justified."""
+    t = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        justified = right == "all" or (right == "numbers" and i > 0) or (isinstance(right, tuple) and col in right)
+        t.add_column(col, justify="right" if justified else "left")
+    return t
+
+
 def human_size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":

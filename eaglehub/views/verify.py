@@ -12,6 +12,8 @@ from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
+from eaglehub.views.common import titled_table
+
 
 def fmt_number(x: float | None, digits: int = 3) -> str:
     return "—" if x is None else f"{x:.{digits}f}"
@@ -78,8 +80,7 @@ def distribution_table(d: dict, k: int) -> Table | None:
     sampled = d.get("sampled_acceptance")
     if greedy is None and sampled is None:
         return None
-    t = Table(title="acceptance distribution (T: sampled, p: top-p, k: top-k, xN: samples)", title_justify="left")
-    for col in (
+    columns = [
         "run",
         "requests",
         "AL",
@@ -87,8 +88,8 @@ def distribution_table(d: dict, k: int) -> Table | None:
         "per position",
         "per-request AL p10/p50/p90",
         f"steps accepting 0..{k}",
-    ):
-        t.add_column(col, justify="left" if col == "run" else "right")
+    ]
+    t = titled_table("acceptance distribution (T: sampled, p: top-p, k: top-k, xN: samples)", columns, "numbers")
     overall = d["acceptance"]["overall"]
     t.add_row(
         "greedy",
@@ -119,16 +120,15 @@ def divergence_table(d: dict) -> Table | None:
     bad = [r for r in d["prompts"] if not r["match"]]
     if not bad:
         return None
-    t = Table(title="prompts not token-identical to the target alone", title_justify="left")
-    for col in (
+    columns = [
         "id",
         "category",
         "first divergent token",
         "output tokens (drafter / target)",
         "target top-2 gap",
         "forensics",
-    ):
-        t.add_column(col)
+    ]
+    t = titled_table("prompts not token-identical to the target alone", columns)
     for r in bad:
         f = r.get("forensics")
         t.add_row(
@@ -193,17 +193,8 @@ def cross_engine_table(report: dict) -> Table | None:
     if not section:
         return None
     primary = report["engine"]["name"]
-    t = Table(title=f"engines compared (tolerance {section['tolerance']:.0%})", title_justify="left")
-    for col in (
-        "drafter",
-        "engine",
-        f"AL {primary}",
-        "AL engine",
-        "relative difference",
-        "outputs identical",
-        "agree",
-    ):
-        t.add_column(col)
+    columns = ["drafter", "engine", f"AL {primary}", "AL engine", "relative difference", "outputs identical", "agree"]
+    t = titled_table(f"engines compared (tolerance {section['tolerance']:.0%})", columns)
     for e in section["engines"]:
         for row in e["comparison"]:
             name = row["engine"]

@@ -4,6 +4,7 @@ and go through :func:`~eaglehub.findings.printable`."""
 
 from __future__ import annotations
 
+import json
 from contextlib import AbstractContextManager
 
 from rich.console import Console
@@ -127,3 +128,39 @@ def print_summary(report: dict, console: Console) -> None:
     if report["reference"]:
         verdict = "[bold green]OK[/]: no AL drop" if report["passed"] else "[bold red]FAILED[/]: AL drop"
         console.print(f"{verdict} ({report['num_judged']} interval(s) judged)", highlight=False)
+
+
+class WatchDisplay:
+    """What ``eaglehub watch`` prints while it runs: the head and a live :class:`IntervalTable`, or (with
+    ``as_json``) one JSON line per reading and the summary as the last line. ``start`` and ``reading`` are
+    :func:`~eaglehub.watch.run.run_watch`'s callbacks; ``close`` ends the live table (also on an error)."""
+
+    def __init__(self, console: Console, as_json: bool):
+        self.console, self.as_json = console, as_json
+        self.table: IntervalTable | None = None
+
+    def start(self, head: dict) -> None:
+        if self.as_json:
+            return
+        print_head(head, self.console)
+        self.table = IntervalTable(self.console, head["num_speculative_tokens"], head["reference"] is not None)
+        self.table.__enter__()
+
+    def reading(self, reading: dict) -> None:
+        if self.as_json:
+            print(json.dumps(reading), flush=True)
+        elif self.table is not None:
+            self.table.add(reading)
+
+    def close(self) -> None:
+        if self.table is not None:
+            self.table.__exit__(None, None, None)
+            self.table = None
+
+    def summary(self, report: dict, report_path: str | None) -> None:
+        if self.as_json:
+            print(json.dumps(report), flush=True)
+            return
+        print_summary(report, self.console)
+        if report_path:
+            self.console.print(f"report: {report_path}", highlight=False)

@@ -1,6 +1,6 @@
 """``eaglehub watch``: poll a server's ``/metrics`` every interval and report AL per interval.
 
-:class:`Watch` sends no traffic: it only reads ``GET /metrics`` (eaglehub/endpoint/metrics.py). The
+:class:`Watch` sends no traffic: it only reads ``GET /metrics`` (:meth:`eaglehub.endpoint.client.EndpointClient.metrics`). The
 first poll is the baseline; it must succeed and show speculative-decoding metrics, otherwise
 :meth:`Watch.start` raises :class:`~eaglehub.errors.EndpointError` (a one-line error, exit 1). Each
 later poll, at ``start + i · interval``, gives one reading (eaglehub/watch/intervals.py); a failed
@@ -21,10 +21,11 @@ from dataclasses import dataclass
 import httpx
 
 from eaglehub import __version__
-from eaglehub.endpoint.metrics import ServerSpecMetrics, fetch_metrics, metrics_url, redact_url
+from eaglehub.endpoint.client import EndpointClient, metrics_url, redact_url
+from eaglehub.endpoint.metrics import ServerSpecMetrics
 from eaglehub.errors import EndpointError
 from eaglehub.findings import Finding, count_by_severity, finding
-from eaglehub.io.schemas import check_output
+from eaglehub.io.schemas import check_output, write_output
 from eaglehub.measure import acceptance
 from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE, Intervals, Judge, Poll, iso_time
 from eaglehub.watch.reference import ReferenceAL, choose_reference
@@ -66,8 +67,7 @@ class Watch:
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.opts = opts
-        headers = {"Authorization": f"Bearer {opts.api_key}"} if opts.api_key else {}
-        self.client = httpx.Client(headers=headers, transport=transport)
+        self.client = EndpointClient(opts.endpoint, opts.api_key, transport=transport)
         self.clock, self.sleep = clock, sleep
         self.readings: list[dict] = []
         self.reference: ReferenceAL | None = None
@@ -79,7 +79,7 @@ class Watch:
     def _poll(self) -> Poll:
         now = self.clock()
         try:
-            return Poll(now, fetch_metrics(self.client, self.opts.endpoint))
+            return Poll(now, self.client.metrics())
         except EndpointError as exc:
             return Poll(now, error=str(exc))
 
@@ -93,7 +93,7 @@ class Watch:
         """
         shown = redact_url(metrics_url(self.opts.endpoint))
         first = self.clock()
-        metrics = fetch_metrics(self.client, self.opts.endpoint)  # raises EndpointError: nothing to watch
+        metrics = self.client.metrics()  # raises EndpointError: nothing to watch
         if metrics is None:
             raise EndpointError(
                 f"{shown} has no speculative-decoding metrics (no vllm:spec_decode_* or sglang:spec_accept_*)",
@@ -228,6 +228,11 @@ class Watch:
 
     def close(self) -> None:
         self.client.close()
+
+
+def write_report(report: dict, path: str) -> None:
+    """Validate, then write the watch ``report`` to ``path`` atomically (``schemas/watch-report.schema.json``)."""
+    write_output(report, path, REPORT_SCHEMA, "watch report")
 
 
 def run_watch(

@@ -20,7 +20,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from helpers.local_http import LocalHTTPServer
+from helpers.metrics_text import vllm_text
 
 K = 3
 HIST = [1, 2, 0, 3]
@@ -33,15 +36,7 @@ def output_of(prompt) -> list[int]:
     return [(seed * 31 + i) % 1000 for i in range(8)]
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request, client_address) -> None:
-        # a handler still sleeping (timeout mode) writes to a socket the client has closed: expected here
-        pass
-
-
-class FakeServer:
+class FakeServer(LocalHTTPServer):
     def __init__(self, mode: str = "ok", delay: float = 3.0):
         self.mode = mode
         self.delay = delay
@@ -51,33 +46,17 @@ class FakeServer:
         self.headers: list[str] = []
         self.bodies: list[dict] = []
         """Every completion request's body, in arrival order."""
-        self.httpd = _QuietServer(("127.0.0.1", 0), self._handler())
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> FakeServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        return self.base_url
 
     def metrics_text(self) -> str:
         if self.mode in ("nospec", "sglang"):
             return "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n"
         d, t, a, pos = self.totals
-        lines = []
-        for name, v in (("num_drafts", d), ("num_draft_tokens", t), ("num_accepted_tokens", a)):
-            lines += [f"# TYPE vllm:spec_decode_{name} counter", f'vllm:spec_decode_{name}_total{{engine="0"}} {v}.0']
-        lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
-        lines += [
-            f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{position="{i}"}} {p}.0' for i, p in enumerate(pos)
-        ]
-        return "\n".join(lines) + "\n"
+        return vllm_text({"0": (d, t, a, list(pos))})
 
     def completion(self, body: dict, chat: bool) -> dict:
         with self.lock:

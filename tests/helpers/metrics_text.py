@@ -4,11 +4,11 @@ in for a server's /metrics page in unit tests, never for vLLM in the endpoint te
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from eaglehub.engines.base import SpecCounters
+from helpers.local_http import LocalHTTPServer
 
 
 def vllm_text(
@@ -43,7 +43,7 @@ def vllm_text(
     return "\n".join(out) + "\n"
 
 
-class MetricsServer:
+class MetricsServer(LocalHTTPServer):
     """``GET /metrics`` answered by ``respond() -> (status, body)``, one call per request; the request
     headers are kept in ``headers``. Use as a context manager; ``base_url`` is ``http://127.0.0.1:PORT``."""
 
@@ -66,18 +66,4 @@ class MetricsServer:
             def log_message(self, *args):  # keep the test output clean
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> MetricsServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=5)
+        super().__init__(Handler)

@@ -1,0 +1,147 @@
+"""``eaglehub verify``'s own option groups: the served endpoint, the served settings of the sampled runs,
+vLLM parallelism and the T > 0 sampling test (options shared with other verbs are in options.py)."""
+
+from __future__ import annotations
+
+import click
+
+from eaglehub.cli.options import api_key_option, endpoint_url_option, stack
+
+endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
+    endpoint_url_option(
+        False,
+        "Measure the drafter of this running OpenAI-compatible server (vLLM, SGLang; its root or .../v1) "
+        "instead of launching one: acceptance from the server's own counters, losslessness against "
+        "--baseline-endpoint or a local --target. No --drafter.",
+    ),
+    click.option(
+        "--baseline-endpoint",
+        default=None,
+        metavar="URL",
+        help="With --endpoint: the target served alone, the greedy baseline (default: a local run of --target).",
+    ),
+    click.option(
+        "--api",
+        "endpoint_api",
+        type=click.Choice(["completions", "chat"]),
+        default=None,
+        help="With --endpoint: completions (prompts as token ids, chat template applied here; the default with a "
+        "local --target) or chat (messages, the server's template).",
+    ),
+    click.option(
+        "--concurrency",
+        type=click.IntRange(1, 256),
+        default=8,
+        show_default=True,
+        help="With --endpoint: requests in flight at once.",
+    ),
+    api_key_option("With --endpoint: Bearer token for the servers; never printed or written."),
+    click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=120.0,
+        show_default=True,
+        help="With --endpoint: seconds per request.",
+    ),
+)
+
+
+served_settings_options = stack(  # the sampled runs (eaglehub.verify.sampled), under the names servers use
+    click.option(
+        "--temperature",
+        type=click.FloatRange(0.0, 10.0),
+        default=0.0,
+        show_default=True,
+        help="> 0: each drafter also runs sampled at this temperature, giving a sampled AL with a 95 % "
+        "confidence interval next to the greedy AL (losslessness stays greedy).",
+    ),
+    click.option(
+        "--top-p",
+        type=click.FloatRange(0.0, 1.0, min_open=True),
+        default=1.0,
+        show_default=True,
+        help="Sampled runs: keep the most likely tokens whose probability sums to P (1: off).",
+    ),
+    click.option(
+        "--top-k",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Sampled runs: keep the K most likely tokens (0: off).",
+    ),
+    click.option(
+        "--seed",
+        type=int,
+        default=0,
+        show_default=True,
+        help="Engine seed; the sampled runs draw every sample from the engine generator it seeds.",
+    ),
+    click.option(
+        "--samples",
+        type=click.IntRange(min=1),
+        default=1,
+        show_default=True,
+        help="Sampled runs: samples (repeats) of every prompt.",
+    ),
+    click.option(
+        "--chat-template-kwargs",
+        default=None,
+        metavar="JSON",
+        help="""Variables for the target's chat template in every run, as a JSON object, e.g. """
+        """'{"enable_thinking": false}'; recorded in the report.""",
+    ),
+)
+
+
+engine_parallel_options = stack(  # verify's vLLM parallelism (RunSpec.engine_options)
+    click.option(
+        "--tensor-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM tensor parallelism (GPUs)."
+    ),
+    click.option("--pipeline-parallel-size", type=click.IntRange(min=1), default=None, help="vLLM pipeline stages."),
+    click.option(
+        "--distributed-executor-backend",
+        type=click.Choice(["mp", "ray", "uni", "external_launcher"]),
+        default=None,
+        help="How vLLM starts its workers.",
+    ),
+)
+
+sampling_test_options = stack(
+    click.option(
+        "--tie-epsilon",
+        type=click.FloatRange(min=0.0),
+        default=None,
+        help="Divergence forensics: top-2 logit gap below which a flip is a numerical near-tie "
+        "(default by dtype: float32 0.01, float16 0.1, bfloat16 0.25).",
+    ),
+    click.option(
+        "--sampling-trials",
+        type=click.IntRange(min=0),
+        default=0,
+        show_default=True,
+        help="Also test sampling (T > 0) losslessness with this many trials per prefix on the reference "
+        "engine (2000000 finds a 1 % bias in the acceptance probability); 0: no test.",
+    ),
+    click.option(
+        "--sampling-temperature",
+        type=float,
+        default=1.0,
+        show_default=True,
+        help="Temperature of the sampling test.",
+    ),
+    click.option(
+        "--sampling-prefixes",
+        type=click.IntRange(min=1),
+        default=4,
+        show_default=True,
+        help="Prefixes of the sampling test: the first prompt of this many categories.",
+    ),
+    click.option(
+        "--engine-samples",
+        type=click.IntRange(min=0),
+        default=2000,
+        show_default=True,
+        help="With --sampling-trials: samples per prefix of vLLM's own sampled output (its second token "
+        "tested against the target's distribution); 0: skip.",
+    ),
+)
