@@ -10,7 +10,8 @@ Each rule names the config field or tensor it concerns, a default fix hint (a fi
 more specific one), the source of the rule (a section of a page in ``docs/`` or a vLLM module) and
 the failure kinds of ``docs/failure-kinds.md`` it covers (``F1`` … ``F26``). ``stage`` says which verb
 reports it: ``validate`` (also run by ``convert`` on its source and output, and by ``verify`` as a
-preflight), ``verify`` (needs an engine run) or ``watch`` (a served endpoint's counters over time).
+preflight), ``verify`` (needs an engine run), ``watch`` (a served endpoint's counters over time) or
+``probe`` (the drafter's acceptance under each config reading its tensors allow).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import asdict, dataclass
 from eaglehub.io.resources import data_path
 
 SEVERITIES = {"E": "error", "W": "warning", "I": "info"}
-STAGES = ("validate", "verify", "watch")
+STAGES = ("validate", "verify", "watch", "probe")
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """`eaglehub watch` on real `vllm serve` processes of the SmolLM2 pair (helpers/servers.py), while the test
-sends traffic in a background thread: quiet on the fixture given the fixture's verify report, a confirmed
-AL drop on a server of the plain (uncalibrated) 3.1 upgrade, and a restart of that server mid-watch
-reported as a restart, never as a negative rate.
+sends traffic in a background thread: quiet on the fixture given the fixture's verify report; on a server of
+the plain (uncalibrated) 3.1 upgrade, a confirmed AL drop, then a restart of that server mid-watch reported
+as a restart, never as a negative rate.
 
 The reference is a real verify report: ``eaglehub verify --engine vllm`` of the fixture with the shared
 settings (helpers/real_runs.py: k 3, one prompt per category, 32 tokens; its engine runs are shared with the
@@ -33,9 +33,9 @@ from eaglehub.target import resolve_target
 
 pytestmark = [pytest.mark.vllm, pytest.mark.real]
 
-INTERVAL = 10.0
-"""Seconds per judged interval: twelve concurrent requests drafted 16–34 drafts/s on 2 cores
-(docs/watch.md §3), so 10 s reach the judging threshold (200 drafts) with room."""
+INTERVAL = 15.0
+"""Seconds per judged interval of the quiet test: twelve concurrent requests drafted 16–34 drafts/s on 2 cores
+(docs/watch.md §3), so 15 s reach its judging threshold (150 drafts) even at 10 drafts/s."""
 CONCURRENCY_COPIES = 2
 """Each prompt is in flight twice at once (12 requests): the same prompt mix, about twice the drafts/s."""
 TRAFFIC_LIMIT_S = 240.0
@@ -130,10 +130,12 @@ def _watch(server: VllmServer, *args, interval: float = INTERVAL) -> tuple[int, 
 def test_watch_on_the_fixture_with_its_reference_stays_quiet(fixture_server, reference, prompt_ids):
     with Traffic(fixture_server, prompt_ids) as traffic:
         time.sleep(1.0)  # the first requests are running when the baseline is read
-        code, lines, output = _watch(fixture_server, "--reference-report", reference, "--count", "4")
+        code, lines, output = _watch(
+            fixture_server, "--reference-report", reference, "--count", "3", "--min-drafts", "150"
+        )
     summary = lines[-1]
     assert code == 0 and summary["passed"] and summary["findings"] == [], output
-    assert traffic.answered > 0 and summary["num_judged"] >= 3, output  # judged, not merely idle
+    assert traffic.answered > 0 and summary["num_judged"] >= 2, output  # judged, not merely idle
     ref = summary["reference"]
     assert ref["drafter"] == str(FIXTURE.resolve()) and ref["num_speculative_tokens"] == 3
     assert summary["server"] == "vllm" and summary["num_speculative_tokens"] == 3
@@ -142,25 +144,6 @@ def test_watch_on_the_fixture_with_its_reference_stays_quiet(fixture_server, ref
         f"quiet: reference AL {ref['acceptance_length']:.3f}, served AL {served:.3f} over {summary['overall']['num_drafts']} drafts; intervals {[(r['num_drafts'], r['acceptance_length']) for r in summary['intervals']]}"
     )
     assert abs(served - ref["acceptance_length"]) / ref["acceptance_length"] < ref["tolerance"], (served, ref)
-
-
-def test_watch_on_the_plain_upgrade_flags_the_drop(plain31_server, reference, prompt_ids):
-    with Traffic(plain31_server, prompt_ids):
-        time.sleep(1.0)
-        # a 40 % drop (AL ~1.1 against ~1.9) shows at 100 drafts already (±0.13): shorter intervals suffice
-        code, lines, output = _watch(
-            plain31_server,
-            *("--reference-report", reference, "--stop-on-drop", "--duration", "60", "--min-drafts", "100"),
-            interval=5.0,
-        )
-    summary = lines[-1]
-    assert code == 1 and not summary["passed"] and summary["stopped"] == "drop", output
-    assert [f["code"] for f in summary["findings"]] == ["E-WATCH-AL-DROP"]
-    judged = [r for r in summary["intervals"] if r["judged"]]
-    print(
-        f"drop: threshold {summary['reference']['threshold']:.3f}; intervals {[(r['num_drafts'], r['acceptance_length']) for r in summary['intervals']]}"
-    )
-    assert len(judged) >= 3 and all(r["acceptance_length"] < summary["reference"]["threshold"] for r in judged[-3:])
 
 
 def _read_until(proc: subprocess.Popen, lines: list[dict], done, seconds: float) -> None:
@@ -175,19 +158,24 @@ def _read_until(proc: subprocess.Popen, lines: list[dict], done, seconds: float)
         assert time.monotonic() < deadline, lines
 
 
-def test_restart_mid_watch_is_reported_as_a_restart(plain31_server, prompt_ids):
-    """The watch runs as a user runs it (a process); once it has read drafts on the first server the test
-    stops and starts the server on the same port, and ends the watch with Ctrl-C (SIGINT) once it has read
-    drafts on the new one. Waiting on the watch's own readings, not on fixed sleeps, keeps the test right on
-    a loaded machine, where the watch process can take seconds to start."""
+def test_watch_flags_the_plain_upgrade_drop_and_reports_a_restart_as_a_restart(plain31_server, reference, prompt_ids):
+    """The watch runs as a user runs it (a process), given the fixture's reference, on a server of the plain 3.1
+    upgrade: once it has confirmed the drop (three judged intervals below the bar) the test stops and starts the
+    server on the same port, and ends the watch with Ctrl-C (SIGINT) once it has read drafts on the new one. One
+    watch, one server start, for both behaviours; waiting on the watch's own readings, not on fixed sleeps, keeps
+    the test right on a loaded machine, where the watch process can take seconds to start.
+
+    A 40 % drop (AL ~1.15 against ~1.92) is clear at 50 drafts already (±0.06), so 5-second intervals with
+    --min-drafts 50 are judged even at a third of the quiet machine's draft rate."""
     cmd = [sys.executable, "-m", "eaglehub", "watch", "--endpoint", plain31_server.base_url]
-    cmd += ["--interval", "2", "--duration", "200", "--json"]
+    cmd += ["--reference-report", str(reference), "--interval", "5", "--min-drafts", "50"]
+    cmd += ["--duration", "300", "--json"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines: list[dict] = []
     try:
         with Traffic(plain31_server, prompt_ids):
-            _read_until(proc, lines, lambda ls: any(r["status"] == "ok" and r["num_drafts"] > 0 for r in ls), 60)
+            _read_until(proc, lines, lambda ls: any(r.get("drop_confirmed") for r in ls), 150)
             plain31_server.restart()
             _read_until(
                 proc,
@@ -206,16 +194,22 @@ def test_restart_mid_watch_is_reported_as_a_restart(plain31_server, prompt_ids):
     lines += [json.loads(x) for x in rest.splitlines()]
     summary = lines[-1]
     validate_json(summary, "watch-report")
-    assert proc.returncode == 0 and summary["stopped"] == "interrupted", err
-    statuses = [r["status"] for r in summary["intervals"]]
+    intervals = summary["intervals"]
     print(
-        f"restart: {[(r['status'], r['num_drafts']) for r in summary['intervals']]}; restart took {plain31_server.start_s:.1f} s"
+        f"drop + restart: threshold {summary['reference']['threshold']:.3f}; "
+        f"{[(r['status'], r['num_drafts'], r['acceptance_length'] and round(r['acceptance_length'], 3)) for r in intervals]}; "
+        f"restart took {plain31_server.start_s:.1f} s"
     )
-    assert "restart" in statuses and statuses.count("restart") == 1, statuses
-    assert "I-WATCH-RESTART" in [f["code"] for f in summary["findings"]]
+    assert proc.returncode == 1 and not summary["passed"] and summary["stopped"] == "interrupted", err
+    codes = [f["code"] for f in summary["findings"]]
+    # the polls while the server was down are said too (W-WATCH-UNREACHABLE), never read as rates
+    assert codes[0] == "E-WATCH-AL-DROP" and "I-WATCH-RESTART" in codes, summary["findings"]
+    statuses = [r["status"] for r in intervals]
+    assert statuses.count("restart") == 1, statuses
     before = statuses.index("restart")
-    errors = {r["error"] for r in summary["intervals"] if r["error"]}
-    assert any(r["num_drafts"] > 0 for r in summary["intervals"][:before]), (statuses, errors)
-    for r in summary["intervals"]:
-        validate_json(r, "watch-interval")  # counts ≥ 0 and rates in [0, 1] are in the schema
+    judged = [r for r in intervals[:before] if r["judged"]]
+    assert len(judged) >= 3 and all(r["acceptance_length"] < summary["reference"]["threshold"] for r in judged[-3:])
+    assert any(r["num_drafts"] > 0 for r in intervals[before + 1 :]), statuses  # counted again from the new counters
+    for r in intervals:
+        validate_json(r, "watch-interval")  # counts >= 0 and rates in [0, 1] are in the schema
         assert r["acceptance_length"] is None or r["acceptance_length"] >= 1

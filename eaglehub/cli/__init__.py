@@ -11,6 +11,7 @@ from eaglehub.cli.diagnose import diagnose_cmd
 from eaglehub.cli.errors import Group
 from eaglehub.cli.inspect import inspect_cmd
 from eaglehub.cli.pipeline import pipeline_cmd
+from eaglehub.cli.probe import probe_cmd
 from eaglehub.cli.publish import publish_cmd
 from eaglehub.cli.quantize import quantize_cmd
 from eaglehub.cli.speedup import speedup_cmd
@@ -26,6 +27,7 @@ COMMANDS = (
     convert_cmd,
     quantize_cmd,
     verify_cmd,
+    probe_cmd,
     watch_cmd,
     speedup_cmd,
     diagnose_cmd,

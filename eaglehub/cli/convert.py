@@ -38,6 +38,14 @@ from eaglehub.cli.output import console, err_console, print_json
     is_flag=True,
     help="Write even if the output format cannot express everything; drops are recorded.",
 )
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Edit one config field in DST (repeatable; VALUE is JSON, e.g. norm_output=false, "
+    "eagle_aux_hidden_state_layer_ids=[2,15,27]; dotted keys reach nested objects); recorded in eaglehub.json.",
+)
 @click.option("--max-shard-size", default=None, help="Shard the weights, e.g. 5GB (default: one model.safetensors).")
 @revision_option()
 @click.option(

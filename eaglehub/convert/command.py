@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from eaglehub.drafter.settings import parse_setting, parse_settings
 from eaglehub.errors import UsageError
 
 
@@ -34,6 +35,8 @@ class ConvertOptions:
     label_weight: float | None = None
     device: str = "cpu"
     overwrite: bool = False
+    settings: tuple[str, ...] = ()
+    """``--set KEY=VALUE`` config edits (:mod:`eaglehub.drafter.settings`), plain conversions only."""
 
     @property
     def mode(self) -> str:
@@ -66,6 +69,13 @@ class ConvertOptions:
                 "--to 3 --force needs --target T: the folded fc columns use the aux states' mean RMS on T",
                 hint="e.g. --to 3 --force --target smollm2",
             )
+        if self.settings and self.mode != "plain":
+            raise UsageError(
+                "--set edits the config of a plain conversion; a calibration or fold reads the source as it is",
+                hint="write the edited drafter first (eaglehub convert SRC EDITED --set KEY=VALUE), then calibrate EDITED",
+            )
+        for text in self.settings:
+            parse_setting(text)
         if self.mode == "calibrate" and (self.to != "3.1" or not self.target):
             raise UsageError(
                 "--calibrate needs --to 3.1 and --target T", hint="e.g. --to 3.1 --calibrate --target smollm2"
@@ -107,6 +117,7 @@ def run_convert(
             to=opts.to,
             norm_output=True if opts.norm_output is None else opts.norm_output,
             progress=progress,
+            settings=parse_settings(opts.settings),
             **opts.common(),
         )
     from eaglehub.convert.calibrate import CalibrationOptions, calibrated_upgrade, fold_to_eagle3

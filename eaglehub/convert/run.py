@@ -25,7 +25,9 @@ from eaglehub.convert.write import destination, shard_size, write_drafter
 from eaglehub.drafter.canonical import (
     C_IN,
     C_OUT,
+    read_config,
 )
+from eaglehub.drafter.settings import apply_settings
 from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import FORMATS, read_drafter
 from eaglehub.io.source import resolve_source
@@ -58,6 +60,7 @@ def convert(
     aux_convention: str | None = None,
     progress=None,
     calibration=None,
+    settings: dict | None = None,
 ) -> dict:
     """Convert ``src`` (directory or hub repo id) into ``dst`` and return the report
     (``schemas/convert-report.schema.json``).
@@ -69,6 +72,9 @@ def convert(
     callback for a progress bar. ``calibration`` (:class:`eaglehub.convert.calibrate.Calibration`, with
     ``to="3.1"``): its gains replace the unit ``fc_norm`` weights, its ``norm_output`` choice and
     fine-tuned weights are written, its report becomes the report's ``calibration`` section.
+    ``settings`` (``--set KEY=VALUE``, :mod:`eaglehub.drafter.settings`): config edits applied to the
+    source's config before it is read (the source is not touched); they are the report's first
+    ``config_changes`` and the provenance's ``conversion.config_set``.
 
     Raises:
         EaglehubError: nothing to do; unknown format; ``dst`` exists without ``overwrite`` or is the
@@ -78,9 +84,10 @@ def convert(
             ``max_shard_size``, an unwritable DST (exit 2); a result that fails validation (exit 1,
             ``dst`` untouched).
     """
-    if to is None and fmt is None and max_shard_size is None:
+    if to is None and fmt is None and max_shard_size is None and not settings:
         raise EaglehubError(
-            "nothing to do", hint="pass --to 3.1, --format " + "|".join(FORMATS) + " and/or --max-shard-size"
+            "nothing to do",
+            hint="pass --to 3.1, --format " + "|".join(FORMATS) + ", --set KEY=VALUE and/or --max-shard-size",
         )
     max_shard_size = shard_size(max_shard_size)
     if to is not None and to not in VERSIONS:
@@ -89,7 +96,13 @@ def convert(
         raise EaglehubError(f"unknown format {fmt!r}", hint=f"use --format {' | '.join(FORMATS)}")
     path, source = resolve_source(str(src), revision)
     dst = destination(path, Path(dst), overwrite)
-    d = read_drafter(path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention))
+    set_changes = [{**c, "why": "--set"} for c in apply_settings(read_config(path), settings)[1]]
+    d = read_drafter(
+        path,
+        fmt=source_format,
+        aux_convention=ALIASES.get(aux_convention or "", aux_convention),
+        settings=settings,
+    )
     if to == "3" and not d.is_31:
         raise EaglehubError(f"{path} is already an EAGLE-3 drafter", hint="drop --to to change only the format")
     if to == "3" and calibration is None:
@@ -120,6 +133,8 @@ def convert(
         calibration.gains if calibration is not None else None,
         calibration.weights if calibration is not None else None,
     )
+    if set_changes:
+        plan.provenance["conversion"]["config_set"] = [{k: c[k] for k in ("key", "old", "new")} for c in set_changes]
     if calibration is not None and calibration.report:
         plan.provenance["conversion"]["calibration"] = calibration_provenance(calibration.report)
     advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else None
@@ -160,7 +175,7 @@ def convert(
         "replaced_tensors": plan.provenance["conversion"]["replaced_tensors"],
         "dropped": plan.dropped,
         "aux": plan.aux,
-        "config_changes": repairs + plan.changes,
+        "config_changes": set_changes + repairs + plan.changes,
         "copied_tensors": sum(1 for t in plan.tensors if t.data is None),
         "bytes_copied": sum(t.nbytes for t in plan.tensors if t.data is None),
         "files": files,

@@ -144,8 +144,14 @@ class LoadedDrafter:
     shared_head: torch.nn.Module | None  # the target's lm_head when the drafter ships none
 
 
-def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") -> LoadedDrafter:
+def load_drafter(
+    path: Path, target: ReferenceTarget, dtype: str = "float32", settings: dict | None = None
+) -> LoadedDrafter:
     """Build the PyTorch drafter from any supported layout (canonical names, :mod:`eaglehub.formats.registry`).
+
+    ``settings``: config edits to read the drafter with (:mod:`eaglehub.drafter.settings`; ``probe``'s
+    readings); a pre-FC norm weight that the edited config does not use is then left out, since that
+    reading is the drafter without it.
 
     Raises:
         EaglehubError: a quantized drafter other than compressed-tensors FP8 (per channel, tensor or block:
@@ -158,7 +164,7 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
     from eaglehub.formats.registry import read_drafter
     from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter
 
-    d = read_drafter(Path(path))
+    d = read_drafter(Path(path), settings=settings)
     cfg = d.config
     factory = None
     if d.layer_kind == MLA:
@@ -174,6 +180,10 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
     if not hasattr(model, "t2d"):  # vLLM skips t2d (docs/vllm.md §4): a full-vocabulary drafter may ship one
         tensors.pop("t2d", None)
     has_head = "lm_head.weight" in tensors
+    if settings:
+        model_names = set(model.state_dict())
+        for name in [n for n in tensors if n not in model_names and _pre_fc_norm(n)]:
+            tensors.pop(name)
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     missing = [m for m in missing if m != "t2d" and not (m == "lm_head.weight" and not has_head)]
     if missing or unexpected:
@@ -192,6 +202,11 @@ def load_drafter(path: Path, target: ReferenceTarget, dtype: str = "float32") ->
     if not has_head:
         shared = target.model.get_output_embeddings()
     return LoadedDrafter(model, sorted(ids), None if embed is None else embed.to(target.device, tdtype), shared)
+
+
+def _pre_fc_norm(name: str) -> bool:
+    """A pre-FC norm weight: ``fc_norm.{i}.weight`` (EAGLE 3.1) or ``input_norm.weight`` (``norm_before_fc``)."""
+    return name.startswith("fc_norm.") or name == "input_norm.weight"
 
 
 class ReferenceEngine:

@@ -8,7 +8,7 @@ import numpy as np
 
 from eaglehub.engines.base import RunSpec, SpecCounters
 from eaglehub.engines.decode import Decode
-from eaglehub.engines.reference import ReferenceEngine, ReferenceTarget, load_drafter
+from eaglehub.engines.reference import LoadedDrafter, ReferenceEngine, ReferenceTarget, load_drafter
 
 
 class _Positions:
@@ -69,9 +69,15 @@ class ReplayTarget:
 
 
 def replay_acceptance(
-    engine: ReferenceEngine, live: ReferenceTarget, drafter_path: Path, records: list[dict], k: int
+    engine: ReferenceEngine,
+    live: ReferenceTarget,
+    drafter_path: Path,
+    records: list[dict],
+    k: int,
+    drafter: LoadedDrafter | None = None,
 ) -> SpecCounters:
-    """Greedy counters of ``drafter_path`` over recorded target runs (:class:`ReplayTarget`).
+    """Greedy counters of ``drafter_path`` over recorded target runs (:class:`ReplayTarget`); ``drafter``,
+    when given, is that drafter already loaded (``probe`` loads each reading with its own config edits).
 
     ``records``: ``{"ids": [N] prompt + continuation, "aux": [N, A·Ht], "answer_start": prompt length}``
     (:func:`eaglehub.convert.calibrate.collect`). Each is decoded from its prompt for as many tokens as the
@@ -79,7 +85,7 @@ def replay_acceptance(
     """
     import torch
 
-    drafter = load_drafter(drafter_path, live, "float32")
+    drafter = drafter or load_drafter(drafter_path, live, "float32")
     total = SpecCounters(accepted_per_pos=(0,) * k)
     for rec in records:
         seq = [int(t) for t in rec["ids"]]

@@ -267,6 +267,7 @@ def read_drafter(
     fmt: str | None = None,
     aux_convention: str | None = None,
     strict_provenance: bool = True,
+    settings: dict | None = None,
 ) -> Drafter:
     """Read a drafter directory from headers only into the canonical :class:`Drafter`.
 
@@ -274,12 +275,16 @@ def read_drafter(
     (``C-in``/``C-out``) overrides the convention of stored aux ids. Rejected kinds keep their stored
     names. A broken ``eaglehub.json`` raises, unless ``strict_provenance`` is false: then it is left
     out and kept in :attr:`Drafter.provenance_error` (validate reports it and checks the rest).
+    ``settings`` (:mod:`eaglehub.drafter.settings`) are config edits applied before anything is read
+    from the config: the drafter as it would be with those edits (the files are not touched).
     Raises: EaglehubError (missing/unreadable config or weights, ambiguous format: exit 2).
     """
     from eaglehub.io.provenance import read_provenance
 
     path = Path(path)
-    raw = read_config(path)
+    from eaglehub.drafter.settings import apply_settings
+
+    raw, _changes = apply_settings(read_config(path), settings)
     index = index or read_index(path)
     prov_error = None
     try:

@@ -16,15 +16,15 @@ from eaglehub.findings import printable
 SEVERITY_STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan"}
 
 
-def _clean(obj):
+def printable_report(obj):
     """The report with every string made :func:`~eaglehub.findings.printable`: tables show config values
     and tensor names, which are untrusted (terminal escapes, newlines, lone surrogates)."""
     if isinstance(obj, str):
         return printable(obj)
     if isinstance(obj, dict):
-        return {_clean(k): _clean(v) for k, v in obj.items()}
+        return {printable_report(k): printable_report(v) for k, v in obj.items()}
     if isinstance(obj, list):
-        return [_clean(x) for x in obj]
+        return [printable_report(x) for x in obj]
     return obj
 
 
@@ -47,7 +47,7 @@ def human_size(n: float) -> str:
 
 
 def print_inspect(report: dict, console: Console) -> None:
-    report = _clean(report)
+    report = printable_report(report)
     d, v, a = report["dims"], report["vocab"], report["aux"]
     flags = ", ".join(f"{k}={'true' if x else 'false'}" for k, x in report["flags"].items())
     console.print(
@@ -89,7 +89,7 @@ def print_inspect(report: dict, console: Console) -> None:
 def print_findings(report: dict, console: Console) -> None:
     """One block per finding (severity, code, subject; then the message and the fix hint, indented), so
     long messages stay readable at any terminal width; then the verdict line."""
-    report = _clean(report)
+    report = printable_report(report)
     console.print(
         f"[bold]{escape(report['drafter'])}[/]  layout [bold]{report['layout']}[/]"
         + (f"  target {escape(report['target'])}" if report["target"] else ""),
@@ -125,7 +125,7 @@ def print_rules(rules: list[dict], console: Console) -> None:
 
 
 def print_convert(report: dict, console: Console, err_console: Console) -> None:
-    report = _clean(report)
+    report = printable_report(report)
     console.print(
         f"converted {report['source']} ({report['source_format']}) → {report['destination']} "
         f"({report['format']}, EAGLE-{report['version']})",

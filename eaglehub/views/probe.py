@@ -1,0 +1,115 @@
+"""Terminal tables and the PNG of a probe report: the AL of every reading of every probed field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from eaglehub.io.atomic import atomic_file
+from eaglehub.views.common import print_findings, printable_report, titled_table
+from eaglehub.views.plots import stamp_text
+
+
+def _value(v) -> str:
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def _rate(rates: list) -> str:
+    return " / ".join("-" if r is None else f"{r:.2f}" for r in rates)
+
+
+def render_report(report: dict, console: Console) -> None:
+    """One table per field (best reading first, the configured and trained ones marked), the AL as
+    configured and as trained, the findings and the config edits a ``--write`` makes."""
+    report = printable_report(report)
+    p = report["prompts"]
+    console.print(
+        f"[bold]{escape(report['drafter'])}[/]  target {escape(report['target'])}  "
+        f"k {report['num_speculative_tokens']} · {p['count']} prompts · {p['max_tokens']} tokens · "
+        f"{report['readings_measured']} readings measured in {report['seconds']['total']:.0f} s",
+        highlight=False,
+    )
+    if not report["fields"]:
+        console.print("no field of this drafter has more than one reading its tensors allow", highlight=False)
+    for f in report["fields"]:
+        t = titled_table(
+            f"{f['field']} ({f['config_keys']})", ["reading", "", "AL", "rate per position", "drafts"], "numbers"
+        )
+        for r in f["readings"]:
+            mark = ("configured " if r["configured"] else "") + ("← trained" if r["trained"] else "")
+            al = r["acceptance_length"]
+            t.add_row(
+                f"{escape(_value(r['value']))}  [dim]{escape(r['label'])}[/]",
+                mark.strip(),
+                "-" if al is None else f"{al:.3f}",
+                _rate(r["acceptance_rate_per_position"]),
+                str(r["num_drafts"]),
+            )
+        console.print(t)
+    a = report["acceptance"]
+    console.print(
+        f"AL as configured {a['configured']['acceptance_length'] or 1:.3f}; "
+        f"with every trained reading {a['trained']['acceptance_length'] or 1:.3f}",
+        highlight=False,
+    )
+    if report.get("written"):
+        console.print(f"written: {escape(report['written']['destination'])}", highlight=False)
+    print_findings(
+        {
+            "drafter": report["drafter"],
+            "layout": report["format"],
+            "target": report["target"],
+            "findings": report["findings"],
+            "counts": report["counts"],
+            "ok": report["passed"],
+        },
+        console,
+    )
+
+
+def plot_probe(report: dict, path: str | Path) -> Path:
+    """One panel per probed field: a horizontal bar of AL per reading (the configured one hatched, the
+    trained one dark), with the figure's date, machine and versions (:func:`stamp_text`). Written
+    atomically to ``path`` (PNG, 150 dpi)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fields = report["fields"] or []
+    n = max(1, len(fields))
+    height = 1.2 + sum(0.6 + 0.35 * len(f["readings"]) for f in fields) if fields else 2.5
+    fig, grid = plt.subplots(n, 1, figsize=(9, height), squeeze=False)
+    axes = [row[0] for row in grid]
+    for ax, f in zip(axes, fields):
+        rows = list(reversed(f["readings"]))
+        als = [r["acceptance_length"] or 1.0 for r in rows]
+        colors = ["#1f4e79" if r["trained"] else "#9bbbd9" for r in rows]
+        bars = ax.barh(range(len(rows)), als, color=colors)
+        for bar, r in zip(bars, rows):
+            if r["configured"]:
+                bar.set_hatch("//")
+                bar.set_edgecolor("black")
+        ax.set_yticks(range(len(rows)), [f"{_value(r['value'])}  ({r['label']})" for r in rows], fontsize=8)
+        for i, al in enumerate(als):
+            ax.text(al, i, f" {al:.3f}", va="center", fontsize=8)
+        ax.set_xlim(1.0, max(als) * 1.15)
+        ax.set_title(f"{f['field']} ({f['config_keys']})", fontsize=9, loc="left")
+    if not fields:
+        axes[0].text(0.5, 0.5, "no field with more than one reading", ha="center", va="center")
+        axes[0].set_axis_off()
+    axes[-1].set_xlabel("acceptance length (1 + accepted / drafts); hatched: configured, dark: trained")
+    fig.suptitle(
+        f"probe of {Path(report['drafter']).name} on {Path(report['target']).name} · k {report['num_speculative_tokens']}"
+        f" · {report['prompts']['count']} prompts × {report['prompts']['max_tokens']} tokens",
+        fontsize=10,
+    )
+    fig.text(0.5, 0.005, stamp_text(report), ha="center", va="bottom", fontsize=7, color="dimgrey")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    with atomic_file(Path(path)) as tmp:
+        fig.savefig(tmp, dpi=150, format="png")
+    plt.close(fig)
+    return Path(path)
