@@ -19,6 +19,7 @@ REPO = Path(__file__).resolve().parent.parent
 DOCS = REPO / "docs"
 
 VERB_PAGES = [
+    "probe",
     "inspect",
     "validate",
     "convert",

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from eaglehub.cli import main
-from eaglehub.findings import RULES, SEVERITIES, finding, rule_catalogue, rules_markdown
+from eaglehub.findings import RULES, SEVERITIES, STAGES, finding, rule_catalogue, rules_markdown
 from eaglehub.io.schemas import validate_json
 
 REPO = Path(__file__).resolve().parent.parent
@@ -30,7 +30,7 @@ def test_every_rule_is_complete_and_unique():
         assert re.fullmatch(r"[EWI]-[A-Z0-9]+(-[A-Z0-9]+)+", r.code), r.code
         assert r.title and r.concerns and r.hint and r.source, r.code
         assert all(re.fullmatch(r"F([1-9]|1[0-9]|2[0-6])", k) for k in r.kinds), r.code
-        assert r.stage in ("validate", "verify", "watch")
+        assert r.stage in STAGES
 
 
 def test_every_failure_kind_has_a_rule():
