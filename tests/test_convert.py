@@ -225,3 +225,56 @@ def test_an_index_that_disagrees_with_its_shards_is_refused(make_drafter, tmp_pa
     index.write_text(json.dumps(data))
     with pytest.raises(EaglehubError, match="disagrees with the shards on 1 tensor.*ghost.weight"):
         convert(src, tmp_path / "out", fmt="vllm")
+
+
+def test_set_edits_the_config_only_and_records_each_edit(make_drafter, tmp_path):
+    """``convert --set``: the config says the new values, every tensor is the source's byte for byte, the
+    source is untouched, and each edit is in the report and in eaglehub.json with the value it replaced."""
+    from click.testing import CliRunner
+
+    from eaglehub.cli import main
+
+    src = make_drafter()
+    before = tree_hash(src)
+    out = tmp_path / "out"
+    args = ["convert", str(src), str(out), "--set", "norm_output=true"]
+    args += ["--set", "eagle_aux_hidden_state_layer_ids=[1,2,4]", "--set", "eagle_config.note=x", "--json"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    validate_json(report, "convert-report")
+    cfg_old, cfg = json.loads((src / "config.json").read_text()), json.loads((out / "config.json").read_text())
+    old_ids = cfg_old.get("eagle_aux_hidden_state_layer_ids")
+    assert report["config_changes"][:3] == [
+        {"key": "norm_output", "old": None, "new": True, "why": "--set"},
+        {"key": "eagle_aux_hidden_state_layer_ids", "old": old_ids, "new": [1, 2, 4], "why": "--set"},
+        {"key": "eagle_config.note", "old": None, "new": "x", "why": "--set"},
+    ]
+    assert cfg["norm_output"] is True and cfg["eagle_aux_hidden_state_layer_ids"] == [1, 2, 4]
+    prov = json.loads((out / "eaglehub.json").read_text())
+    validate_json(prov, "provenance")
+    assert prov["conversion"]["config_set"][0] == {"key": "norm_output", "old": None, "new": True}
+    assert tree_hash(src) == before
+    old_t, new_t = read_index(src).load_all(), read_index(out).load_all()
+    assert set(old_t) == set(new_t)
+    for name, t in old_t.items():
+        assert torch.equal(new_t[name].reshape(-1).view(torch.uint8), t.reshape(-1).view(torch.uint8))
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--set", "norm_output"], "--set takes KEY=VALUE"),
+        (["--set", "=1"], "--set takes KEY=VALUE"),
+        (["--set", "hidden_act.x=1"], "is not an object"),
+        (["--set", "norm_output=true", "--to", "3.1", "--calibrate", "--target", "smollm2"], "plain conversion"),
+    ],
+)
+def test_bad_set_is_a_one_line_error(make_drafter, tmp_path, args, message):
+    from click.testing import CliRunner
+
+    from eaglehub.cli import main
+
+    res = CliRunner().invoke(main, ["convert", str(make_drafter()), str(tmp_path / "out"), *args])
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output, res.output
+    assert not (tmp_path / "out").exists()

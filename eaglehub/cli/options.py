@@ -76,18 +76,16 @@ def k_option() -> Decorator:
     )
 
 
-def max_tokens_option() -> Decorator:
+def max_tokens_option(
+    default: int = DEFAULT_MAX_TOKENS, help: str = "Output tokens per prompt (cap).", minimum: int = 1
+) -> Decorator:
+    return click.option("--max-tokens", type=click.IntRange(min=minimum), default=default, show_default=True, help=help)
+
+
+def limit_option(help: str = "At most N prompts per category.", default: int | None = None) -> Decorator:
     return click.option(
-        "--max-tokens",
-        type=click.IntRange(min=1),
-        default=DEFAULT_MAX_TOKENS,
-        show_default=True,
-        help="Output tokens per prompt (cap).",
+        "--limit", type=click.IntRange(min=1), default=default, show_default=default is not None, help=help
     )
-
-
-def limit_option(help: str = "At most N prompts per category.") -> Decorator:
-    return click.option("--limit", type=click.IntRange(min=1), default=None, help=help)
 
 
 def category_option() -> Decorator:

@@ -12,6 +12,8 @@ from eaglehub.cli.options import (
     device_option,
     json_option,
     k_option,
+    limit_option,
+    max_tokens_option,
     overwrite_option,
     plot_option,
     prompts_option,
@@ -28,20 +30,8 @@ from eaglehub.probe.run import DEFAULT_LIMIT, DEFAULT_MARGIN, DEFAULT_MAX_TOKENS
 @target_option(required=True, help="Target the drafter was trained for: directory, cached Hub id, or `smollm2`.")
 @k_option()
 @prompts_option()
-@click.option(
-    "--limit",
-    type=click.IntRange(min=1),
-    default=DEFAULT_LIMIT,
-    show_default=True,
-    help="Prompts per category.",
-)
-@click.option(
-    "--max-tokens",
-    type=click.IntRange(min=2),
-    default=DEFAULT_MAX_TOKENS,
-    show_default=True,
-    help="Target tokens recorded per prompt (its greedy continuation).",
-)
+@limit_option("Prompts per category.", default=DEFAULT_LIMIT)
+@max_tokens_option(DEFAULT_MAX_TOKENS, "Target tokens recorded per prompt (its greedy continuation).", minimum=2)
 @click.option(
     "--field",
     "fields",

@@ -163,3 +163,30 @@ def acceptance_length_ci(per_cluster: Sequence[SpecCounters], level: float = CON
         standard_error=se,
     )
     return out
+
+
+def paired_difference_low(
+    better: Sequence[SpecCounters], current: Sequence[SpecCounters], level: float = CONFIDENCE_LEVEL
+) -> float | None:
+    """The lower end of the one-sided ``level`` confidence interval of AL(better) − AL(current), two
+    sets of counters measured on the same clusters (entry i of each is prompt i): the delta method of
+    :func:`acceptance_length_ci` applied to the difference of the two ratios, whose per-cluster terms
+    are paired, so the prompt-to-prompt spread they share cancels. ``None`` with fewer than two clusters
+    or no drafts in either."""
+    from scipy import stats
+
+    if len(better) != len(current):
+        raise ValueError(f"{len(better)} against {len(current)} clusters: the counters must be paired")
+    n = len(better)
+    ab, db = (
+        np.array([getattr(c, f) for c in better], dtype=np.float64) for f in ("num_accepted_tokens", "num_drafts")
+    )
+    ac, dc = (
+        np.array([getattr(c, f) for c in current], dtype=np.float64) for f in ("num_accepted_tokens", "num_drafts")
+    )
+    if n < 2 or not db.sum() or not dc.sum():
+        return None
+    rb, rc = ab.sum() / db.sum(), ac.sum() / dc.sum()
+    z = (ab - rb * db) / db.sum() - (ac - rc * dc) / dc.sum()
+    se = math.sqrt(n / (n - 1) * float(np.sum(z**2)))
+    return float(rb - rc) - float(stats.t.ppf(level, n - 1)) * se

@@ -6,7 +6,7 @@ Each *field* is a switch that changes what the drafter computes without changing
 
 * ``aux_layer_ids`` (``eagle_aux_hidden_state_layer_ids``): the ids as vLLM reads them (C-in), the
   list read in the other convention, one layer up and down, and the target's defaults; only lists of
-  the fc's width inside the target's ``0 … N`` hidden states.
+  the fc's width, of distinct ids, inside the target's ``0 … N`` hidden states.
 * ``norm_output``: off and on.
 * ``pre_fc_norm``: the pre-FC norm the tensors allow: ``fc_norm`` where ``fc_norm.{i}.weight`` are
   stored, ``norm_before_fc`` where ``input_norm.weight`` is, both where both are, and none.
@@ -107,17 +107,14 @@ def _aux(d, name: str, ids: list[int], num_layers: int) -> list[Reading]:
     readings: list[Reading] = []
     seen: list[list[int]] = []
     for cand, label in candidates:
-        if len(cand) != width or not all(0 <= i <= num_layers for i in cand) or cand in seen:
+        distinct = cand == sorted(set(cand))  # a small target's defaults repeat ids: not a reading
+        if len(cand) != width or not distinct or not all(0 <= i <= num_layers for i in cand) or cand in seen:
             continue
         seen.append(cand)
         configured = cand == ids
-        readings.append(Reading(name, cand, label, {} if configured else _aux_settings(d, cand), configured))
+        # the top-level list: vLLM reads it before a nested one, and as C-in
+        readings.append(Reading(name, cand, label, {} if configured else {AUX_KEY: cand}, configured))
     return readings
-
-
-def _aux_settings(d, ids: list[int]) -> dict[str, Any]:
-    """The top-level list (vLLM reads it first, as C-in) with ``ids``; a nested list is left as it is."""
-    return {AUX_KEY: ids}
 
 
 def _pre_fc(d, name: str, value: str, _num_layers: int) -> list[Reading]:

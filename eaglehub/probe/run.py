@@ -8,7 +8,7 @@
    (:func:`eaglehub.engines.replay.replay_acceptance`): drafter passes only, greedy, k draft tokens.
 3. Coordinate search: every field's readings are measured with the other fields at the current
    readings; a field whose best reading beats the current one by more than ``margin`` (relative AL)
-   moves to it, all such fields at once, and the search repeats from there (at most ``MAX_ROUNDS``).
+   moves to it (and is above it with 95 % confidence over prompts), all such fields at once, and the search repeats from there (at most ``MAX_ROUNDS``).
    The readings of the last round are the ones reported.
 4. A field whose configured reading is beaten: ``E-PROBE-READING`` naming the config field, both
    values and both ALs, with the command that writes the corrected checkpoint.
@@ -45,12 +45,11 @@ prompts of 32 tokens do not."""
 DEFAULT_MAX_TOKENS = 64
 DEFAULT_MARGIN = 0.01
 """Relative AL by which a reading must beat the current one to be called the trained one, besides
-being better on resampled prompts (:data:`CONFIDENCE`). Small, because neighbouring readings are
+being better with :data:`CONFIDENCE` over prompts. Small, because neighbouring readings are
 close: the fixture's aux ids one layer down cost it 2 % of its AL, one layer up 8 %."""
 CONFIDENCE = 0.95
-"""One-sided confidence that the better reading's gain is above 0, over prompts resampled with
-replacement (:func:`paired_gain`)."""
-BOOTSTRAP_RESAMPLES = 2000
+"""One-sided confidence that the better reading's AL is above the current one's, over prompts
+(:func:`eaglehub.measure.distribution.paired_difference_low`: paired delta method)."""
 MAX_ROUNDS = 3
 
 
@@ -114,29 +113,8 @@ class _Measurer:
             "acceptance_length": stats["acceptance_length"],
             "acceptance_rate_per_position": stats["acceptance_rate_per_position"],
             "num_drafts": stats["num_drafts"],
-            "_per_prompt": [(c.num_accepted_tokens, c.num_drafts) for c in per_prompt],
+            "_per_prompt": per_prompt,
         }
-
-
-def paired_gain(
-    better: dict, current: dict, resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
-) -> tuple[float, float]:
-    """The relative AL gain of ``better`` over ``current`` (both measured on the same records) and the
-    lower end of its one-sided 95 % bootstrap interval, resampling prompts: the readings are compared
-    on the same continuations, so what varies is which prompts were drawn."""
-    import numpy as np
-
-    b = np.array(better["_per_prompt"], dtype=float)
-    c = np.array(current["_per_prompt"], dtype=float)
-    gain = _al(better) / _al(current) - 1.0
-    if len(b) < 2:
-        return gain, -1.0
-    idx = np.random.default_rng(seed).integers(0, len(b), size=(resamples, len(b)))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        al_b = 1.0 + b[idx, 0].sum(1) / b[idx, 1].sum(1)
-        al_c = 1.0 + c[idx, 0].sum(1) / c[idx, 1].sum(1)
-        ratios = np.nan_to_num(al_b / al_c - 1.0, nan=0.0)
-    return gain, float(np.quantile(ratios, 1.0 - CONFIDENCE))
 
 
 def _select(rec: dict, layer_ids: list[int], wanted: list[int]) -> dict:
@@ -147,6 +125,15 @@ def _select(rec: dict, layer_ids: list[int], wanted: list[int]) -> dict:
     chunks = rec["hidden"].chunk(len(layer_ids), dim=-1)
     aux = torch.cat([chunks[layer_ids.index(i)] for i in sorted(wanted)], dim=-1)
     return {"ids": rec["ids"], "answer_start": rec["answer_start"], "aux": aux}
+
+
+def _clearly_better(better: dict, current: dict, margin: float) -> bool:
+    """``better``'s AL is above ``current``'s by more than ``margin`` (relative) and above it with
+    :data:`CONFIDENCE` over prompts (both measured on the same recorded continuations)."""
+    from eaglehub.measure.distribution import paired_difference_low
+
+    low = paired_difference_low(better["_per_prompt"], current["_per_prompt"], CONFIDENCE)
+    return _al(better) > _al(current) * (1 + margin) and low is not None and low > 0
 
 
 def _public(m: dict) -> dict:
@@ -216,10 +203,8 @@ def probe(drafter: str | Path, opts: ProbeOptions, progress=None) -> dict:
             tables[name] = rows
             best_r, best_m = max(rows, key=lambda rm: _al(rm[1]))
             now = next(m for r, m in rows if r == current[name])
-            if best_r != current[name]:
-                gain, low = paired_gain(best_m, now)
-                if gain > opts.margin and low > 0:
-                    moves[name] = best_r
+            if best_r != current[name] and _clearly_better(best_m, now, opts.margin):
+                moves[name] = best_r
         if not moves:
             converged = True
             break

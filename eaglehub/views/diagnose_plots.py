@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eaglehub.io.atomic import atomic_file
+from eaglehub.views.plots import save_figure
 
 CONDITIONAL = "conditional_acceptance.png"
 AL_VS_CONTEXT = "acceptance_length_vs_context.png"
@@ -39,12 +39,7 @@ def _title(report: dict) -> str:
 
 
 def _save(fig, path: Path) -> Path:
-    plt = _plt()
-    fig.tight_layout()
-    with atomic_file(path) as tmp:
-        fig.savefig(tmp, dpi=150, format="png")
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)
 
 
 def _per_drafter_panels(report: dict, path: Path, values, ylabel: str, title: str, ylim=None) -> Path:

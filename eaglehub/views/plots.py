@@ -106,11 +106,30 @@ def plot_acceptance(report: dict, path: str | Path) -> Path:
         + (f" · chat template {s['chat_template_kwargs']}" if s.get("chat_template_kwargs") else ""),
         fontsize=10,
     )
-    fig.text(0.5, 0.005, stamp_text(report), ha="center", va="bottom", fontsize=7, color="dimgrey")
-    fig.tight_layout(rect=(0, 0.02, 1, 1))
-    with atomic_file(Path(path)) as tmp:
-        fig.savefig(tmp, dpi=150, format="png")
-    plt.close(fig)
+    return save_figure(fig, path, stamp_text(report))
+
+
+def save_figure(fig, path: str | Path, stamp: str | None = None) -> Path:
+    """Write ``fig`` to ``path`` as a 150-dpi PNG, atomically, and close it; ``stamp`` (:func:`stamp_text`)
+    goes along the bottom edge.
+
+    Raises:
+        EaglehubError: the file cannot be written (exit 2).
+    """
+    import matplotlib.pyplot as plt
+
+    from eaglehub.errors import EaglehubError
+
+    if stamp:
+        fig.text(0.5, 0.005, stamp, ha="center", va="bottom", fontsize=7, color="dimgrey")
+    fig.tight_layout(rect=(0, 0.03 if stamp else 0, 1, 1))
+    try:
+        with atomic_file(Path(path)) as tmp:
+            fig.savefig(tmp, dpi=150, format="png")
+    except OSError as exc:
+        raise EaglehubError(f"cannot write plot {path}: {exc}") from exc
+    finally:
+        plt.close(fig)
     return Path(path)
 
 

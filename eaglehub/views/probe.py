@@ -8,9 +8,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from eaglehub.io.atomic import atomic_file
 from eaglehub.views.common import print_findings, printable_report, titled_table
-from eaglehub.views.plots import stamp_text
+from eaglehub.views.plots import save_figure, stamp_text
 
 
 def _value(v) -> str:
@@ -107,9 +106,4 @@ def plot_probe(report: dict, path: str | Path) -> Path:
         f" · {report['prompts']['count']} prompts × {report['prompts']['max_tokens']} tokens",
         fontsize=10,
     )
-    fig.text(0.5, 0.005, stamp_text(report), ha="center", va="bottom", fontsize=7, color="dimgrey")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
-    with atomic_file(Path(path)) as tmp:
-        fig.savefig(tmp, dpi=150, format="png")
-    plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path, stamp_text(report))

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from eaglehub.errors import EaglehubError
-from eaglehub.io.atomic import atomic_file
+from eaglehub.views.plots import save_figure
 
 
 def _f(x: float | None, digits: int = 2, suffix: str = "") -> str:
@@ -109,12 +108,4 @@ def plot_speedup(report: dict, path: str | Path) -> Path:
         f"costs on {report['costs']['device']}",
         fontsize=9,
     )
-    fig.tight_layout()
-    try:
-        with atomic_file(Path(path)) as tmp:
-            fig.savefig(tmp, dpi=150, format="png")
-    except OSError as exc:
-        raise EaglehubError(f"cannot write plot {path}: {exc}") from exc
-    finally:
-        plt.close(fig)
-    return Path(path)
+    return save_figure(fig, path)
