@@ -170,7 +170,7 @@ def _edit_header(raw: bytes, op: str, n: int, value) -> bytes:
 # pytest --hypothesis-seed=N after removing derandomize)
 @pytest.mark.slow
 @settings(
-    max_examples=3000,
+    max_examples=2000,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
