@@ -8,6 +8,7 @@ import copy
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import torch
@@ -570,6 +571,40 @@ def test_unknown_prefix_gives_unexpected_and_missing(make_drafter):
     assert ("E-TENSOR-MISSING", "midlayer.self_attn.q_proj.weight") in codes
     assert sum(c == "E-TENSOR-MISSING" for c, _ in codes) == 10
     assert sum(c == "E-TENSOR-UNEXPECTED" for c, _ in codes) == 10
+
+
+def test_a_stored_layer_the_config_does_not_count_is_fixed_by_the_hinted_config_edit(make_drafter, tmp_path):
+    """A second decoder layer stored while num_hidden_layers says 1: the finding names the field and the
+    layers stored, and its hint is the exact ``convert --set`` that makes the trained layer load."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    from eaglehub.cli import main
+
+    def second_layer(cfg, t):
+        H = cfg["hidden_size"]
+        for n in [n for n in t if n.startswith("midlayer.") and "hidden_norm" not in n]:
+            w = t[n]
+            reads_2h = n.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight"))
+            t["layers.1." + n[len("midlayer.") :]] = w[:, :H].clone() if reads_2h else w.clone()
+
+    report = validate(make_drafter(mutate=second_layer))
+    layer1 = [f for f in report["findings"] if f["subject"].startswith("layers.1.")]
+    assert layer1 and {f["code"] for f in layer1} == {"E-TENSOR-UNEXPECTED"}
+    assert "num_hidden_layers 1" in layer1[0]["message"] and "drop" not in layer1[0]["hint"]
+    command = layer1[0]["hint"].split(": ", 1)[1]
+    assert command.endswith("--set num_hidden_layers=2"), command
+    res = CliRunner().invoke(main, shlex.split(command)[1:])
+    assert res.exit_code == 0, res.output
+    fixed = validate(Path(shlex.split(command)[3]))
+    assert [f for f in fixed["findings"] if f["severity"] == "error"] == [], fixed["findings"]
+
+
+def test_an_unused_fc_norm_hints_the_flag_it_needs(make_drafter):
+    report = validate(make_drafter(mutate=lambda cfg, t: cfg.update(fc_norm=False, norm_output=False), v31=True))
+    hints = {f["hint"] for f in report["findings"] if f["code"] == "W-FCNORM-UNUSED"}
+    assert len(hints) == 1 and "--set fc_norm=true" in hints.pop()
 
 
 def test_aux_default_without_explicit_ids_is_fine_for_8_layers(make_drafter, make_target):

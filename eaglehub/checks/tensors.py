@@ -16,6 +16,7 @@ from eaglehub.drafter.shapes import (
     MLA,
     described_layers,
     expected_tensors,
+    layer_index,
     layer_kind,
     quantization_tensors,
 )
@@ -58,17 +59,35 @@ def check_prefix(ctx: Context) -> list[Finding]:
     ]
 
 
-#: unused_code -> (message, hint) for a tensor whose enabling flag is off or that the layer kind lacks.
+#: unused_code -> message for a tensor the layer kind lacks; a tensor whose enabling flag is off gets the
+#: flag's ``--set`` command instead (:data:`_ENABLING_FLAG`): a config edit loads trained weights, dropping loses them.
 _UNUSED = {
     "E-MLA-NORMBEFOREFC": (
         "{name} is present but deepseek_eagle3.py has no pre-FC norm: vLLM skips the weight silently",
-        "an MLA drafter cannot use input_norm; retrain without norm_before_fc or drop the tensor",
+        "an MLA drafter cannot apply input_norm, and its other weights were trained after it: retrain the drafter "
+        "without norm_before_fc",
     ),
 }
-_UNUSED_DEFAULT = (
-    "{name} is present but the config flag that enables it is off, so it is ignored",
-    "set the flag (fc_norm / norm_before_fc) if the drafter was trained with it, else drop the tensor",
-)
+_UNUSED_DEFAULT = "{name} is present but the config flag that enables it is off, so it is ignored"
+#: tensor-name prefix -> the config flag that makes vLLM load it
+_ENABLING_FLAG = {"fc_norm.": "fc_norm", "input_norm.": "norm_before_fc"}
+
+
+def _set_command(ctx: Context, key: str, value: object) -> str:
+    """The exact command that writes a copy of the drafter with ``key`` set to ``value`` (``convert --set``)."""
+    import shlex
+
+    from eaglehub.drafter.settings import setting_arg
+
+    src = str(ctx.drafter.path)
+    return f"eaglehub convert {shlex.quote(src)} {shlex.quote(src + '-fixed')} --set {setting_arg(key, value)}"
+
+
+def _unused_hint(ctx: Context, name: str) -> str:
+    flag = next((f for p, f in _ENABLING_FLAG.items() if name.startswith(p)), None)
+    if flag is None:
+        return "set the config flag that enables it, if the drafter was trained with it"
+    return f"if the drafter was trained with {flag}: {_set_command(ctx, flag, True)} (eaglehub probe measures which)"
 
 
 def check_expected(ctx: Context) -> list[Finding]:
@@ -95,7 +114,10 @@ def check_expected(ctx: Context) -> list[Finding]:
                 )
             continue
         if spec.unused_code:
-            message, hint = _UNUSED.get(spec.unused_code, _UNUSED_DEFAULT)
+            if spec.unused_code in _UNUSED:
+                message, hint = _UNUSED[spec.unused_code]
+            else:
+                message, hint = _UNUSED_DEFAULT, _unused_hint(ctx, name)
             out.append(finding(spec.unused_code, name, message.format(name=name), hint))
         if len(info.shape) != len(spec.shape) or any(e is not None and e != a for e, a in zip(spec.shape, info.shape)):
             out.append(
@@ -117,16 +139,20 @@ def check_expected(ctx: Context) -> list[Finding]:
                 "set num_hidden_layers to the layers the drafter has, or export the missing layers",
             )
         )
+    stored = max((i for n in tensors if (i := layer_index(n)) is not None), default=0) + 1
     for name in tensors:
         if name not in specs:
-            out.append(
-                finding(
-                    "E-TENSOR-UNEXPECTED",
-                    name,
-                    f"{name} is not a tensor of this layout ({on_unknown})",
-                    "rename it to the layout's name (fc, midlayer.*, norm, lm_head, d2t, t2d, fc_norm.{i}) or drop it",
+            layer = layer_index(name)
+            if layer is not None and layer >= declared:  # trained layers the config does not count
+                message = f"{name} belongs to layer {layer}, but the config declares num_hidden_layers {declared}"
+                hint = f"count the stored layers: {_set_command(ctx, 'num_hidden_layers', stored)}"
+            else:
+                message = f"{name} is not a tensor of this layout ({on_unknown})"
+                hint = (
+                    "store it under the layout's name (fc, midlayer.*, norm, lm_head, d2t, t2d, fc_norm.{i}); "
+                    "a checkpoint of another layout converts with eaglehub convert SRC DST"
                 )
-            )
+            out.append(finding("E-TENSOR-UNEXPECTED", name, message, hint))
     return out
 
 
