@@ -19,6 +19,7 @@ from eaglehub.drafter.shapes import (
     layer_index,
     layer_kind,
     quantization_tensors,
+    stored_layers,
 )
 from eaglehub.findings import Finding, finding
 
@@ -139,7 +140,7 @@ def check_expected(ctx: Context) -> list[Finding]:
                 "set num_hidden_layers to the layers the drafter has, or export the missing layers",
             )
         )
-    stored = max((i for n in tensors if (i := layer_index(n)) is not None), default=0) + 1
+    stored = stored_layers(ctx.drafter)
     for name in tensors:
         if name not in specs:
             layer = layer_index(name)

@@ -142,13 +142,17 @@ def _mla_layer(prefix: str, d, m: MlaDims, width_in: int | None, hidden_norm: bo
     return specs
 
 
+def stored_layers(drafter: Drafter) -> int:
+    """Decoder layers the checkpoint stores tensors for: one past the highest layer index (at least 1)."""
+    return max((i for n in drafter.names if (i := layer_index(n)) is not None), default=0) + 1
+
+
 def described_layers(drafter: Drafter) -> int:
     """Decoder layers :func:`expected_tensors` describes: the config's ``num_hidden_layers``, but at most
     one past the highest layer the checkpoint stores tensors for. A config may claim any number of
     layers; the first missing one is described tensor by tensor, the rest are reported once
     (``check_expected``)."""
-    stored = max((i for n in drafter.names if (i := layer_index(n)) is not None), default=0) + 1
-    return max(1, min(drafter.dims.layers, stored + 1))
+    return max(1, min(drafter.dims.layers, stored_layers(drafter) + 1))
 
 
 def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
