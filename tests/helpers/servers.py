@@ -7,6 +7,7 @@ API::
     server.base_url           # "http://127.0.0.1:PORT"   (the OpenAI base is base_url + "/v1")
     server.model              # the served model name (the target path, vLLM's default)
     server.restart()          # stop, then start again on the same port (counters start from 0)
+    server.restart(drafter=d) # the same, serving drafter d from then on (a redeploy)
     server.stop()             # SIGTERM to its process group, SIGKILL after STOP_TIMEOUT_S
     server.log_tail()         # the last lines of its log (stdout + stderr), for assertion messages
     with VllmServer(...) as server: ...                # start / stop
@@ -15,7 +16,8 @@ Session fixtures (registered in tests/conftest.py; a test using one is marked ``
 each started on first use and stopped at the end of the session:
 
 * ``fixture_server``: SmolLM2-135M-Instruct + the committed fixture drafter (fixtures/smollm2-eagle3), k 3,
-  with per-request spec-decode metrics (``--per-request-spec-decode-metrics summary``);
+  with per-request spec-decode metrics (``--per-request-spec-decode-metrics summary``); a test may redeploy
+  another drafter on it (``restart(drafter=...)``), and the next test that asks for it gets the fixture back;
 * ``target_server``: SmolLM2-135M-Instruct alone.
 
 Settings match the offline engine's (eaglehub/engines/vllm_engine.py), so the AL a server reports is the
@@ -231,9 +233,12 @@ class VllmServer:
             _Lock.release()
             self._locked = False
 
-    def restart(self, timeout_s: float = START_TIMEOUT_S) -> VllmServer:
-        """Stop and start again on the same port, keeping the lock (the counters start from 0)."""
+    def restart(self, timeout_s: float = START_TIMEOUT_S, drafter: Path | None = None) -> VllmServer:
+        """Stop and start again on the same port, keeping the lock (the counters start from 0); with
+        ``drafter``, the new process serves that drafter instead (a redeploy, as a user upgrades one)."""
         self.stop(release=False)
+        if drafter is not None:
+            self.drafter = Path(drafter).resolve()
         return self.start(timeout_s)
 
     @property
