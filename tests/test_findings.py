@@ -601,6 +601,111 @@ def test_a_stored_layer_the_config_does_not_count_is_fixed_by_the_hinted_config_
     assert [f for f in fixed["findings"] if f["severity"] == "error"] == [], fixed["findings"]
 
 
+def _run_hint(finding_: dict) -> Path:
+    """Run the command a hint ends with (``...: eaglehub convert SRC DST --set K=V``); its DST."""
+    import shlex
+
+    from click.testing import CliRunner
+
+    from eaglehub.cli import main
+
+    command = finding_["hint"].split(": ", 1)[1]
+    res = CliRunner().invoke(main, shlex.split(command)[1:])
+    assert res.exit_code == 0, res.output
+    return Path(shlex.split(command)[3])
+
+
+def _errors(report: dict) -> list[tuple[str, str]]:
+    return [(f["code"], f["subject"]) for f in report["findings"] if f["severity"] == "error"]
+
+
+@pytest.mark.parametrize(
+    "mla,key,wrong,right",
+    [
+        (False, "hidden_size", 96, 64),
+        (False, "target_hidden_size", 32, 64),
+        (False, "intermediate_size", 64, 128),
+        (False, "head_dim", 8, 16),
+        (False, "num_attention_heads", 2, 4),
+        (False, "num_key_value_heads", 4, 2),
+        (False, "draft_vocab_size", 64, 32),
+        (False, "vocab_size", 128, 256),
+        (True, "q_lora_rank", 16, 32),
+        (True, "kv_lora_rank", 64, 32),
+        (True, "qk_nope_head_dim", 8, 16),
+        (True, "qk_rope_head_dim", 32, 16),
+        (True, "v_head_dim", 32, 16),
+        (True, "num_attention_heads", 8, 4),
+    ],
+)
+def test_a_config_dimension_the_tensors_contradict_is_one_finding_with_the_exact_fix(
+    make_drafter, mla, key, wrong, right
+):
+    """One wrong config field, trained tensors as they were: the finding names the field, its value and the
+    value the tensors imply, once (no shape error per tensor, nor the vocabulary or aux-count errors that follow
+    from it), and its hint is the exact ``convert --set`` whose output validates as the untouched drafter does."""
+    good = make_drafter("good", mutate=to_mla if mla else None)
+    drafter = make_drafter("bad", mutate=both(to_mla, setk(key, wrong)) if mla else setk(key, wrong))
+    report = validate(drafter)
+    validate_json(report, "validate-report")
+    assert _errors(report) == [("E-CONFIG-DIM", key)], report["findings"]
+    dim = report["findings"][0]
+    assert dim["message"].startswith(f"{key} is {wrong}, but the tensors imply {right} ("), dim["message"]
+    assert dim["hint"].endswith(f"--set {key}={right}") and "drop" not in dim["hint"], dim["hint"]
+    fixed = _run_hint(dim)
+    assert validate(fixed)["findings"] == validate(good)["findings"]
+
+
+def test_two_wrong_dimensions_are_two_findings(make_drafter):
+    report = validate(make_drafter(mutate=both(setk("hidden_size", 96), setk("intermediate_size", 64))))
+    assert sorted(_errors(report)) == [("E-CONFIG-DIM", "hidden_size"), ("E-CONFIG-DIM", "intermediate_size")]
+
+
+def test_an_absent_head_dim_names_the_value_the_engines_derive(make_drafter):
+    """Heads of width 32 trained (Qwen3-style: wider than hidden_size / num_attention_heads), the config without
+    head_dim: the engines derive 64 / 4 = 16; the finding says so and the fix writes the field."""
+    report = validate(make_drafter(mutate=both(regenerate(head_dim=32), delk("head_dim"))))
+    assert _errors(report) == [("E-CONFIG-DIM", "head_dim")], report["findings"]
+    dim = report["findings"][0]
+    assert dim["message"].startswith("head_dim is absent (so 16 is used), but the tensors imply 32 ("), dim
+    assert _errors(validate(_run_hint(dim))) == []
+
+
+def test_the_fix_names_the_nested_key_of_a_speculators_config(tmp_path):
+    """speculators writes the layer's dimensions inside transformer_layer_config: the hinted --set edits them
+    there, where the format reads them."""
+    from helpers.formats_factory import write_format
+
+    src = write_format(tmp_path / "spec", "speculators").path
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["transformer_layer_config"]["intermediate_size"] = 64
+    (src / "config.json").write_text(json.dumps(cfg))
+    report = validate(src)
+    assert _errors(report) == [("E-CONFIG-DIM", "transformer_layer_config.intermediate_size")], report["findings"]
+    fixed = _run_hint(report["findings"][0])
+    assert _errors(validate(fixed)) == []
+
+
+def test_a_specforge_norm_output_true_names_the_old_meaning_and_the_probe_that_settles_it(tmp_path):
+    """SpecForge before its PR #879 wrote norm_output: true for EAGLE-3 (pre-norm) feedback: a SpecForge checkpoint
+    saying true gets the warning, whose hint is the probe of that field and the exact edit for the old meaning; a
+    vLLM-layout checkpoint saying true, or the edited copy, does not."""
+    from helpers.formats_factory import write_format
+
+    src = write_format(tmp_path / "sf", "specforge", fc_norm=True, norm_output=True).path
+    report = validate(src)
+    assert report["layout"] == "specforge"
+    hits = [f for f in report["findings"] if f["code"] == "W-PRODUCER-FLAG"]
+    assert [f["subject"] for f in hits] == ["norm_output"], report["findings"]
+    assert "PR #879" in hits[0]["message"] and "pre-norm" in hits[0]["message"]
+    assert f"eaglehub probe {src} --target TARGET --field norm_output" in hits[0]["hint"]
+    assert hits[0]["hint"].endswith("--set norm_output=false")
+    fixed = _run_hint(hits[0] | {"hint": "x: " + hits[0]["hint"].rsplit(": ", 1)[1]})
+    assert [f for f in validate(fixed)["findings"] if f["code"] == "W-PRODUCER-FLAG"] == []
+    vllm = write_format(tmp_path / "v", "vllm", fc_norm=True, norm_output=True).path
+    assert [f for f in validate(vllm)["findings"] if f["code"] == "W-PRODUCER-FLAG"] == []
+
+
 def test_an_unused_fc_norm_hints_the_flag_it_needs(make_drafter):
     report = validate(make_drafter(mutate=lambda cfg, t: cfg.update(fc_norm=False, norm_output=False), v31=True))
     hints = {f["hint"] for f in report["findings"] if f["code"] == "W-FCNORM-UNUSED"}

@@ -1,5 +1,6 @@
 """`eaglehub probe` on the real SmolLM2 pair: a copy of the fixture whose config was edited to a wrong
-reading is named with its field and both values, and `--write` restores the configured config."""
+reading is named with its field and both values, and `--write` restores the configured config; the fixture
+itself gets no probe error, and its configured reading's AL is the AL vLLM measures on the same prompts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 import pytest
 from click.testing import CliRunner
 from helpers.paths import FIXTURE
+from helpers.real_runs import LIMIT, MAX_TOKENS, SETTINGS, cli
 
 from eaglehub.cli import main
 from eaglehub.io.schemas import validate_json
@@ -37,3 +39,26 @@ def test_a_flipped_norm_before_residual_is_named_and_written_back(tmp_path):
     assert cfg["norm_before_residual"] is False
     prov = json.loads((fixed / "eaglehub.json").read_text())
     assert {"key": "norm_before_residual", "old": True, "new": False} in prov["conversion"]["config_set"]
+
+
+PROBE_VS_VLLM = 0.05
+"""The probe replays the target's greedy continuation through the drafter (reference engine): on the same
+prompts its AL is the AL of greedy speculative decoding, up to the engines' float32 arithmetic."""
+
+
+@pytest.mark.vllm
+@pytest.mark.real
+def test_verify_probe_finds_the_fixture_clean_and_its_al_is_the_al_vllm_measures(shared_engine_runs):
+    """``verify --engine vllm --probe``: the fixture's probe has no error and its configured reading's AL is the
+    AL vLLM measured on the same prompts (one shared vLLM run)."""
+    res = cli("verify", *SETTINGS, "--drafter", FIXTURE, "--engine", "vllm", "--probe", "--json")
+    assert res.exit_code == 0, res.output
+    (d,) = json.loads(res.stdout)["drafters"]
+    served, report = d["acceptance"]["overall"]["acceptance_length"], d["probe"]
+    validate_json(report, "probe-report")
+    assert d["passed"] and report["passed"] and report["findings"] == []
+    assert {f["field"] for f in report["fields"]} >= {"aux_layer_ids", "norm_output"}
+    assert report["prompts"]["count"] == LIMIT * 6 and report["prompts"]["max_tokens"] == MAX_TOKENS
+    probe_al = report["acceptance"]["configured"]["acceptance_length"]
+    print(f"fixture: probe AL {probe_al:.4f}, vLLM AL {served:.4f} ({len(report['fields'])} fields probed)")
+    assert abs(probe_al - served) / served < PROBE_VS_VLLM, (probe_al, served)

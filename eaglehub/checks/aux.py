@@ -28,7 +28,7 @@ def _hidden_undeclared(ctx: Context) -> list[Finding]:
 
 
 def _fc_count(ctx: Context) -> list[Finding]:
-    d = ctx.drafter.dims
+    d = ctx.settled_dims  # a wrong target_hidden_size is E-CONFIG-DIM's, not the aux count's
     fc = ctx.drafter.tensors.get("fc.weight")
     if fc is None or len(fc.shape) != 2 or not d.Ht or fc.shape[1] % d.Ht or fc.shape[1] // d.Ht == d.A:
         return []

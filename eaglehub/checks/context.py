@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from eaglehub.drafter.canonical import Drafter, config_dtype, read_config
+from eaglehub.drafter.canonical import Dims, Drafter, config_dtype, derive_dims, read_config
 from eaglehub.errors import EaglehubError
 from eaglehub.io import jsonio
 from eaglehub.io.tensorio import TensorIndex, read_index
@@ -154,6 +154,41 @@ class Context:
     drafter: Drafter
     target: TargetInfo | None = None
     options: Options = field(default_factory=Options)
+    _fixes: list | None = field(default=None, init=False, repr=False)
+
+    @property
+    def dimension_fixes(self) -> list:
+        """The config dimensions the tensors contradict (:func:`eaglehub.checks.dims.dimension_fixes`), found
+        once per validation: E-CONFIG-DIM reports them, and the checks whose subject follows from one read
+        the dimensions as fixed (:attr:`settled_dims`), so one wrong field gives one finding."""
+        if self._fixes is None:
+            from eaglehub.checks.dims import dimension_fixes
+
+            self._fixes = dimension_fixes(self.drafter)
+        return self._fixes
+
+    @property
+    def settled_dims(self) -> Dims:
+        """The drafter's dimensions with every :attr:`dimension_fixes` value applied."""
+        if not self.dimension_fixes:
+            return self.drafter.dims
+        return derive_dims({**self.drafter.config, **{f.field: f.implied for f in self.dimension_fixes}})
+
+
+def convert_command(ctx: Context, *options: str) -> str:
+    """The exact ``eaglehub convert`` that writes a fixed copy of the drafter (``SRC-fixed``; the source is never
+    modified) with ``options``."""
+    import shlex
+
+    src = str(ctx.drafter.path)
+    return " ".join(["eaglehub convert", shlex.quote(src), shlex.quote(src + "-fixed"), *options])
+
+
+def set_command(ctx: Context, key: str, value: object) -> str:
+    """The exact command that writes a copy of the drafter with ``key`` set to ``value`` (``convert --set``)."""
+    from eaglehub.drafter.settings import setting_arg
+
+    return convert_command(ctx, "--set", setting_arg(key, value))
 
 
 def drafter_array(drafter: Drafter, canonical: str, max_rows: int | None = None):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
 from eaglehub.checks.config import stored_config
 from eaglehub.checks.context import Context
 from eaglehub.drafter.canonical import nested_config
@@ -84,6 +87,60 @@ def _sliding_window(cfg: dict) -> list[Finding]:
     return []
 
 
+@dataclass(frozen=True)
+class ProducerChange:
+    """A producer that changed what a config switch means: checkpoints of its ``layout`` with ``key`` =
+    ``value`` may have been written under the old meaning (``before``), which vLLM reads as ``vllm_reads``;
+    ``trained`` is what such a checkpoint was trained with, ``fix`` the setting that serves it as trained."""
+
+    layout: str
+    key: str
+    value: object
+    before: str
+    trained: str
+    vllm_reads: str
+    fix: object
+
+
+#: docs/formats.md §4 ("Producers that changed a switch's meaning")
+PRODUCER_CHANGES = (
+    ProducerChange(
+        "specforge",
+        "norm_output",
+        True,
+        "SpecForge before its PR #879 (merged 2026-09-15)",
+        "EAGLE-3's pre-norm feedback (the state before the final norm fed to the next draft step)",
+        "EAGLE-3.1's post-norm feedback",
+        False,
+    ),
+)
+
+
+def _producer_changes(ctx: Context) -> list[Finding]:
+    """W-PRODUCER-FLAG: a switch whose producer once wrote it with another meaning; the weights know which, so
+    the hint is the probe that asks them and the config edit for the old meaning."""
+    import shlex
+
+    from eaglehub.checks.context import set_command
+
+    d, out = ctx.drafter, []
+    target = shlex.quote(str(ctx.target.path)) if ctx.target is not None else "TARGET"
+    for change in PRODUCER_CHANGES:
+        if d.format != change.layout or d.config.get(change.key) != change.value:
+            continue
+        out.append(
+            finding(
+                "W-PRODUCER-FLAG",
+                change.key,
+                f"{change.key} is {json.dumps(change.value)} in a {change.layout} checkpoint: {change.before} wrote "
+                f"that for drafters trained with {change.trained}; vLLM reads it as {change.vllm_reads}",
+                f"ask the weights: eaglehub probe {shlex.quote(str(d.path))} --target {target} --field {change.key}; "
+                f"if the other reading wins: {set_command(ctx, change.key, change.fix)}",
+            )
+        )
+    return out
+
+
 def check_flags(ctx: Context) -> list[Finding]:
     """Where the switches live (E-FLAG-MISPLACED, W-INPUTNORM-NESTED), which combinations engines
     disagree on (W-NORMS-BOTH) and sliding windows (W-SLIDING-WINDOW); docs/formats.md §4, docs/vllm.md §2–§3."""
@@ -116,4 +173,4 @@ def check_flags(ctx: Context) -> list[Finding]:
                 "speculators refuses the pair, so training code may have applied only one",
             )
         )
-    return out + _sliding_window(d.config)
+    return out + _sliding_window(d.config) + _producer_changes(ctx)

@@ -9,7 +9,8 @@ from collections import Counter
 
 import numpy as np
 
-from eaglehub.checks.context import Context, drafter_array
+from eaglehub.checks.context import Context, drafter_array, set_command
+from eaglehub.checks.dims import DimFix
 from eaglehub.drafter.canonical import config_dtype
 from eaglehub.drafter.shapes import (
     MAX_AUX_DESCRIBED,
@@ -74,21 +75,28 @@ _UNUSED_DEFAULT = "{name} is present but the config flag that enables it is off,
 _ENABLING_FLAG = {"fc_norm.": "fc_norm", "input_norm.": "norm_before_fc"}
 
 
-def _set_command(ctx: Context, key: str, value: object) -> str:
-    """The exact command that writes a copy of the drafter with ``key`` set to ``value`` (``convert --set``)."""
-    import shlex
-
-    from eaglehub.drafter.settings import setting_arg
-
-    src = str(ctx.drafter.path)
-    return f"eaglehub convert {shlex.quote(src)} {shlex.quote(src + '-fixed')} --set {setting_arg(key, value)}"
-
-
 def _unused_hint(ctx: Context, name: str) -> str:
     flag = next((f for p, f in _ENABLING_FLAG.items() if name.startswith(p)), None)
     if flag is None:
         return "set the config flag that enables it, if the drafter was trained with it"
-    return f"if the drafter was trained with {flag}: {_set_command(ctx, flag, True)} (eaglehub probe measures which)"
+    return f"if the drafter was trained with {flag}: {set_command(ctx, flag, True)} (eaglehub probe measures which)"
+
+
+def _dim_finding(ctx: Context, fix: DimFix) -> Finding:
+    if fix.value is None:
+        said = f"{fix.key} is absent (so {fix.used} is used)"
+    else:
+        said = f"{fix.key} is {fix.value}"
+    evidence = ", ".join(f"{n} {_fmt(s)}" for n, s in fix.evidence.items())
+    settled = list(fix.settles)
+    listed = ", ".join(settled[:3]) + (f" and {len(settled) - 3} more" if len(settled) > 3 else "")
+    return finding(
+        "E-CONFIG-DIM",
+        fix.key,
+        f"{said}, but the tensors imply {fix.implied} ({evidence}): "
+        f"with it, the shapes of {len(settled)} tensor{'s' * (len(settled) != 1)} follow ({listed})",
+        f"the tensors are as trained; set the config: {set_command(ctx, fix.key, fix.implied)}",
+    )
 
 
 def check_expected(ctx: Context) -> list[Finding]:
@@ -101,8 +109,13 @@ def check_expected(ctx: Context) -> list[Finding]:
         if layer_kind(ctx.drafter.config) == MLA
         else "vLLM raises KeyError on it"
     )
+    fixes = ctx.dimension_fixes
+    settled = {name for fix in fixes for name in fix.settles}
+    out += [_dim_finding(ctx, fix) for fix in fixes]
     for name, spec in specs.items():
         info = tensors.get(name)
+        if name in settled:  # its shape follows once the config field named above is fixed
+            continue
         if info is None:
             if spec.required:
                 out.append(
@@ -126,7 +139,8 @@ def check_expected(ctx: Context) -> list[Finding]:
                     "E-TENSOR-SHAPE",
                     name,
                     f"{name} is {_fmt(info.shape)}, the config implies {_fmt(spec.shape)}",
-                    "fix the config dimensions or re-export the tensor",
+                    "no config dimension explains it (validate tries each): re-export the tensor from the training "
+                    "checkpoint",
                 )
             )
     declared, described = ctx.drafter.dims.layers, described_layers(ctx.drafter)
@@ -137,7 +151,7 @@ def check_expected(ctx: Context) -> list[Finding]:
                 "E-TENSOR-MISSING",
                 f"layers.{described}",
                 f"config declares num_hidden_layers {declared}: {span} no tensors at all",
-                "set num_hidden_layers to the layers the drafter has, or export the missing layers",
+                f"count the stored layers: {set_command(ctx, 'num_hidden_layers', stored_layers(ctx.drafter))}",
             )
         )
     stored = stored_layers(ctx.drafter)
@@ -146,7 +160,7 @@ def check_expected(ctx: Context) -> list[Finding]:
             layer = layer_index(name)
             if layer is not None and layer >= declared:  # trained layers the config does not count
                 message = f"{name} belongs to layer {layer}, but the config declares num_hidden_layers {declared}"
-                hint = f"count the stored layers: {_set_command(ctx, 'num_hidden_layers', stored)}"
+                hint = f"count the stored layers: {set_command(ctx, 'num_hidden_layers', stored)}"
             else:
                 message = f"{name} is not a tensor of this layout ({on_unknown})"
                 hint = (

@@ -5,9 +5,11 @@ Works on numpy arrays (no torch): the maps are read with :func:`.context.drafter
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from eaglehub.checks.context import Context, drafter_array
+from eaglehub.checks.context import Context, convert_command, drafter_array
 from eaglehub.findings import Finding, finding
 
 #: integer dtypes accepted for ``d2t`` (torch names; the ones torch always had, as before).
@@ -132,7 +134,17 @@ def check(ctx: Context) -> list[Finding]:
         return []
     d2t, t2d = (drafter_array(d, n) if n in d.names else None for n in ("d2t", "t2d"))
     dtypes = {n: d.tensors[n].dtype for n in ("d2t", "t2d") if n in d.names}
-    found = check_vocab_maps(d2t, t2d, d.dims.V, d.dims.Vd, dtypes.get("d2t"), dtypes.get("t2d"))
+    dims = ctx.settled_dims  # a wrong vocab_size / draft_vocab_size is E-CONFIG-DIM's, not the maps'
+    V, Vd = dims.V or d.dims.V, dims.Vd or d.dims.Vd
+    found = check_vocab_maps(d2t, t2d, V, Vd, dtypes.get("d2t"), dtypes.get("t2d"))
     if d.format == "modelopt":  # ModelOpt exports d2t only, by design (docs/formats.md §5)
         found = [f for f in found if f.code != "W-T2D-MISSING"]
-    return found
+    # unpruned, d2t can only be the identity (strictly increasing ids in [0, V)): nothing trained is lost
+    return [
+        dataclasses.replace(
+            f, hint=f"the maps are the identity; {convert_command(ctx, '--format', 'vllm')} leaves them out"
+        )
+        if f.code == "W-D2T-UNPRUNED"
+        else f
+        for f in found
+    ]

@@ -101,6 +101,12 @@ PROMPTS_HELP = (
 @device_option()
 @sampling_test_options
 @click.option(
+    "--probe",
+    is_flag=True,
+    help="Also probe each drafter's config readings (eaglehub probe: aux ids, norm_output, pre-FC norm, ...) on the "
+    "same prompts in the reference engine; a configured reading clearly beaten by another fails the drafter.",
+)
+@click.option(
     "--baseline-drafter",
     default=None,
     help="A drafter to compare the others with on the same prompts (e.g. the unquantized source of a "

@@ -7,19 +7,15 @@ from eaglehub.errors import EaglehubError
 SINK_POSITIONS = 1
 
 
-def collect(
-    target, prompt_ids: list[list[int]], aux_ids: list[int], max_new_tokens: int, batch: int = 16
-) -> list[dict]:
-    """The target's greedy continuation of each prompt, then its aux states over prompt + continuation.
+def greedy_continuations(target, prompt_ids: list[list[int]], max_new_tokens: int, batch: int = 16) -> list[list[int]]:
+    """The target's greedy continuation of each prompt (up to and including its first end-of-sequence token).
 
-    ``target``: a :class:`~eaglehub.engines.reference.ReferenceTarget`. Returns one shard per prompt
-    (:mod:`eaglehub.model.ttt` layout): ``ids`` int64 ``[N]``, ``aux`` float32 ``[N, A·Ht]``,
-    ``answer_start`` (index of the first generated token). Generation is batched with left padding
-    (transformers ``generate``); the aux forward runs per sequence, unpadded.
+    ``target``: a :class:`~eaglehub.engines.reference.ReferenceTarget`. Generation is batched with left padding
+    (transformers ``generate``).
     """
     import torch
 
-    model, shards = target.model, []
+    model, out = target.model, []
     pad = min(target.eos) if target.eos else 0
     with torch.inference_mode():
         for start in range(0, len(prompt_ids), batch):
@@ -27,18 +23,36 @@ def collect(
             width = max(map(len, chunk))
             ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=target.device)
             mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=target.device)
-            out = model.generate(
+            rows = model.generate(
                 input_ids=ids,
                 attention_mask=mask,
                 max_new_tokens=max_new_tokens,
                 do_sample=False,
                 pad_token_id=pad,
             )
-            for p, row in zip(chunk, out[:, width:].tolist()):
-                answer = _until_eos(row, target.eos)
-                seq = p + answer
-                _, aux = target.forward(seq, target.new_cache(), aux_ids)
-                shards.append({"ids": torch.tensor(seq), "aux": aux.float().cpu(), "answer_start": len(p)})
+            out += [_until_eos(row, target.eos) for row in rows[:, width:].tolist()]
+    return out
+
+
+def collect(
+    target, prompt_ids: list[list[int]], aux_ids: list[int], max_new_tokens: int, batch: int = 16
+) -> list[dict]:
+    """The target's greedy continuation of each prompt (:func:`greedy_continuations`), then its aux states over
+    prompt + continuation.
+
+    ``target``: a :class:`~eaglehub.engines.reference.ReferenceTarget`. Returns one shard per prompt
+    (:mod:`eaglehub.model.ttt` layout): ``ids`` int64 ``[N]``, ``aux`` float32 ``[N, A·Ht]``,
+    ``answer_start`` (index of the first generated token). The aux forward runs per sequence, unpadded.
+    """
+    import torch
+
+    shards = []
+    answers = greedy_continuations(target, prompt_ids, max_new_tokens, batch)
+    with torch.inference_mode():
+        for p, answer in zip(prompt_ids, answers):
+            seq = p + answer
+            _, aux = target.forward(seq, target.new_cache(), aux_ids)
+            shards.append({"ids": torch.tensor(seq), "aux": aux.float().cpu(), "answer_start": len(p)})
     return shards
 
 

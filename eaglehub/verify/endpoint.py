@@ -51,6 +51,7 @@ def _check(opts: VerifyOptions) -> None:
         ("--reference-report", bool(opts.reference_report), "compare endpoint reports with `eaglehub watch`"),
         ("--sampling-trials", bool(opts.sampling_trials), "the sampling test needs the reference engine's drafter"),
         ("--baseline-drafter", bool(opts.baseline_drafter), "measure each served drafter with its own --endpoint"),
+        ("--probe", opts.probe, "probe the drafter's files: eaglehub probe DRAFTER --target T"),
     ]
     for name, given, why in refused:
         if given:

@@ -52,6 +52,9 @@ class VerifyOptions:
     timeout: float = 120.0
     """Seconds per request."""
     device: str = "cpu"
+    probe: bool = False
+    """Also probe each drafter's config readings (:func:`eaglehub.probe.run.probe`) on the same prompts, in the
+    reference engine; a configured reading clearly beaten by another fails the drafter."""
     baseline_drafter: str | None = None
     """A drafter to compare every other one with (:mod:`eaglehub.verify.baseline`); it runs as the last drafter."""
     # served settings (:mod:`eaglehub.verify.sampled`); the endpoint sends them to servers under these names

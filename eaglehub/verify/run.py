@@ -256,8 +256,32 @@ def run_verify(
         from eaglehub.verify.baseline import attach_baseline
 
         attach_baseline(report, drafters[-1])
+    if opts.probe:
+        _attach_probes(report, drafters, opts, console)
     validate_report(report)
     return report
+
+
+def _attach_probes(report: dict, drafters: list[Path], opts: VerifyOptions, console) -> None:
+    """``verify --probe``: each drafter's probe report (``probe-report.schema.json``) under ``probe``; its
+    E-PROBE-READING findings stay in it (they are the probe's), and fail the drafter."""
+    from eaglehub.probe.run import ProbeOptions, probe
+
+    for entry, path in zip(report["drafters"], drafters):
+        say = (lambda text, name=path.name: console.print(f"probe {name}: {text}")) if console is not None else None
+        entry["probe"] = probe(
+            path,
+            ProbeOptions(
+                target=opts.target,
+                prompts_file=opts.prompts_file,
+                limit=opts.limit,
+                max_tokens=opts.max_tokens,
+                k=opts.k,
+                device=opts.device,
+            ),
+            progress=say,
+        )
+    _refresh_passed(report)
 
 
 def _target_loader(engines: list[Engine], target: Path, opts: VerifyOptions):
@@ -271,7 +295,9 @@ def _target_loader(engines: list[Engine], target: Path, opts: VerifyOptions):
 def _refresh_passed(report: dict) -> None:
     for d in report["drafters"]:
         d["findings"].sort(key=lambda f: f["severity"] != "error")
-        d["passed"] = not any(f["severity"] == "error" for f in d["findings"])
+        d["passed"] = not any(f["severity"] == "error" for f in d["findings"]) and d.get("probe", {}).get(
+            "passed", True
+        )
     report["passed"] = all(d["passed"] for d in report["drafters"])
 
 

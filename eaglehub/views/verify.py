@@ -250,6 +250,11 @@ def render_report(report: dict, console: Console) -> None:
             highlight=False,
         )
         print_findings(d, console)
+        if d.get("probe"):  # verify --probe: the probe's own tables and findings
+            from eaglehub.views.probe import render_report as render_probe
+
+            console.print("[bold]probe[/] (config readings, reference engine):", highlight=False)
+            render_probe(d["probe"], console)
         print_sampling_test(d, console)
         print_reference(d, console)
         if d["serve_command"]:  # None for a served drafter (verify --endpoint): it is served already
