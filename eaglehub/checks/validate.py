@@ -111,6 +111,7 @@ def validate(
     revision: str | None = None,
     deep: bool = False,
     options: Options | None = None,
+    prompts: str | None = None,
 ) -> dict:
     """Validate ``drafter_dir`` (a directory or hub repo id) and return the report dict.
 
@@ -119,9 +120,18 @@ def validate(
     only its config and tokenizer files are read (its embedding too, when the weights are already on
     disk). ``options``: tensor-parallel size and vLLM version to check against (:class:`Options`).
 
+    ``prompts`` (a prompt file, or ``"default"`` for the project's set): also measure the draft vocabulary's
+    coverage of the target's output on them (:func:`eaglehub.vocab.run.measure_coverage`; runs the target, so
+    its weights are needed), reported under ``vocab_coverage`` with its findings.
+
     Raises: EaglehubError (exit 2) for usage errors only: a source or target that names nothing,
-    an unreachable hub, ``--from`` contradicting the evidence. Unreadable content is a finding.
+    an unreachable hub, ``--from`` contradicting the evidence, ``prompts`` without ``target``. Unreadable
+    content is a finding.
     """
+    if prompts is not None and target is None:
+        raise EaglehubError(
+            "--prompts measures coverage of the target's output and needs --target", hint="add --target T"
+        )
     path, _ = resolve_source(str(drafter_dir), revision)
     opts = (options or Options()).resolved()
     if opts.vllm_version:
@@ -143,4 +153,17 @@ def validate(
         return make_report(path, pre + [input_finding(exc)], tinfo, deep)
     if drafter.provenance_error is not None:  # optional record: report it, check the drafter all the same
         pre.append(input_finding(drafter.provenance_error))
-    return make_report(drafter, pre + run_checks(drafter, tinfo, deep=deep, options=opts), tinfo, deep)
+    found = pre + run_checks(drafter, tinfo, deep=deep, options=opts)
+    if prompts is None or tinfo is None:
+        return make_report(drafter, found, tinfo, deep)
+    from eaglehub.vocab.run import VocabOptions, coverage_findings, measure_coverage
+
+    section = measure_coverage(
+        drafter, tinfo.path, VocabOptions(str(tinfo.path), None if prompts == "default" else prompts)
+    )
+    extra = coverage_findings(drafter, section)
+    if any(f.code == "W-VOCAB-IDENTITY" for f in extra):  # the same map, now with its coverage
+        found = [f for f in found if f.code != "W-D2T-ZERO"]
+    report = make_report(drafter, found + extra, tinfo, deep)
+    report["vocab_coverage"] = section
+    return report

@@ -18,6 +18,7 @@ from eaglehub.cli.speedup import speedup_cmd
 from eaglehub.cli.target import target
 from eaglehub.cli.validate import validate_cmd
 from eaglehub.cli.verify import verify_cmd
+from eaglehub.cli.vocab import vocab_cmd
 from eaglehub.cli.watch import watch_cmd
 
 COMMANDS = (
@@ -28,6 +29,7 @@ COMMANDS = (
     quantize_cmd,
     verify_cmd,
     probe_cmd,
+    vocab_cmd,
     watch_cmd,
     speedup_cmd,
     diagnose_cmd,

@@ -29,6 +29,13 @@ from eaglehub.cli.output import console, print_json
     default=None,
     help="vLLM version the drafter will be served with (default: the installed one).",
 )
+@click.option(
+    "--prompts",
+    "prompts_file",
+    default=None,
+    help="Also measure the draft vocabulary's coverage of the target's output on these prompts (a prompt file, or "
+    "`default` for the project's set; needs --target with weights: it runs the target). See `eaglehub vocab`.",
+)
 @click.option("--strict", is_flag=True, help="Warnings fail too (exit 1).")
 @click.option("--list-rules", is_flag=True, help="Print every rule (code, severity, title, concerns, hint) and exit.")
 @click.option("--markdown", is_flag=True, help="With --list-rules: print the catalogue as Markdown (docs/rules.md).")
@@ -42,6 +49,7 @@ def validate_cmd(
     deep: bool,
     tp: int | None,
     vllm_version: str | None,
+    prompts_file: str | None,
     strict: bool,
     list_rules: bool,
     markdown: bool,
@@ -66,6 +74,7 @@ def validate_cmd(
         revision=revision,
         deep=deep,
         options=Options(tp=tp, vllm_version=vllm_version),
+        prompts=prompts_file,
     )
     print_json(report) if as_json else print_findings(report, console)
     sys.exit(0 if report["ok"] and not (strict and report["counts"]["warning"]) else 1)

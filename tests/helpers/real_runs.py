@@ -47,8 +47,7 @@ class RealDrafters:
     """The real pair's drafters and the CLI results that wrote them."""
 
     upgraded: Path  # convert --to 3.1
-    speculators: Path  # convert --format speculators
-    sharded: Path  # convert --format vllm --max-shard-size 5MB
+    speculators: Path  # convert --format speculators --max-shard-size 5MB: another layout, sharded, in one copy
     fp8: Path  # quantize (fp8-dynamic, the default scheme)
     tiny: Path  # random, zero final norm: always drafts "\n"
     results: dict[str, Result]
@@ -57,13 +56,21 @@ class RealDrafters:
 @pytest.fixture(scope="session")
 def real_drafters(tmp_path_factory) -> RealDrafters:
     root = tmp_path_factory.mktemp("real-pair")
-    paths = {name: root / name for name in ("upgraded", "speculators", "sharded", "fp8")}
+    paths = {name: root / name for name in ("upgraded", "speculators", "fp8")}
     results = {
         "upgraded": cli("convert", FIXTURE, paths["upgraded"], "--to", "3.1", "--json"),
         "speculators": cli(
-            "convert", FIXTURE, paths["speculators"], "--format", "speculators", "--verifier", VERIFIER, "--json"
+            "convert",
+            FIXTURE,
+            paths["speculators"],
+            "--format",
+            "speculators",
+            "--verifier",
+            VERIFIER,
+            "--max-shard-size",
+            "5MB",
+            "--json",
         ),
-        "sharded": cli("convert", FIXTURE, paths["sharded"], "--format", "vllm", "--max-shard-size", "5MB", "--json"),
         "fp8": cli("quantize", FIXTURE, paths["fp8"], "--json"),
     }
     for name, res in results.items():

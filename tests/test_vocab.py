@@ -1,0 +1,112 @@
+"""Draft-vocabulary coverage (eaglehub/vocab, docs/vocab.md): the counting on hand-made token streams, the maps
+read from tiny drafters, and `eaglehub vocab` / `validate --prompts` on the real SmolLM2 pair, the fixture
+and a copy whose d2t was zeroed (an identity map)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+from helpers.paths import FIXTURE, ROOT
+from safetensors.torch import load_file, save_file
+
+from eaglehub.cli import main
+from eaglehub.formats.registry import read_drafter
+from eaglehub.io.schemas import validate_json
+from eaglehub.vocab.coverage import coverage, draft_token_ids, is_identity_map
+
+MT_BENCH = ROOT / "fixtures" / "prompts" / "mt-bench-sample.jsonl"
+
+
+def test_coverage_counts_every_occurrence_and_sets_it_against_the_best_vocabulary():
+    outputs = [("a", [1, 1, 1, 2, 9]), ("b", [9, 9, 3])]
+    got = coverage(outputs, np.array([1, 2, 3]), vd=3)
+    assert got["overall"] == {
+        "output_tokens": 8,
+        "distinct_tokens": 4,
+        "covered_tokens": 5,  # 1 ×3, 2, 3; not the three 9s
+        "coverage": 5 / 8,
+        "best_coverage": 7 / 8,  # {1, 9, and one of 2 / 3}
+    }
+    assert got["per_category"]["b"]["coverage"] == 1 / 3 and got["per_category"]["b"]["best_coverage"] == 1.0
+    assert got["missing"] == [{"token_id": 9, "count": 3}]
+    assert coverage(outputs, None, vd=3)["overall"]["coverage"] == 1.0  # not pruned: every id
+
+
+def test_the_draft_ids_come_from_d2t_and_an_all_zero_map_is_the_identity(make_drafter):
+    d = read_drafter(make_drafter())
+    ids = draft_token_ids(d)
+    assert ids is not None and len(ids) == d.dims.Vd and bool((np.diff(ids) > 0).all()) and not is_identity_map(d)
+    zero = read_drafter(make_drafter("zero", mutate=lambda cfg, t: t.__setitem__("d2t", torch.zeros_like(t["d2t"]))))
+    assert is_identity_map(zero) and list(draft_token_ids(zero)) == list(range(zero.dims.Vd))
+
+
+def test_a_map_far_below_the_best_is_a_coverage_warning_with_its_figures(make_drafter):
+    from eaglehub.vocab.run import coverage_findings
+
+    d = read_drafter(make_drafter())
+    held = draft_token_ids(d)
+    outside = [t for t in range(d.dims.V) if t not in set(held.tolist())][:5]
+    section = coverage([("a", [int(held[0])] * 2 + outside * 2)], held, d.dims.Vd)  # 2 of 12 held; best: all
+    section["identity_map"] = False
+    (f,) = coverage_findings(d, section)
+    assert f.code == "W-VOCAB-COVERAGE" and f.subject == "d2t" and "16.7%" in f.message and "100.0%" in f.message
+    section = coverage([("a", [int(held[0])] * 9 + outside[:1])], held, d.dims.Vd)  # 90 % of 100 %: fine
+    assert coverage_findings(d, {**section, "identity_map": False}) == []
+
+
+def _vocab(*args) -> dict:
+    res = CliRunner().invoke(main, ["vocab", *map(str, args), "--target", "smollm2", "--max-tokens", "32", "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    validate_json(report, "vocab-report")
+    return report
+
+
+@pytest.mark.slow
+@pytest.mark.real
+def test_the_fixture_covers_the_target_output_on_the_project_prompts_and_on_mt_bench(tmp_path):
+    own = _vocab(FIXTURE, "--limit", "1")
+    mt = _vocab(FIXTURE, "--prompts", MT_BENCH)
+    for report, n in ((own, 6), (mt, 6)):
+        c = report["coverage"]
+        assert c["prompts"]["count"] == n and (c["draft_vocab_size"], c["vocab_size"]) == (8192, 49152)
+        o = c["overall"]
+        assert o["output_tokens"] > 0 and 0.5 < o["coverage"] <= o["best_coverage"] == 1.0
+        assert sum(s["output_tokens"] for s in c["per_category"].values()) == o["output_tokens"]
+        assert not c["identity_map"] and report["findings"] == []
+        assert all(m["token_id"] not in set(draft_token_ids(read_drafter(FIXTURE)).tolist()) for m in c["missing"])
+        print(f"fixture on {c['prompts']['file']}: coverage {o['coverage']:.4f} of {o['output_tokens']} tokens")
+    assert len(own["coverage"]["per_category"]) == 6
+
+    copy = tmp_path / "identity"
+    shutil.copytree(FIXTURE, copy)
+    tensors = load_file(copy / "model.safetensors")
+    tensors["d2t"] = torch.zeros_like(tensors["d2t"])
+    save_file(tensors, copy / "model.safetensors")
+    prompts = tmp_path / "six.jsonl"
+    prompts.write_text("".join(json.dumps(p) + "\n" for p in _first_per_category()))
+    res = CliRunner().invoke(main, ["validate", str(copy), "--target", "smollm2", "--prompts", str(prompts), "--json"])
+    report = json.loads(res.stdout)
+    validate_json(report, "validate-report")
+    codes = [f["code"] for f in report["findings"]]
+    assert "W-VOCAB-IDENTITY" in codes and "W-D2T-ZERO" not in codes, codes
+    hit = next(f for f in report["findings"] if f["code"] == "W-VOCAB-IDENTITY")
+    zeroed = report["vocab_coverage"]["overall"]["coverage"]
+    print(f"identity d2t: coverage {zeroed:.4f}; {hit['message']}")
+    assert report["vocab_coverage"]["identity_map"] and zeroed < own["coverage"]["overall"]["coverage"]
+    assert f"{zeroed:.1%}" in hit["message"]
+
+
+def _first_per_category() -> list[dict]:
+    seen, out = set(), []
+    for line in (ROOT / "eaglehub" / "data" / "prompts" / "eval.jsonl").read_text().splitlines():
+        p = json.loads(line)
+        if p["category"] not in seen:
+            seen.add(p["category"])
+            out.append(p)
+    return out
