@@ -942,3 +942,9 @@ def test_nonfinite_blocks_cover_every_row(make_drafter, monkeypatch):
     drafter = make_drafter(mutate=sett("fc.weight", one_nan))
     hits = [f for f in validate(drafter, deep=True)["findings"] if f["code"] == "E-TENSOR-NONFINITE"]
     assert [(f["subject"], "holds 1 NaN/Inf value(s) of 12288" in f["message"]) for f in hits] == [("fc.weight", True)]
+
+
+def test_a_qwen3_style_drafter_is_never_told_to_drop_its_qk_norms(make_drafter):
+    report = validate(make_drafter(mutate=setk("architectures", ["Eagle3Qwen3ForCausalLM"])))
+    (f,) = [f for f in report["findings"] if f["code"] == "E-LAYOUT-UNSUPPORTED"]
+    assert "keep the checkpoint" in f["hint"] and "q_norm" in f["hint"] and "export it" not in f["hint"]
