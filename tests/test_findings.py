@@ -22,6 +22,7 @@ from helpers.checkpoints import (
     target_tensors,
     vocab_maps,
 )
+from helpers.hints import DISCARDING
 
 from eaglehub.checks.validate import Options, validate
 from eaglehub.drafter.shapes import expected_tensors, layer_kind
@@ -536,6 +537,7 @@ def test_finding(case: Case, make_drafter, make_target):
     assert hits, json.dumps(report["findings"], indent=1)
     assert hits[0]["severity"] == {"E": "error", "W": "warning", "I": "info"}[case.code[0]]
     assert (hits[0]["message"] and hits[0]["hint"]) or case.code.startswith("I-EMBED-TRAINED")
+    assert not DISCARDING.search(hits[0]["hint"]), hits[0]
     if case.subject:
         assert hits[0]["subject"] == case.subject
     assert report["ok"] == (report["counts"]["error"] == 0)

@@ -11,10 +11,10 @@ both exercised.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 
 import pytest
+from helpers.hints import DISCARDING
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -165,14 +165,6 @@ def _edit_header(raw: bytes, op: str, n: int, value) -> bytes:
         header["__metadata__"] = value
     text = json.dumps(header).encode()
     return len(text).to_bytes(8, "little") + text + data
-
-
-DISCARDING = re.compile(
-    r"\b(drop|delete|remove|rename|re-?initiali[sz]e)\w*\s+(it|them|the\s+)?\s*"
-    r"(tensors?|weights?|maps?|d2t|t2d|fc_norm|input_norm|q_norm|k_norm|lm_head|embed|layers?|[a-z_.]+\.weight)",
-    re.IGNORECASE,
-)
-"""Words of a hint that would have the user discard or rename tensors (issue standard: edit the config instead)."""
 
 
 # derandomize: CI replays the same cases every run (new seeds are for exploring by hand:
