@@ -106,6 +106,22 @@ def print_findings(report: dict, console: Console) -> None:
     console.print(f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info", highlight=False)
 
 
+def print_report_findings(report: dict, console: Console) -> None:
+    """:func:`print_findings` for a measuring report (probe, vocab): its ``format`` is the layout, ``passed`` the
+    verdict."""
+    print_findings(
+        {
+            "drafter": report["drafter"],
+            "layout": report["format"],
+            "target": report["target"],
+            "findings": report["findings"],
+            "counts": report["counts"],
+            "ok": report["passed"],
+        },
+        console,
+    )
+
+
 def print_rules(rules: list[dict], console: Console) -> None:
     table = Table(show_edge=False, show_lines=False)
     table.add_column("code", no_wrap=True)  # codes are what people grep for: never split one

@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from eaglehub.views.common import print_findings, printable_report, titled_table
+from eaglehub.views.common import print_report_findings, printable_report, titled_table
 from eaglehub.views.plots import save_figure, stamp_text
 
 
@@ -56,17 +56,7 @@ def render_report(report: dict, console: Console) -> None:
     )
     if report.get("written"):
         console.print(f"written: {escape(report['written']['destination'])}", highlight=False)
-    print_findings(
-        {
-            "drafter": report["drafter"],
-            "layout": report["format"],
-            "target": report["target"],
-            "findings": report["findings"],
-            "counts": report["counts"],
-            "ok": report["passed"],
-        },
-        console,
-    )
+    print_report_findings(report, console)
 
 
 def plot_probe(report: dict, path: str | Path) -> Path:

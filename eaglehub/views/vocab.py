@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from eaglehub.views.common import print_findings, titled_table
+from eaglehub.views.common import print_report_findings, titled_table
 from eaglehub.views.plots import save_figure, stamp_text
 
 
@@ -44,17 +44,7 @@ def render_report(report: dict, console: Console) -> None:
     if c["missing"]:
         missed = ", ".join(f"{m['text']!r} ×{m['count']}" for m in c["missing"])
         console.print(f"missed most: {escape(missed)}", highlight=False)
-    print_findings(
-        {
-            "drafter": report["drafter"],
-            "layout": report["format"],
-            "target": report["target"],
-            "findings": report["findings"],
-            "counts": report["counts"],
-            "ok": report["passed"],
-        },
-        console,
-    )
+    print_report_findings(report, console)
 
 
 def plot_vocab(report: dict, path: str | Path) -> Path:
