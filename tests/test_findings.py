@@ -950,3 +950,11 @@ def test_a_qwen3_style_drafter_is_never_told_to_drop_its_qk_norms(make_drafter):
     report = validate(make_drafter(mutate=setk("architectures", ["Eagle3Qwen3ForCausalLM"])))
     (f,) = [f for f in report["findings"] if f["code"] == "E-LAYOUT-UNSUPPORTED"]
     assert "keep the checkpoint" in f["hint"] and "q_norm" in f["hint"] and "export it" not in f["hint"]
+
+
+def test_the_fix_of_a_drafter_given_as_dot_goes_beside_it(make_drafter, monkeypatch):
+    drafter = make_drafter(mutate=setk("intermediate_size", 64))
+    monkeypatch.chdir(drafter)
+    (dim,) = [f for f in validate(Path("."))["findings"] if f["code"] == "E-CONFIG-DIM"]
+    assert f"eaglehub convert {drafter} {drafter}-fixed --set intermediate_size=128" in dim["hint"]
+    assert _errors(validate(_run_hint(dim))) == []

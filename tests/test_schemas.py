@@ -39,3 +39,13 @@ def test_modules_a_schema_names_exist(path):
     root = schemas_dir().parents[2]
     named = set(re.findall(r"eaglehub/[a-z_/]+\.py", path.read_text()))
     assert [m for m in sorted(named) if not (root / m).is_file()] == []
+
+
+def test_the_top_level_schemas_are_the_package_schemas():
+    """schemas/ (where the docs and --help point) is a copy of the schemas the package ships and validates with."""
+    from pathlib import Path
+
+    top = Path(__file__).resolve().parent.parent / "schemas"
+    assert {p.name: p.read_bytes() for p in top.glob("*.schema.json")} == {p.name: p.read_bytes() for p in SCHEMAS}, (
+        "schemas/ is stale: cp eaglehub/data/schemas/*.schema.json schemas/"
+    )

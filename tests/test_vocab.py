@@ -46,7 +46,7 @@ def test_the_draft_ids_come_from_d2t_and_an_all_zero_map_is_the_identity(make_dr
 
 
 def test_a_map_far_below_the_best_is_a_coverage_warning_with_its_figures(make_drafter):
-    from eaglehub.vocab.run import coverage_findings
+    from eaglehub.vocab.coverage import coverage_findings
 
     d = read_drafter(make_drafter())
     held = draft_token_ids(d)
@@ -86,7 +86,8 @@ def test_the_fixture_covers_the_target_output_on_the_project_prompts_and_on_mt_b
     copy = tmp_path / "identity"
     shutil.copytree(FIXTURE, copy)
     tensors = load_file(copy / "model.safetensors")
-    tensors["d2t"] = torch.zeros_like(tensors["d2t"])
+    tensors["d2t"] = torch.zeros_like(tensors["d2t"])  # the first Vd ids, t2d saying the same: a consistent,
+    tensors["t2d"] = torch.arange(tensors["t2d"].numel()) < tensors["d2t"].numel()  # untrained map
     save_file(tensors, copy / "model.safetensors")
     prompts = tmp_path / "six.jsonl"
     prompts.write_text("".join(json.dumps(p) + "\n" for p in _first_per_category()))
@@ -110,3 +111,20 @@ def _first_per_category() -> list[dict]:
             seen.add(p["category"])
             out.append(p)
     return out
+
+
+@pytest.mark.parametrize("verb", ["vocab", "probe"])
+def test_a_missing_target_or_a_broken_drafter_is_one_line_before_any_engine_work(verb, make_drafter, make_target):
+    res = CliRunner().invoke(main, [verb, str(make_drafter())])
+    assert res.exit_code == 2 and "Missing option '--target'" in res.output and "Traceback" not in res.output
+    broken = make_drafter("wrong-vd", mutate=lambda cfg, t: cfg.__setitem__("draft_vocab_size", 64))
+    res = CliRunner().invoke(main, [verb, str(broken), "--target", str(make_target(8, weights=True))])
+    assert res.exit_code == 1 and "fails validation" in res.output and "E-CONFIG-DIM" in res.output, res.output
+
+
+def test_validate_prompts_measures_nothing_on_a_drafter_with_an_error(make_drafter, make_target):
+    from eaglehub.checks.validate import validate
+
+    broken = make_drafter(mutate=lambda cfg, t: cfg.__setitem__("draft_vocab_size", 64))
+    report = validate(broken, make_target(8, weights=True), prompts="default")
+    assert "vocab_coverage" not in report and "E-CONFIG-DIM" in [f["code"] for f in report["findings"]]

@@ -180,7 +180,10 @@ def convert_command(ctx: Context, *options: str) -> str:
     modified) with ``options``."""
     import shlex
 
-    src = str(ctx.drafter.path)
+    path = ctx.drafter.path
+    if path.name in ("", ".", ".."):  # `validate .`: the copy goes beside the directory, not inside it
+        path = path.resolve()
+    src = str(path)
     return " ".join(["eaglehub convert", shlex.quote(src), shlex.quote(src + "-fixed"), *options])
 
 

@@ -88,7 +88,7 @@ def _dim_finding(ctx: Context, fix: DimFix) -> Finding:
     else:
         said = f"{fix.key} is {fix.value}"
     evidence = ", ".join(f"{n} {_fmt(s)}" for n, s in fix.evidence.items())
-    settled = list(fix.settles)
+    settled = [n for n in fix.settles if n in ctx.drafter.tensors]  # not the ones the wrong value only demanded
     listed = ", ".join(settled[:3]) + (f" and {len(settled) - 3} more" if len(settled) > 3 else "")
     return finding(
         "E-CONFIG-DIM",

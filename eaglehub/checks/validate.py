@@ -128,7 +128,8 @@ def validate(
 
     ``prompts`` (a prompt file, or ``"default"`` for the project's set): also measure the draft vocabulary's
     coverage of the target's output on them (:func:`eaglehub.vocab.run.measure_coverage`; runs the target, so
-    its weights are needed), reported under ``vocab_coverage`` with its findings.
+    its weights are needed), reported under ``vocab_coverage`` with its findings; not measured when the drafter
+    has an error finding (its vocabulary may be misread).
 
     Raises: EaglehubError (exit 2) for usage errors only: a source or target that names nothing,
     an unreachable hub, ``--from`` contradicting the evidence, ``prompts`` without ``target``. Unreadable
@@ -160,9 +161,10 @@ def validate(
     if drafter.provenance_error is not None:  # optional record: report it, check the drafter all the same
         pre.append(input_finding(drafter.provenance_error))
     found = pre + run_checks(drafter, tinfo, deep=deep, options=opts)
-    if prompts is None or tinfo is None:
+    # with an error (a wrong draft_vocab_size, say) the coverage would be measured on a misread vocabulary
+    if prompts is None or tinfo is None or any(f.severity == "error" for f in found):
         return make_report(drafter, found, tinfo, deep)
-    from eaglehub.vocab.run import VocabOptions, coverage_findings, measure_coverage
+    from eaglehub.vocab.coverage import VocabOptions, coverage_findings, measure_coverage
 
     section = measure_coverage(
         drafter, tinfo.path, VocabOptions(str(tinfo.path), None if prompts == "default" else prompts)
@@ -173,3 +175,22 @@ def validate(
     report = make_report(drafter, found + extra, tinfo, deep)
     report["vocab_coverage"] = section
     return report
+
+
+def preflight(drafter: Path, target: Path) -> None:
+    """Refuse, before minutes of engine work, a drafter that ``eaglehub validate`` finds broken.
+
+    vLLM would load most such drafters without a word (missing weights, wrong aux ids) and the run
+    would only show a collapsed acceptance rate (docs/vllm.md §4, §11).
+
+    Raises:
+        EaglehubError: error findings against ``target`` (exit 1; the message lists their codes).
+    """
+    report = validate(drafter, target, deep=True)  # NaN weights would waste an engine run too
+    errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
+    if errors:
+        raise EaglehubError(
+            f"drafter {drafter} fails validation against the target: {', '.join(errors)}",
+            hint=f"run `eaglehub validate {drafter} --target {target}` for details and fixes",
+            exit_code=1,
+        )

@@ -55,12 +55,14 @@ def overwrite_option() -> Decorator:
 
 
 def target_option(required: bool = False, help: str | None = None) -> Decorator:
+    # click 8.3+ counts an explicit default=None as a default, so a required option must not get one
+    extra = {} if required else {"default": None}
     return click.option(
         "--target",
         "target_spec",
         required=required,
-        default=None,
         help=help or "Target: model directory, cached Hub id, or `smollm2`.",
+        **extra,
     )
 
 

@@ -76,7 +76,14 @@ def validate_cmd(
         options=Options(tp=tp, vllm_version=vllm_version),
         prompts=prompts_file,
     )
-    print_json(report) if as_json else print_findings(report, console)
+    if as_json:
+        print_json(report)
+    else:
+        if report.get("vocab_coverage"):
+            from eaglehub.views.vocab import print_coverage_line
+
+            print_coverage_line(report["vocab_coverage"], console)
+        print_findings(report, console)
     sys.exit(0 if report["ok"] and not (strict and report["counts"]["warning"]) else 1)
 
 

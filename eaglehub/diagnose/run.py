@@ -11,7 +11,7 @@ draft depth the drafter's hidden-state norm and the attention mass on the first 
 attention sink); vLLM gives counters only. With one EAGLE-3 and one EAGLE-3.1 drafter the two are
 labelled by version (:attr:`eaglehub.drafter.canonical.Drafter.version`) and shown side by side.
 
-Every drafter is first checked as ``verify`` checks it (:func:`eaglehub.verify.run.preflight`). The
+Every drafter is first checked as ``verify`` checks it (:func:`eaglehub.checks.validate.preflight`). The
 report is a dict valid against ``schemas/diagnose-report.schema.json``; ``diagnose`` measures and
 never fails on the numbers (exit 0), only on bad input (2) or a broken drafter or engine (1).
 """
@@ -264,11 +264,11 @@ def run_diagnose(opts: DiagnoseOptions, engine: Engine | None = None, console=No
 
     Raises:
         EaglehubError: bad options, target, drafter or prompts (exit 2), the engine missing (2), a
-            drafter with error findings (1, :func:`eaglehub.verify.run.preflight`), no context length
+            drafter with error findings (1, :func:`eaglehub.checks.validate.preflight`), no context length
             the target allows (2), an engine failure (1).
     """
+    from eaglehub.checks.validate import preflight
     from eaglehub.target import resolve_target
-    from eaglehub.verify.run import preflight
 
     if not 1 <= opts.depth <= MAX_DEPTH:
         raise EaglehubError(f"--depth must be 1..{MAX_DEPTH}, got {opts.depth}")

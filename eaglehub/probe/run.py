@@ -153,6 +153,7 @@ def probe(drafter: str | Path, opts: ProbeOptions, progress=None) -> dict:
         EaglehubError: bad options, an unusable target, drafter or prompt file, a drafter the reference
             engine cannot run (quantized other than FP8, inconsistent with its config).
     """
+    from eaglehub.checks.validate import preflight
     from eaglehub.convert.gains import collect
     from eaglehub.engines.chat import encode_chat
     from eaglehub.engines.reference import ReferenceEngine
@@ -169,6 +170,8 @@ def probe(drafter: str | Path, opts: ProbeOptions, progress=None) -> dict:
 
         destination(path, Path(opts.write), opts.overwrite)  # refused now, not after the measurements
     target_path = resolve_target(opts.target)
+    # a drafter validate finds broken (a wrong dimension, missing weights) cannot be run to ask its weights
+    preflight(path, target_path)
     prompts = load_prompts(opts.prompts_file, None, opts.limit)
     engine = ReferenceEngine(device=opts.device)
     say = progress or (lambda _text: None)

@@ -331,13 +331,13 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
 
     Raises:
         EaglehubError: bad options, target, drafter or prompts (exit 2), engine missing (exit 2), a
-            drafter that fails validation (exit 1, :func:`eaglehub.verify.run.preflight`), or an engine
+            drafter that fails validation (exit 1, :func:`eaglehub.checks.validate.preflight`), or an engine
             failure (exit 1).
     """
+    from eaglehub.checks.validate import preflight
     from eaglehub.engines.chat import encode_chat
     from eaglehub.measure.runner import resolve_drafter, run_all
     from eaglehub.target import resolve_target
-    from eaglehub.verify.run import preflight
 
     check_options(opts)
     if engine is None:

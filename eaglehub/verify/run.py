@@ -46,6 +46,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from eaglehub.checks.validate import preflight
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.engines.registry import make_engines
 from eaglehub.errors import EaglehubError
@@ -62,27 +63,6 @@ from eaglehub.verify.sampled import check_served_settings
 
 """2: per-drafter ``findings`` with registered codes (was ``failures`` with ad-hoc codes), the
 prompt file's sha256, and the ``reference`` comparison."""
-
-
-def preflight(drafter: Path, target: Path) -> None:
-    """Refuse, before minutes of engine work, a drafter that ``eaglehub validate`` finds broken.
-
-    vLLM would load most such drafters without a word (missing weights, wrong aux ids) and the run
-    would only show a collapsed acceptance rate (docs/vllm.md §4, §11).
-
-    Raises:
-        EaglehubError: error findings against ``target`` (exit 1; the message lists their codes).
-    """
-    from eaglehub.checks.validate import validate
-
-    report = validate(drafter, target, deep=True)  # NaN weights would waste an engine run too
-    errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
-    if errors:
-        raise EaglehubError(
-            f"drafter {drafter} fails validation against the target: {', '.join(errors)}",
-            hint=f"run `eaglehub validate {drafter} --target {target}` for details and fixes",
-            exit_code=1,
-        )
 
 
 # --- reference report (F26) ----------------------------------------------------------------------

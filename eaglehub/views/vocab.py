@@ -47,6 +47,16 @@ def render_report(report: dict, console: Console) -> None:
     print_report_findings(report, console)
 
 
+def print_coverage_line(c: dict, console: Console) -> None:
+    """One line of a coverage section (``validate --prompts``): overall coverage against the best."""
+    o = c["overall"]
+    console.print(
+        f"draft vocabulary coverage: {_pct(o['coverage'])} of the target's {o['output_tokens']} output tokens on "
+        f"{c['prompts']['count']} prompts (best {c['draft_vocab_size']}-token vocabulary {_pct(o['best_coverage'])})",
+        highlight=False,
+    )
+
+
 def plot_vocab(report: dict, path: str | Path) -> Path:
     """Coverage per category and overall: the draft vocabulary's bar beside the best same-size vocabulary's,
     with the figure's date, machine and versions (:func:`stamp_text`). Written atomically to ``path`` (PNG)."""
