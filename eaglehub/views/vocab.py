@@ -9,10 +9,7 @@ from rich.markup import escape
 
 from eaglehub.views.common import print_report_findings, titled_table
 from eaglehub.views.plots import save_figure, stamp_text
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x:.1%}"
+from eaglehub.vocab.coverage import percent
 
 
 def render_report(report: dict, console: Console) -> None:
@@ -37,8 +34,8 @@ def render_report(report: dict, console: Console) -> None:
             name,
             str(share["output_tokens"]),
             str(share["distinct_tokens"]),
-            _pct(share["coverage"]),
-            _pct(share["best_coverage"]),
+            percent(share["coverage"]),
+            percent(share["best_coverage"]),
         )
     console.print(t)
     if c["missing"]:
@@ -51,8 +48,8 @@ def print_coverage_line(c: dict, console: Console) -> None:
     """One line of a coverage section (``validate --prompts``): overall coverage against the best."""
     o = c["overall"]
     console.print(
-        f"draft vocabulary coverage: {_pct(o['coverage'])} of the target's {o['output_tokens']} output tokens on "
-        f"{c['prompts']['count']} prompts (best {c['draft_vocab_size']}-token vocabulary {_pct(o['best_coverage'])})",
+        f"draft vocabulary coverage: {percent(o['coverage'])} of the target's {o['output_tokens']} output tokens on "
+        f"{c['prompts']['count']} prompts (best {c['draft_vocab_size']}-token vocabulary {percent(o['best_coverage'])})",
         highlight=False,
     )
 

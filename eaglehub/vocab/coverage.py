@@ -96,7 +96,8 @@ class VocabOptions:
             raise EaglehubError("--limit and --max-tokens must be >= 1", hint="e.g. --limit 4 --max-tokens 64")
 
 
-def _pct(x: float | None) -> str:
+def percent(x: float | None) -> str:
+    """A share as a percentage with one decimal (``-`` when there is none), as findings and tables print it."""
     return "-" if x is None else f"{x:.1%}"
 
 
@@ -107,8 +108,8 @@ def coverage_findings(drafter, section: dict) -> list[Finding]:
         return []
     vd = drafter.dims.Vd
     figures = (
-        f"it holds {_pct(o['coverage'])} of the target's {o['output_tokens']} output tokens on these prompts, "
-        f"the best {vd}-token vocabulary for the same text {_pct(o['best_coverage'])}"
+        f"it holds {percent(o['coverage'])} of the target's {o['output_tokens']} output tokens on these prompts, "
+        f"the best {vd}-token vocabulary for the same text {percent(o['best_coverage'])}"
     )
     if section["identity_map"]:
         return [
