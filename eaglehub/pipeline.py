@@ -68,6 +68,7 @@ def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dic
         calibrate=calibrate,
         target=target_spec if calibrate else None,
         calibration_limit=section.get("calibration_limit"),
+        steps=section.get("calibration_steps"),
         overwrite=True,
     )
     report = run_convert(str(src), str(dst), opts)
@@ -81,6 +82,7 @@ def _convert(src: Path, dst: Path, section: dict, target_spec: str) -> tuple[dic
     if cal:
         out["calibration"] = {
             "norm_output": cal["norm_output"]["chosen"],
+            "fine_tuning_steps": (cal["fine_tuning"] or {}).get("steps", 0),
             "held_out_acceptance_length": {
                 k: cal["acceptance"][k]["acceptance_length"] for k in ("source", "plain_upgrade", "calibrated")
             },

@@ -189,7 +189,13 @@ def test_fixture_pipeline_in_vllm_then_publish_the_fixture(fake_hub, hf_env, sha
     the AL measured."""
     assert os.environ.get("EAGLEHUB_CACHE") or (Path.home() / ".cache" / "eaglehub" / "targets").is_dir()
     work = tmp_path / "work"
-    res = _run("pipeline", FIXTURE_MANIFEST, "--work-dir", work, "--endpoint", fake_hub.url, "--json")
+    # the closed-form gains only (calibration_steps = 0): fine-tuning is test_calibrate's, and its 20 steps here
+    # were 30 s of this test; the upgrade still has to keep the source's acceptance
+    text = FIXTURE_MANIFEST.read_text().replace('path = "../smollm2-eagle3"', f'path = "{FIXTURE}"')
+    manifest = tmp_path / "smollm2-pipeline.toml"
+    manifest.write_text(text.replace("calibration_limit = 3 }", "calibration_limit = 3, calibration_steps = 0 }"))
+    assert manifest.read_text().count("calibration_steps = 0") == 1 and "../" not in manifest.read_text()
+    res = _run("pipeline", manifest, "--work-dir", work, "--endpoint", fake_hub.url, "--json")
     assert res.exit_code == 0, res.output
     summary = json.loads(res.stdout)
     validate_json(summary, "pipeline-report")
@@ -206,6 +212,7 @@ def test_fixture_pipeline_in_vllm_then_publish_the_fixture(fake_hub, hf_env, sha
     calibration = {s["name"]: s["summary"] for s in fp8["steps"]}["convert"]["calibration"]
     held = calibration["held_out_acceptance_length"]
     assert calibration["norm_output"] is False and held["calibrated"] > held["plain_upgrade"] + 0.3
+    assert calibration["fine_tuning_steps"] == 0
     assert all(d["lossless"] == "6/6" for v in verified.values() for d in v["drafters"])
     assert fake_hub.posts() == []
     report = Path(verified["eagle3"]["report"])

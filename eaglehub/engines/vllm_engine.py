@@ -337,6 +337,13 @@ def _worker(request_path: str, result_path: str) -> None:
     )
     Path(result_path).write_text(json.dumps(result.to_dict()))
     events.close()
+    if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING") == "0":
+        # the result is on disk and vLLM runs in this process alone: skip the interpreter's teardown of the
+        # engine and its KV cache (~4 s of every run on 2 CPU cores); with engine-core processes vLLM's own
+        # shutdown must run, so those return normally
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":
