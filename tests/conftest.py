@@ -24,10 +24,45 @@ OTHER_TIERS = ("slow", "vllm", "real")
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """A test without a tier marker is a unit test (before ``-m`` selects: tryfirst)."""
+    """A test without a tier marker is a unit test (before ``-m`` selects: tryfirst). The tests of the session
+    servers run last, one after another (stable: file order kept otherwise), so that each server runs only
+    while its tests do (``pytest_runtest_teardown``)."""
     for item in items:
         if not any(item.get_closest_marker(t) for t in OTHER_TIERS):
             item.add_marker(pytest.mark.unit)
+    items.sort(key=_uses_a_server)
+
+
+def pytest_collection_finish(session):
+    """Per session server, the last selected test that uses it (``-m`` and ``-k`` have deselected by now)."""
+    _LAST_USER.clear()
+    for item in session.items:
+        for name in SESSION_SERVERS & set(getattr(item, "fixturenames", ())):
+            _LAST_USER[name] = item
+
+
+SESSION_SERVERS = frozenset({"fixture_server_process", "target_server"})
+"""The session fixtures that hold a ``vllm serve`` process."""
+_LAST_USER: dict[str, pytest.Item] = {}
+"""Per session server: the last selected test that uses it."""
+_STARTED: dict[str, object] = {}
+"""Per session server: the started server (helpers/servers.VllmServer)."""
+
+
+def _uses_a_server(item) -> bool:
+    return bool(SESSION_SERVERS & set(getattr(item, "fixturenames", ())))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A session server stops after the last test that uses it, not at the end of the session: an idle vLLM
+    engine core polls, about half a core each on this machine, which every later test would lose."""
+    try:
+        return (yield)
+    finally:
+        for name, last in _LAST_USER.items():
+            if last is item and name in _STARTED:
+                _STARTED.pop(name).stop()  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -48,7 +83,8 @@ def fixture_server_process(request):
     session (helpers/servers.py)."""
     from eaglehub.target import resolve_target
 
-    return session_server(request, resolve_target("smollm2"), FIXTURE, k=3)
+    _STARTED["fixture_server_process"] = server = session_server(request, resolve_target("smollm2"), FIXTURE, k=3)
+    return server
 
 
 @pytest.fixture
@@ -67,7 +103,8 @@ def target_server(request):
     """``vllm serve`` of SmolLM2-135M-Instruct alone (the losslessness baseline); as ``fixture_server``."""
     from eaglehub.target import resolve_target
 
-    return session_server(request, resolve_target("smollm2"), None)
+    _STARTED["target_server"] = server = session_server(request, resolve_target("smollm2"), None)
+    return server
 
 
 def pytest_terminal_summary(terminalreporter):

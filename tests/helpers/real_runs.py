@@ -4,10 +4,10 @@ Every end-to-end check of the committed SmolLM2 drafter against SmolLM2-135M-Ins
 verify`` (or ``pipeline``) with :data:`SETTINGS` and the ``shared_engine_runs`` fixture
 (helpers/engine_runs.py), so the runs they have in common run once per session:
 
-* the target alone in vLLM and the fixture in vLLM: test_real_pair (every layout), test_quantize (FP8
-  against its source), test_verify_vllm (the tiny drafter), test_pipeline (both manifest drafters);
-* the target alone and the fixture in the reference engine: test_real_pair (cross-engine) and
-  test_reference_real (wrong d2t offsets).
+* the target alone in vLLM and the fixture in vLLM: test_real_pair (every layout), test_verify_vllm (the
+  tiny drafter), test_pipeline (both manifest drafters);
+* the target alone and the fixture in the reference engine: test_real_pair (cross-engine), test_quantize
+  (FP8 against its source) and test_reference_real (wrong d2t offsets).
 
 :data:`SETTINGS` are the fixture manifest's (fixtures/manifests/smollm2-pipeline.toml: k 3, one prompt per
 category of the default set, 32 tokens), so the pipeline shares them too. :func:`real_drafters` writes the

@@ -13,7 +13,8 @@ API::
     with VllmServer(...) as server: ...                # start / stop
 
 Session fixtures (registered in tests/conftest.py; a test using one is marked ``vllm`` and ``real``),
-each started on first use and stopped at the end of the session:
+each started on first use and stopped after the last test that uses it (tests/conftest.py runs those tests
+last, one after another: an idle vLLM engine core polls, about half a core each):
 
 * ``fixture_server``: SmolLM2-135M-Instruct + the committed fixture drafter (fixtures/smollm2-eagle3), k 3,
   with per-request spec-decode metrics (``--per-request-spec-decode-metrics summary``); a test may redeploy
