@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import finding_audit
 from helpers.checkpoints import make_drafter_in, make_target_in
 from helpers.engine_runs import shared_engine_runs  # noqa: F401  (fixture)
 from helpers.fakehub import fake_hub, hf_env  # noqa: F401  (fixtures, for every test module)
@@ -107,7 +108,44 @@ def target_server(request):
     return server
 
 
+def pytest_configure(config):
+    finding_audit.install()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The findings a test makes are its own (helpers/finding_audit.py)."""
+    audit = finding_audit.AUDIT
+    audit.current, audit.exempt = item.nodeid, item.get_closest_marker("bad_hints") is not None
+    try:
+        return (yield)
+    finally:
+        audit.current, audit.exempt = None, False
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A finding below the hint standard fails the session, though every test passed (its list is printed)."""
+    if finding_audit.problems() and exitstatus == 0:
+        session.exitstatus = 1
+
+
 def pytest_terminal_summary(terminalreporter):
+    """The findings the session made and any below the hint standard (helpers/finding_audit.py)."""
+    from eaglehub.findings import RULES
+
+    audit = finding_audit.AUDIT
+    produced = {code for code, n in audit.produced.items() if n}
+    terminalreporter.section("findings made (hint standard: a subject, a hint that keeps the tensors)")
+    terminalreporter.write_line(
+        f"{sum(audit.produced.values())} findings of {len(produced)} of the {len(RULES)} rules; "
+        f"below the standard: {len(audit.bad)}"
+    )
+    for line in finding_audit.problems():
+        terminalreporter.write_line(f"  {line}", red=True)
+    _print_shared_runs(terminalreporter)
+
+
+def _print_shared_runs(terminalreporter):
     """Which engine runs the session shared (helpers/engine_runs.py): each run and how many tests asked for it."""
     from helpers.engine_runs import USES
 

@@ -85,7 +85,6 @@ def _embedding(ctx: Context) -> list[Finding]:
                 "I-EMBED-TRAINED",
                 EMBED,
                 f"drafter ships its own embed_tokens {list(info.shape)} (target's: {list(tinfo.shape) if tinfo else 'absent'}); vLLM keeps it",
-                "",
             )
         ]
     same = tinfo.dtype == info.dtype and tensors_equal(d.index, d.names[EMBED], tidx, EMBED)
@@ -103,7 +102,6 @@ def _embedding(ctx: Context) -> list[Finding]:
             "I-EMBED-TRAINED",
             EMBED,
             "embed_tokens differs from the target's; vLLM keeps the drafter's own table",
-            "",
         )
     ]
 

@@ -86,7 +86,6 @@ def check_vocab_maps(
                     "W-D2T-UNPRUNED",
                     "d2t",
                     f"d2t shipped with draft_vocab_size == vocab_size ({V}); vLLM >= 0.30 has no parameter for it",
-                    "drop d2t and t2d when the vocabulary is not pruned",
                 )
             )
     if t2d is None:
