@@ -34,8 +34,16 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_uses_a_server)
 
 
+def pytest_deselected(items):
+    finding_audit.AUDIT.deselected += len(items)
+
+
 def pytest_collection_finish(session):
-    """Per session server, the last selected test that uses it (``-m`` and ``-k`` have deselected by now)."""
+    """Per session server, the last selected test that uses it (``-m`` and ``-k`` have deselected by now);
+    whether the whole suite runs (helpers/finding_audit.py)."""
+    files = {Path(str(item.path)) for item in session.items}
+    audit = finding_audit.AUDIT
+    audit.full_suite = audit.deselected == 0 and set(Path(__file__).parent.glob("test_*.py")) <= files
     _LAST_USER.clear()
     for item in session.items:
         for name in SESSION_SERVERS & set(getattr(item, "fixturenames", ())):
@@ -124,8 +132,10 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """A finding below the hint standard fails the session, though every test passed (its list is printed)."""
-    if finding_audit.problems() and exitstatus == 0:
+    """A finding below the hint standard fails the session, though every test passed, and so does a rule no
+    test made a finding of when the whole suite ran (both listed in the summary)."""
+    audit = finding_audit.AUDIT
+    if exitstatus == 0 and (finding_audit.problems() or (audit.full_suite and finding_audit.missing_rules())):
         session.exitstatus = 1
 
 
@@ -142,6 +152,8 @@ def pytest_terminal_summary(terminalreporter):
     )
     for line in finding_audit.problems():
         terminalreporter.write_line(f"  {line}", red=True)
+    if audit.full_suite and finding_audit.missing_rules():
+        terminalreporter.write_line(f"  no finding made of: {', '.join(finding_audit.missing_rules())}", red=True)
     _print_shared_runs(terminalreporter)
 
 

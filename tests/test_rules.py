@@ -59,3 +59,14 @@ def test_list_rules_json_and_markdown():
     assert r.exit_code == 0 and report["rules"] == rule_catalogue()
     md = CliRunner().invoke(main, ["validate", "--list-rules", "--markdown"])
     assert md.exit_code == 0 and md.stdout == rules_markdown()
+
+
+def test_the_suite_wide_hint_audit_names_what_a_finding_lacks():
+    from helpers.finding_audit import AUDIT, why_bad
+
+    assert why_bad("d2t", "eaglehub convert SRC DST --format vllm") is None
+    assert why_bad("", "a hint") == "no subject" and why_bad("fc.weight", " ") == "no hint"
+    assert why_bad("d2t", "drop d2t and t2d") == "the hint discards or renames trained tensors"
+    made = AUDIT.produced["W-AUX-LAST"]
+    finding("W-AUX-LAST", "s", "m")  # every Finding made is counted, with the test that made it
+    assert AUDIT.produced["W-AUX-LAST"] == made + 1

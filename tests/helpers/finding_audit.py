@@ -4,7 +4,8 @@ it has a hint, and the hint never has the user drop, rename or re-initialise tra
 :func:`install` wraps :class:`eaglehub.findings.Finding` so that every finding made in this process (by a
 rule, read back from a report, by an engine comparison) is recorded with the test that made it. At the end
 of the session tests/conftest.py prints the rules the session produced and fails the session on any finding
-below the standard (:func:`problems`). Findings of the planted bad-hint cases a test builds on purpose
+below the standard (:func:`problems`) and, when the whole suite ran, on any rule of the catalogue no test
+made a finding of (:func:`missing_rules`): each rule is then shown with its subject and hint on a planted case. Findings of the planted bad-hint cases a test builds on purpose
 carry the test's own mark: ``@pytest.mark.bad_hints``.
 """
 
@@ -26,6 +27,10 @@ class Audit:
     """Per finding code: how many findings the session made."""
     bad: list[tuple[str | None, str, str, str, str]] = field(default_factory=list)
     """(test, code, subject, hint, why) of each finding below the standard."""
+    deselected: int = 0
+    """Tests ``-m`` / ``-k`` deselected."""
+    full_suite: bool = False
+    """Every test file collected and no test deselected (``make test``): then every rule must be made."""
 
 
 AUDIT = Audit()
@@ -70,3 +75,10 @@ def problems() -> list[str]:
         if seen[code] <= 5:
             lines.append(f"{code} ({why}) subject {subject!r}, hint {hint!r}, made by {test or 'a fixture'}")
     return lines
+
+
+def missing_rules() -> list[str]:
+    """The catalogue's rules no finding of the session was made for, in catalogue order."""
+    from eaglehub.findings import RULES
+
+    return [r.code for r in RULES if not AUDIT.produced.get(r.code)]
