@@ -11,7 +11,7 @@ from helpers.checkpoints import BASE_CONFIG, load_recipe
 from safetensors.torch import save_file
 
 from eaglehub.checks.validate import validate
-from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter, attention
+from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter, attention, causal_mask
 from eaglehub.model.ttt import ttt_loss, unroll
 
 
@@ -51,11 +51,21 @@ def test_to_target_ids_adds_offsets():
     assert torch.equal(m.to_target_ids(torch.arange(len(used))), used)
 
 
-@pytest.mark.parametrize("norm_output", [False, True])
-def test_ttt_unroll_equals_step_by_step_drafting(norm_output):
-    """Step j at base i must see exactly the keys vLLM's drafter sees: step-1 keys ≤ i and its own chain."""
+QWEN3 = {"architectures": ["Eagle3Qwen3ForCausalLM"], "model_type": "qwen3"}
+WINDOW = {"layer_types": ["sliding_attention"], "sliding_window": 3, "use_sliding_window": True}
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [{}, {"norm_output": True}, QWEN3, dict(QWEN3, **WINDOW)],
+    ids=["eagle3", "norm_output", "qwen3", "qwen3_window"],
+)
+def test_ttt_unroll_equals_step_by_step_drafting(flags):
+    """Step j at base i must see exactly the keys vLLM's drafter sees: step-1 keys ≤ i and its own chain,
+    within the layer's sliding window (a window of 3 cuts into the 7 positions and the 3-step chain)."""
     assert load_recipe("train").ttt_loss is ttt_loss  # the recipe trains with this very unroll
-    m = _model(seed=1, norm_output=norm_output)
+    m = _model(seed=1, **flags)
+    window = m.dims.window(0)
     d = m.dims
     steps, L, V = 3, 7, d.vocab_size
     g = torch.Generator().manual_seed(3)
@@ -66,7 +76,7 @@ def test_ttt_unroll_equals_step_by_step_drafting(norm_output):
         got = unroll(m, embed, ids, aux, torch.tensor([L]), steps)
         pos = torch.arange(L)
         q, k, v, resid = m.layer_qkv(m.combine(aux[0]), embed[ids[0, 1 : L + 1]], pos)
-        normed, fed = m.layer_out(attention(q, k, v, pos[None, :] <= pos[:, None]), resid)
+        normed, fed = m.layer_out(attention(q, k, v, causal_mask(pos, pos, window)), resid)
         assert torch.allclose(got[0][0], normed, atol=1e-5)
         for i in range(L):
             h, ks, vs = fed[i : i + 1], [k[: i + 1]], [v[: i + 1]]
@@ -74,7 +84,9 @@ def test_ttt_unroll_equals_step_by_step_drafting(norm_output):
                 qj, kj, vj, rj = m.layer_qkv(h, embed[ids[0, i + j]][None], torch.tensor([i + j - 1]))
                 ks.append(kj)
                 vs.append(vj)
-                nj, h = m.layer_out(attention(qj, torch.cat(ks), torch.cat(vs), None), rj)
+                keys_at = torch.arange(i + j)  # positions 0..i of step 1, then the chain at i+1..i+j-1
+                mask = causal_mask(torch.tensor([i + j - 1]), keys_at, window)
+                nj, h = m.layer_out(attention(qj, torch.cat(ks), torch.cat(vs), mask), rj)
                 assert torch.allclose(got[j - 1][0, i], nj[0], atol=1e-5), (i, j)
 
 

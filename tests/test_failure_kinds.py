@@ -353,7 +353,7 @@ STATIC = [
     Kind(
         "F15",
         "layer-types",
-        "W-SLIDING-WINDOW",
+        "I-WINDOW-APPLIED",
         both(setk("layer_types", ["sliding_attention"]), setk("sliding_window", 1024)),
         "layer_types",
     ),

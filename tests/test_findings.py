@@ -291,7 +291,7 @@ CASES = [
         id="F16-nested",
     ),
     Case(
-        "W-SLIDING-WINDOW",
+        "I-WINDOW-APPLIED",
         both(setk("layer_types", ["sliding_attention"]), setk("sliding_window", 1024)),
         "layer_types",
         id="F15",
@@ -336,7 +336,13 @@ CASES = [
     ),
     Case("E-NOT-A-DRAFTER", None, "config.json", id="F3"),  # special-cased: the target is the drafter
     Case("E-LAYOUT-EAGLE1", _eagle1, "fc.weight"),
-    Case("E-LAYOUT-UNSUPPORTED", setk("architectures", ["Eagle3Qwen3ForCausalLM"]), "config.json"),
+    Case("E-LAYOUT-UNSUPPORTED", setk("speculators_model_type", "dflash"), "config.json"),
+    Case(
+        "E-QKNORM-MISSING",
+        setk("architectures", ["Eagle3Qwen3ForCausalLM"]),
+        "midlayer.self_attn.q_norm.weight",
+        id="qwen3-without-qk-norms",
+    ),
     Case("E-TENSOR-MISSING", delt("midlayer.mlp.up_proj.weight"), "midlayer.mlp.up_proj.weight", id="F2"),
     Case("E-TENSOR-UNEXPECTED", sett("fc.bias", lambda t: torch.zeros(64, dtype=torch.bfloat16)), "fc.bias"),
     Case(
@@ -948,8 +954,8 @@ def test_nonfinite_blocks_cover_every_row(make_drafter, monkeypatch):
 
 def test_a_qwen3_style_drafter_is_never_told_to_drop_its_qk_norms(make_drafter):
     report = validate(make_drafter(mutate=setk("architectures", ["Eagle3Qwen3ForCausalLM"])))
-    (f,) = [f for f in report["findings"] if f["code"] == "E-LAYOUT-UNSUPPORTED"]
-    assert "keep the checkpoint" in f["hint"] and "q_norm" in f["hint"] and "export it" not in f["hint"]
+    (f,) = [f for f in report["findings"] if f["code"] == "E-QKNORM-MISSING" and "q_norm" in f["subject"]]
+    assert "unit q/k-norm gains" in f["message"] and "export the tensor" in f["hint"] and "drop" not in f["hint"]
 
 
 def test_the_fix_of_a_drafter_given_as_dot_goes_beside_it(make_drafter, monkeypatch):

@@ -115,7 +115,7 @@ def test_two_markers_are_ambiguous(tmp_path):
 @pytest.mark.parametrize(
     "cfg_fn,kind",
     [
-        (lambda c: c.update(architectures=["Eagle3Qwen3ForCausalLM"]), "unsupported"),
+        (lambda c: c.update(architectures=["Eagle3Qwen3ForCausalLM"]), "vllm"),  # read since docs/formats.md §10
         (lambda c: c.update(speculators_model_type="dflash"), "unsupported"),
     ],
 )

@@ -14,6 +14,7 @@ from helpers.checkpoints import (
     BASE_CONFIG,
     add_fc_norm,
     drafter_tensors,
+    qwen3_layers,
     target_config,
     target_tensors,
     vocab_maps,
@@ -111,6 +112,10 @@ VARIANTS = {
     "norm_before_residual": lambda cfg, t: cfg.update(norm_before_residual=True),
     "two_layers": _two_layers,
     "full_vocab": _full_vocab,
+    "qwen3": qwen3_layers,
+    # a window shorter than every prompt plus its output: the drafter's keys slide while it drafts
+    "qwen3_window": lambda cfg, t: (_two_layers(cfg, t), qwen3_layers(cfg, t, window=4)),
+    "llama_window": lambda cfg, t: cfg.update(layer_types=["sliding_attention"], sliding_window=5),
 }
 
 
@@ -137,9 +142,18 @@ def test_greedy_speculation_is_token_identical_for_every_switch(tmp_path, target
     )
 
 
-def test_drafter_cache_equals_a_full_recompute():
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"architectures": ["Eagle3Qwen3ForCausalLM"], "model_type": "qwen3"},
+        {"layer_types": ["sliding_attention", "full_attention"], "sliding_window": 3},
+    ],
+    ids=["llama", "qwen3", "window"],
+)
+def test_drafter_cache_equals_a_full_recompute(extra):
     torch.manual_seed(0)
-    cfg = dict(BASE_CONFIG, num_hidden_layers=2, norm_output=True)
+    cfg = dict(BASE_CONFIG, num_hidden_layers=2, norm_output=True, **extra)
     m = Eagle3Drafter(DrafterDims.from_config(cfg)).eval()
     with torch.no_grad():
         for p in m.parameters():
@@ -158,6 +172,9 @@ def test_drafter_cache_equals_a_full_recompute():
     probs = rows[-1][2]
     assert len(probs) == 2 and probs[0].shape == (4, 1, 7)
     assert torch.allclose(probs[0].sum(-1), torch.ones(4, 1))
+    if "sliding_window" in extra:  # layer 0 slides over 3 positions: the query at 6 sees 4, 5, 6 only
+        assert torch.all(probs[0][..., :4] == 0) and torch.all(probs[0][..., 4:] > 0)
+        assert torch.all(probs[1] > 0)
 
 
 def test_state_dict_of_a_two_layer_drafter_is_canonical(tmp_path):

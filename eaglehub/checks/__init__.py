@@ -10,7 +10,7 @@ EAGLE-1/2, unsupported) live in :func:`eaglehub.checks.validate.run_checks`.
 
 from __future__ import annotations
 
-from eaglehub.checks import aux, config, engine, quant, target, tensors, vocab
+from eaglehub.checks import aux, config, engine, quant, target, tensors, vocab, windows
 from eaglehub.checks.context import Context, Options, TargetInfo, read_target
 from eaglehub.checks.flags import check_flags
 
@@ -18,6 +18,7 @@ CHECKS = [
     config.check_schema,
     config.check_architecture,
     config.check_rope,
+    windows.check,
     config.check_misc,
     check_flags,
     config.check_mla,

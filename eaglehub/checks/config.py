@@ -1,10 +1,10 @@
 """Config-level checks: JSON Schema per layout, drafter class, RoPE, tie/alias/vocab/head fields, where the
-switches live, sliding windows, MLA fields."""
+switches live, MLA fields (sliding windows: :mod:`eaglehub.checks.windows`)."""
 
 from __future__ import annotations
 
 from eaglehub.checks.context import Context
-from eaglehub.drafter.canonical import int_field, nested_config
+from eaglehub.drafter.canonical import QWEN3, QWEN3_ARCHITECTURES, int_field, nested_config
 from eaglehub.drafter.shapes import MLA, MLA_ARCHITECTURES, layer_kind
 from eaglehub.findings import Finding, finding
 from eaglehub.formats.registry import LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, architecture
@@ -15,6 +15,9 @@ KNOWN_ROPE_TYPES = frozenset(
     {"default", "linear", "dynamic", "yarn", "longrope", "llama3", "mrope", "deepseek_yarn", "su"}
 )
 DRAFTER_MODEL_TYPES = frozenset({"llama"})
+#: ``model_type`` values a Qwen3-style drafter config loads with: vLLM's Qwen3 layer reads only fields both
+#: config classes have (they differ in how they read the sliding window, docs/formats.md §10)
+QWEN3_MODEL_TYPES = frozenset({"qwen3", "llama"})
 #: ``model_type`` values an MLA drafter config loads with (docs/vllm.md §5, §14; docs/formats.md §5).
 MLA_MODEL_TYPES = frozenset({"kimi_k2", "deepseek_v2"})
 #: ``model_type`` values vLLM rewrites into MTP draft models, whose class cannot load an EAGLE-3
@@ -122,6 +125,8 @@ def check_architecture(ctx: Context) -> list[Finding]:
     if layer_kind(cfg) == MLA:
         return _mla_architecture(ctx)
     arch = architecture(cfg)
+    qk_norm = any(n.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) for n in ctx.drafter.tensors)
+    known = LLAMA_EAGLE3_ARCHS | QWEN3_ARCHITECTURES
     out = []
     if arch == RESEARCH_ARCH:
         out.append(
@@ -132,17 +137,30 @@ def check_architecture(ctx: Context) -> list[Finding]:
                 'set "architectures": ["LlamaForCausalLMEagle3"]',
             )
         )
-    elif arch is not None and arch not in LLAMA_EAGLE3_ARCHS:
+    elif arch is not None and arch not in known:
+        wanted = "Eagle3Qwen3ForCausalLM" if qk_norm else "LlamaForCausalLMEagle3"
         out.append(
             finding(
                 "E-CONFIG-ARCH",
                 "architectures",
-                f"{arch} is not a drafter class, yet the checkpoint is a drafter ({_evidence(ctx)}); engines would build a full {arch}",
-                f'set "architectures": ["LlamaForCausalLMEagle3"] (registered: {", ".join(sorted(LLAMA_EAGLE3_ARCHS))})',
+                f"{arch} is not a drafter class, yet the checkpoint is a drafter ({_evidence(ctx)}"
+                + (", q_norm / k_norm weights" if qk_norm else "")
+                + f"); engines would build a full {arch}",
+                f'set "architectures": ["{wanted}"] (registered: {", ".join(sorted(known))})',
             )
         )
     mt = cfg.get("model_type")
-    if not isinstance(mt, str) or mt not in DRAFTER_MODEL_TYPES:
+    if layer_kind(cfg) == QWEN3:
+        if not isinstance(mt, str) or mt not in QWEN3_MODEL_TYPES:
+            out.append(
+                finding(
+                    "E-CONFIG-ARCH",
+                    "model_type",
+                    f"model_type {mt!r}: vLLM parses a Qwen3-style drafter config as 'qwen3' (or 'llama')",
+                    'set "model_type": "qwen3"',
+                )
+            )
+    elif not isinstance(mt, str) or mt not in DRAFTER_MODEL_TYPES:
         out.append(
             finding(
                 "E-CONFIG-ARCH",

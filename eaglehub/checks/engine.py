@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from eaglehub.checks.context import Context
-from eaglehub.drafter.shapes import MLA, layer_kind
+from eaglehub.drafter.shapes import MLA, QWEN3, layer_kind
 from eaglehub.errors import EaglehubError
 from eaglehub.findings import Finding, finding
 
@@ -35,6 +35,13 @@ def _three_one(ctx: Context) -> bool:
 
 
 VERSION_RULES = (
+    VersionRule(
+        "architectures",
+        "0.24.0",
+        lambda c: layer_kind(c.drafter.config) == QWEN3,
+        "vLLM builds Qwen3-style drafters (Eagle3Qwen3ForCausalLM, q/k-norm attention) from 0.24.0; older "
+        "versions cannot resolve the class",
+    ),
     VersionRule(
         "fc_norm",
         "0.22.0",

@@ -61,32 +61,6 @@ def misplaced_flags(d) -> list[tuple[str, str, object]]:
     return out
 
 
-def _sliding_window(cfg: dict) -> list[Finding]:
-    """F15: a drafter trained with a sliding window. vLLM's Llama layers window only layers that
-    ``layer_types`` marks ``sliding_attention`` (and size it from ``sliding_window``); the Qwen-style
-    ``use_sliding_window`` switch is not read there, so a window trained that way is dropped."""
-    types = cfg.get("layer_types")
-    if isinstance(types, list) and "sliding_attention" in types:
-        return [
-            finding(
-                "W-SLIDING-WINDOW",
-                "layer_types",
-                f"layer_types marks sliding_attention (window {cfg.get('sliding_window')!r}): engine versions differ on whether the "
-                "drafter gets its own window or the target's (speculators PR #684)",
-            )
-        ]
-    if cfg.get("use_sliding_window") is True and cfg.get("sliding_window"):
-        return [
-            finding(
-                "W-SLIDING-WINDOW",
-                "use_sliding_window",
-                f"use_sliding_window is true (window {cfg.get('sliding_window')!r}) but vLLM's Llama drafter layers read only "
-                "layer_types: the drafter runs with full attention, unlike in training",
-            )
-        ]
-    return []
-
-
 @dataclass(frozen=True)
 class ProducerChange:
     """A producer that changed what a config switch means: checkpoints of its ``layout`` with ``key`` =
@@ -143,7 +117,7 @@ def _producer_changes(ctx: Context) -> list[Finding]:
 
 def check_flags(ctx: Context) -> list[Finding]:
     """Where the switches live (E-FLAG-MISPLACED, W-INPUTNORM-NESTED), which combinations engines
-    disagree on (W-NORMS-BOTH) and sliding windows (W-SLIDING-WINDOW); docs/formats.md §4, docs/vllm.md §2–§3."""
+    disagree on (W-NORMS-BOTH); docs/formats.md §4, docs/vllm.md §2–§3."""
     d, out = ctx.drafter, []
     for where, key, value in misplaced_flags(d):
         out.append(
@@ -173,4 +147,4 @@ def check_flags(ctx: Context) -> list[Finding]:
                 "speculators refuses the pair, so training code may have applied only one",
             )
         )
-    return out + _sliding_window(d.config) + _producer_changes(ctx)
+    return out + _producer_changes(ctx)

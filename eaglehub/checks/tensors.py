@@ -70,6 +70,17 @@ _UNUSED = {
         "without norm_before_fc",
     ),
 }
+#: what vLLM does without the tensor, where it runs on silently
+_MISSING_EFFECT = {"E-QKNORM-MISSING": ": vLLM runs the Qwen3-style layer with unit q/k-norm gains, silently"}
+#: unused_code -> (message, hint) built from the context (a config edit that makes the tensor load)
+_UNUSED_EDIT = {
+    "E-QKNORM-UNUSED": (
+        "{name} is a Qwen3-style q/k-norm weight, but architectures {arch!r} names a Llama drafter class: "
+        "vLLM's Llama layer has no such parameter and fails to load it",
+        "the q/k norms are trained: name the Qwen3-style drafter class, {command}",
+        ("architectures", ["Eagle3Qwen3ForCausalLM"]),
+    ),
+}
 _UNUSED_DEFAULT = "{name} is present but the config flag that enables it is off, so it is ignored"
 #: tensor-name prefix -> the config flag that makes vLLM load it
 _ENABLING_FLAG = {"fc_norm.": "fc_norm", "input_norm.": "norm_before_fc"}
@@ -122,13 +133,18 @@ def check_expected(ctx: Context) -> list[Finding]:
                     finding(
                         spec.missing_code,
                         name,
-                        f"{name} {_fmt(spec.shape)} is missing",
+                        f"{name} {_fmt(spec.shape)} is missing" + _MISSING_EFFECT.get(spec.missing_code, ""),
                         "export the tensor from the training checkpoint (vLLM would not report it)",
                     )
                 )
             continue
         if spec.unused_code:
-            if spec.unused_code in _UNUSED:
+            if spec.unused_code in _UNUSED_EDIT:
+                text, edit, (key, value) = _UNUSED_EDIT[spec.unused_code]
+                message = text.format(name=name, arch=(ctx.drafter.config.get("architectures") or [None])[0])
+                hint = edit.format(command=set_command(ctx, key, value))
+                message = message.replace("{", "{{").replace("}", "}}")
+            elif spec.unused_code in _UNUSED:
                 message, hint = _UNUSED[spec.unused_code]
             else:
                 message, hint = _UNUSED_DEFAULT, _unused_hint(ctx, name)

@@ -46,17 +46,11 @@ def _layout_findings(d: Drafter) -> list[Finding]:
             )
         ]
     if d.format not in FORMATS:
-        qk_norm = any("q/k-norm" in e for e in d.evidence)
         return [
             finding(
                 "E-LAYOUT-UNSUPPORTED",
                 "config.json",
                 f"{'; '.join(d.evidence)}: recognised but not checked by this version",
-                # a Llama-layout export would leave the trained q_norm / k_norm behind
-                "keep the checkpoint as it is: vLLM serves this class itself, and its q_norm / k_norm are trained "
-                "(a Llama-layout export would drop them)"
-                if qk_norm
-                else None,
             )
         ]
     return []

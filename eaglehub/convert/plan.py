@@ -12,6 +12,8 @@ from eaglehub.drafter.canonical import (
     LLAMA,
     MLA,
     MLA_ARCHITECTURES,
+    QWEN3,
+    QWEN3_ARCHITECTURES,
     Drafter,
     derive_dims,
     read_flags,
@@ -84,11 +86,13 @@ def repair_config(d: Drafter) -> tuple[Drafter, list[dict]]:
         cfg[key] = new
 
     kind, arch = d.layer_kind, architecture(cfg)
-    allowed = MLA_ARCHITECTURES if kind == MLA else LLAMA_EAGLE3_ARCHS | {RESEARCH_ARCH}
+    allowed = {MLA: MLA_ARCHITECTURES, QWEN3: QWEN3_ARCHITECTURES}.get(kind, LLAMA_EAGLE3_ARCHS | {RESEARCH_ARCH})
     if arch not in allowed:
         change("architectures", [default_arch(kind)], f"{arch} is not a drafter class (F1)")
     if kind == LLAMA and cfg.get("model_type") != "llama":
         change("model_type", "llama", "vLLM parses a Llama-style drafter as llama (F1)")
+    if kind == QWEN3 and cfg.get("model_type") not in ("qwen3", "llama"):
+        change("model_type", "qwen3", "vLLM parses a Qwen3-style drafter as qwen3 (F1)")
     fc, dims = d.tensors.get("fc.weight"), d.dims
     if (
         not dims.Ht_declared

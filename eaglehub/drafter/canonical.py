@@ -267,8 +267,14 @@ class Drafter:
 
     @property
     def layer_kind(self) -> str:
-        """``"mla"`` (Kimi-K2.x / DeepSeek-V3 targets, docs/formats.md §5) or ``"llama"``."""
+        """``"mla"`` (Kimi-K2.x / DeepSeek-V3 targets, docs/formats.md §5), ``"qwen3"`` (q/k-norm
+        attention) or ``"llama"``."""
         return layer_kind(self.config)
+
+    @property
+    def windows(self) -> list[int | None]:
+        """The sliding window vLLM gives each decoder layer (``None``: full attention); :func:`attention_windows`."""
+        return attention_windows(self.config)
 
     @property
     def dtype(self) -> str | None:
@@ -278,14 +284,71 @@ class Drafter:
         return config_dtype(self.config) or (fc.dtype if fc else (floats[0] if floats else None))
 
 
-LLAMA, MLA = "llama", "mla"
+LLAMA, MLA, QWEN3 = "llama", "mla", "qwen3"
 #: ``architectures[0]`` values vLLM maps to ``deepseek_eagle3.Eagle3DeepseekV2ForCausalLM`` (docs/vllm.md §1).
 MLA_ARCHITECTURES = frozenset({"Eagle3DeepseekV2ForCausalLM", "Eagle3DeepseekV3ForCausalLM"})
+#: ``architectures[0]`` values vLLM maps to ``qwen3_eagle3.Eagle3Qwen3ForCausalLM`` (docs/formats.md §10).
+QWEN3_ARCHITECTURES = frozenset({"Eagle3Qwen3ForCausalLM"})
+#: the class each layer kind is written as where a format names none of its own
+DEFAULT_ARCHITECTURE = {
+    LLAMA: "LlamaForCausalLMEagle3",
+    MLA: "Eagle3DeepseekV2ForCausalLM",
+    QWEN3: "Eagle3Qwen3ForCausalLM",
+}
+
+
+def architecture(cfg: dict) -> str | None:
+    """``architectures[0]`` when it is a string."""
+    archs = cfg.get("architectures")
+    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
 
 
 def layer_kind(cfg: dict) -> str:
     """``"mla"`` iff ``architectures[0]`` is an MLA drafter class or the config has ``kv_lora_rank``
-    (docs/formats.md §6.2), else ``"llama"``."""
-    archs = cfg.get("architectures")
-    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-    return MLA if arch in MLA_ARCHITECTURES or "kv_lora_rank" in cfg else LLAMA
+    (docs/formats.md §6.2); ``"qwen3"`` iff it is ``Eagle3Qwen3ForCausalLM`` (vLLM picks the layer by
+    class, so a ``model_type`` alone changes nothing); else ``"llama"``."""
+    arch = architecture(cfg)
+    if arch in MLA_ARCHITECTURES or "kv_lora_rank" in cfg:
+        return MLA
+    return QWEN3 if arch in QWEN3_ARCHITECTURES else LLAMA
+
+
+SLIDING = "sliding_attention"
+#: transformers' ``Qwen3Config`` default: layers below this index keep full attention when
+#: ``layer_types`` is absent
+QWEN3_MAX_WINDOW_LAYERS = 28
+
+
+def window_setting(cfg: dict) -> tuple[object, list | None]:
+    """``(sliding_window, layer_types)`` as the drafter's config class leaves them for vLLM.
+
+    vLLM builds the config class from ``model_type``: transformers' ``Qwen3Config`` (``qwen3``) clears
+    ``sliding_window`` unless ``use_sliding_window`` is true and, with no ``layer_types``, derives them
+    from ``max_window_layers`` (sliding from that index on); every other class keeps both keys as
+    written (docs/formats.md §10).
+    """
+    window, types = cfg.get("sliding_window"), cfg.get("layer_types")
+    types = list(types) if isinstance(types, list) else None
+    if cfg.get("model_type") == "qwen3":
+        if cfg.get("use_sliding_window") is not True:
+            window = None
+        if types is None:
+            first = int_field(cfg, "max_window_layers")
+            first = QWEN3_MAX_WINDOW_LAYERS if first is None else first
+            layers = int_field(cfg, "num_hidden_layers") or 1
+            types = [SLIDING if window is not None and i >= first else "full_attention" for i in range(layers)]
+    return window, types
+
+
+def attention_windows(cfg: dict) -> list[int | None]:
+    """Per drafter decoder layer, the sliding window vLLM applies (``None``: full attention).
+
+    vLLM's drafter layers (``llama.py`` / ``qwen3_eagle3.py``) read ``layer_types[i]`` with the
+    drafter-relative index ``i`` and take ``sliding_window`` for a ``"sliding_attention"`` layer; a
+    window is ``W`` keys including the query's own (keys at positions ``> q − W``). Values that are
+    not a positive integer give ``None`` here; validate reports them (E-WINDOW-INVALID).
+    """
+    raw, types = window_setting(cfg)
+    layers = int_field(cfg, "num_hidden_layers") or 1
+    window = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else None
+    return [window if types is not None and i < len(types) and types[i] == SLIDING else None for i in range(layers)]

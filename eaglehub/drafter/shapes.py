@@ -11,7 +11,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from eaglehub.drafter.canonical import LAYER0, LLAMA, MLA, MLA_ARCHITECTURES, Drafter, layer_index, layer_kind  # noqa: F401 (re-exported)
+from eaglehub.drafter.canonical import (  # noqa: F401 (re-exported)
+    LAYER0,
+    LLAMA,
+    MLA,
+    MLA_ARCHITECTURES,
+    QWEN3,
+    Drafter,
+    layer_index,
+    layer_kind,
+)
 from eaglehub.drafter.quant_config import (
     ALL_PARAMS,
     CT,
@@ -84,7 +93,10 @@ def _mul(*xs: int | None) -> int | None:
     return out
 
 
-def _layer(prefix: str, d, width_in: int | None, hidden_norm: bool) -> list[TensorSpec]:
+def _layer(prefix: str, d, width_in: int | None, hidden_norm: bool, qwen3: bool = False) -> list[TensorSpec]:
+    """One Llama decoder layer (``llama_eagle3.py``), or a Qwen3 one (``qwen3_eagle3.py``): the same
+    tensors plus ``q_norm`` / ``k_norm [head_dim]``; in a Llama layer those are allowed only to be
+    reported (E-QKNORM-UNUSED: the class, not the tensors, is wrong)."""
     q, kv = _mul(d.nh, d.head_dim), _mul(d.nkv, d.head_dim)
     specs = [
         TensorSpec(f"{prefix}self_attn.q_proj.weight", (q, width_in)),
@@ -99,6 +111,16 @@ def _layer(prefix: str, d, width_in: int | None, hidden_norm: bool) -> list[Tens
     ]
     if hidden_norm:
         specs.append(TensorSpec(f"{prefix}hidden_norm.weight", (d.H,)))
+    specs += [
+        TensorSpec(
+            f"{prefix}self_attn.{n}_norm.weight",
+            (d.head_dim,),
+            required=qwen3,
+            missing_code="E-QKNORM-MISSING",
+            unused_code=None if qwen3 else "E-QKNORM-UNUSED",
+        )
+        for n in ("q", "k")
+    ]
     if d.attention_bias:
         specs += [TensorSpec(f"{prefix}self_attn.{p}_proj.bias", (n,)) for p, n in (("q", q), ("k", kv), ("v", kv))]
     if d.mlp_bias:
@@ -164,7 +186,8 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
     iff ``fc_norm`` (docs/formats.md §1, §2, §4).
 
     Llama layers (docs/formats.md §1): ``q/k/v_proj [nh·hd | nkv·hd, in]``, ``o_proj [H, nh·hd]`` (+ biases
-    iff ``attention_bias``/``mlp_bias``); ``input_norm [A·Ht]`` iff ``norm_before_fc``.
+    iff ``attention_bias``/``mlp_bias``); ``input_norm [A·Ht]`` iff ``norm_before_fc``. Qwen3 layers
+    (``Eagle3Qwen3ForCausalLM``, docs/formats.md §10) add ``self_attn.q_norm`` / ``k_norm [hd]``.
 
     MLA layers (docs/formats.md §5, vLLM ``deepseek_eagle3.py``), with ``qk = qk_nope + qk_rope``:
     ``q_a_proj [q_lora, in]``, ``q_a_layernorm [q_lora]``, ``q_b_proj [nh·qk, q_lora]``,
@@ -190,9 +213,10 @@ def expected_tensors(drafter: Drafter) -> list[TensorSpec]:
         for i in range(1, layers):
             specs += _mla_layer(f"layers.{i}.", d, m, d.H, hidden_norm=False, q_proj=q_proj)
     else:
-        specs += _layer(LAYER0, d, _mul(2, d.H), hidden_norm=True)
+        qwen3 = layer_kind(drafter.config) == QWEN3
+        specs += _layer(LAYER0, d, _mul(2, d.H), hidden_norm=True, qwen3=qwen3)
         for i in range(1, layers):
-            specs += _layer(f"layers.{i}.", d, d.H, hidden_norm=False)
+            specs += _layer(f"layers.{i}.", d, d.H, hidden_norm=False, qwen3=qwen3)
     specs += [
         TensorSpec("norm.weight", (d.H,)),
         TensorSpec("lm_head.weight", (d.Vd, d.H), missing_code="E-LMHEAD-MISSING"),

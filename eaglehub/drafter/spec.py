@@ -35,7 +35,8 @@ STRUCTURAL = frozenset(
 
 def describe(d: Drafter) -> dict:
     """JSON-able canonical description of ``d``: EAGLE version, layer kind, sizes (H, Ht, A, V, Vd,
-    layers), aux-layer ids in C-in (``None`` = target defaults), flags, dtype, quantization, target
+    layers), aux-layer ids in C-in (``None`` = target defaults), flags, the sliding window vLLM applies
+    per layer, dtype, quantization, target
     identity, every non-structural config key verbatim, and ``{canonical tensor: [dtype, shape]}``."""
     dims, f = d.dims, d.flags
     fc = d.tensors.get("fc.weight") if "fc.weight" in d.names else None
@@ -58,6 +59,7 @@ def describe(d: Drafter) -> dict:
             "norm_before_fc": f.norm_before_fc,
             "norm_before_residual": f.norm_before_residual,
         },
+        "attention_windows": d.windows,
         "dtype": d.dtype,
         "target": d.target,
         "config": {k: v for k, v in d.config.items() if k not in STRUCTURAL},

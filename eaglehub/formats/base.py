@@ -14,7 +14,9 @@ from eaglehub.drafter.canonical import (
     AUX_KEY,
     C_IN,
     C_OUT,
+    DEFAULT_ARCHITECTURE,
     LAYER0,
+    QWEN3,
     UNKNOWN,
     AuxIds,
     Drafter,
@@ -89,6 +91,7 @@ class Format:
     name: str
     layer0: str  # stored spelling of decoder layer 0
     mla: bool = False
+    qwen3: bool = False  # Qwen3-style layers (q_norm / k_norm, Eagle3Qwen3ForCausalLM)
     max_layers: int | None = None
     embed: bool = True
     norm_before_fc: bool = True
@@ -174,6 +177,14 @@ class Format:
                     fatal=True,
                 )
             )
+        if d.layer_kind == QWEN3 and not self.qwen3:
+            out.append(
+                Loss(
+                    f"{self.name} has no Qwen3-style drafter layer: it cannot name Eagle3Qwen3ForCausalLM, and its "
+                    "Llama layer would leave the trained q_norm / k_norm unread",
+                    fatal=True,
+                )
+            )
         if self.max_layers is not None and d.dims.layers > self.max_layers:
             extra = tuple(n for n in names if (i := layer_index(n)) is not None and i >= self.max_layers)
             out.append(
@@ -228,7 +239,8 @@ class Format:
 
 
 def default_arch(kind: str) -> str:
-    return "Eagle3DeepseekV2ForCausalLM" if kind == "mla" else "LlamaForCausalLMEagle3"
+    """The drafter class a layer kind is written as where the source named none this format writes."""
+    return DEFAULT_ARCHITECTURE[kind]
 
 
 @dataclass(frozen=True)

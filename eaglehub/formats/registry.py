@@ -16,7 +16,9 @@ from eaglehub.drafter.canonical import (
     LAYER0,
     MLA,
     MLA_ARCHITECTURES,
+    QWEN3_ARCHITECTURES,
     Drafter,
+    architecture,
     derive_dims,
     int_field,
     layer_kind,
@@ -44,7 +46,7 @@ LLAMA_EAGLE3_ARCHS = frozenset(
 #: EAGLE research class; vLLM rewrites it to ``Eagle3LlamaForCausalLM`` (docs/vllm.md §1).
 RESEARCH_ARCH = "LlamaForCausalLM"
 MLA_ARCHS = MLA_ARCHITECTURES
-QWEN3_EAGLE3_ARCH = "Eagle3Qwen3ForCausalLM"
+QWEN3_ARCHS = QWEN3_ARCHITECTURES
 TORCHSPEC_MARKER = "_torchspec_version"
 
 MODELOPT_NESTED = {
@@ -75,14 +77,16 @@ FORMATS: dict[str, Format] = {
         "vllm",
         LAYER0,
         mla=True,
-        archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS | {RESEARCH_ARCH},
+        qwen3=True,
+        archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS | QWEN3_ARCHS | {RESEARCH_ARCH},
         description="EAGLE research / vLLM-native: flat config, top-level C-in aux ids, midlayer.*",
     ),
     "speculators": SpeculatorsFormat(
         "speculators",
         "layers.0.",
         vocab_maps="unequal-both",
-        archs=frozenset({"LlamaForCausalLMEagle3"}),
+        qwen3=True,
+        archs=frozenset({"LlamaForCausalLMEagle3"}) | QWEN3_ARCHS,
         description="vllm-project/speculators: speculators_config + transformer_layer_config, layers.{i}.*",
     ),
     "specforge": FlatFormat(
@@ -131,16 +135,9 @@ MARKERLESS = frozenset(n for n, f in FORMATS.items() if type(f).marker is Format
 REJECTED = ("not-a-drafter", "eagle1", "unsupported")
 
 
-def architecture(cfg: dict) -> str | None:
-    archs = cfg.get("architectures")
-    return archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
-
-
 def _rejected(cfg: dict, index: TensorIndex) -> tuple[str, list[str]] | None:
     """Not an EAGLE-3 drafter at all (F3), EAGLE-1/2 (docs/formats.md §6.4), or an unsupported class."""
     names, arch = index.names(), architecture(cfg)
-    if arch == QWEN3_EAGLE3_ARCH:
-        return "unsupported", [f"{arch}: Qwen3-style drafter layer (q/k-norm), not read by this version"]
     if "speculators_model_type" in cfg and cfg["speculators_model_type"] != "eagle3":
         return "unsupported", [
             f"speculators_model_type {cfg['speculators_model_type']!r} (only eagle3 is an EAGLE-3 drafter)"
@@ -150,7 +147,7 @@ def _rejected(cfg: dict, index: TensorIndex) -> tuple[str, list[str]] | None:
         or "d2t" in names
         or "draft_vocab_size" in cfg
         or "speculators_model_type" in cfg
-        or arch in LLAMA_EAGLE3_ARCHS | MLA_ARCHS
+        or arch in LLAMA_EAGLE3_ARCHS | MLA_ARCHS | QWEN3_ARCHS
         or any(n.startswith(LAYER0) for n in names)
     )
     if not evidence:
@@ -335,6 +332,7 @@ __all__ = [
     "FORMAT_NAMES",
     "LLAMA_EAGLE3_ARCHS",
     "MLA_ARCHS",
+    "QWEN3_ARCHS",
     "REJECTED",
     "RESEARCH_ARCH",
     "Format",

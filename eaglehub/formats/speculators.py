@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eaglehub.drafter.canonical import AUX_KEY, C_IN, Drafter
+from eaglehub.drafter.canonical import AUX_KEY, C_IN, LLAMA, QWEN3, Drafter, attention_windows
 from eaglehub.formats.base import Format, Loss, Reading, default_arch, read_aux_ids
 
 #: keys of the speculators block that have no meaning in other formats (kept in ``carried``).
@@ -44,6 +44,11 @@ TOP_LEVEL = frozenset(
         "quantization_config",
     }
 )
+#: layer ``model_type`` → the drafter's layer kind: vLLM builds ``Eagle3LlamaForCausalLM`` or
+#: ``Eagle3Qwen3ForCausalLM`` from these and refuses any other (docs/formats.md §10)
+LAYER_KINDS = {"llama": LLAMA, "qwen3": QWEN3}
+#: keys vLLM reads for the decoder layer's attention window from ``transformer_layer_config`` only
+WINDOW_KEYS = ("sliding_window", "layer_types", "use_sliding_window", "max_window_layers")
 SPECULATORS_VERSION = "0.3.0"  # written only when the source carried no version of its own
 DEFAULT_ARCH = "Eagle3Speculator"  # what `speculators convert` writes (docs/formats.md §5)
 
@@ -82,7 +87,13 @@ class SpeculatorsFormat(Format):
         carried["layer_keys"] = list(layer)
         carried["top_keys"] = list(top)
         carried["layer_values"] = {k: layer[k] for k in layer if k in top and layer[k] != top[k]}
-        cfg = {**layer, **top, "architectures": [default_arch("llama")]}
+        # vLLM builds the layer from transformer_layer_config alone: window keys written only next
+        # to it are not applied, so they are carried, not read
+        ignored = {k: top.pop(k) for k in WINDOW_KEYS if k in top and k not in layer}
+        if ignored:
+            carried["top_window_keys"] = ignored
+        kind = LAYER_KINDS.get(str(layer.get("model_type", "llama")), LLAMA)
+        cfg = {**layer, **top, "architectures": [default_arch(kind)]}
         if "norm_before_residual" not in raw:
             cfg["norm_before_residual"] = True  # speculators' default, which vLLM applies (docs/vllm.md §2)
             carried["implicit_norm_before_residual"] = True
@@ -110,6 +121,18 @@ class SpeculatorsFormat(Format):
                     keys=("fc_norm",),
                 )
             )
+        if d.layer_kind == QWEN3 and d.config.get("model_type") != "qwen3":
+            as_qwen3 = {**d.config, "model_type": "qwen3"}
+            if attention_windows(as_qwen3) != d.windows:
+                out.append(
+                    Loss(
+                        f"speculators names a Qwen3-style layer by model_type qwen3, whose config class reads the "
+                        f"window differently: {attention_windows(as_qwen3)} instead of {d.windows} per layer "
+                        f"(model_type {d.config.get('model_type')!r}); set use_sliding_window / layer_types first",
+                        keys=("sliding_window",),
+                        fatal=True,
+                    )
+                )
         if f.fc_norm and f.norm_before_fc:
             out.append(
                 Loss(
@@ -122,6 +145,10 @@ class SpeculatorsFormat(Format):
 
     def write_config(self, d: Drafter, carried: dict, target: dict | None) -> dict:
         flat = {k: v for k, v in d.config.items() if k != "architectures"}
+        if d.layer_kind == QWEN3:
+            flat["model_type"] = "qwen3"
+        elif flat.get("model_type") == "qwen3":  # a Llama layer: vLLM would build a Qwen3 one from this
+            flat["model_type"] = "llama"
         if d.aux.c_in is not None:
             flat[AUX_KEY] = list(d.aux.c_in)
         if carried.get("implicit_norm_before_residual") and flat.get("norm_before_residual") is True:
@@ -145,6 +172,7 @@ class SpeculatorsFormat(Format):
                 **block,
                 "verifier": {**(block.get("verifier") or {}), **{k: v for k, v in target.items() if v}},
             }
+        top.update(carried.get("top_window_keys") or {})
         head = {k: carried[k] for k in PRIVATE if k in carried and k != "speculators_config"}
         head.setdefault("architectures", [DEFAULT_ARCH])
         head.setdefault("speculators_model_type", "eagle3")

@@ -24,6 +24,11 @@ decoder layers (layer 0 reads ``2H``, layers ``1..L−1`` under ``layers.{i}.`` 
 layers reading ``H``, vLLM ``llama_eagle3.LlamaDecoderLayer``), ``norm_before_residual`` (the residual is
 ``hidden_norm(hidden)`` instead of ``hidden``), attention bias, and a per-layer key/value cache
 (:class:`KVCache`). MLA attention (Kimi / DeepSeek-style drafters) comes from :mod:`eaglehub.model.mla`.
+
+Qwen3-style drafters (vLLM ``qwen3_eagle3.py``, ``layer_style`` ``"qwen3"``): the same layer with an
+RMSNorm over ``head_dim`` on every query and key head (``q_norm`` / ``k_norm``, before RoPE) and no
+``o_proj`` bias. Per-layer sliding windows (``windows``, as vLLM applies ``layer_types`` /
+``sliding_window``): a query at position ``p`` attends to keys at positions ``> p − W``.
 """
 
 from __future__ import annotations
@@ -60,15 +65,27 @@ class DrafterDims:
     attention_bias: bool = False
     mlp_bias: bool = False
     logit_scale: float = 1.0
+    layer_style: str = "llama"  # "llama" or "qwen3" (q/k-norm attention)
+    windows: tuple[int | None, ...] = ()  # per decoder layer; missing entries: full attention
+
+    @property
+    def qk_norm(self) -> bool:
+        return self.layer_style == "qwen3"
+
+    def window(self, layer: int) -> int | None:
+        return self.windows[layer] if layer < len(self.windows) else None
 
     @classmethod
     def from_config(cls, cfg: dict) -> DrafterDims:
         """Read dims from a vLLM-native drafter ``config.json`` dict, with vLLM's defaults
         (``eaglehub.drafter.canonical.derive_dims`` / ``read_flags``, docs/vllm.md §3)."""
-        from eaglehub.drafter.canonical import derive_dims, read_flags
+        from eaglehub.drafter.canonical import QWEN3, attention_windows, derive_dims, layer_kind, read_flags
 
         d, f = derive_dims(cfg), read_flags(cfg)
+        qwen3 = layer_kind(cfg) == QWEN3
         rope = cfg.get("rope_parameters") or {}
+        # vLLM's Qwen3 layer sets a missing rope theta to 1e6 and transformers' Qwen3Config defaults eps to 1e-6
+        default_theta, default_eps = (1_000_000.0, 1e-6) if qwen3 else (10000.0, 1e-5)
         fields = {
             "hidden_size": d.H,
             "target_hidden_size": d.Ht,
@@ -100,8 +117,8 @@ class DrafterDims:
             intermediate_size=d.I,
             vocab_size=d.V,
             draft_vocab_size=d.Vd,
-            rms_norm_eps=cfg.get("rms_norm_eps", 1e-5),
-            rope_theta=rope.get("rope_theta", cfg.get("rope_theta", 10000.0)),
+            rms_norm_eps=cfg.get("rms_norm_eps", default_eps),
+            rope_theta=rope.get("rope_theta", cfg.get("rope_theta", default_theta)),
             fc_norm=f.fc_norm,
             norm_output=f.norm_output,
             norm_before_fc=f.norm_before_fc,
@@ -110,6 +127,8 @@ class DrafterDims:
             attention_bias=d.attention_bias,
             mlp_bias=d.mlp_bias,
             logit_scale=float(cfg.get("logit_scale", 1.0) or 1.0),
+            layer_style="qwen3" if qwen3 else "llama",
+            windows=tuple(attention_windows(cfg)),
         )
 
 
@@ -167,16 +186,30 @@ class KVCache:
             layer.crop(n)
 
 
+def causal_mask(q_pos: torch.Tensor, k_pos: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """``[Tq, Tk]`` true where a query at ``q_pos`` may attend a key at ``k_pos``: causal and, with a
+    sliding ``window`` ``W``, only the last ``W`` positions including its own (vLLM's per-layer window)."""
+    mask = k_pos[None, :] <= q_pos[:, None]
+    if window is not None:
+        mask = mask & (k_pos[None, :] > q_pos[:, None] - window)
+    return mask
+
+
 def cached_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, return_probs: bool = False
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    return_probs: bool = False,
+    window: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Causal attention of ``T`` new queries ``q [T, nh, d_k]`` over all keys ``k [L, nkv, d_k]`` /
     values ``v [L, nkv, d_v]`` whose last ``T`` rows are the new positions (GQA: ``nh`` a multiple of
-    ``nkv``). Returns ``([T, nh·d_v], probs [nh, T, L] or None)``."""
+    ``nkv``), within a sliding ``window`` when given. Returns ``([T, nh·d_v], probs [nh, T, L] or None)``."""
     T, L = q.shape[0], k.shape[0]
     rep = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-    mask = torch.arange(L, device=q.device)[None, :] <= torch.arange(L - T, L, device=q.device)[:, None]  # [T, L]
+    mask = causal_mask(torch.arange(L - T, L, device=q.device), torch.arange(L, device=q.device), window)
     qh, kh, vh = q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1)
     if not return_probs:
         out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask, scale=scale)
@@ -187,30 +220,46 @@ def cached_attention(
 
 
 class _Attention(nn.Module):
-    """Llama attention (vLLM ``LlamaAttention``) reading ``in_features`` (``2H`` in layer 0)."""
+    """Llama attention (vLLM ``LlamaAttention``) reading ``in_features`` (``2H`` in layer 0); Qwen3
+    attention (``Qwen3Attention``: ``q_norm`` / ``k_norm`` per head, no ``o_proj`` bias) when the dims
+    say so; within a sliding ``window`` when given."""
 
-    def __init__(self, d: DrafterDims, in_features: int | None = None):
+    def __init__(self, d: DrafterDims, in_features: int | None = None, window: int | None = None):
         super().__init__()
         self.dims = d
+        self.window = window
         width = in_features or 2 * d.hidden_size
         bias = d.attention_bias
         self.q_proj = nn.Linear(width, d.num_heads * d.head_dim, bias=bias)
         self.k_proj = nn.Linear(width, d.num_kv_heads * d.head_dim, bias=bias)
         self.v_proj = nn.Linear(width, d.num_kv_heads * d.head_dim, bias=bias)
-        self.o_proj = nn.Linear(d.num_heads * d.head_dim, d.hidden_size, bias=bias)
+        self.o_proj = nn.Linear(d.num_heads * d.head_dim, d.hidden_size, bias=bias and not d.qk_norm)
+        if d.qk_norm:
+            self.q_norm = RMSNorm(d.head_dim, d.rms_norm_eps)
+            self.k_norm = RMSNorm(d.head_dim, d.rms_norm_eps)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q ``[..., nh, hd]``, k / v ``[..., nkv, hd]`` of ``x [..., in]``, q/k-normed where the layer has them."""
+        d, lead = self.dims, x.shape[:-1]
+        q = self.q_proj(x).view(*lead, d.num_heads, d.head_dim)
+        k = self.k_proj(x).view(*lead, d.num_kv_heads, d.head_dim)
+        v = self.v_proj(x).view(*lead, d.num_kv_heads, d.head_dim)
+        if d.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        return q, k, v
 
     def forward(
         self, x: torch.Tensor, positions: torch.Tensor, cache: LayerCache, return_probs: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``x [T, in]`` at ``positions [T]`` (right after the cached ones) → (``o_proj`` output
         ``[T, H]``, attention probabilities ``[nh, T, L]`` or ``None``)."""
-        d, T = self.dims, x.shape[0]
-        q = self.q_proj(x).view(T, d.num_heads, d.head_dim)
-        k = self.k_proj(x).view(T, d.num_kv_heads, d.head_dim)
-        v = self.v_proj(x).view(T, d.num_kv_heads, d.head_dim)
+        d = self.dims
+        q, k, v = self.project(x)
         cos, sin = rope_cos_sin(positions, d.head_dim, d.rope_theta)
         keys, values = cache.append(apply_rope(k, cos, sin), v)
-        out, probs = cached_attention(apply_rope(q, cos, sin), keys, values, 1.0 / math.sqrt(d.head_dim), return_probs)
+        out, probs = cached_attention(
+            apply_rope(q, cos, sin), keys, values, 1.0 / math.sqrt(d.head_dim), return_probs, self.window
+        )
         return self.o_proj(out), probs
 
 
@@ -228,10 +277,10 @@ class _MLP(nn.Module):
 class _DecoderLayer(nn.Module):
     """Layer 0 (``midlayer.``: ``2H`` input, ``hidden_norm``) or a later plain Llama layer (``H`` input)."""
 
-    def __init__(self, d: DrafterDims, first: bool, attention_factory=None):
+    def __init__(self, d: DrafterDims, first: bool, attention_factory=None, index: int = 0):
         super().__init__()
         width = 2 * d.hidden_size if first else d.hidden_size
-        self.self_attn = attention_factory(width) if attention_factory else _Attention(d, width)
+        self.self_attn = attention_factory(width) if attention_factory else _Attention(d, width, d.window(index))
         self.mlp = _MLP(d)
         if first:
             self.hidden_norm = RMSNorm(d.hidden_size, d.rms_norm_eps)
@@ -276,7 +325,7 @@ class Eagle3Drafter(nn.Module):
         self.midlayer = _DecoderLayer(d, True, attention_factory)
         if d.num_layers > 1:  # canonical names layers.{i}. for i >= 1 (eaglehub.drafter.canonical)
             self.layers = nn.ModuleDict(
-                {str(i): _DecoderLayer(d, False, attention_factory) for i in range(1, d.num_layers)}
+                {str(i): _DecoderLayer(d, False, attention_factory, i) for i in range(1, d.num_layers)}
             )
         self.norm = RMSNorm(d.hidden_size, d.rms_norm_eps)
         self.lm_head = nn.Linear(d.hidden_size, d.draft_vocab_size, bias=False)
@@ -296,10 +345,7 @@ class Eagle3Drafter(nn.Module):
         """q ``[..., T, nh, hd]``, k/v ``[..., T, nkv, hd]`` (RoPE on q, k), residual ``[..., T, H]``."""
         d, m = self.dims, self.midlayer
         x = torch.cat([m.input_layernorm(embeds), m.hidden_norm(hidden)], dim=-1)
-        lead = x.shape[:-1]
-        q = m.self_attn.q_proj(x).view(*lead, d.num_heads, d.head_dim)
-        k = m.self_attn.k_proj(x).view(*lead, d.num_kv_heads, d.head_dim)
-        v = m.self_attn.v_proj(x).view(*lead, d.num_kv_heads, d.head_dim)
+        q, k, v = m.self_attn.project(x)
         cos, sin = rope_cos_sin(positions, d.head_dim, d.rope_theta)
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v, hidden
 

@@ -35,12 +35,14 @@ def unroll(
     ``ids [B, L + steps + 1]`` token ids (padded), ``aux [B, L, A·Ht]`` target aux states,
     ``lens [B]`` real lengths. Step j at base position i reads token ``ids[:, i + j]`` at RoPE
     position ``i + j − 1`` and attends to step-1 keys of positions ≤ i plus its own keys of
-    steps 2..j (what vLLM's drafter attends to while drafting).
+    steps 2..j (what vLLM's drafter attends to while drafting), within layer 0's sliding window when
+    it has one (the query sits at position ``i + j − 1``).
     """
     d = model.dims
     B, L = aux.shape[:2]
     pos = torch.arange(L)
     causal = (pos[None, :] <= pos[:, None])[None] & (pos[None, :] < lens[:, None])[:, None, :]  # [B, Lq, Lk]
+    window = d.window(0)
     scale = 1.0 / math.sqrt(d.head_dim)
     rep = d.num_heads // d.num_kv_heads
     hidden = model.combine(aux)
@@ -50,8 +52,15 @@ def unroll(
         keys.append(k.repeat_interleave(rep, dim=2))  # [B, L, nh, hd]
         vals.append(v.repeat_interleave(rep, dim=2))
         s_main = (q.transpose(1, 2) @ keys[0].permute(0, 2, 3, 1)) * scale  # [B, nh, L, L]
-        s_main = s_main.masked_fill(~causal[:, None], float("-inf"))
-        s_diag = [((q * kk).sum(-1) * scale).transpose(1, 2)[..., None] for kk in keys[1:]]  # [B, nh, L, 1]
+        allowed = causal if window is None else causal & (pos[None, :] > pos[:, None] + (j - 1) - window)[None]
+        s_main = s_main.masked_fill(~allowed[:, None], float("-inf"))
+        # step m + 2's key sits at position i + m + 1, the query at i + j - 1
+        s_diag = [
+            ((q * kk).sum(-1) * scale).transpose(1, 2)[..., None]
+            if window is None or m + 1 > j - 1 - window
+            else torch.full((B, d.num_heads, L, 1), float("-inf"))
+            for m, kk in enumerate(keys[1:])
+        ]  # [B, nh, L, 1]
         p = torch.softmax(torch.cat([s_main] + s_diag, dim=-1), dim=-1)
         out = p[..., :L] @ vals[0].transpose(1, 2)
         for m, vv in enumerate(vals[1:]):

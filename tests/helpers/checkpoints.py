@@ -94,6 +94,26 @@ def add_fc_norm(cfg: dict, tensors: dict) -> None:
     cfg.update(fc_norm=True, norm_output=True)
 
 
+def qwen3_layers(cfg: dict, tensors: dict, window: int | None = None) -> None:
+    """D → a Qwen3-style drafter (``Eagle3Qwen3ForCausalLM``): trained-looking ``q_norm`` / ``k_norm
+    [head_dim]`` in every layer; with ``window``, every layer slides over that many positions."""
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    layers = sorted({n.split("self_attn.")[0] for n in tensors if "self_attn.q_proj.weight" in n})
+    dtype = tensors["fc.weight"].dtype
+    for i, prefix in enumerate(layers):
+        for j, n in enumerate(("q", "k")):
+            tensors[f"{prefix}self_attn.{n}_norm.weight"] = (0.8 + 0.4 * torch.arange(hd) / hd + 0.1 * (i + j)).to(
+                dtype
+            )
+    cfg.update(architectures=["Eagle3Qwen3ForCausalLM"], model_type="qwen3")
+    if window is not None:
+        cfg.update(
+            use_sliding_window=True,
+            sliding_window=window,
+            layer_types=["sliding_attention"] * cfg.get("num_hidden_layers", 1),
+        )
+
+
 def write_checkpoint(path: Path, cfg: dict | None, tensors: dict, fmt: str = "safetensors", shards: int = 2) -> Path:
     """Write ``config.json`` + weights as ``safetensors`` | ``sharded`` | ``bin``."""
     path.mkdir(parents=True, exist_ok=True)
