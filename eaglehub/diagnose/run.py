@@ -27,7 +27,7 @@ from eaglehub.engines.base import Engine, RunResult, RunSpec
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import check_output, write_output
 from eaglehub.measure import acceptance
-from eaglehub.measure.padding import PaddedPrompts, Skipped, build_contexts, max_context, padding_source
+from eaglehub.measure.padding import BOOK, PaddedPrompts, Skipped, build_contexts, max_context, padding_source
 from eaglehub.measure.prompts import Prompt, default_prompts_path, load_prompts
 from eaglehub.measure.runner import progress_runner, resolve_drafter
 
@@ -77,20 +77,33 @@ class DiagnoseOptions:
     dtype: str = "float32"
     seed: int = 0
     device: str = "cpu"
+    padding: str = BOOK
+    fit_contexts: bool = False  # a named preset: lengths past the target's limit become the longest that fits
+
+
+#: named context lists (``--contexts long``); a preset length past the target's limit is measured at
+#: the longest prompt that fits (8k on SmolLM2: 8192 - max_tokens)
+CONTEXT_PRESETS = {
+    "short": (0, 1024, 2048, 4096),
+    "long": (0, 2048, 4096, 8192),
+    "xl": (0, 4096, 8192, 16384, 32768),
+}
 
 
 def parse_contexts(text: str) -> list[int]:
     """``"0,1024,2048"`` → ``[0, 1024, 2048]``: comma-separated prompt lengths in tokens, each ≥ 0,
-    returned ascending without repeats.
+    returned ascending without repeats; or a preset name of :data:`CONTEXT_PRESETS`.
 
     Raises:
         EaglehubError: (exit 2) empty, a part that is not a non-negative integer.
     """
+    if text.strip() in CONTEXT_PRESETS:
+        return list(CONTEXT_PRESETS[text.strip()])
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or any(not p.isdigit() or not p.isascii() for p in parts):
         raise EaglehubError(
-            f"--contexts {text!r}: expected comma-separated token counts like 0,1024,2048,4096",
-            hint="0 = the prompts unpadded; others pad each prompt to that many tokens",
+            f"--contexts {text!r}: expected comma-separated token counts like 0,1024,2048,4096 or a preset",
+            hint=f"0 = the prompts unpadded; others pad each prompt to that many tokens; presets: {', '.join(CONTEXT_PRESETS)}",
         )
     return sorted({int(p) for p in parts})
 
@@ -234,7 +247,7 @@ def build_report(
             "count": len(prompts),
             "categories": categories,
         },
-        "padding": padding_source(),
+        "padding": padding_source(opts.padding),
         "contexts": contexts,
         "definitions": dict(DEFINITIONS),
         "drafters": sections,
@@ -328,10 +341,11 @@ def run_diagnose(opts: DiagnoseOptions, engine: Engine | None = None, console=No
 
 def _padded(target: Path, prompts: list[Prompt], opts: DiagnoseOptions, console):
     texts = [p.text for p in prompts]
+    args = (target, texts, opts.contexts, opts.max_tokens, opts.padding, opts.fit_contexts)
     if console is None:
-        return build_contexts(target, texts, opts.contexts, opts.max_tokens)
+        return build_contexts(*args)
     with console.status(f"padding {len(texts)} prompts to {', '.join(map(str, opts.contexts))} tokens"):
-        return build_contexts(target, texts, opts.contexts, opts.max_tokens)
+        return build_contexts(*args)
 
 
 def _run_all(

