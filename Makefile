@@ -21,7 +21,7 @@ DEMO_LIMIT ?= 4
 DIAG_LIMIT ?= 1
 DIAG_MAX_TOKENS ?= 32
 
-.PHONY: setup demo test lint diagnose cross-engine clean-venv
+.PHONY: setup demo test lint diagnose diagnose-long cross-engine clean-venv
 
 setup: $(STAMP)
 
@@ -71,6 +71,16 @@ diagnose: setup
 	$(BIN)/eaglehub diagnose --target smollm2 --drafter $(DRAFTER) --drafter $(OUT)/smollm2-eagle3.1 \
 		--engine reference --depth 8 --contexts 0,1024,2048,4096 --limit $(DIAG_LIMIT) \
 		--max-tokens $(DIAG_MAX_TOKENS) --report $(OUT)/diagnose.json --plot-dir $(OUT)/diagnose
+
+# Acceptance from 0 to 8k prompt tokens (docs/benchmarks.md §14): the fixture, its calibrated 3.1
+# upgrade and the Qwen3-style fixture (sliding window 256), reference engine, k 3.
+QWEN3_DRAFTER ?= fixtures/smollm2-eagle3-qwen3
+diagnose-long: setup
+	$(BIN)/eaglehub target build smollm2
+	$(BIN)/eaglehub convert $(DRAFTER) $(OUT)/smollm2-eagle3.1-calibrated --to 3.1 --calibrate --target smollm2 --overwrite
+	$(BIN)/eaglehub diagnose --target smollm2 --drafter $(DRAFTER) --drafter $(OUT)/smollm2-eagle3.1-calibrated \
+		--drafter $(QWEN3_DRAFTER) --engine reference --depth $(K) --contexts long --limit $(DIAG_LIMIT) \
+		--max-tokens $(DIAG_MAX_TOKENS) --report $(OUT)/diagnose-long.json --plot-dir $(OUT)/diagnose-long
 
 # The reference engine against vLLM on the fixture pair (docs/verification.md §6).
 cross-engine: setup
