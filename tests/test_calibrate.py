@@ -383,3 +383,39 @@ def test_to_3_is_refused_unless_forced_then_folds_the_gains(tmp_path, pair):
     for r in ratio:
         assert torch.allclose(r, r.flatten()[0].expand_as(r), rtol=1e-3) and 0 < float(r.flatten()[0]) < 1
     assert all(torch.equal(src[k], out[k]) for k in out if k != "fc.weight")
+
+
+WINDOW = 4
+
+
+def _as_qwen3(drafter, root, window: int):
+    """The pair's drafter with Qwen3-style layers (q/k norms) and a sliding window every prompt outgrows."""
+    from helpers.checkpoints import qwen3_layers, write_checkpoint
+
+    cfg = json.loads((drafter / "config.json").read_text())
+    tensors = load_file(str(drafter / "model.safetensors"))
+    qwen3_layers(cfg, tensors, window)
+    return write_checkpoint(root / "q3", cfg, tensors)
+
+
+@pytest.mark.slow
+def test_a_qwen3_style_drafter_with_a_window_calibrates_and_keeps_its_layer(tmp_path, pair):
+    from eaglehub.checks.validate import validate
+    from eaglehub.formats.registry import read_drafter
+
+    drafter, target, prompts = pair
+    q3 = _as_qwen3(drafter, tmp_path, window=WINDOW)
+    closed = calibrate.calibrated_upgrade(q3, tmp_path / "closed", _opts(target, prompts, steps=0))
+    src, out = load_file(str(q3 / "model.safetensors")), load_file(str(tmp_path / "closed" / "model.safetensors"))
+    assert set(out) - set(src) == {f"fc_norm.{i}.weight" for i in range(3)}
+    assert all(torch.equal(src[k], out[k]) for k in src)  # q/k norms included, bit-exact
+    assert closed["calibration"]["acceptance"]["calibrated"]["num_drafts"] > 0
+    tuned = calibrate.calibrated_upgrade(q3, tmp_path / "tuned", _opts(target, prompts, steps=2, train="all", lr=1e-3))
+    assert tuned["calibration"]["fine_tuning"]["steps"] == 2
+    every = load_file(str(tmp_path / "tuned" / "model.safetensors"))
+    assert not torch.equal(every["midlayer.self_attn.q_norm.weight"], src["midlayer.self_attn.q_norm.weight"])
+    for out_dir in ("closed", "tuned"):
+        d = read_drafter(tmp_path / out_dir)
+        assert (d.layer_kind, d.windows, d.version) == ("qwen3", [4], "3.1")
+        report = validate(tmp_path / out_dir, target=target)
+        assert [f["code"] for f in report["findings"] if f["severity"] == "error"] == [], report["findings"]

@@ -4,12 +4,12 @@ engine whose acceptance falls with draft depth and prompt length."""
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 
 import pytest
 from click.testing import CliRunner
+from helpers.tiny_tokenizer import add_tokenizer
 
 from eaglehub.cli import main
 from eaglehub.diagnose import run as diagnose
@@ -33,43 +33,7 @@ from eaglehub.target import resolve_target
 from eaglehub.views.diagnose import write_plots
 from eaglehub.views.diagnose_plots import AL_VS_CONTEXT, CONDITIONAL, HIDDEN_NORM, SINK_MASS
 
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
 DRAFTS_PER_PROMPT = 10
-
-
-@functools.cache
-def _tiny_tokenizer_json() -> str:
-    """A byte-free BPE (Metaspace words, 240 ids: fits the tiny target's 256-token vocabulary) trained on
-    the padding text itself, so it merges real subwords and its cuts are not one per character."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.BPE(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(
-        vocab_size=240, special_tokens=["[UNK]", "<|im_start|>", "<|im_end|>"], limit_alphabet=100
-    )
-    tok.train_from_iterator([padding_text(), "user assistant Question: question m1 m2 c1 c2\n"], trainer)
-    return tok.to_str()
-
-
-def add_tokenizer(target):
-    (target / "tokenizer.json").write_text(_tiny_tokenizer_json())
-    (target / "tokenizer_config.json").write_text(
-        json.dumps(
-            {
-                "tokenizer_class": "PreTrainedTokenizerFast",
-                "bos_token": "<|im_start|>",
-                "eos_token": "<|im_end|>",
-                "unk_token": "[UNK]",
-                "chat_template": CHAT_TEMPLATE,
-            }
-        )
-    )
-    return target
 
 
 def write_prompts(path):

@@ -90,6 +90,27 @@ def test_ttt_unroll_equals_step_by_step_drafting(flags):
                 assert torch.allclose(got[j - 1][0, i], nj[0], atol=1e-5), (i, j)
 
 
+def test_a_padded_row_past_the_window_keeps_the_loss_and_gradients_finite():
+    """Two sequences of 12 and 3 tokens, window 3: the short one's padded rows 6.. see no real key at
+    step 1; they must not turn the batch's loss or gradients into NaN (the rows are outside the loss)."""
+    m = _model(seed=5, **QWEN3, **WINDOW).train()
+    d = m.dims
+    g = torch.Generator().manual_seed(6)
+    embed = torch.randn(d.vocab_size, d.hidden_size, generator=g)
+    used = torch.nonzero(m.t2d).flatten()
+    shards = [
+        {"ids": used[torch.randint(0, len(used), (12,), generator=g)], "aux": torch.randn(12, 3 * 64, generator=g)}
+        for _ in range(2)
+    ]
+    t2d_index = torch.full((d.vocab_size,), -1, dtype=torch.long)
+    t2d_index[used] = torch.arange(len(used))
+    loss, parts, _ = ttt_loss(m, embed, shards, [(0, 0, 12, 1), (1, 0, 3, 1)], t2d_index, 3, [1.0, 0.8, 0.6])
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
+    alone, _, _ = ttt_loss(m, embed, shards, [(0, 0, 12, 1)], t2d_index, 3, [1.0, 0.8, 0.6])
+    assert torch.isfinite(alone)
+
+
 def _ttt_batch(m, seed: int = 4):
     d = m.dims
     g = torch.Generator().manual_seed(seed)

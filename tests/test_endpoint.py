@@ -214,3 +214,24 @@ def test_served_settings_reach_the_endpoint_and_give_a_sampled_acceptance(tmp_pa
     ci = s["acceptance_length_ci"]
     assert ci["low"] <= s["acceptance"]["overall"]["acceptance_length"] <= ci["high"]
     assert report["settings"]["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+@pytest.mark.real
+def test_long_context_prompts_reach_the_endpoint_as_token_ids(tmp_path):
+    """--context with --api completions: both servers receive every prompt padded to the length, as the
+    target's token ids; the report records the lengths sent. The chat API (text) cannot be padded exactly."""
+    with FakeServer() as served, FakeServer("nospec") as target:
+        args = ["--target", "smollm2", "--api", "completions", "--context", "1500"]
+        res, report = _verify(served.url, target.url, *args, tmp_path=tmp_path)
+    assert res.exit_code == 0, res.output
+    validate_json(report, "verify-report")
+    sent = [len(b["prompt"]) for b in served.bodies]
+    assert len(sent) == 6 and all(1499 <= n <= 1500 for n in sent)
+    assert sorted(len(b["prompt"]) for b in target.bodies) == sorted(sent)
+    c = report["settings"]["context"]
+    assert c["context_tokens"] == 1500 and sorted(c["prompt_tokens"]) == sorted(sent)
+    assert "every prompt padded to 1500 tokens" in res.output
+    res = CliRunner().invoke(
+        main, ["verify", "--endpoint", served.url, "--baseline-endpoint", target.url, "--context", "1k"]
+    )
+    assert res.exit_code == 2 and "--context pads token-id prompts" in res.output, res.output

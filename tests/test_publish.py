@@ -466,3 +466,23 @@ def test_an_unreadable_report_is_called_a_verify_report(verified, fake_hub, hf_e
     res = publish(fake_hub, src, "--report", missing, "--dry-run")
     assert res.exit_code == 2 and f"verify report {missing}: cannot read it" in res.stderr
     assert "reference report" not in res.stderr and fake_hub.log == []
+
+
+def test_a_qwen3_style_drafter_publishes_with_its_attention_on_the_card(verified, fake_hub, hf_env, make_drafter):
+    from helpers.checkpoints import qwen3_layers
+
+    src, target = verified
+    q3 = make_drafter("q3", mutate=lambda cfg, t: qwen3_layers(cfg, t, 256))
+    engine = ScriptedEngine({"q3": (BASE, GOOD)})
+    opts = verify.VerifyOptions(
+        target=str(target), drafters=[str(q3)], k=3, max_tokens=4, prompts_file=str(src.parent / "p.jsonl")
+    )
+    write_report(verify.run_verify(opts, engine=engine), src.parent / "q3.verify.json")
+    res = publish(fake_hub, q3, "--dry-run", "--json")
+    assert res.exit_code == 0, res.output
+    card = json.loads(res.stdout)["card"]["text"]
+    assert "| layout | vllm (`Eagle3Qwen3ForCausalLM`)" in card
+    assert "| attention | Qwen3-style, q/k RMSNorm per head (`Eagle3Qwen3ForCausalLM`, vLLM ≥ 0.24), " in card
+    assert "a sliding window of 256 positions in its layer |" in card
+    good = json.loads(publish(fake_hub, src, "--dry-run", "--json").stdout)["card"]["text"]
+    assert "| attention | Llama-style, full causal attention |" in good

@@ -188,3 +188,35 @@ def test_qwen3_defaults_differ_from_llama_where_vllm_defaults_differ():
     llama = DrafterDims.from_config(cfg)
     assert (q.rope_theta, q.rms_norm_eps, q.layer_style) == (1_000_000.0, 1e-6, "qwen3")
     assert (llama.rope_theta, llama.layer_style) == (10000.0, "llama")
+
+
+@pytest.mark.parametrize("fmt", ["vllm", "speculators"])
+def test_fp8_quantize_keeps_the_q_k_norms_and_the_window(tmp_path, fmt):
+    from eaglehub.quant.quantize import quantize
+
+    src = _qwen3(tmp_path, window=256)
+    if fmt == "speculators":
+        convert(src, tmp_path / "spec", fmt="speculators", verifier="HuggingFaceTB/SmolLM2-135M-Instruct")
+        src = tmp_path / "spec"
+    report = quantize(src, tmp_path / "fp8")
+    linears = {f"midlayer.self_attn.{p}_proj.weight" for p in "qkvo"} | {
+        f"midlayer.mlp.{p}_proj.weight" for p in ("gate", "up", "down")
+    }
+    assert {t["name"] for t in report["tensors"] if t["action"] == "quantized"} == linears
+    out, before = read_drafter(tmp_path / "fp8"), read_drafter(src)
+    assert (out.format, out.layer_kind, out.windows) == ("vllm", "qwen3", [256])
+    assert json.loads((tmp_path / "fp8" / "config.json").read_text())["architectures"] == ["Eagle3Qwen3ForCausalLM"]
+    kept, orig = out.load_all(), before.load_all()
+    for name in ("midlayer.self_attn.q_norm.weight", "midlayer.self_attn.k_norm.weight"):
+        assert kept[name].dtype == orig[name].dtype and torch.equal(kept[name], orig[name])
+    assert _codes(validate(tmp_path / "fp8"), "error") == []
+
+
+def test_the_plain_3_1_upgrade_keeps_the_qwen3_layer(tmp_path):
+    src = _qwen3(tmp_path, window=256)
+    convert(src, tmp_path / "v31", to="3.1")
+    out = read_drafter(tmp_path / "v31")
+    assert (out.version, out.layer_kind, out.windows) == ("3.1", "qwen3", [256])
+    a, b = load_file(src / "model.safetensors"), load_file(tmp_path / "v31" / "model.safetensors")
+    assert set(b) - set(a) == {f"fc_norm.{i}.weight" for i in range(3)} and all(torch.equal(a[k], b[k]) for k in a)
+    assert _codes(validate(tmp_path / "v31"), "error") == []

@@ -43,6 +43,7 @@ def inspect_drafter(src: str | Path, source_format: str | None = None, revision:
         "format": d.format,
         "format_evidence": d.evidence,
         "layer_kind": d.layer_kind,
+        "attention_windows": d.windows,
         "architecture": architecture(d.raw_config),
         "weights_format": d.index.format,
         "files": d.index.files,

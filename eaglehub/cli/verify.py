@@ -12,12 +12,14 @@ from eaglehub.cli.errors import handle_errors
 from eaglehub.cli.options import (
     al_tolerance_option,
     category_option,
+    context_option,
     device_option,
     dtype_option,
     engine_log_option,
     k_option,
     limit_option,
     max_tokens_option,
+    padding_option,
     plot_option,
     prompts_option,
     reference_report_option,
@@ -113,6 +115,8 @@ PROMPTS_HELP = (
     "quantized drafter): both acceptance lengths, their ratio and the size on disk of both.",
 )
 @served_settings_options
+@context_option()
+@padding_option()
 @click.option(
     "--json",
     "as_json",
@@ -163,8 +167,11 @@ def verify_cmd(
         "pipeline_parallel_size": pipeline_parallel_size,
         "distributed_executor_backend": distributed_executor_backend,
     }
+    context = options.pop("context")
     opts = VerifyOptions(
         target=target_spec or "",
+        context=context[0] if context else None,
+        context_fit=bool(context and context[1]),
         drafters=list(drafters),
         categories=list(categories),
         engines=list(engines) or ["auto"],

@@ -384,6 +384,7 @@ def build_contexts(
     max_tokens: int,
     corpus: str = BOOK,
     fit: bool = False,
+    template_kwargs: dict | None = None,
 ) -> tuple[list[PaddedPrompts], list[Skipped]]:
     """Every requested context length the target allows, rendered; the others skipped with a note.
 
@@ -391,13 +392,14 @@ def build_contexts(
     :func:`max_context` (the output must fit after the prompt), or by :func:`pad_prompts`. With
     ``fit`` (a named preset) such a length is measured at the longest prompt that fits instead,
     ``max_position_embeddings − max_tokens`` (8192 for SmolLM2 becomes 8128 with 64 output tokens).
+    ``template_kwargs``: the chat template's variables (``--chat-template-kwargs``).
 
     Raises:
         EaglehubError: the target's tokenizer cannot be loaded; as :func:`pad_prompts`.
     """
     from eaglehub.engines.chat import ChatTokenizer
 
-    chat = ChatTokenizer(target)
+    chat = ChatTokenizer(target, template_kwargs)
     limit = max_context(target)
     built: list[PaddedPrompts] = []
     skipped: list[Skipped] = []
@@ -421,3 +423,24 @@ def build_contexts(
         else:
             skipped.append(result)
     return built, skipped
+
+
+def parse_context(text: str) -> tuple[int, bool]:
+    """``verify --context``: ``"8192"`` → ``(8192, False)``, an exact prompt length in tokens;
+    ``"8k"`` → ``(8192, True)``, ``k`` = 1024 tokens, measured at the longest prompt that fits when the
+    target cannot hold it (as :func:`build_contexts` ``fit`` does for diagnose's presets).
+
+    Raises:
+        UsageError: not a positive integer with an optional ``k``.
+    """
+    from eaglehub.errors import UsageError
+
+    raw = text.strip().lower()
+    fit = raw.endswith("k")
+    digits = raw[:-1] if fit else raw
+    if not digits.isascii() or not digits.isdigit() or int(digits) == 0:
+        raise UsageError(
+            f"--context {text!r}: expected a prompt length in tokens like 8192, or 2k / 4k / 8k / 16k / 32k",
+            hint="8k is 8192 tokens, or the longest prompt the target holds; a plain number is exact",
+        )
+    return int(digits) * (1024 if fit else 1), fit

@@ -53,6 +53,10 @@ def unroll(
         vals.append(v.repeat_interleave(rep, dim=2))
         s_main = (q.transpose(1, 2) @ keys[0].permute(0, 2, 3, 1)) * scale  # [B, nh, L, L]
         allowed = causal if window is None else causal & (pos[None, :] > pos[:, None] + (j - 1) - window)[None]
+        if window is not None and j == 1:
+            # a padded query more than a window past the real tokens would see no key at all, and its
+            # softmax NaN would reach every gradient; its own position keeps the row finite (masked in the loss)
+            allowed = allowed | torch.eye(L, dtype=torch.bool)[None]
         s_main = s_main.masked_fill(~allowed[:, None], float("-inf"))
         # step m + 2's key sits at position i + m + 1, the query at i + j - 1
         s_diag = [

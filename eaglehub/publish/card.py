@@ -156,6 +156,7 @@ def _made_section(inspect: dict, config: dict, provenance: dict | None) -> list[
         "| | |",
         "|---|---|",
         f"| layout | {inspect['format']} (`{inspect['architecture']}`), EAGLE-{inspect['eagle_version']}, {inspect['dtype']} |",
+        f"| attention | {_attention_words(inspect)} |",
         f"| aux-layer ids | `{aux['raw']}` via `{aux['key']}` ({aux['convention']}; vLLM reads C-in: `{aux['c_in']}`) |",
         f"| widths | hidden {dims['H']}, target hidden {dims['Ht']}, {dims['layers']} decoder layer(s) |",
         f"| vocabulary | draft {vocab['Vd']} of {vocab['V']}" + (" (`d2t` map)" if vocab.get("d2t") else "") + " |",
@@ -164,6 +165,21 @@ def _made_section(inspect: dict, config: dict, provenance: dict | None) -> list[
         f"| parameters | {inspect['parameters']:,} ({inspect['bytes'] / 2**20:.1f} MiB) |",
     ]
     return lines
+
+
+def _attention_words(inspect: dict) -> str:
+    """The decoder layers' attention as vLLM builds it: the layer kind, and each layer's sliding window."""
+    kind = {
+        "qwen3": "Qwen3-style, q/k RMSNorm per head (`Eagle3Qwen3ForCausalLM`, vLLM ≥ 0.24)",
+        "mla": "multi-head latent attention (DeepSeek-style)",
+    }.get(inspect["layer_kind"], "Llama-style")
+    windows = inspect.get("attention_windows") or []
+    if not any(windows):
+        return f"{kind}, full causal attention"
+    if len(set(windows)) == 1:
+        where = "every layer" if len(windows) > 1 else "its layer"
+        return f"{kind}, a sliding window of {windows[0]} positions in {where}"
+    return f"{kind}, sliding windows per layer " + ", ".join(str(w) if w else "full" for w in windows)
 
 
 def _conversion_words(provenance: dict) -> str:

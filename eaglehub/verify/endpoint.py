@@ -112,6 +112,8 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
     key = opts.api_key or os.environ.get(API_KEY_ENV) or None
     target = resolve_target(opts.target) if opts.target else None
     api = opts.endpoint_api or ("completions" if target is not None else "chat")
+    if api == "chat" and opts.context is not None:
+        raise UsageError("--context pads token-id prompts", hint="use --api completions with a local --target")
     if api == "chat" and not opts.baseline_endpoint:
         raise UsageError(
             "--api chat needs --baseline-endpoint", hint="the local engines take token ids: use --api completions"
@@ -152,9 +154,15 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
         )  # fmt: skip
         ids: list[list[int]] | None = None
         sampled_run: RunResult | None = None
+        context = None
         if api == "completions":
             assert target is not None
             encode, decode = chat_codec(target, prompts, template_kwargs or None)
+            if opts.context is not None:
+                from eaglehub.verify.run import padded_context
+
+                context, encode, opts = padded_context(target, prompts, requests, opts, console)
+                spec = replace(spec, max_model_len=opts.max_model_len)
             with progress_runner(console) as run:
                 baseline, ids = run_by_turn(
                     lambda x, g, turn: run(base, spec, x, g, f"target alone ({base.name}, turn {turn})"),
@@ -200,7 +208,7 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
             opts.tie_epsilon,
         )
     file = (prompts_file or default_prompts_path()).resolve()
-    report = build_report(run_opts, target or Path(model), prompts, file, base_run, [], None, None, requests)
+    report = build_report(run_opts, target or Path(model), prompts, file, base_run, [], None, None, requests, context)
     entry = drafter_report(None, target or Path(model), k, compared, base_run, served_run, None, explain)
     entry["drafter"] = f"served by {server.client.shown} ({model})"
     entry["findings"] = _endpoint_findings(entry["findings"], seen, base_failures, requests)

@@ -68,6 +68,14 @@ class VerifyOptions:
     """Sampled runs: samples (repeats) of every prompt."""
     chat_template_kwargs: dict = field(default_factory=dict)
     """Variables passed to the target's chat template in every run (:mod:`eaglehub.engines.chat`)."""
+    # long context (:mod:`eaglehub.measure.padding`)
+    context: int | None = None
+    """Pad every prompt to this many target tokens (chat template included) with real text before the
+    question; ``None``: the prompts as they are."""
+    context_fit: bool = False
+    """A ``k`` length (``--context 8k``): past the target's limit, the longest prompt that fits instead."""
+    padding: str = "book"
+    """The padding corpus (:data:`eaglehub.measure.padding.CORPORA`)."""
 
 
 MIN_SAMPLING_TRIALS = 1000

@@ -72,7 +72,7 @@ def settings_differences(settings: dict, prompts: dict, reference: dict) -> list
 
     Compared: k, max_tokens (longer outputs reach other text), dtype, the prompt file's content
     (sha256), the prompt selection (prompts per category, i.e. ``--category``/``--limit``) and the
-    chat template's variables (``--chat-template-kwargs``).
+    chat template's variables (``--chat-template-kwargs``) and the padded prompt length (``--context``).
     Returns ``[{setting, reference, run}]``, empty when comparable.
     """
     ref_settings, ref_prompts = reference["settings"], reference["prompts"]
@@ -81,6 +81,9 @@ def settings_differences(settings: dict, prompts: dict, reference: dict) -> list
     # template variables change the input token ids; a report without them rendered with none
     template = (ref_settings.get("chat_template_kwargs", {}), settings.get("chat_template_kwargs", {}))
     pairs.append(("chat_template_kwargs", *template))
+    # padded prompts (--context) are other inputs; a report without the key ran unpadded
+    ref_len, run_len = ((s.get("context") or {}).get("context_tokens") for s in (ref_settings, settings))
+    pairs.append(("context.context_tokens", ref_len, run_len))
     return [{"setting": name, "reference": ref, "run": ours} for name, ref, ours in pairs if ref != ours]
 
 

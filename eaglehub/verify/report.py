@@ -95,11 +95,13 @@ def build_report(
     reference: Reference | None = None,
     explain=None,
     requests: list[Request] | None = None,
+    context: dict | None = None,
 ) -> dict:
     """Assemble the full report (schema: ``schemas/verify-report.schema.json``); with ``reference``,
     every drafter is compared with it at ``opts.al_tolerance`` (:func:`compare_with_reference`);
     ``explain``: divergence forensics (:func:`drafter_report`); ``requests``: the order of the runs'
-    outputs (default :func:`requests_of` ``prompts``)."""
+    outputs (default :func:`requests_of` ``prompts``); ``context``: with ``--context``, the padding
+    (``settings.context``)."""
     requests = requests_of(prompts) if requests is None else requests
     described = describe_prompts(prompts)
     engine = {"name": baseline.engine, "version": baseline.engine_version}
@@ -120,6 +122,7 @@ def build_report(
         "batching": batching,
         "sampled": sampled_settings(opts),
         "chat_template_kwargs": dict(opts.chat_template_kwargs),
+        "context": context,
     }
     prompts_section = {
         "file": str(prompts_file),

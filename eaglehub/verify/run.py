@@ -176,6 +176,9 @@ def run_verify(
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     requests = requests_of(prompts)
     encode, decode = chat_codec(target, prompts, opts.chat_template_kwargs)
+    context = None
+    if opts.context is not None:
+        context, encode, opts = padded_context(target, prompts, requests, opts, console)
     groups = [r.category for r in requests]
     specs = [
         RunSpec(
@@ -220,6 +223,7 @@ def run_verify(
                 reference,
                 explain,
                 requests,
+                context,
             )
         )
         all_results.append(results)
@@ -240,6 +244,63 @@ def run_verify(
         _attach_probes(report, drafters, opts, console)
     validate_report(report)
     return report
+
+
+def padded_context(target: Path, prompts, requests, opts: VerifyOptions, console):
+    """``verify --context``: every prompt padded to ``opts.context`` tokens (:func:`build_contexts`).
+
+    Returns ``(section, encode, opts)``: the report's ``settings.context``, an ``encode`` for
+    :func:`run_by_turn` that hands out the padded ids, and ``opts`` with a ``max_model_len`` that holds
+    the longest prompt, its output and the last verify pass's draft tokens (at most the target's limit).
+
+    Raises:
+        UsageError: multi-turn prompts, or a length the target cannot hold (with the longest that fits).
+    """
+    from dataclasses import replace
+
+    from eaglehub.errors import UsageError
+    from eaglehub.measure.padding import build_contexts, max_context, padding_source
+
+    assert opts.context is not None  # the caller pads only with --context
+    if any(r.turn > 1 for r in requests):
+        raise UsageError(
+            "--context pads single-turn prompts; this prompt file has multi-turn conversations",
+            hint="give a single-turn prompt file (--prompts), or leave --context out",
+        )
+    args = (target, [p.text for p in prompts], [opts.context], opts.max_tokens, opts.padding, opts.context_fit)
+    if console is None:
+        built, skipped = build_contexts(*args, template_kwargs=opts.chat_template_kwargs)
+    else:
+        with console.status(f"padding {len(prompts)} prompts to {opts.context} tokens"):
+            built, skipped = build_contexts(*args, template_kwargs=opts.chat_template_kwargs)
+    if not built:
+        limit = max_context(target)
+        fits = f"; the longest that fits is {limit - opts.max_tokens}" if limit and limit > opts.max_tokens else ""
+        raise UsageError(
+            f"--context {opts.context}: {skipped[0].note}{fits}",
+            hint=f"pass a shorter --context or a smaller --max-tokens, or --context {opts.context // 1024}k "
+            "for the longest prompt the target holds",
+        )
+    padded = built[0]
+    longest = max(padded.lengths)
+    limit = max_context(target)
+    need = longest + opts.max_tokens + opts.k
+    max_model_len = min(max(opts.max_model_len, need), limit) if limit else max(opts.max_model_len, need)
+    section = {
+        "requested": opts.context,
+        "fit_to_target": opts.context_fit,
+        "context_tokens": padded.context_tokens,
+        "prompt_tokens": padded.lengths,
+        "padding_tokens": padded.padding_tokens,
+        "padding": padding_source(opts.padding),
+    }
+
+    def encode(convs: list) -> list[list[int]]:
+        if len(convs) != len(padded.ids):  # single-turn: one batch of every request, in order
+            raise AssertionError("padded prompts and requests out of step")
+        return padded.ids
+
+    return section, encode, replace(opts, max_model_len=max_model_len)
 
 
 def _attach_probes(report: dict, drafters: list[Path], opts: VerifyOptions, console) -> None:

@@ -63,6 +63,10 @@ def print_inspect(report: dict, console: Console) -> None:
         f"I={d['I']} layers={d['layers']}",
         highlight=False,
     )
+    windows = report.get("attention_windows") or []
+    if any(windows):
+        shown = ", ".join(str(w) if w else "full" for w in windows)
+        console.print(f"attention: sliding window per layer {shown} (positions)", highlight=False)
     console.print(
         f"vocab: Vd={v['Vd']} / V={v['V']} ({'pruned' if v['pruned'] else 'full'}; d2t {'yes' if v['d2t'] else 'no'}, "
         f"t2d {'yes' if v['t2d'] else 'no'})",

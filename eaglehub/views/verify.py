@@ -210,6 +210,17 @@ def cross_engine_table(report: dict) -> Table | None:
     return t
 
 
+def context_line(c: dict) -> str:
+    """``verify --context``: the measured prompt length, how it came from the request, and the text."""
+    p = c["padding"]
+    source = f"{p['title']} ({p['package']} {p['package_version']})" if "title" in p else "Python docstrings"
+    asked = f", asked {c['requested']}: the longest the target holds" if c["context_tokens"] != c["requested"] else ""
+    return (
+        f"context: every prompt padded to {c['context_tokens']} tokens{asked} "
+        f"({min(c['prompt_tokens'])}–{max(c['prompt_tokens'])}), the text before each question from {source}"
+    )
+
+
 def render_report(report: dict, console: Console) -> None:
     """Print the whole report: settings, one table per drafter, findings, reference comparison, timings, serve line."""
     s, e = report["settings"], report["engine"]
@@ -223,6 +234,8 @@ def render_report(report: dict, console: Console) -> None:
         + (f" ({report['prompts']['requests']} requests: one per turn)" if report["prompts"].get("multi_turn") else ""),
         highlight=False,
     )
+    if s.get("context"):
+        console.print(context_line(s["context"]), highlight=False)
     console.print(f"[dim]{report['definitions']['acceptance_length']}[/]", highlight=False)
     b = report["baseline"]
     console.print(
