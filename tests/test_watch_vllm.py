@@ -187,7 +187,7 @@ def test_watch_reports_an_upgrade_restart_as_a_restart_then_flags_the_plain_upgr
                 300,
             )
         proc.send_signal(signal.SIGINT)  # the process this test started, by its id
-        rest, err = proc.communicate(timeout=30)
+        rest, err = proc.communicate(timeout=90)  # a loaded machine can take long to flush the summary
     finally:
         if proc.poll() is None:
             proc.kill()
