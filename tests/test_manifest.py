@@ -633,7 +633,7 @@ def test_cli_with_drafter_ignores_the_default_manifest(cli, work):
 @pytest.mark.parametrize(
     "args, message",
     [
-        ((), "no drafter to verify: give --drafter DIR (with --target), or --manifest FILE"),
+        ((), "no drafter to verify: give --target T (its drafters are found on the Hub)"),
         (("--drafter", "good"), "--drafter needs --target"),
         (
             ("--target", "target8", "--drafter", "good", "--report-dir", "out"),

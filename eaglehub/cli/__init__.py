@@ -8,6 +8,7 @@ import click
 from eaglehub import __version__
 from eaglehub.cli.convert import convert_cmd
 from eaglehub.cli.diagnose import diagnose_cmd
+from eaglehub.cli.drafters import drafters_cmd
 from eaglehub.cli.errors import Group
 from eaglehub.cli.inspect import inspect_cmd
 from eaglehub.cli.pipeline import pipeline_cmd
@@ -27,6 +28,7 @@ COMMANDS = (
     validate_cmd,
     convert_cmd,
     quantize_cmd,
+    drafters_cmd,
     verify_cmd,
     probe_cmd,
     vocab_cmd,

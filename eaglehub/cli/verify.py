@@ -47,14 +47,26 @@ PROMPTS_HELP = (
     "target_spec",
     default=None,
     help="Target: model directory, cached Hub id, or `smollm2`; with a manifest, a target's name or spec "
-    "(without --drafter: every drafter registered for it).",
+    "(without --drafter: every drafter registered for it). Without --drafter or a manifest: every drafter the "
+    "Hub's model tree lists for it (eaglehub drafters --target T).",
 )
 @click.option(
     "--drafter",
     "drafters",
     multiple=True,
-    help="EAGLE-3 drafter directory; repeat to verify several drafters against one target-alone run. "
-    "With --manifest: a drafter's name or directory in it.",
+    help="EAGLE-3 drafter directory or Hub id; repeat to verify several drafters against one target-alone run. "
+    "With --manifest: a drafter's name or directory in it; a bare NAME: that drafter of the ones found for --target.",
+)
+@click.option(
+    "--max-drafters",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Verifying the drafters found for --target: at most N of them.",
+)
+@click.option(
+    "--hub-endpoint",
+    default=None,
+    help="The Hub the drafters of --target are looked up on (default: huggingface_hub's, HF_ENDPOINT).",
 )
 @k_option()
 @max_tokens_option()
@@ -134,6 +146,8 @@ def verify_cmd(
     distributed_executor_backend: str | None,
     manifest: str | None,
     report_dir: str | None,
+    max_drafters: int | None,
+    hub_endpoint: str | None,
     engine_log: str | None,
     report_path: str | None,
     plot_path: str | None,
@@ -151,8 +165,10 @@ def verify_cmd(
     divergences only at numerical near-ties, shown by forensics) never fail. 0 otherwise; 2 for
     usage errors, a bad reference report or a missing engine.
 
-    With a pairing manifest (--manifest FILE, or ./eaglehub.toml without --drafter) every pair is
-    verified, pairs of one target with the same settings sharing one target-alone run; the manifest's
+    With --target alone (no --drafter, no manifest) the drafters the Hub lists for the target are
+    downloaded and verified, each held to the acceptance it claims (E-VERIFY-AL-CLAIM at the claim's
+    settings, W-VERIFY-AL-CLAIM at others). With a pairing manifest (--manifest FILE, or
+    ./eaglehub.toml without --drafter) every pair is verified, pairs of one target with the same settings sharing one target-alone run; the manifest's
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
 
     With --endpoint URL the drafter a running server serves is measured instead (docs/verify.md).
@@ -189,6 +205,8 @@ def verify_cmd(
         report_path=report_path,
         plot_path=plot_path,
         given={n for n in OVERRIDABLE if ctx.get_parameter_source(n) not in defaults},
+        hub_endpoint=hub_endpoint,
+        max_drafters=max_drafters,
     )
     outcome = run_verify_command(request, console=err_console)
     if outcome.kind == "summary":

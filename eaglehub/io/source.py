@@ -22,8 +22,9 @@ WEIGHT_CANDIDATES = ("model.safetensors.index.json", "model.safetensors", "pytor
 SIDE_FILES = ("eaglehub.json", "training.json", "tokenizer.json")
 
 
-def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
-    """``(directory, source record)`` for a drafter given as a path or a hub repo id.
+def resolve_source(spec: str, revision: str | None = None, endpoint: str | None = None) -> tuple[Path, dict]:
+    """``(directory, source record)`` for a drafter given as a path or a hub repo id (from ``endpoint``,
+    default huggingface_hub's configured Hub).
 
     The record is ``{"path": ...}`` or ``{"repo_id", "revision"}`` (the resolved commit hash).
     Raises: EaglehubError (exit 2): neither a directory nor a repo id; repo, revision or file not
@@ -38,9 +39,9 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
         raise EaglehubError(
             f"{spec} is neither a directory nor a hub repo id", hint="pass a checkpoint directory or org/name"
         )
-    config = fetch(spec, "config.json", revision, required=True)
+    config = fetch(spec, "config.json", revision, required=True, endpoint=endpoint)
     for name in WEIGHT_CANDIDATES:
-        found = fetch(spec, name, revision)
+        found = fetch(spec, name, revision, endpoint=endpoint)
         if found is None:
             continue
         if name.endswith(".index.json"):
@@ -48,7 +49,7 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
 
             shards = sorted(set(read_weight_map(Path(found)).values()))
             for shard in shards:
-                fetch(spec, shard, revision, required=True)
+                fetch(spec, shard, revision, required=True, endpoint=endpoint)
         break
     else:
         raise EaglehubError(
@@ -56,20 +57,26 @@ def resolve_source(spec: str, revision: str | None = None) -> tuple[Path, dict]:
             hint="check the repo id and revision (offline: download the files into the cache first)",
         )
     for name in SIDE_FILES:
-        fetch(spec, name, revision)
+        fetch(spec, name, revision, endpoint=endpoint)
     snapshot = Path(config).parent
     return snapshot, {"repo_id": spec, "revision": snapshot.name}
 
 
 @overload
-def fetch(repo_id: str, filename: str, revision: str | None, required: Literal[True]) -> str: ...
+def fetch(
+    repo_id: str, filename: str, revision: str | None, required: Literal[True], endpoint: str | None = None
+) -> str: ...
 
 
 @overload
-def fetch(repo_id: str, filename: str, revision: str | None, required: bool = False) -> str | None: ...
+def fetch(
+    repo_id: str, filename: str, revision: str | None, required: bool = False, endpoint: str | None = None
+) -> str | None: ...
 
 
-def fetch(repo_id: str, filename: str, revision: str | None, required: bool = False) -> str | None:
+def fetch(
+    repo_id: str, filename: str, revision: str | None, required: bool = False, endpoint: str | None = None
+) -> str | None:
     """Local path of ``filename`` of hub repo ``repo_id`` (``hf_hub_download``), or ``None`` when the
     repo lacks it and it is not ``required``.
 
@@ -86,7 +93,7 @@ def fetch(repo_id: str, filename: str, revision: str | None, required: bool = Fa
     )
 
     try:
-        return hf_hub_download(repo_id, filename, revision=revision)
+        return hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint)
     except (RepositoryNotFoundError, GatedRepoError) as exc:
         raise EaglehubError(
             f"hub repo {repo_id} is not accessible: {type(exc).__name__}",

@@ -25,6 +25,10 @@ class VerifyRequest:
     plot_path: str | None = None
     given: set[str] = field(default_factory=set)
     """Names of :data:`OVERRIDABLE` options the user gave explicitly."""
+    hub_endpoint: str | None = None
+    """The Hub discovery searches (``verify --target T`` without drafters); ``None``: huggingface_hub's."""
+    max_drafters: int | None = None
+    """At most this many discovered drafters."""
 
 
 @dataclass
@@ -54,7 +58,14 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
         return VerifyOutcome("report", report, exit_code(report))
     log_dir = Path(request.engine_log) if request.engine_log else None
     chosen = make_engines(opts.engines, log_dir=log_dir, device=opts.device)
-    selection = select(request.manifest, opts.target or None, opts.drafters)
+    selection = select(
+        request.manifest,
+        opts.target or None,
+        opts.drafters,
+        hub_endpoint=request.hub_endpoint,
+        drafter_limit=request.max_drafters,
+        console=console,
+    )
     if selection is None and request.report_dir:
         raise UsageError("--report-dir needs a manifest (one report per pair)", hint="use --report FILE with --drafter")
     if selection is None:
@@ -62,13 +73,13 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
         return VerifyOutcome("report", report, exit_code(report))
     if opts.baseline_drafter:
         raise UsageError(
-            "--baseline-drafter compares drafters of one run; a manifest runs pairs",
+            "--baseline-drafter compares drafters of one run; a manifest or discovery runs pairs",
             hint="use --target T --drafter D --baseline-drafter B",
         )
     if request.report_path or request.plot_path:
         raise UsageError(
-            "--report and --plot write one report; a manifest gives one per pair",
-            hint="use --report-dir DIR with a manifest",
+            "--report and --plot write one report; a manifest or discovery gives one per pair",
+            hint="use --report-dir DIR (one report per pair)",
         )
     overrides = {
         **opts.engine_options,

@@ -45,10 +45,14 @@ the other settings (``num_speculative_tokens``, ``dtype``, ``max_model_len``) ar
 
 @dataclass(frozen=True)
 class Selection:
-    """The manifest read and the pairs chosen from it (:func:`select`)."""
+    """The pairs to run (:func:`select`): from a manifest, or found for the target by discovery
+    (``manifest`` ``None``; ``discovery``: the drafters report; ``claims``: each pair's claimed
+    acceptance by its ``where``)."""
 
-    manifest: Manifest
+    manifest: Manifest | None
     pairs: list[Pair]
+    discovery: dict | None = None
+    claims: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -62,30 +66,45 @@ class Group:
 
 
 def select(
-    manifest: str | None, target: str | None, drafters: Sequence[str], cwd: Path | None = None
+    manifest: str | None,
+    target: str | None,
+    drafters: Sequence[str],
+    cwd: Path | None = None,
+    hub_endpoint: str | None = None,
+    drafter_limit: int | None = None,
+    console=None,
 ) -> Selection | None:
     """What ``eaglehub verify`` runs: ``None`` for the plain mode (``--target`` + ``--drafter``
-    directories, no manifest), else the manifest's pairs.
+    directories or Hub ids, no manifest), else the manifest's pairs, else the drafters discovery
+    finds for the target.
 
     The manifest is ``manifest`` when given, else ``eaglehub.toml`` in ``cwd`` (default: the current
     directory) when no ``drafters`` are given and it exists. With a manifest, ``target`` keeps the
     pairs of that target (by name or spec) and ``drafters`` those drafters (by name or directory);
-    ``target`` alone means every drafter registered for it.
+    ``target`` alone means every drafter registered for it. Without a manifest, ``target`` alone (or a
+    Hub id with ``drafters`` that are names, neither directories nor Hub ids) means the drafters the Hub's
+    model tree lists for it (:mod:`eaglehub.discovery.pairs`; ``hub_endpoint``, at most ``drafter_limit``).
 
     Raises:
-        EaglehubError: (exit 2, one line) no drafter given anywhere, ``--drafter`` without
-            ``--target`` and without a manifest, or a manifest error (:func:`~eaglehub.verify.manifest.load_manifest`,
-            :meth:`~eaglehub.verify.manifest.Manifest.pairs`).
+        EaglehubError: (exit 2, one line) no drafter given anywhere and no target, ``--drafter``
+            without ``--target`` and without a manifest, or a manifest error
+            (:func:`~eaglehub.verify.manifest.load_manifest`, :meth:`~eaglehub.verify.manifest.Manifest.pairs`);
+            (exit 1) discovery found no drafter.
     """
     if manifest is None and not drafters:
         default = (cwd or Path.cwd()) / DEFAULT_MANIFEST
+        if not default.is_file() and target:
+            return _discovered(target, [], drafter_limit, hub_endpoint, console)
         if not default.is_file():
             raise EaglehubError(
-                "no drafter to verify: give --drafter DIR (with --target), or --manifest FILE",
+                "no drafter to verify: give --target T (its drafters are found on the Hub), --drafter DIR "
+                "with --target, or --manifest FILE",
                 hint=f"or put an {DEFAULT_MANIFEST} pairing manifest in the current directory "
                 "(schemas/manifest.schema.json)",
             )
         manifest = str(default)
+    if manifest is None and target and _on_the_hub(target) and all(_is_name(d) for d in drafters):
+        return _discovered(target, list(drafters), drafter_limit, hub_endpoint, console)
     if manifest is None:
         if target is None:
             raise EaglehubError(
@@ -95,6 +114,24 @@ def select(
         return None
     loaded = load_manifest(manifest)
     return Selection(loaded, loaded.pairs(target, list(drafters)))
+
+
+def _is_name(drafter: str) -> bool:
+    """A drafter given as a bare name: not a path that exists, not ORG/NAME, no path separator."""
+    return not Path(drafter).expanduser().exists() and "/" not in drafter and "\\" not in drafter
+
+
+def _on_the_hub(target: str) -> bool:
+    from eaglehub.publish.card import base_model_of
+
+    return base_model_of(target) is not None and not Path(target).expanduser().exists()
+
+
+def _discovered(target: str, names: list[str], limit: int | None, endpoint: str | None, console) -> Selection:
+    from eaglehub.discovery.pairs import discovered_pairs
+
+    found = discovered_pairs(target, names, limit, endpoint, console)
+    return Selection(None, found.pairs, found.report, found.claims)
 
 
 def pair_settings(pair: Pair, opts: VerifyOptions, overrides: dict | None = None) -> dict:
@@ -262,6 +299,10 @@ def run_pairs(
             continue
         engine_info = engine_info or report["engine"]
         for p, single in zip(g.pairs, split_report(report)):
+            if p.where in selection.claims:
+                from eaglehub.discovery.claims import check_claim
+
+                check_claim(single, selection.claims[p.where], opts.al_tolerance, p.name, g.target_spec, str(p.drafter))
             path = None if out_dir is None else out_dir / f"{p.label}.json"
             if path is not None:
                 write_report(single, path)
@@ -270,7 +311,8 @@ def run_pairs(
     summary = {
         "summary_version": SUMMARY_VERSION,
         "tool": {"name": "eaglehub", "version": __version__},
-        "manifest": str(selection.manifest.path.resolve()),
+        "manifest": None if selection.manifest is None else str(selection.manifest.path.resolve()),
+        "discovery": selection.discovery,
         "engine": engine_info,
         "report_dir": None if out_dir is None else str(out_dir),
         "num_pairs": len(rows),

@@ -20,7 +20,7 @@ def summary_table(summary: dict):
     from eaglehub.views.verify import fmt_number, rates_text
 
     t = Table(
-        title=f"verify {escape(summary['manifest'])}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
+        title=f"verify {escape(_source(summary))}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
         title_justify="left",
     )
     for col, just in (
@@ -50,6 +50,13 @@ def summary_table(summary: dict):
     return t
 
 
+def _source(summary: dict) -> str:
+    if summary["manifest"] is not None:
+        return summary["manifest"]
+    d = summary.get("discovery") or {}
+    return f"--target {d.get('target')} (drafters found on {d.get('endpoint') or 'the local cache'})"
+
+
 def render_summary(summary: dict, console) -> None:
     """Print the summary table, then each pair's error or finding codes (the reports have the details)."""
     from rich.markup import escape
@@ -63,5 +70,17 @@ def render_summary(summary: dict, console) -> None:
             console.print(f"[red]{name}[/]: did not run: {escape(printable(r['error']))}", highlight=False)
         elif r["findings"]:
             console.print(f"{name}: {', '.join(r['findings'])}", highlight=False)
+    claims = {d["name"]: d["claim"] for d in (summary.get("discovery") or {}).get("drafters", []) if d["claim"]}
+    for r in summary["pairs"]:
+        claim = claims.get(r["drafter"])
+        if claim and r["acceptance_length"] is not None:
+            console.print(
+                f"{escape(r['drafter'])}: AL {r['acceptance_length']:.3f} measured, {claim['acceptance_length']:.3f} "
+                f"claimed ({escape(claim['source'])}"
+                + (f", {claim['engine']}, k {claim['num_speculative_tokens']}" if claim.get("engine") else "")
+                + ")",
+                highlight=False,
+                soft_wrap=True,
+            )
     if summary["report_dir"]:
         console.print(f"summary: {Path(summary['report_dir']) / SUMMARY_FILE}", highlight=False)

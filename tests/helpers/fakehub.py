@@ -3,7 +3,13 @@
 It implements the endpoints huggingface_hub 2.4.0 calls for whoami, create_repo, the README YAML
 check, preupload (every file ``regular``, which keeps LFS and xet out), create_commit (NDJSON,
 ``parentCommit``, ``create_pr`` opening ``refs/pr/N``), create_branch / create_tag, repo info,
-tree, refs and file downloads (``resolve``), so the real client runs end to end over HTTP. State is
+tree, refs, file downloads (``resolve``) and model search (``/api/models``: ``filter`` tags, all of
+which must match, ``search``, ``author``, ``limit``, ``expand``), so the real client runs end to end
+over HTTP. A repo's tags, card data and config are read from its head commit as the Hub derives
+them: the card's ``tags``, and for every ``base_model`` the model-tree tags ``base_model:<id>`` and
+``base_model:<relation>:<id>``, the relation being the card's ``base_model_relation`` or, as the
+Hub infers it, ``adapter`` (an ``adapter_config.json``), ``quantized`` (a ``quantization_config`` in
+config.json, or GGUF files), ``merge`` (several base models), else ``finetune``. State is
 in memory: repos → refs (branches, tags, ``refs/pr/N``) → commits → files. Every request is logged
 (:attr:`FakeHub.log`); :meth:`FakeHub.fail` makes the next matching request fail with a status
 (401 / 403 / 409 / 412 / 500), :meth:`FakeHub.before` runs a hook before a route is served (e.g.
@@ -313,16 +319,22 @@ class FakeHub:
 
     def _r_info(self, user, query, body, ns, name, rev="main"):
         repo = self._repo(user, ns, name)
-        oid = self._rev(repo, rev)
-        return _json(
-            {
-                "id": repo.repo_id,
-                "modelId": repo.repo_id,
-                "sha": oid,
-                "private": repo.private,
-                "siblings": [{"rfilename": p} for p in sorted(repo.commits[oid].files)],
-            }
-        )
+        return _json(_expand(model_doc(repo, self._rev(repo, rev)), query))
+
+    def _r_models(self, user, query, body):
+        wanted = query.get("filter", [])
+        search = (query.get("search") or [""])[0].lower()
+        author = (query.get("author") or [None])[0]
+        limit = int((query.get("limit") or [1000])[0])
+        rows = []
+        for repo in sorted(self.repos.values(), key=lambda r: r.repo_id):
+            if repo.private and user is None:
+                continue
+            doc = model_doc(repo, repo.refs["main"])
+            if all(t in doc["tags"] for t in wanted) and search in repo.repo_id.lower():
+                if author is None or repo.repo_id.split("/")[0] == author:
+                    rows.append(_expand(doc, query))
+        return _json(rows[:limit])
 
     def _r_tree(self, user, query, body, ns, name, rev, prefix=""):
         repo = self._repo(user, ns, name)
@@ -363,7 +375,87 @@ class FakeHub:
         return 200, headers, b"" if head else data
 
 
+def card_metadata(files: dict[str, bytes]) -> dict:
+    """The YAML metadata of the repo's ``README.md`` ({} without one)."""
+    match = re.match(r"^---\n(.*?)\n---\n", files.get("README.md", b"").decode("utf-8", "replace"), re.S)
+    meta = yaml.safe_load(match.group(1)) if match else None
+    return meta if isinstance(meta, dict) else {}
+
+
+def model_tree_tags(meta: dict, files: dict[str, bytes], config: dict | None) -> list[str]:
+    """``base_model:<id>`` and ``base_model:<relation>:<id>`` for every base model of the card."""
+    bases = meta.get("base_model") or []
+    bases = [bases] if isinstance(bases, str) else [b for b in bases if isinstance(b, str)]
+    relation = meta.get("base_model_relation")
+    if relation is None:
+        if "adapter_config.json" in files:
+            relation = "adapter"
+        elif (config or {}).get("quantization_config") or any(p.endswith(".gguf") for p in files):
+            relation = "quantized"
+        else:
+            relation = "merge" if len(bases) > 1 else "finetune"
+    return [tag for b in bases for tag in (f"base_model:{b}", f"base_model:{relation}:{b}")]
+
+
+def safetensors_info(files: dict[str, bytes]) -> dict | None:
+    """Parameter counts by dtype from the safetensors headers, as the Hub reports them."""
+    params: dict[str, int] = {}
+    for path, data in files.items():
+        if not path.endswith(".safetensors") or len(data) < 8:
+            continue
+        try:
+            header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+        except ValueError:  # a placeholder a test pushed: the Hub shows no parameters for it
+            continue
+        for key, t in header.items():
+            if key != "__metadata__":
+                n = 1
+                for d in t["shape"]:
+                    n *= d
+                params[t["dtype"]] = params.get(t["dtype"], 0) + n
+    return {"parameters": params, "total": sum(params.values())} if params else None
+
+
+def model_doc(repo: Repo, oid: str) -> dict:
+    """What the Hub's model API knows of ``repo`` at commit ``oid``."""
+    files = repo.commits[oid].files
+    meta = card_metadata(files)
+    try:
+        config = json.loads(files["config.json"]) if "config.json" in files else None
+    except ValueError:
+        config = None
+    card_tags = meta.get("tags") or []
+    tags = [t for t in ([card_tags] if isinstance(card_tags, str) else card_tags) if isinstance(t, str)]
+    if any(p.endswith(".safetensors") for p in files):
+        tags.append("safetensors")
+    tags += model_tree_tags(meta, files, config)
+    return {
+        "id": repo.repo_id,
+        "modelId": repo.repo_id,
+        "author": repo.repo_id.split("/")[0],
+        "sha": oid,
+        "private": repo.private,
+        "tags": list(dict.fromkeys(tags)),
+        "cardData": meta or None,
+        "config": config,
+        "library_name": meta.get("library_name"),
+        "pipeline_tag": meta.get("pipeline_tag"),
+        "safetensors": safetensors_info(files),
+        "siblings": [{"rfilename": p, "size": len(files[p])} for p in sorted(files)],
+        "downloads": 0,
+        "likes": 0,
+    }
+
+
+def _expand(doc: dict, query: dict) -> dict:
+    """``doc`` narrowed to the ``expand`` properties asked for (the id always stays), as the Hub does."""
+    wanted = query.get("expand") or query.get("expand[]")
+    return doc if not wanted else {k: v for k, v in doc.items() if k in ("id", "modelId") or k in wanted}
+
+
 def _route(method: str, path: str) -> tuple[str, tuple]:
+    if path == "/api/models" and method == "GET":
+        return "models", ()
     if path == "/api/whoami-v2":
         return "whoami", ()
     if path == "/api/repos/create" and method == "POST":

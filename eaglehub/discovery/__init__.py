@@ -1,0 +1,2 @@
+"""Which drafters go with a target: the Hub's model tree (``base_model`` tags), the local cache and
+pairing manifests, read into one report (docs/drafters.md)."""

@@ -1,0 +1,395 @@
+"""``eaglehub drafters --target T``: the drafters the Hub, the local cache and a pairing manifest know for T.
+
+The target's lineage comes first: T itself, then, while the repo names a base with relation
+``quantized`` (its card's ``base_model`` / the Hub's ``base_model:quantized:<id>`` tag), that base —
+a quantized target serves the drafters of the model it quantizes. For every model of the lineage
+the Hub's model search lists the repos tagged ``base_model:<id>``; those whose config (or card tags)
+marks an EAGLE-3 drafter are the candidates, each with its layout, EAGLE version, size, k and the
+acceptance it claims (:mod:`eaglehub.discovery.claims`). With ``HF_HUB_OFFLINE`` the same walk runs
+over the local Hugging Face cache (cards and configs of the cached snapshots) and says so. Drafters a
+pairing manifest registers for T (or a model of its lineage) are listed too.
+
+The report: ``schemas/drafters-report.schema.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from eaglehub import __version__
+from eaglehub.discovery.claims import claim_from_card, claim_from_report
+from eaglehub.discovery.tree import MAX_DEPTH, TAG_PREFIX, Base, bases_from_card, bases_from_tags, drafter_view
+from eaglehub.errors import InputError
+from eaglehub.io.schemas import check_output
+from eaglehub.io.source import REPO_ID
+from eaglehub.publish.card import VERIFY_FILE, base_model_of
+
+SCHEMA = "drafters-report"
+REPORT_VERSION = 1
+EXPAND = ["cardData", "tags", "config", "safetensors", "siblings", "sha", "lastModified"]
+"""Model properties the search asks for: enough to tell a drafter and describe it without a download."""
+DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "BF16": 2,
+    "F16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I64": 8,
+    "I32": 4,
+    "I8": 1,
+    "U8": 1,
+}
+SEARCH_LIMIT = 1000
+"""Repos read per model of the lineage (the Hub pages its search; a target with more children is rare)."""
+
+
+@dataclass
+class DiscoverOptions:
+    """What ``eaglehub drafters`` (and ``verify --target`` without a drafter) searches.
+
+    ``target``: a Hub id, ``smollm2``, or a model directory whose ``README.md`` card names its Hub
+    base; ``endpoint``: the Hub (``None``: huggingface_hub's configured one); ``limit``: at most this
+    many drafters; ``names``: keep only drafters with these names or repo ids; ``manifest``: a pairing
+    manifest (``None``: ./eaglehub.toml when present; ``""``: none).
+    """
+
+    target: str
+    endpoint: str | None = None
+    limit: int | None = None
+    names: list[str] = field(default_factory=list)
+    manifest: str | None = None
+
+
+def hub_offline() -> bool:
+    """huggingface_hub's own offline switch (``HF_HUB_OFFLINE``, read when it was imported)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def start_id(target: str) -> tuple[str | None, list[str]]:
+    """The Hub id discovery starts from, and a note when it had to be derived: a Hub id is itself,
+    ``smollm2`` is SmolLM2-135M-Instruct, a directory is the base its card names."""
+    hub_id = base_model_of(target)
+    if hub_id is not None:
+        return hub_id, [] if hub_id == target else [f"{target} is {hub_id} on the Hub"]
+    path = Path(target).expanduser()
+    if path.is_dir():
+        card, _ = _read_card(path / "README.md")
+        bases = bases_from_card(card, _read_json(path / "config.json"))
+        if bases:
+            return bases[0].repo_id, [f"{target}: its card names {bases[0].repo_id} ({bases[0].relation})"]
+        return None, [f"{target} is a local directory whose card names no Hub base model: only the manifest is read"]
+    raise InputError(
+        f"target {target!r} is neither a Hub id, `smollm2`, nor a model directory",
+        hint="pass ORG/NAME as on the Hub, e.g. --target meta-llama/Llama-3.1-8B-Instruct",
+    )
+
+
+def discover(opts: DiscoverOptions) -> dict:
+    """The drafters report for ``opts.target`` (module doc).
+
+    Raises:
+        EaglehubError: the target is not a Hub id / alias / directory, the Hub cannot be reached or
+            refuses the token (one line, exit 2), a manifest error.
+    """
+    offline = hub_offline()
+    root, notes = start_id(opts.target)
+    lineage: list[dict] = []
+    rows: list[dict] = []
+    endpoint = None
+    if root is not None:
+        if offline:
+            lineage, rows = _from_cache(root)
+            notes.append("offline (HF_HUB_OFFLINE): only the local Hugging Face cache and the manifest were searched")
+        else:
+            from eaglehub.publish.hub import default_endpoint
+
+            endpoint = (opts.endpoint or default_endpoint()).rstrip("/")
+            lineage, rows, more = _from_hub(root, endpoint)
+            notes += more
+    rows += _from_manifest(opts, [opts.target, *(s["repo_id"] for s in lineage)], rows)
+    if opts.names:
+        wanted = set(opts.names)
+        rows = [r for r in rows if r["name"] in wanted or r["repo_id"] in wanted]
+        missing = wanted - {r["name"] for r in rows} - {r["repo_id"] for r in rows}
+        if missing:
+            notes.append(f"no drafter named {', '.join(sorted(missing))} was found")
+    if opts.limit is not None and len(rows) > opts.limit:
+        notes.append(f"{len(rows)} drafters found, the first {opts.limit} kept (--limit)")
+        rows = rows[: opts.limit]
+    _unique_names(rows)
+    report = {
+        "report_version": REPORT_VERSION,
+        "tool": {"name": "eaglehub", "version": __version__},
+        "target": opts.target,
+        "hub_id": root,
+        "endpoint": endpoint,
+        "offline": offline,
+        "lineage": lineage,
+        "searched_tags": [f"{TAG_PREFIX}{s['repo_id']}" for s in lineage],
+        "num_drafters": len(rows),
+        "drafters": rows,
+        "notes": notes,
+    }
+    check_output(report, SCHEMA, "drafters report")
+    return report
+
+
+# --- the Hub --------------------------------------------------------------------------------------
+
+
+def _from_hub(root: str, endpoint: str) -> tuple[list[dict], list[dict], list[str]]:
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    from eaglehub.publish.hub import get_token, hub_errors, make_api
+
+    token = get_token()
+    api = make_api(endpoint, token)
+    notes: list[str] = []
+    lineage = [{"repo_id": root, "relation": None, "of": None}]
+    with hub_errors(root, "main", endpoint, token, writing=False):
+        current = root
+        while len(lineage) <= MAX_DEPTH:
+            try:
+                info = api.model_info(current, expand=["cardData", "tags", "config"])
+            except RepositoryNotFoundError:
+                if current == root:  # a base missing further up only ends the walk
+                    notes.append(f"{current} is not on the Hub at {endpoint} (or not visible with this token)")
+                break
+            base = _quantized_base(bases_from_tags(info.tags) or bases_from_card(_card_dict(info), info.config))
+            if base is None or any(s["repo_id"] == base.repo_id for s in lineage):
+                break
+            lineage.append({"repo_id": base.repo_id, "relation": "quantized", "of": current})
+            current = base.repo_id
+        rows: list[dict] = []
+        for step in lineage:
+            found = api.list_models(filter=f"{TAG_PREFIX}{step['repo_id']}", expand=EXPAND, limit=SEARCH_LIMIT)
+            for model in found:
+                if any(r["repo_id"] == model.id for r in rows) or any(s["repo_id"] == model.id for s in lineage):
+                    continue
+                row = _hub_row(model, str(step["repo_id"]), endpoint)
+                if row is not None:
+                    rows.append(row)
+    return lineage, rows, notes
+
+
+def _quantized_base(bases: list[Base]) -> Base | None:
+    return next((b for b in bases if b.relation == "quantized"), None)
+
+
+def _card_dict(info) -> dict:
+    card = getattr(info, "card_data", None)
+    return card.to_dict() if card is not None and hasattr(card, "to_dict") else dict(card or {})
+
+
+def _hub_row(model, base_id: str, endpoint: str) -> dict | None:
+    view = drafter_view(model.config, model.tags)
+    if view is None:
+        return None
+    relation = next((b.relation for b in bases_from_tags(model.tags) if b.repo_id == base_id), None)
+    files = [s.rfilename for s in model.siblings or []]
+    claim = None
+    if VERIFY_FILE in files:
+        claim = claim_from_report(_download_json(model.id, VERIFY_FILE, model.sha, endpoint), VERIFY_FILE)
+    if claim is None:
+        claim = claim_from_card(_card_dict(model))
+    parameters, size = _safetensors_size(model.safetensors)
+    return _row(
+        model.id.split("/")[-1], model.id, None, "hub", base_id, relation, view, parameters, size, claim, model.sha
+    )
+
+
+def _download_json(repo_id: str, filename: str, revision: str | None, endpoint: str) -> dict | None:
+    from huggingface_hub import hf_hub_download
+
+    try:
+        path = hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint)
+    except Exception:  # a claim that cannot be read is a drafter without a claim, never a failed listing
+        return None
+    return _read_json(Path(path))
+
+
+def _safetensors_size(info) -> tuple[int | None, int | None]:
+    params = getattr(info, "parameters", None) if info is not None else None
+    if not isinstance(params, dict) or not params:
+        return None, None
+    total = sum(int(n) for n in params.values())
+    size = sum(int(n) * DTYPE_BYTES.get(str(d).upper(), 2) for d, n in params.items())
+    return total, size
+
+
+# --- the local cache (offline) --------------------------------------------------------------------
+
+
+def _from_cache(root: str) -> tuple[list[dict], list[dict]]:
+    cached = _cached_repos()
+    lineage = [{"repo_id": root, "relation": None, "of": None}]
+    current = root
+    while len(lineage) <= MAX_DEPTH and current in cached:
+        card, config, files = cached[current]["card"], cached[current]["config"], cached[current]["files"]
+        base = _quantized_base(bases_from_card(card, config, files))
+        if base is None or any(s["repo_id"] == base.repo_id for s in lineage):
+            break
+        lineage.append({"repo_id": base.repo_id, "relation": "quantized", "of": current})
+        current = base.repo_id
+    ids = [s["repo_id"] for s in lineage]
+    rows = []
+    for repo_id, entry in sorted(cached.items()):
+        if repo_id in ids:
+            continue
+        bases = bases_from_card(entry["card"], entry["config"], entry["files"])
+        base = next((b for b in bases if b.repo_id in ids), None)
+        view = drafter_view(entry["config"], (entry["card"] or {}).get("tags") or [])
+        if base is None or view is None:
+            continue
+        snapshot: Path = entry["path"]
+        claim = (
+            claim_from_report(_read_json(snapshot / VERIFY_FILE), VERIFY_FILE)
+            if (snapshot / VERIFY_FILE).is_file()
+            else None
+        )
+        size = sum(p.stat().st_size for p in snapshot.glob("*.safetensors")) or None
+        rows.append(
+            _row(
+                repo_id.split("/")[-1],
+                repo_id,
+                str(snapshot),
+                "cache",
+                base.repo_id,
+                base.relation,
+                view,
+                None,
+                size,
+                claim or claim_from_card(entry["card"]),
+                snapshot.name,
+            )
+        )
+    return lineage, rows
+
+
+def _cached_repos() -> dict[str, dict]:
+    """Every model repo of the local Hugging Face cache: its newest snapshot's card, config and files."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
+    try:
+        info = scan_cache_dir()
+    except CacheNotFound:
+        return {}
+    out = {}
+    for repo in info.repos:
+        if repo.repo_type != "model" or not repo.revisions:
+            continue
+        main = [r for r in repo.revisions if "main" in r.refs]
+        rev = (main or sorted(repo.revisions, key=lambda r: r.last_modified))[-1]
+        snapshot = Path(rev.snapshot_path)
+        card, _ = _read_card(snapshot / "README.md")
+        out[repo.repo_id] = {
+            "card": card,
+            "config": _read_json(snapshot / "config.json"),
+            "files": [f.file_name for f in rev.files],
+            "path": snapshot,
+        }
+    return out
+
+
+# --- a pairing manifest ---------------------------------------------------------------------------
+
+
+def _from_manifest(opts: DiscoverOptions, names: list[str], found: list[dict]) -> list[dict]:
+    from eaglehub.verify.manifest import DEFAULT_MANIFEST, load_manifest
+
+    path = opts.manifest
+    if path is None:
+        path = DEFAULT_MANIFEST if Path(DEFAULT_MANIFEST).is_file() else ""
+    if not path:
+        return []
+    manifest = load_manifest(path)
+    targets = [t for name in names for t in manifest.find_targets(name)]
+    rows: list[dict] = []
+    for pair in manifest.entries:
+        if pair.target not in targets or any(r["path"] == str(pair.drafter) for r in found + rows):
+            continue
+        config = _read_json(pair.drafter / "config.json")
+        view = drafter_view(config)
+        if view is None:
+            continue
+        claim = None
+        if (pair.drafter / VERIFY_FILE).is_file():
+            claim = claim_from_report(_read_json(pair.drafter / VERIFY_FILE), VERIFY_FILE)
+        size = sum(p.stat().st_size for p in pair.drafter.glob("*.safetensors")) or None
+        k = pair.settings.get("num_speculative_tokens")
+        if isinstance(k, int):
+            view = type(view)(view.format, view.eagle_version, view.architecture, k, view.evidence)
+        rows.append(
+            _row(pair.name, None, str(pair.drafter), "manifest", pair.target.name, None, view, None, size, claim, None)
+        )
+    return rows
+
+
+# --- shared ---------------------------------------------------------------------------------------
+
+
+def _row(name, repo_id, path, source, base, relation, view, parameters, size, claim, revision) -> dict:
+    return {
+        "name": name,
+        "repo_id": repo_id,
+        "revision": revision,
+        "path": path,
+        "source": source,
+        "base_model": base,
+        "relation": relation,
+        "format": view.format,
+        "format_evidence": view.evidence,
+        "architecture": view.architecture,
+        "eagle_version": view.eagle_version,
+        "num_speculative_tokens": view.num_speculative_tokens
+        if view.num_speculative_tokens is not None
+        else (claim or {}).get("num_speculative_tokens"),
+        "parameters": parameters,
+        "size_bytes": size,
+        "claim": claim,
+    }
+
+
+def _unique_names(rows: list[dict]) -> None:
+    """Two drafters of one name (different owners): both are named ``owner--name``."""
+    names = [r["name"] for r in rows]
+    for r in rows:
+        if names.count(r["name"]) > 1 and r["repo_id"]:
+            r["name"] = r["repo_id"].replace("/", "--")
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _read_card(path: Path) -> tuple[dict, str]:
+    """A ``README.md``'s YAML metadata and body ({} and "" when there is none or it does not parse)."""
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}, ""
+    if not text.startswith("---"):
+        return {}, text
+    head, sep, body = text[3:].partition("\n---")
+    try:
+        meta = yaml.safe_load(head) if sep else None
+    except yaml.YAMLError:
+        meta = None
+    return (meta if isinstance(meta, dict) else {}), body
+
+
+def is_hub_id(spec: str) -> bool:
+    """``spec`` reads as ``ORG/NAME`` and is not a local path."""
+    return bool(REPO_ID.match(spec)) and not Path(spec).expanduser().exists()
