@@ -45,7 +45,8 @@ def check(ctx: Context) -> list[Finding]:
             )
             return out
     window, types = window_setting(cfg)
-    sliding = [i for i in range(layers) if types is not None and i < len(types) and types[i] == SLIDING]
+    # over the declared entries, not range(layers): a hostile num_hidden_layers must not cost a loop of that size
+    sliding = [i for i, t in enumerate((types or [])[:layers]) if t == SLIDING]
     declared = cfg.get("sliding_window")
     if sliding and window is None and _positive_int(declared) and cfg.get("model_type") == "qwen3":
         out.append(
@@ -104,7 +105,7 @@ def check(ctx: Context) -> list[Finding]:
                 "(eaglehub convert writes them there)",
             )
         )
-    applied = attention_windows(cfg)
+    applied = attention_windows(cfg) if sliding else []  # no sliding entry: nothing applied, no per-layer list
     if any(w is not None for w in applied):
         limit = int_field(cfg, "max_position_embeddings")
         out.append(
