@@ -219,3 +219,11 @@ def test_verify_picks_a_discovered_drafter_by_name(hub_tree, monkeypatch):
         and "no drafter for org/tiny-target-fp8" in res.output
         and "no drafter named other" in res.output
     )
+
+
+def test_a_target_not_downloaded_stops_before_any_drafter_download(hub_tree):
+    hub = hub_tree["hub"]
+    res = cli("verify", "--target", QUANT_ID, "--hub-endpoint", hub.url)
+    assert res.exit_code == 2 and "not in the local Hugging Face cache" in res.output
+    assert "found 1 drafter(s) for it: org/good-eagle3" in res.output and f"hf download {QUANT_ID}" in res.output
+    assert not [path for method, path in hub.log if "/resolve/" in path and "good-eagle3" in path and "model" in path]

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eaglehub.discovery.discover import DiscoverOptions, discover
-from eaglehub.errors import CheckFailed
+from eaglehub.errors import CheckFailed, EaglehubError
+from eaglehub.target import resolve_target
 from eaglehub.verify.manifest import Pair, Target
 
 
@@ -51,6 +52,15 @@ def discovered_pairs(
             + (f"; {'; '.join(report['notes'])}" if report["notes"] else ""),
             hint=f"list what is there with `eaglehub drafters --target {target}`, or pass --drafter DIR / --manifest FILE",
         )
+    try:  # before any download: a target that is not here makes the drafters' downloads useless
+        resolve_target(target)
+    except EaglehubError as exc:
+        names = ", ".join(r["repo_id"] or r["name"] for r in report["drafters"])
+        raise EaglehubError(
+            f"{exc.message}; found {len(report['drafters'])} drafter(s) for it: {names}",
+            hint=f"download the target first (`hf download {target}`) or pass its directory; "
+            "`eaglehub verify --target T --dry-run` plans the run from its config alone",
+        ) from None
     spec = target
     t = Target(name=target_name(target), spec=spec, spec_written=target, engine={}, is_path=Path(target).is_dir())
     pairs, claims = [], {}

@@ -48,7 +48,7 @@ def render_drafters(report: dict, console: Console) -> None:
             "—" if not d["claim"] else f"{d['claim']['acceptance_length']:.3f}",
             d["source"],
         )
-    console.print(t)
+    console.print(t if report["drafters"] else t.title)
     for d in report["drafters"]:
         base = f"base {d['base_model']}" + (f" ({d['relation']})" if d["relation"] else "")
         claim = f"; {claim_text(d['claim'])}" if d["claim"] else "; no claimed AL"
