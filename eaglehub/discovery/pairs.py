@@ -55,9 +55,9 @@ def discovered_pairs(
     try:  # before any download: a target that is not here makes the drafters' downloads useless
         resolve_target(target)
     except EaglehubError as exc:
-        names = ", ".join(r["repo_id"] or r["name"] for r in report["drafters"])
+        found = ", ".join(r["repo_id"] or r["name"] for r in report["drafters"])
         raise EaglehubError(
-            f"{exc.message}; found {len(report['drafters'])} drafter(s) for it: {names}",
+            f"{exc.message}; found {len(report['drafters'])} drafter(s) for it: {found}",
             hint=f"download the target first (`hf download {target}`) or pass its directory; "
             "`eaglehub verify --target T --dry-run` plans the run from its config alone",
         ) from None
