@@ -101,12 +101,12 @@ def _per_gpu(fp: Footprint, drafter: Drafter | None, tp: int, pp: int, tokens: i
         d_kv = memory.kv_bytes_per_token(d_cfg, fp.dtype_bytes, tp) * tokens if _has_attention(d_cfg) else 0.0
     total = weights + kv + d_weights + d_kv + OVERHEAD_BYTES
     return {
-        "weights_bytes": int(weights),
-        "kv_cache_bytes": int(kv),
-        "drafter_bytes": int(d_weights),
-        "drafter_kv_cache_bytes": int(d_kv),
+        "weights_bytes": round(weights),
+        "kv_cache_bytes": round(kv),
+        "drafter_bytes": round(d_weights),
+        "drafter_kv_cache_bytes": round(d_kv),
         "overhead_bytes": OVERHEAD_BYTES,
-        "total_bytes": int(total),
+        "total_bytes": round(total),
     }
 
 
@@ -181,7 +181,7 @@ def plan_launch(
         },
         "params": _params(fp),
         "weights_bytes": {
-            "computed": int(fp.computed_bytes),
+            "computed": round(fp.computed_bytes),
             "index": index_bytes,
             "used": "index" if fp.index_bytes else "computed",
         },
