@@ -29,6 +29,7 @@ from eaglehub.cli.output import console, err_console, print_json, write_and_show
 from eaglehub.cli.verify_options import (
     endpoint_options,
     engine_parallel_options,
+    launch_plan_options,
     sampling_test_options,
     served_settings_options,
 )
@@ -97,6 +98,7 @@ PROMPTS_HELP = (
     "(schemas/verify-summary.schema.json).",
 )
 @engine_parallel_options
+@launch_plan_options
 @click.option(
     "--engine",
     "engines",
@@ -144,6 +146,12 @@ def verify_cmd(
     tensor_parallel_size: int | None,
     pipeline_parallel_size: int | None,
     distributed_executor_backend: str | None,
+    max_num_seqs: int | None,
+    dry_run: bool,
+    gpus: int | None,
+    gpu_memory: float | None,
+    nodes: int,
+    gpu_memory_utilization: float,
     manifest: str | None,
     report_dir: str | None,
     max_drafters: int | None,
@@ -172,7 +180,9 @@ def verify_cmd(
     engine settings apply per pair, options given here override them. Exit code 1 when any pair fails.
 
     With --endpoint URL the drafter a running server serves is measured instead (docs/verify.md).
+    With --dry-run nothing runs: the launch plan for the target on --gpus x --gpu-memory is printed.
     """
+    from eaglehub.plan.inputs import LaunchOptions
     from eaglehub.verify.command import OVERRIDABLE, VerifyRequest, run_verify_command
     from eaglehub.verify.options import VerifyOptions, parse_chat_template_kwargs
     from eaglehub.verify.report import write_plot, write_report
@@ -182,6 +192,7 @@ def verify_cmd(
         "tensor_parallel_size": tensor_parallel_size,
         "pipeline_parallel_size": pipeline_parallel_size,
         "distributed_executor_backend": distributed_executor_backend,
+        "max_num_seqs": max_num_seqs,
     }
     context = options.pop("context")
     opts = VerifyOptions(
@@ -207,9 +218,15 @@ def verify_cmd(
         given={n for n in OVERRIDABLE if ctx.get_parameter_source(n) not in defaults},
         hub_endpoint=hub_endpoint,
         max_drafters=max_drafters,
+        launch=LaunchOptions(gpus, gpu_memory, nodes, gpu_memory_utilization) if dry_run else None,
+        launch_given=gpus is not None or gpu_memory is not None or nodes != 1,
     )
     outcome = run_verify_command(request, console=err_console)
-    if outcome.kind == "summary":
+    if outcome.kind == "plan":
+        from eaglehub.views.plan import render_plan
+
+        write_and_show(outcome.data, as_json, render_plan)
+    elif outcome.kind == "summary":
         from eaglehub.views.pairs import render_summary
 
         print_json(outcome.data) if as_json else render_summary(outcome.data, console)

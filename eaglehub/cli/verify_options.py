@@ -104,6 +104,45 @@ engine_parallel_options = stack(  # verify's vLLM parallelism (RunSpec.engine_op
         default=None,
         help="How vLLM starts its workers.",
     ),
+    click.option(
+        "--max-num-seqs",
+        type=click.IntRange(min=1),
+        default=None,
+        help="vLLM's most sequences at once; --dry-run sizes the KV cache for this many at full length (default 1).",
+    ),
+)
+
+launch_plan_options = stack(  # verify --dry-run (eaglehub.plan)
+    click.option(
+        "--dry-run",
+        is_flag=True,
+        help="Print the launch plan and run nothing: the target's memory from its config (and index), TP / PP "
+        "sizes and executor backend that fit the GPUs, the vllm serve line and the LLM(...) arguments; exit 1 "
+        "when nothing fits, with the numbers (docs/verify.md). Reads only config files.",
+    ),
+    click.option(
+        "--gpus",
+        type=click.IntRange(min=1),
+        default=None,
+        help="With --dry-run: GPUs per node (default: what this machine reports).",
+    ),
+    click.option(
+        "--gpu-memory",
+        "gpu_memory",
+        type=click.FloatRange(min=0, min_open=True),
+        default=None,
+        metavar="GB",
+        help="With --dry-run: memory per GPU in GB (10^9 bytes) as GPUs are sold: 24, 80, 141, 186 "
+        "(default: what this machine reports); the plan shows GiB too.",
+    ),
+    click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="With --dry-run: nodes."),
+    click.option(
+        "--gpu-memory-utilization",
+        type=click.FloatRange(0.0, 1.0, min_open=True),
+        default=0.92,
+        show_default=True,
+        help="With --dry-run: the share of each GPU's memory vLLM may use (vLLM's default).",
+    ),
 )
 
 sampling_test_options = stack(

@@ -379,13 +379,20 @@ if __name__ == "__main__":
     _worker(sys.argv[1], sys.argv[2])
 
 
-def serve_command(target: Path | str, drafter: Path | str, k: int) -> str:
+def serve_command(target: Path | str, drafter: Path | str | None, k: int, options: dict | None = None) -> str:
     """The ready-to-paste ``vllm serve`` line for the pair (docs/vllm.md §8: method + absolute path).
 
-    A ``str`` target or drafter is a Hub repo id and is written as given (a published drafter's card)."""
+    A ``str`` target or drafter is a Hub repo id and is written as given (a published drafter's card).
+    ``options`` (``{"tensor_parallel_size": 4, ...}``) become ``--tensor-parallel-size 4`` before the
+    speculative config, in their order; without a drafter the line serves the target alone."""
     from eaglehub.engines.vllm_engine import speculative_config
 
-    config = speculative_config(Path(drafter), k)
-    if isinstance(drafter, str):
-        config["model"] = drafter
-    return f"vllm serve {shlex.quote(str(target))} --speculative-config {shlex.quote(json.dumps(config))}"
+    parts = ["vllm serve", shlex.quote(str(target))]
+    for key, value in (options or {}).items():
+        parts += [f"--{key.replace('_', '-')}", shlex.quote(str(value))]
+    if drafter is not None:
+        config = speculative_config(Path(drafter), k)
+        if isinstance(drafter, str):
+            config["model"] = drafter
+        parts += ["--speculative-config", shlex.quote(json.dumps(config))]
+    return " ".join(parts)

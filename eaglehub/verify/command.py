@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eaglehub.errors import UsageError
 from eaglehub.verify.options import VerifyOptions
+
+if TYPE_CHECKING:
+    from eaglehub.plan.inputs import LaunchOptions
 
 #: options whose value, when given on the command line, overrides the manifest's per-pair setting
 OVERRIDABLE = ("k", "dtype")
@@ -29,11 +32,15 @@ class VerifyRequest:
     """The Hub discovery searches (``verify --target T`` without drafters); ``None``: huggingface_hub's."""
     max_drafters: int | None = None
     """At most this many discovered drafters."""
+    launch: LaunchOptions | None = None
+    """``--dry-run``: plan the launch on these GPUs (:func:`eaglehub.plan.inputs.plan_for_verify`), run nothing."""
+    launch_given: bool = False
+    """Whether a launch option (``--gpus``, ``--gpu-memory``, ``--nodes``) was given; without ``--dry-run`` an error."""
 
 
 @dataclass
 class VerifyOutcome:
-    """``summary`` (a manifest run) or ``report`` (one run), and the exit code."""
+    """``summary`` (a manifest run), ``report`` (one run) or ``plan`` (``--dry-run``), and the exit code."""
 
     kind: str
     data: dict
@@ -49,6 +56,15 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
     from eaglehub.verify.run import run_verify
 
     opts = request.options
+    if request.launch is not None:  # plan only: reads the target's config, never its weights
+        from eaglehub.plan.inputs import plan_for_verify
+
+        if request.manifest or opts.endpoint:
+            raise UsageError("--dry-run plans one local target", hint="drop --manifest / --endpoint")
+        plan = plan_for_verify(opts, request.launch, opts.dtype if "dtype" in request.given else None)
+        return VerifyOutcome("plan", plan, 0 if plan["fits"] else 1)
+    if request.launch_given:
+        raise UsageError("--gpus, --gpu-memory and --nodes describe a launch plan", hint="add --dry-run")
     if opts.endpoint:  # the drafter served elsewhere: no pairs, no local drafter (eaglehub.verify.endpoint)
         from eaglehub.verify.endpoint import run_verify_endpoint
 

@@ -1,0 +1,138 @@
+"""What a launch plan reads: the target's ``config.json`` (and ``model.safetensors.index.json`` when the
+target has one), the drafter's weight size, and the GPUs this machine reports; then
+:func:`plan_for_verify`, the ``verify --dry-run`` entry point. Never a target weight file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from eaglehub.errors import InputError, UsageError
+from eaglehub.plan.launch import DEFAULT_UTILIZATION, GB, Drafter, Machine, plan_launch
+
+INDEX_FILE = "model.safetensors.index.json"
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+@dataclass
+class LaunchOptions:
+    """``verify --dry-run``'s machine: GPUs per node and their memory (``None``: what this machine
+    reports), nodes, and the share of each GPU's memory vLLM may use."""
+
+    gpus: int | None = None
+    gpu_memory_gb: float | None = None
+    nodes: int = 1
+    utilization: float = DEFAULT_UTILIZATION
+
+
+def read_target(spec: str) -> tuple[dict, Path, int | None]:
+    """``(config, directory, index total_size or None)`` of target ``spec``: a local directory, or a Hub
+    id through huggingface_hub's cache (:func:`eaglehub.target.resolve_target_files`).
+
+    Raises:
+        InputError: the spec names nothing readable, or its config or index is not JSON (exit 2).
+    """
+    from eaglehub.target import resolve_target_files
+
+    root, found = resolve_target_files(spec, (INDEX_FILE,))
+    config = _json(root / "config.json")
+    index_bytes = None
+    if INDEX_FILE in found:
+        total = (_json(found[INDEX_FILE]).get("metadata") or {}).get("total_size")
+        index_bytes = int(total) if isinstance(total, (int, float)) and total > 0 else None
+    return config, root, index_bytes
+
+
+def _json(path: Path) -> dict:
+    try:
+        value = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read {path} as JSON: {exc}", hint="check the file") from exc
+    if not isinstance(value, dict):
+        raise InputError(f"{path} is not a JSON object", hint="check the file")
+    return value
+
+
+def read_drafter(spec: str) -> Drafter:
+    """The drafter's directory (a path, or a Hub id through :func:`eaglehub.io.source.resolve_source`),
+    the bytes of its weight files and its config."""
+    from eaglehub.io.source import resolve_source
+
+    root, _ = resolve_source(spec)
+    files = [p for p in Path(root).iterdir() if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)]
+    if not files:
+        raise InputError(f"drafter {spec} has no weight files", hint="pass an EAGLE-3 drafter directory")
+    config = _json(Path(root) / "config.json") if (Path(root) / "config.json").is_file() else {}
+    return Drafter(spec, Path(root).resolve(), sum(p.stat().st_size for p in files), config)
+
+
+def machine(opts: LaunchOptions) -> Machine:
+    """The GPUs to plan for: the options, with what torch reports for this machine filling the unset ones.
+
+    Raises:
+        UsageError: an option is unset and this machine reports no GPU (exit 2).
+    """
+    if opts.gpus is not None and opts.gpu_memory_gb is not None:
+        return Machine(opts.gpus, opts.gpu_memory_gb, opts.nodes, opts.utilization)
+    count, memory_bytes = local_gpus()
+    if not count:
+        raise UsageError(
+            "this machine reports no GPU to plan for",
+            hint="pass the target machine's GPUs: --gpus N --gpu-memory GB (e.g. --gpus 8 --gpu-memory 141)",
+        )
+    gpus = opts.gpus if opts.gpus is not None else count
+    gb = opts.gpu_memory_gb if opts.gpu_memory_gb is not None else memory_bytes / GB
+    return Machine(gpus, round(gb, 3), opts.nodes, opts.utilization, source="machine")
+
+
+def local_gpus() -> tuple[int, int]:
+    """``(CUDA devices, total bytes of the first)`` as torch reports them; ``(0, 0)`` without torch or a GPU."""
+    try:
+        import torch
+    except ImportError:
+        return 0, 0
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        return 0, 0
+    return torch.cuda.device_count(), int(torch.cuda.get_device_properties(0).total_memory)
+
+
+def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
+    """The launch plan of ``verify --dry-run`` for :class:`eaglehub.verify.options.VerifyOptions` ``opts``:
+    its target, first drafter, k and the context it would run at (``--context`` with its output and
+    draft tokens, at most the target's ``max_position_embeddings``; else verify's ``max_model_len``).
+    ``dtype``: the compute dtype when given, else the checkpoint's."""
+    from eaglehub.plan.memory import text_config
+
+    if not opts.target:
+        raise UsageError("--dry-run plans a target", hint="pass --target DIR or a Hub id")
+    if len(opts.drafters) > 1:
+        raise UsageError("--dry-run plans one drafter", hint="give one --drafter")
+    config, root, index_bytes = read_target(opts.target)
+    drafter = read_drafter(opts.drafters[0]) if opts.drafters else None
+    max_model_len = opts.max_model_len
+    if opts.context:
+        limit = text_config(config).get("max_position_embeddings")
+        need = opts.context + opts.max_tokens + opts.k
+        max_model_len = min(need, limit) if isinstance(limit, int) else need
+    seqs = int(opts.engine_options.get("max_num_seqs") or 1)
+    command = "".join(
+        [
+            f" --drafter {opts.drafters[0]}" if opts.drafters else "",
+            f" --context {opts.context}" if opts.context else "",
+            f" --max-num-seqs {seqs}" if seqs > 1 else "",
+        ]
+    )
+    return plan_launch(
+        config,
+        machine(launch),
+        target_spec=opts.target,
+        target_path=root,
+        index_bytes=index_bytes,
+        drafter=drafter,
+        k=opts.k,
+        max_model_len=max_model_len,
+        max_num_seqs=seqs,
+        dtype=dtype,
+        command=command,
+    )
