@@ -10,5 +10,10 @@ DEFAULT_MAX_TOKENS = 64
 DEFAULT_DTYPE = "float32"
 DTYPES = ("float32", "bfloat16", "float16")
 """The compute dtypes every engine runs (--dtype): a bad one is refused by the CLI, not inside a vLLM worker."""
+#: the verify report ``publish`` uploads beside a drafter's weights (that one drafter); discovery reads
+#: the acceptance it claims from it
+VERIFY_FILE = "eaglehub-verify.json"
+#: the share of each GPU's memory vLLM may use (vLLM 0.32's ``gpu_memory_utilization`` default)
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.92
 #: environment variable naming the cache root (the converted SmolLM2 target lives there)
 CACHE_ENV = "EAGLEHUB_CACHE"

@@ -24,6 +24,7 @@ from eaglehub.errors import EaglehubError
 from eaglehub.io.atomic import atomic_dir
 from eaglehub.io.resources import cache_dir
 
+SMOLLM2_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
 SMOLLM2_ALIASES = {"smollm2", "smollm2-135m-instruct", "huggingfacetb/smollm2-135m-instruct"}
 SMOLLM2_DIRNAME = "SmolLM2-135M-Instruct"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -99,6 +100,18 @@ def describe_target(spec: str, path: Path) -> dict:
     }
     validate_json(record, "target")
     return record
+
+
+def hub_id(spec: str | None) -> str | None:
+    """The Hub id of a target spec: itself when it is one, SmolLM2's for the ``smollm2`` aliases, else ``None``
+    (what ``publish`` writes as the card's ``base_model``, and where drafter discovery starts)."""
+    from eaglehub.io.source import REPO_ID
+
+    if not spec:
+        return None
+    if spec.lower() in SMOLLM2_ALIASES:
+        return SMOLLM2_REPO
+    return spec if REPO_ID.match(spec) else None
 
 
 def resolve_target(spec: str, build: bool = True) -> Path:

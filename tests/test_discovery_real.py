@@ -88,4 +88,3 @@ def test_published_drafters_are_found_for_a_quantized_target_and_verified(tmp_pa
         assert row["acceptance_length"] == pytest.approx(published[by_name[name]]["acceptance_length"])
         assert row["acceptance_length"] > 1.2 and row["findings"] == []
         assert Path(row["drafter_path"]).is_relative_to(tmp_path / "hf-home")  # downloaded into hf_env's cache
-    print("published / measured AL:", {n: round(r["acceptance_length"], 3) for n, r in rows.items()})

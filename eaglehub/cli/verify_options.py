@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from eaglehub.cli.options import api_key_option, endpoint_url_option, stack
+from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
 
 endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
     endpoint_url_option(
@@ -139,7 +140,7 @@ launch_plan_options = stack(  # verify --dry-run (eaglehub.plan)
     click.option(
         "--gpu-memory-utilization",
         type=click.FloatRange(0.0, 1.0, min_open=True),
-        default=0.92,
+        default=DEFAULT_GPU_MEMORY_UTILIZATION,
         show_default=True,
         help="With --dry-run: the share of each GPU's memory vLLM may use (vLLM's default).",
     ),

@@ -1,24 +1,14 @@
-"""The acceptance a published drafter claims, and whether a run reached it.
-
-A claim is read from the drafter's ``eaglehub-verify.json`` (the verify report ``eaglehub publish``
-uploads: the AL with the settings it was measured at) or, failing that, from the card's
-``model-index`` results (a metric whose type or name says acceptance length). A run that falls short
-of a claim by more than the tolerance gets ``E-VERIFY-AL-CLAIM`` when the claim was measured at the
-run's settings (same prompts, k, output length, temperature), else ``W-VERIFY-AL-CLAIM``: the
-numbers may differ for the settings alone.
+"""The acceptance a published drafter claims: read from its ``eaglehub-verify.json`` (the verify report
+``eaglehub publish`` uploads: the AL with the settings it was measured at) or, failing that, from the
+card's ``model-index`` results (a metric whose type or name says acceptance length). Whether a run
+reached it is :mod:`eaglehub.verify.claims`.
 """
 
 from __future__ import annotations
 
-import shlex
-
-from eaglehub.findings import finding
-
 AL_DEFINITION = (
     "acceptance length = 1 + accepted draft tokens / verify steps (the bonus token counted), over all prompts"
 )
-COMPARED = ("num_speculative_tokens", "max_tokens", "temperature", "prompts_sha256")
-"""Settings a claim must share with the run to be held to it (an error rather than a warning)."""
 
 
 def claim_from_report(report: dict | None, source: str) -> dict | None:
@@ -72,68 +62,3 @@ def claim_from_card(card: dict | None) -> dict | None:
                         "engine": None,
                     }
     return None
-
-
-def run_settings(report: dict) -> dict:
-    """The :data:`COMPARED` settings of a verify report."""
-    s = report["settings"]
-    return {
-        "num_speculative_tokens": s.get("num_speculative_tokens"),
-        "max_tokens": s.get("max_tokens"),
-        "temperature": s.get("temperature"),
-        "prompts_sha256": report["prompts"].get("sha256"),
-    }
-
-
-def check_claim(
-    report: dict, claim: dict | None, tolerance: float, drafter: str, target_spec: str, drafter_path: str
-) -> dict | None:
-    """The finding (as a dict) for a one-drafter verify report whose AL is below ``claim`` by more
-    than ``tolerance`` (relative), else ``None``; adds it to the report and updates ``passed``.
-    ``target_spec`` / ``drafter_path`` make the hint's command exact."""
-    if not claim:
-        return None
-    entry = report["drafters"][0]
-    measured = entry["acceptance"]["overall"]["acceptance_length"]
-    claimed = claim["acceptance_length"]
-    if measured is None or measured >= claimed * (1 - tolerance):
-        return None
-    ours = run_settings(report)
-    differ = [k for k in COMPARED if claim.get(k) != ours[k]]
-    gap = 1 - measured / claimed
-    message = (
-        f"{drafter} claims AL {claimed:.3f} ({claim['source']}), this run measured {measured:.3f}: "
-        f"{gap:.1%} below, more than the {tolerance:.0%} tolerated"
-    )
-    if differ:
-        code = "W-VERIFY-AL-CLAIM"
-        message += (
-            "; the claim was measured at other settings ("
-            + ", ".join(f"{k} {claim.get(k)!r} vs {ours[k]!r}" for k in differ)
-            + ")"
-        )
-        hint = "re-run at the claim's settings to hold it to them: " + _settings_hint(claim, target_spec, drafter_path)
-    else:
-        code, hint = "E-VERIFY-AL-CLAIM", None
-    f = finding(code, "acceptance.overall.acceptance_length", message, hint).as_dict()
-    entry["findings"].append(f)
-    if f["severity"] == "error":
-        entry["passed"] = False
-        report["passed"] = False
-    return f
-
-
-def _settings_hint(claim: dict, target_spec: str, drafter_path: str) -> str:
-    parts = [f"--target {shlex.quote(target_spec)}", f"--drafter {shlex.quote(drafter_path)}"]
-    if claim.get("num_speculative_tokens"):
-        parts.append(f"-k {claim['num_speculative_tokens']}")
-    if claim.get("max_tokens"):
-        parts.append(f"--max-tokens {claim['max_tokens']}")
-    if claim.get("temperature"):
-        parts.append(f"--temperature {claim['temperature']}")
-    prompts = (
-        f" on the claim's {claim['num_prompts']} prompts (sha256 {claim['prompts_sha256'][:12]}…) with --prompts FILE"
-        if claim.get("num_prompts") and claim.get("prompts_sha256")
-        else ""
-    )
-    return f"eaglehub verify {' '.join(parts)}{prompts}"

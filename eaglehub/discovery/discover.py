@@ -14,34 +14,24 @@ The report: ``schemas/drafters-report.schema.json``.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from eaglehub import __version__
+from eaglehub.constants import VERIFY_FILE
 from eaglehub.discovery.claims import claim_from_card, claim_from_report
 from eaglehub.discovery.tree import MAX_DEPTH, TAG_PREFIX, Base, bases_from_card, bases_from_tags, drafter_view
 from eaglehub.errors import InputError
+from eaglehub.io.jsonio import read_object
 from eaglehub.io.schemas import check_output
 from eaglehub.io.source import REPO_ID
-from eaglehub.publish.card import VERIFY_FILE, base_model_of
+from eaglehub.io.stformat import DTYPES
+from eaglehub.target import hub_id
 
 SCHEMA = "drafters-report"
 REPORT_VERSION = 1
 EXPAND = ["cardData", "tags", "config", "safetensors", "siblings", "sha", "lastModified"]
 """Model properties the search asks for: enough to tell a drafter and describe it without a download."""
-DTYPE_BYTES = {
-    "F64": 8,
-    "F32": 4,
-    "BF16": 2,
-    "F16": 2,
-    "F8_E4M3": 1,
-    "F8_E5M2": 1,
-    "I64": 8,
-    "I32": 4,
-    "I8": 1,
-    "U8": 1,
-}
 SEARCH_LIMIT = 1000
 """Repos read per model of the lineage (the Hub pages its search; a target with more children is rare)."""
 
@@ -73,13 +63,13 @@ def hub_offline() -> bool:
 def start_id(target: str) -> tuple[str | None, list[str]]:
     """The Hub id discovery starts from, and a note when it had to be derived: a Hub id is itself,
     ``smollm2`` is SmolLM2-135M-Instruct, a directory is the base its card names."""
-    hub_id = base_model_of(target)
-    if hub_id is not None:
-        return hub_id, [] if hub_id == target else [f"{target} is {hub_id} on the Hub"]
+    known = hub_id(target)
+    if known is not None:
+        return known, [] if known == target else [f"{target} is {known} on the Hub"]
     path = Path(target).expanduser()
     if path.is_dir():
-        card, _ = _read_card(path / "README.md")
-        bases = bases_from_card(card, _read_json(path / "config.json"))
+        card = _read_card(path / "README.md")
+        bases = bases_from_card(card, read_object(path / "config.json"))
         if bases:
             return bases[0].repo_id, [f"{target}: its card names {bases[0].repo_id} ({bases[0].relation})"]
         return None, [f"{target} is a local directory whose card names no Hub base model: only the manifest is read"]
@@ -106,7 +96,7 @@ def discover(opts: DiscoverOptions) -> dict:
             lineage, rows = _from_cache(root)
             notes.append("offline (HF_HUB_OFFLINE): only the local Hugging Face cache and the manifest were searched")
         else:
-            from eaglehub.publish.hub import default_endpoint
+            from eaglehub.io.hub import default_endpoint
 
             endpoint = (opts.endpoint or default_endpoint()).rstrip("/")
             lineage, rows, more = _from_hub(root, endpoint)
@@ -145,7 +135,7 @@ def discover(opts: DiscoverOptions) -> dict:
 def _from_hub(root: str, endpoint: str) -> tuple[list[dict], list[dict], list[str]]:
     from huggingface_hub.errors import RepositoryNotFoundError
 
-    from eaglehub.publish.hub import get_token, hub_errors, make_api
+    from eaglehub.io.hub import get_token, hub_errors, make_api
 
     token = get_token()
     api = make_api(endpoint, token)
@@ -210,7 +200,7 @@ def _download_json(repo_id: str, filename: str, revision: str | None, endpoint: 
         path = hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint)
     except Exception:  # a claim that cannot be read is a drafter without a claim, never a failed listing
         return None
-    return _read_json(Path(path))
+    return read_object(Path(path))
 
 
 def _safetensors_size(info) -> tuple[int | None, int | None]:
@@ -218,7 +208,8 @@ def _safetensors_size(info) -> tuple[int | None, int | None]:
     if not isinstance(params, dict) or not params:
         return None, None
     total = sum(int(n) for n in params.values())
-    size = sum(int(n) * DTYPE_BYTES.get(str(d).upper(), 2) for d, n in params.items())
+    known = {str(d).upper(): int(n) for d, n in params.items() if str(d).upper() in DTYPES}
+    size = sum(DTYPES[d].nbytes(n) or 0 for d, n in known.items()) if len(known) == len(params) else None
     return total, size
 
 
@@ -248,7 +239,7 @@ def _from_cache(root: str) -> tuple[list[dict], list[dict]]:
             continue
         snapshot: Path = entry["path"]
         claim = (
-            claim_from_report(_read_json(snapshot / VERIFY_FILE), VERIFY_FILE)
+            claim_from_report(read_object(snapshot / VERIFY_FILE), VERIFY_FILE)
             if (snapshot / VERIFY_FILE).is_file()
             else None
         )
@@ -287,10 +278,10 @@ def _cached_repos() -> dict[str, dict]:
         main = [r for r in repo.revisions if "main" in r.refs]
         rev = (main or sorted(repo.revisions, key=lambda r: r.last_modified))[-1]
         snapshot = Path(rev.snapshot_path)
-        card, _ = _read_card(snapshot / "README.md")
+        card = _read_card(snapshot / "README.md")
         out[repo.repo_id] = {
             "card": card,
-            "config": _read_json(snapshot / "config.json"),
+            "config": read_object(snapshot / "config.json"),
             "files": [f.file_name for f in rev.files],
             "path": snapshot,
         }
@@ -314,13 +305,13 @@ def _from_manifest(opts: DiscoverOptions, names: list[str], found: list[dict]) -
     for pair in manifest.entries:
         if pair.target not in targets or any(r["path"] == str(pair.drafter) for r in found + rows):
             continue
-        config = _read_json(pair.drafter / "config.json")
+        config = read_object(pair.drafter / "config.json")
         view = drafter_view(config)
         if view is None:
             continue
         claim = None
         if (pair.drafter / VERIFY_FILE).is_file():
-            claim = claim_from_report(_read_json(pair.drafter / VERIFY_FILE), VERIFY_FILE)
+            claim = claim_from_report(read_object(pair.drafter / VERIFY_FILE), VERIFY_FILE)
         size = sum(p.stat().st_size for p in pair.drafter.glob("*.safetensors")) or None
         k = pair.settings.get("num_speculative_tokens")
         if isinstance(k, int):
@@ -364,30 +355,20 @@ def _unique_names(rows: list[dict]) -> None:
             r["name"] = r["repo_id"].replace("/", "--")
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
-def _read_card(path: Path) -> tuple[dict, str]:
-    """A ``README.md``'s YAML metadata and body ({} and "" when there is none or it does not parse)."""
-    import yaml
+def _read_card(path: Path) -> dict:
+    """A ``README.md``'s metadata as huggingface_hub reads it ({} when there is none or it does not parse)."""
+    from huggingface_hub import ModelCard
 
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
-        return {}, ""
-    if not text.startswith("---"):
-        return {}, text
-    head, sep, body = text[3:].partition("\n---")
+        return {}
+    if not text.startswith("---"):  # ModelCard warns on a card without metadata
+        return {}
     try:
-        meta = yaml.safe_load(head) if sep else None
-    except yaml.YAMLError:
-        meta = None
-    return (meta if isinstance(meta, dict) else {}), body
+        return ModelCard(text, ignore_metadata_errors=True).data.to_dict()
+    except ValueError:
+        return {}
 
 
 def is_hub_id(spec: str) -> bool:

@@ -4,12 +4,13 @@ target has one), the drafter's weight size, and the GPUs this machine reports; t
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
 from eaglehub.errors import InputError, UsageError
-from eaglehub.plan.launch import DEFAULT_UTILIZATION, GB, Drafter, Machine, plan_launch
+from eaglehub.io import jsonio
+from eaglehub.plan.launch import GB, Drafter, Machine, plan_launch
 
 INDEX_FILE = "model.safetensors.index.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -23,7 +24,7 @@ class LaunchOptions:
     gpus: int | None = None
     gpu_memory_gb: float | None = None
     nodes: int = 1
-    utilization: float = DEFAULT_UTILIZATION
+    utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
 
 
 def read_target(spec: str) -> tuple[dict, Path, int | None]:
@@ -46,7 +47,7 @@ def read_target(spec: str) -> tuple[dict, Path, int | None]:
 
 def _json(path: Path) -> dict:
     try:
-        value = json.loads(Path(path).read_text())
+        value = jsonio.read(path)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read {path} as JSON: {exc}", hint="check the file") from exc
     if not isinstance(value, dict):

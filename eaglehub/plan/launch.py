@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
 from eaglehub.plan import memory
 
 GB = 10**9
@@ -22,8 +23,6 @@ OVERHEAD_BYTES = 3 * GIB
 """Per GPU beyond weights and KV cache: CUDA context and communication buffers (about 1 GiB) and the
 activation peak of vLLM's start-up profile run (about 2 GiB at eaglehub's settings: eager mode, no CUDA
 graphs). A stated margin, not a measurement."""
-DEFAULT_UTILIZATION = 0.92
-"""vLLM 0.32's default ``gpu_memory_utilization``: the share of each GPU's memory vLLM may use."""
 MAX_SUGGESTED_TP = 8
 """The largest TP suggested when the given GPUs are too few: one node of eight GPUs."""
 MAX_SUGGESTED_NODES = 16
@@ -36,7 +35,7 @@ class Machine:
     gpus: int
     gpu_memory_gb: float
     nodes: int = 1
-    utilization: float = DEFAULT_UTILIZATION
+    utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     source: str = "options"
 
     @property

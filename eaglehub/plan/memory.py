@@ -13,8 +13,13 @@ import fnmatch
 from dataclasses import dataclass
 
 from eaglehub.errors import InputError
+from eaglehub.io.stformat import DTYPE_BY_TORCH
 
-DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2}
+DTYPE_BYTES = {
+    **{name: DTYPE_BY_TORCH[name].bits // 8 for name in ("float32", "float16", "bfloat16")},
+    "float": 4,  # the aliases configs and vLLM accept for float32 / float16
+    "half": 2,
+}
 NVFP4_GROUP = 16
 """ModelOpt NVFP4: one FP8 (E4M3) scale per 16 four-bit weights."""
 MXFP4_GROUP = 32

@@ -8,8 +8,8 @@ the client and the error mapping. :func:`publish` ties them together; its report
 
 from __future__ import annotations
 
+from eaglehub.io.hub import default_endpoint, get_token, make_api
 from eaglehub.io.schemas import check_output
-from eaglehub.publish.hub import default_endpoint, get_token, make_api
 from eaglehub.publish.plan import PublishOptions, make_plan
 
 __all__ = ["PublishOptions", "publish"]
@@ -18,7 +18,7 @@ __all__ = ["PublishOptions", "publish"]
 def publish(opts: PublishOptions) -> dict:
     """Plan, and unless ``opts.dry_run`` execute, the publish of ``opts.src`` to ``opts.repo``.
 
-    The token (:func:`~eaglehub.publish.hub.get_token`) is only handed to the client; a dry run
+    The token (:func:`~eaglehub.io.hub.get_token`) is only handed to the client; a dry run
     works without one for public repos and sends no POST.
 
     Raises:
@@ -34,7 +34,7 @@ def publish(opts: PublishOptions) -> dict:
     endpoint = (opts.endpoint or default_endpoint()).rstrip("/")
     token = get_token()
     if not opts.dry_run and not token:  # before minutes of hashing and validation
-        from eaglehub.publish.hub import LOGIN_HINT
+        from eaglehub.io.hub import LOGIN_HINT
 
         raise EaglehubError("no Hugging Face token found: publishing needs one with write access", hint=LOGIN_HINT)
     api = make_api(endpoint, token)

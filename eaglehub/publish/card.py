@@ -17,22 +17,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from eaglehub.constants import VERIFY_FILE
 from eaglehub.engines.vllm_engine import serve_command
-from eaglehub.io.source import REPO_ID
-from eaglehub.target import SMOLLM2_ALIASES
-
-SMOLLM2_REPO = "HuggingFaceTB/SmolLM2-135M-Instruct"
-VERIFY_FILE = "eaglehub-verify.json"
-"""The matched verify report (that one drafter), uploaded beside the weights."""
-
-
-def base_model_of(target_spec: str | None) -> str | None:
-    """The Hub id of a target spec: itself when it is one, SmolLM2's for the ``smollm2`` aliases, else ``None``."""
-    if not target_spec:
-        return None
-    if target_spec.lower() in SMOLLM2_ALIASES:
-        return SMOLLM2_REPO
-    return target_spec if REPO_ID.match(target_spec) else None
 
 
 def _n(count: int, noun: str) -> str:

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from eaglehub import __version__
+from eaglehub.constants import VERIFY_FILE
 from eaglehub.errors import EaglehubError
 from eaglehub.io.digest import CHUNK, files_sha256, sha256_file
-from eaglehub.publish.card import VERIFY_FILE, base_model_of, build_card, card_tags
-from eaglehub.publish.hub import StaleParentError, hub_errors
+from eaglehub.io.hub import StaleParentError, hub_errors
+from eaglehub.publish.card import build_card, card_tags
+from eaglehub.target import hub_id
 
 CARD_FILE = "README.md"
 KEEP_REMOTE = (".gitattributes",)
@@ -248,7 +250,7 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
 
     Raises:
         EaglehubError: the source is not a local checkpoint (exit 2); the gate refuses (exit 1);
-            Hub errors (:func:`~eaglehub.publish.hub.hub_errors`); :class:`StaleParentError` when
+            Hub errors (:func:`~eaglehub.io.hub.hub_errors`); :class:`StaleParentError` when
             ``opts.parent_commit`` is given and the revision's head is another commit; EaglehubError
             (exit 1) when ``opts.tag`` exists on the repo already (a dry run too: the run would fail).
     """
@@ -281,7 +283,7 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
     inspect = inspect_drafter(str(src))
     config = read_config(src)
     k = entry["speculative_config"]["num_speculative_tokens"] if entry else 3
-    base_model = opts.base_model or base_model_of(gate["target"])
+    base_model = opts.base_model or hub_id(gate["target"])
     card_path = src / CARD_FILE
     source_card = card_path.read_text(encoding="utf-8", errors="replace") if card_path.is_file() else None
     others = [e for e in report["drafters"] if e is not entry] if report else []

@@ -15,7 +15,7 @@ commit's oid and URL, only the tag missing). Never
 from __future__ import annotations
 
 from eaglehub.errors import EaglehubError
-from eaglehub.publish.hub import StaleParentError, hub_errors
+from eaglehub.io.hub import StaleParentError, hub_errors
 from eaglehub.publish.plan import Plan, PublishOptions, remote_tags, tag_exists_error
 
 
@@ -23,7 +23,7 @@ def execute(plan: Plan, opts: PublishOptions, api, endpoint: str, token: str | N
     """Publish ``plan``; returns the ``result`` section (commit oid and URL, pull request URL and
     number, the revision the files landed on, the tag).
 
-    Raises: EaglehubError / StaleParentError from :func:`~eaglehub.publish.hub.hub_errors`;
+    Raises: EaglehubError / StaleParentError from :func:`~eaglehub.io.hub.hub_errors`;
         EaglehubError (exit 1) when ``opts.tag`` appeared since the plan (nothing sent), or when
         ``create_tag`` fails after the commit (which landed: the message gives its oid and URL).
     """

@@ -83,7 +83,7 @@ def select(
     pairs of that target (by name or spec) and ``drafters`` those drafters (by name or directory);
     ``target`` alone means every drafter registered for it. Without a manifest, ``target`` alone (or a
     Hub id with ``drafters`` that are names, neither directories nor Hub ids) means the drafters the Hub's
-    model tree lists for it (:mod:`eaglehub.discovery.pairs`; ``hub_endpoint``, at most ``drafter_limit``).
+    model tree lists for it (:mod:`eaglehub.verify.discovered`; ``hub_endpoint``, at most ``drafter_limit``).
 
     Raises:
         EaglehubError: (exit 2, one line) no drafter given anywhere and no target, ``--drafter``
@@ -122,13 +122,13 @@ def _is_name(drafter: str) -> bool:
 
 
 def _on_the_hub(target: str) -> bool:
-    from eaglehub.publish.card import base_model_of
+    from eaglehub.target import hub_id
 
-    return base_model_of(target) is not None and not Path(target).expanduser().exists()
+    return hub_id(target) is not None and not Path(target).expanduser().exists()
 
 
 def _discovered(target: str, names: list[str], limit: int | None, endpoint: str | None, console) -> Selection:
-    from eaglehub.discovery.pairs import discovered_pairs
+    from eaglehub.verify.discovered import discovered_pairs
 
     found = discovered_pairs(target, names, limit, endpoint, console)
     return Selection(None, found.pairs, found.report, found.claims)
@@ -300,7 +300,7 @@ def run_pairs(
         engine_info = engine_info or report["engine"]
         for p, single in zip(g.pairs, split_report(report)):
             if p.where in selection.claims:
-                from eaglehub.discovery.claims import check_claim
+                from eaglehub.verify.claims import check_claim
 
                 check_claim(single, selection.claims[p.where], opts.al_tolerance, p.name, g.target_spec, str(p.drafter))
             path = None if out_dir is None else out_dir / f"{p.label}.json"

@@ -4,15 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "—"
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return f"{n} B"
+from eaglehub.views.common import human_size
 
 
 def claim_text(claim: dict) -> str:
@@ -44,7 +36,7 @@ def render_drafters(report: dict, console: Console) -> None:
             d["format"],
             d["eagle_version"],
             "—" if d["num_speculative_tokens"] is None else str(d["num_speculative_tokens"]),
-            human_bytes(d["size_bytes"]),
+            "—" if d["size_bytes"] is None else human_size(d["size_bytes"]),
             "—" if not d["claim"] else f"{d['claim']['acceptance_length']:.3f}",
             d["source"],
         )

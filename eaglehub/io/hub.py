@@ -1,5 +1,5 @@
-"""The Hub side of ``eaglehub publish``: the token, the client, and huggingface_hub's errors as
-one-line :class:`~eaglehub.errors.EaglehubError` s with a fix hint.
+"""The Hub client eaglehub's ``publish`` and drafter discovery share: the token, the client, and
+huggingface_hub's errors as one-line :class:`~eaglehub.errors.EaglehubError` s with a fix hint.
 
 The token comes from huggingface_hub's own sources, in its order (``get_token``: OIDC Trusted
 Publishers when ``HF_OIDC_RESOURCE`` is set, then ``HF_TOKEN``, then the saved login); it is handed

@@ -3,7 +3,7 @@
 The drafters :func:`eaglehub.discovery.discover.discover` lists are downloaded into the Hugging Face
 cache (config, weights and the small side files only, :func:`eaglehub.io.source.resolve_source`) and
 become the pairs of one target, exactly as a manifest registering them would give; each pair keeps
-the acceptance its drafter claims, which the run is then held to (:mod:`eaglehub.discovery.claims`).
+the acceptance its drafter claims, which the run is then held to (:mod:`eaglehub.verify.claims`).
 """
 
 from __future__ import annotations
