@@ -155,6 +155,17 @@ def test_huge_layer_and_aux_counts_are_one_finding_each_and_fast(make_drafter):
     assert ("E-AUX-COUNT", "fc.weight") in found and len(found) < 20
 
 
+def test_inspect_of_a_huge_declared_layer_count_lists_the_layers_the_tensors_hold(make_drafter):
+    path = make_drafter(
+        mutate=lambda cfg, t: cfg.update(
+            num_hidden_layers=10**8, model_type="qwen3", use_sliding_window=True, sliding_window=8
+        )
+    )
+    res = run("inspect", path, "--json")
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["attention_windows"] == [None]  # max_window_layers 28 > layer 0: full attention
+
+
 def test_integer_valued_floats_are_schema_errors_not_silently_dropped(make_drafter, make_target):
     path = make_drafter(
         mutate=lambda cfg, t: cfg.update(eagle_aux_hidden_state_layer_ids=[2.0, 4, 5], hidden_size=64.0)

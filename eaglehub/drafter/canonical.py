@@ -273,8 +273,11 @@ class Drafter:
 
     @property
     def windows(self) -> list[int | None]:
-        """The sliding window vLLM gives each decoder layer (``None``: full attention); :func:`attention_windows`."""
-        return attention_windows(self.config)
+        """The sliding window vLLM gives each decoder layer the tensors hold (``None``: full attention);
+        :func:`attention_windows`. Counted over the layers present, so a config declaring more layers than
+        it ships (validate reports that) cannot make the list, or the report it goes into, that long."""
+        held = {i for n in self.tensors if (i := layer_index(n)) is not None}
+        return attention_windows(self.config, min(self.dims.layers, max(held) + 1) if held else None)
 
     @property
     def dtype(self) -> str | None:
@@ -319,13 +322,13 @@ SLIDING = "sliding_attention"
 QWEN3_MAX_WINDOW_LAYERS = 28
 
 
-def window_setting(cfg: dict) -> tuple[object, list | None]:
+def window_setting(cfg: dict, layers: int | None = None) -> tuple[object, list | None]:
     """``(sliding_window, layer_types)`` as the drafter's config class leaves them for vLLM.
 
     vLLM builds the config class from ``model_type``: transformers' ``Qwen3Config`` (``qwen3``) clears
     ``sliding_window`` unless ``use_sliding_window`` is true and, with no ``layer_types``, derives them
     from ``max_window_layers`` (sliding from that index on); every other class keeps both keys as
-    written (docs/formats.md §10).
+    written (docs/formats.md §10). ``layers`` bounds the derived list (default ``num_hidden_layers``).
     """
     window, types = cfg.get("sliding_window"), cfg.get("layer_types")
     types = list(types) if isinstance(types, list) else None
@@ -335,20 +338,21 @@ def window_setting(cfg: dict) -> tuple[object, list | None]:
         if types is None:
             first = int_field(cfg, "max_window_layers")
             first = QWEN3_MAX_WINDOW_LAYERS if first is None else first
-            layers = int_field(cfg, "num_hidden_layers") or 1
+            layers = layers or int_field(cfg, "num_hidden_layers") or 1
             types = [SLIDING if window is not None and i >= first else "full_attention" for i in range(layers)]
     return window, types
 
 
-def attention_windows(cfg: dict) -> list[int | None]:
+def attention_windows(cfg: dict, layers: int | None = None) -> list[int | None]:
     """Per drafter decoder layer, the sliding window vLLM applies (``None``: full attention).
 
     vLLM's drafter layers (``llama.py`` / ``qwen3_eagle3.py``) read ``layer_types[i]`` with the
     drafter-relative index ``i`` and take ``sliding_window`` for a ``"sliding_attention"`` layer; a
     window is ``W`` keys including the query's own (keys at positions ``> q − W``). Values that are
-    not a positive integer give ``None`` here; validate reports them (E-WINDOW-INVALID).
+    not a positive integer give ``None`` here; validate reports them (E-WINDOW-INVALID). ``layers``: how
+    many layers to answer for (default ``num_hidden_layers``).
     """
-    raw, types = window_setting(cfg)
-    layers = int_field(cfg, "num_hidden_layers") or 1
+    layers = layers or int_field(cfg, "num_hidden_layers") or 1
+    raw, types = window_setting(cfg, layers)
     window = raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else None
     return [window if types is not None and i < len(types) and types[i] == SLIDING else None for i in range(layers)]
