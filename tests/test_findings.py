@@ -964,3 +964,19 @@ def test_the_fix_of_a_drafter_given_as_dot_goes_beside_it(make_drafter, monkeypa
     (dim,) = [f for f in validate(Path("."))["findings"] if f["code"] == "E-CONFIG-DIM"]
     assert f"eaglehub convert {drafter} {drafter}-fixed --set intermediate_size=128" in dim["hint"]
     assert _errors(validate(_run_hint(dim))) == []
+
+
+@pytest.mark.parametrize(
+    ("arch", "says", "not_says"),
+    [
+        # vLLM prefixes "Eagle3": a registered drafter class, with q/k norms this Llama-style drafter lacks
+        ("Qwen3ForCausalLM", ["vLLM builds Eagle3Qwen3ForCausalLM", "q_norm / k_norm this checkpoint lacks"], []),
+        # "Eagle3MistralForCausalLM" is not registered: no engine builds a drafter from it
+        ("MistralForCausalLM", ["engines would build a full MistralForCausalLM"], ["vLLM builds"]),
+    ],
+)
+def test_a_target_class_in_a_drafter_says_what_each_engine_builds(make_drafter, arch, says, not_says):
+    report = validate(make_drafter(mutate=setk("architectures", [arch])))
+    (f,) = [f for f in report["findings"] if f["code"] == "E-CONFIG-ARCH" and f["subject"] == "architectures"]
+    assert all(s in f["message"] for s in says) and not any(s in f["message"] for s in not_says), f["message"]
+    assert '"architectures": ["LlamaForCausalLMEagle3"]' in f["hint"]

@@ -139,13 +139,24 @@ def check_architecture(ctx: Context) -> list[Finding]:
         )
     elif arch is not None and arch not in known:
         wanted = "Eagle3Qwen3ForCausalLM" if qk_norm else "LlamaForCausalLMEagle3"
+        # vLLM prefixes an EAGLE-3 drafter's class with "Eagle3" (docs/vllm.md §1); SGLang takes it as written
+        renamed = f"Eagle3{arch}"
+        if renamed in known:
+            built = f"vLLM builds {renamed} from it" + (
+                ", whose q_norm / k_norm this checkpoint lacks (they run as unit gains, silently)"
+                if renamed in QWEN3_ARCHITECTURES and not qk_norm
+                else ""
+            )
+            built += f"; SGLang builds a full {arch}"
+        else:
+            built = f"engines would build a full {arch}"
         out.append(
             finding(
                 "E-CONFIG-ARCH",
                 "architectures",
                 f"{arch} is not a drafter class, yet the checkpoint is a drafter ({_evidence(ctx)}"
                 + (", q_norm / k_norm weights" if qk_norm else "")
-                + f"); engines would build a full {arch}",
+                + f"); {built}",
                 f'set "architectures": ["{wanted}"] (registered: {", ".join(sorted(known))})',
             )
         )
