@@ -45,6 +45,16 @@ def test_dims_follow_vllm_defaults():
     assert DrafterDims.from_config(dict(cfg, eagle_config={"norm_before_fc": True})).norm_before_fc
 
 
+@pytest.mark.parametrize("model_type", ["llama", "qwen3"])
+def test_a_missing_rms_norm_eps_is_the_config_class_default_vllm_reads(model_type):
+    from transformers import AutoConfig
+
+    cfg = {k: v for k, v in BASE_CONFIG.items() if k != "rms_norm_eps"}
+    cfg["model_type"] = model_type
+    parsed = AutoConfig.for_model(model_type, **{k: v for k, v in cfg.items() if k != "model_type"})
+    assert DrafterDims.from_config(cfg).rms_norm_eps == parsed.rms_norm_eps
+
+
 def test_to_target_ids_adds_offsets():
     m = _model()
     used = torch.nonzero(m.t2d).flatten()

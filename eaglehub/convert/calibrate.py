@@ -48,6 +48,7 @@ from typing import cast
 
 from eaglehub.convert.finetune import DEFAULT_LABEL_WEIGHT, finetune, finetune_support
 from eaglehub.convert.gains import SINK_POSITIONS, collect, fit_gains
+from eaglehub.drafter.canonical import rms_norm_eps
 from eaglehub.errors import EaglehubError
 from eaglehub.io.resources import calibration_prompts
 from eaglehub.measure import acceptance
@@ -203,7 +204,7 @@ def calibrate(src: Path, opts: CalibrationOptions, write_candidate, console=None
         t0 = time.perf_counter()
         shards = collect(target, encode_chat(target_path, [p.text for p in fit]), aux_ids, opts.max_new_tokens)
         collect_s = time.perf_counter() - t0
-    gains, stats = fit_gains(shards, d.dims.A, float(d.config.get("rms_norm_eps", 1e-5)))
+    gains, stats = fit_gains(shards, d.dims.A, rms_norm_eps(d.config))
     with phase(f"held-out records: {len(held)} prompts x {opts.eval_tokens} target tokens"):
         held_records = collect(target, encode_chat(target_path, [p.text for p in held]), aux_ids, opts.eval_tokens)
 
@@ -389,7 +390,7 @@ def fold_to_eagle3(src: str | Path, dst: str | Path, opts: CalibrationOptions, *
     )
     aux_ids = sorted(d.aux.c_in) if d.aux.c_in else default_aux_ids(target.num_layers)
     shards = collect(target, encode_chat(target_path, [p.text for p in prompts]), aux_ids, opts.max_new_tokens)
-    eps = float(d.config.get("rms_norm_eps", 1e-5))
+    eps = rms_norm_eps(d.config)
     x = torch.cat([s["aux"][SINK_POSITIONS:].double() for s in shards if s["aux"].shape[0] > SINK_POSITIONS])
     rms = [float(torch.sqrt(c.pow(2).mean(-1) + eps).mean()) for c in x.chunk(d.dims.A, dim=-1)]
     fc = d.load("fc.weight").double()

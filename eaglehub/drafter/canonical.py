@@ -82,6 +82,17 @@ def int_field(cfg: dict, key: str) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+#: ``rms_norm_eps`` when a drafter config has none: the default of transformers' ``LlamaConfig`` and
+#: ``Qwen3Config``, the classes vLLM parses Llama- and Qwen3-style drafter configs with
+DEFAULT_RMS_NORM_EPS = 1e-6
+
+
+def rms_norm_eps(cfg: dict) -> float:
+    """The RMSNorm epsilon vLLM gives the drafter's norms: ``rms_norm_eps``, else :data:`DEFAULT_RMS_NORM_EPS`."""
+    v = cfg.get("rms_norm_eps")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 else DEFAULT_RMS_NORM_EPS
+
+
 @dataclass
 class Dims:
     """Shape fields (docs/formats.md notation); ``None`` where the config lacks a usable value."""

@@ -55,7 +55,7 @@ class DrafterDims:
     intermediate_size: int
     vocab_size: int
     draft_vocab_size: int
-    rms_norm_eps: float = 1e-5
+    rms_norm_eps: float = 1e-6  # DEFAULT_RMS_NORM_EPS (transformers' LlamaConfig / Qwen3Config)
     rope_theta: float = 10000.0
     fc_norm: bool = False
     norm_output: bool = False
@@ -79,13 +79,20 @@ class DrafterDims:
     def from_config(cls, cfg: dict) -> DrafterDims:
         """Read dims from a vLLM-native drafter ``config.json`` dict, with vLLM's defaults
         (``eaglehub.drafter.canonical.derive_dims`` / ``read_flags``, docs/vllm.md §3)."""
-        from eaglehub.drafter.canonical import QWEN3, attention_windows, derive_dims, layer_kind, read_flags
+        from eaglehub.drafter.canonical import (
+            QWEN3,
+            attention_windows,
+            derive_dims,
+            layer_kind,
+            read_flags,
+            rms_norm_eps,
+        )
 
         d, f = derive_dims(cfg), read_flags(cfg)
         qwen3 = layer_kind(cfg) == QWEN3
         rope = cfg.get("rope_parameters") or {}
-        # vLLM's Qwen3 layer sets a missing rope theta to 1e6 and transformers' Qwen3Config defaults eps to 1e-6
-        default_theta, default_eps = (1_000_000.0, 1e-6) if qwen3 else (10000.0, 1e-5)
+        # vLLM's Qwen3 layer sets a missing rope theta to 1e6
+        default_theta = 1_000_000.0 if qwen3 else 10000.0
         fields = {
             "hidden_size": d.H,
             "target_hidden_size": d.Ht,
@@ -117,7 +124,7 @@ class DrafterDims:
             intermediate_size=d.I,
             vocab_size=d.V,
             draft_vocab_size=d.Vd,
-            rms_norm_eps=cfg.get("rms_norm_eps", default_eps),
+            rms_norm_eps=rms_norm_eps(cfg),
             rope_theta=rope.get("rope_theta", cfg.get("rope_theta", default_theta)),
             fc_norm=f.fc_norm,
             norm_output=f.norm_output,
