@@ -72,6 +72,19 @@ def test_speculators_and_vllm_native_convert_bit_exact_both_ways(tmp_path):
     assert desc[0].pop("target") is None and desc[0] == desc[1]
 
 
+def test_a_window_model_type_qwen3_would_drop_refuses_the_speculators_layout(tmp_path):
+    # model_type llama keeps the window as written; speculators writes model_type qwen3, whose config
+    # class clears it without use_sliding_window: the drafter would lose its window in vLLM
+    src = _qwen3(
+        tmp_path, window=8, mutate=lambda cfg, t: (cfg.update(model_type="llama"), cfg.pop("use_sliding_window"))
+    )
+    assert read_drafter(src).windows == [8]
+    with pytest.raises(EaglehubError) as exc:
+        convert(src, tmp_path / "spec", fmt="speculators", verifier="HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert "reads the window differently: [None] instead of [8] per layer" in str(exc.value)
+    assert not (tmp_path / "spec").exists()
+
+
 @pytest.mark.parametrize("fmt", ["specforge", "torchspec", "modelopt"])
 def test_layouts_without_a_qwen3_layer_refuse_it_with_the_reason(tmp_path, fmt):
     src = _qwen3(tmp_path)

@@ -123,12 +123,13 @@ class SpeculatorsFormat(Format):
             )
         if d.layer_kind == QWEN3 and d.config.get("model_type") != "qwen3":
             as_qwen3 = {**d.config, "model_type": "qwen3"}
-            # both read from the config over the same layer count, so layers missing from the tensors play no part
-            if attention_windows(as_qwen3) != attention_windows(d.config):
+            as_written = d.windows
+            read_as_qwen3 = attention_windows(as_qwen3, len(as_written))  # over the same layers d.windows covers
+            if read_as_qwen3 != as_written:
                 out.append(
                     Loss(
                         f"speculators names a Qwen3-style layer by model_type qwen3, whose config class reads the "
-                        f"window differently: {attention_windows(as_qwen3)} instead of {attention_windows(d.config)} per layer "
+                        f"window differently: {read_as_qwen3} instead of {as_written} per layer "
                         f"(model_type {d.config.get('model_type')!r}); set use_sliding_window / layer_types first",
                         keys=("sliding_window",),
                         fatal=True,
