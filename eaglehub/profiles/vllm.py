@@ -1,0 +1,507 @@
+"""vLLM's reading of an EAGLE-3 drafter, rule by rule as its code does it (docs/profiles.md).
+
+Citations are to vLLM 0.33.0's files (``vllm/...``) unless marked; the drafter classes, their config keys
+and weight loaders are byte-identical in 0.32.0 (both trees compared), so one citation holds for both.
+
+1. Config loading. A config with ``speculators_config`` is read by the speculators adapter
+   (``transformers_utils/config.py`` L360-366 picks it; ``configs/speculators/base.py`` L47-63,
+   ``algos.py`` L15-50): the drafter config starts from ``transformer_layer_config`` and takes from the top
+   level only ``draft_vocab_size``, ``target_hidden_size`` (unless null), ``norm_before_residual`` (default
+   true), ``norm_before_fc``, ``fc_norm``, ``norm_output`` and the aux ids (when non-empty); the class comes
+   from the layer's ``model_type`` (``llama`` / ``qwen3``, anything else raises). Every other top-level key
+   is dropped. Any other config is parsed by its ``model_type``'s transformers class (LlamaConfig defaults).
+2. The class: ``architectures[0]`` through the registry (``models/registry.py`` L698-707).
+3. Dimensions and the aux count ``fc`` is sized for: Llama ``num_aux_hidden_states`` → nested id list →
+   3 (``llama_eagle3.py`` L209-216); Qwen3 ``num_aux_layers`` → ``num_aux_hidden_states`` → top-level ids →
+   nested ids → 3 (``qwen3_eagle3.py`` L201-214); MLA like Llama (``deepseek_eagle3.py`` L189-194).
+   ``target_hidden_size`` is ``getattr(config, "target_hidden_size", hidden_size)``: a stored null is
+   ``None`` and ``None * A`` raises ``TypeError`` (``llama_eagle3.py`` L218-221).
+4. The aux layers the target captures: V1 runner top-level ids, else the nested list
+   (``v1/worker/gpu_model_runner.py`` L5190-5223); Model Runner V2 top-level ids, DFlash/DSpark ids,
+   top-level ``target_layer_ids`` (+1), ``eagle_config.layer_ids`` — never the nested
+   ``eagle_aux_hidden_state_layer_ids`` (``v1/worker/gpu/spec_decode/eagle/eagle3_utils.py`` L113-150).
+5. Vocabulary: ``draft_vocab_size`` defaults to ``vocab_size``; the ``draft_id_to_target_id`` parameter
+   exists only when it differs from the target's vocabulary (``llama_eagle3.py`` L338-345, since 0.30).
+6. Weights: ``t2d`` skipped, ``d2t`` renamed, ``midlayer.`` → ``layers.0.``, q/k/v and gate/up stacked;
+   an unknown name raises ``ValueError``, an unexpected ``*.bias`` is skipped silently
+   (``models/utils.py`` L431-458 and ``AutoWeightsLoader.load_weights``).
+"""
+
+from __future__ import annotations
+
+from eaglehub.drafter.canonical import (
+    DEFAULT_RMS_NORM_EPS,
+    LLAMA,
+    MLA,
+    QWEN3,
+    attention_windows,
+)
+from eaglehub.profiles.checkpoint import ServedTarget, Stored
+from eaglehub.profiles.reading import ACCEPTED, FATAL, IGNORED, SKIPPED, LoadFailure, Reading, WeightFate
+from eaglehub.profiles.registry import MRV2, Profile
+
+AUX = "eagle_aux_hidden_state_layer_ids"
+
+#: top-level keys the speculators adapter copies into the drafter config (``algos.py`` L30-50)
+ADAPTER_KEYS = (
+    "draft_vocab_size",
+    "target_hidden_size",
+    "norm_before_residual",
+    "norm_before_fc",
+    "fc_norm",
+    "norm_output",
+    AUX,
+)
+#: top-level keys of the speculators format that describe the checkpoint, not the model: not "dropped"
+SPECULATORS_OWN = frozenset(
+    {
+        "speculators_config",
+        "speculators_model_type",
+        "speculators_version",
+        "transformer_layer_config",
+        "architectures",
+        "auto_map",
+        "torch_dtype",
+        "dtype",
+        "transformers_version",
+        "has_no_defaults_at_init",
+        "embed_requires_grad",
+    }
+)
+#: ``speculators_model_type`` values the adapter registers (``algos.py``)
+SPECULATORS_TYPES = frozenset({"eagle3", "peagle"})
+#: the layer ``model_type`` → class the eagle3 adapter writes (``algos.py`` L39-46)
+SPECULATORS_ARCH = {"llama": "Eagle3LlamaForCausalLM", "qwen3": "Eagle3Qwen3ForCausalLM"}
+
+#: drafter ``architectures[0]`` → (layer kind, vLLM class) (``models/registry.py`` L698-707)
+DRAFTER_CLASSES: dict[str, tuple[str, str]] = {
+    "PEagleDraftModel": (LLAMA, "Eagle3LlamaForCausalLM"),
+    "PeagleLlamaForCausalLM": (LLAMA, "Eagle3LlamaForCausalLM"),
+    "Eagle3LlamaForCausalLM": (LLAMA, "Eagle3LlamaForCausalLM"),
+    "Eagle3MiniMaxM2ForCausalLM": (LLAMA, "Eagle3LlamaForCausalLM"),
+    "LlamaForCausalLMEagle3": (LLAMA, "Eagle3LlamaForCausalLM"),
+    "Eagle3Qwen2_5vlForCausalLM": (LLAMA, "Eagle3LlamaForCausalLM"),
+    "Eagle3Qwen3vlForCausalLM": (LLAMA, "Eagle3LlamaForCausalLM"),
+    "Eagle3Qwen3ForCausalLM": (QWEN3, "Eagle3Qwen3ForCausalLM"),
+    "PeagleQwen3ForCausalLM": (QWEN3, "Eagle3Qwen3ForCausalLM"),
+    "Eagle3DeepseekV2ForCausalLM": (MLA, "Eagle3DeepseekV2ForCausalLM"),
+    "Eagle3DeepseekV3ForCausalLM": (MLA, "Eagle3DeepseekV2ForCausalLM"),
+}
+#: transformers config-class defaults vLLM gets when a flat config omits a key (transformers 5.19:
+#: ``LlamaConfig()``, ``Qwen3Config()``, ``DeepseekV3Config()``)
+CLASS_DEFAULTS: dict[str, dict] = {
+    LLAMA: {
+        "vocab_size": 32000,
+        "hidden_size": 4096,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "max_position_embeddings": 2048,
+        "rope_theta": 10000.0,
+    },
+    QWEN3: {
+        "vocab_size": 151936,
+        "hidden_size": 4096,
+        "intermediate_size": 22016,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 32,
+        "head_dim": 128,
+        "max_position_embeddings": 32768,
+        "rope_theta": 10000.0,
+    },
+    MLA: {
+        "vocab_size": 129280,
+        "hidden_size": 7168,
+        "intermediate_size": 18432,
+        "num_hidden_layers": 61,
+        "num_attention_heads": 128,
+        "max_position_embeddings": 4096,
+        "rope_theta": 10000.0,
+    },
+}
+#: RoPE types whose ``max_position_embeddings`` only sizes the cos/sin cache: 0.33 raises a shorter
+#: drafter's value to the target's only for these (``config/speculative.py`` L100-113)
+CACHE_ONLY_ROPE = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
+#: checkpoint tensor suffixes a quantization config maps onto its own parameters
+QUANT_SUFFIXES = (
+    ".weight_scale",
+    ".input_scale",
+    ".weight_zero_point",
+    ".weight_packed",
+    ".weight_shape",
+    ".k_scale",
+    ".v_scale",
+)
+
+
+def _int(v) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
+
+
+def _ids(v) -> tuple[int, ...] | None:
+    """A non-empty list/tuple as the runners test it (``if layer_ids and isinstance(..., (list, tuple))``)."""
+    return tuple(v) if v and isinstance(v, (list, tuple)) else None
+
+
+def engine_config(stored: Stored, profile: Profile) -> tuple[dict, tuple[str, ...], list[LoadFailure], str]:
+    """The attribute dict of the drafter's config object as vLLM builds it, the top-level keys it drops,
+    config-level failures and where keys came from (``""`` flat, ``"transformer_layer_config."``)."""
+    raw = stored.config
+    if raw.get("speculators_config") is None:
+        return dict(raw), (), [], ""
+    failures: list[LoadFailure] = []
+    kind = raw.get("speculators_model_type")
+    layer = raw.get("transformer_layer_config")
+    if kind not in SPECULATORS_TYPES:
+        failures.append(
+            LoadFailure(
+                "speculators_model_type",
+                f"ValueError: speculators_model_type {kind!r} is not one of {sorted(SPECULATORS_TYPES)}",
+                "vllm/transformers_utils/configs/speculators/base.py L51-56",
+            )
+        )
+    if not isinstance(layer, dict):
+        failures.append(
+            LoadFailure(
+                "transformer_layer_config",
+                "ValueError: Must provide transformer_layer_config (a dictionary)",
+                "vllm/transformers_utils/configs/speculators/base.py L88-94",
+            )
+        )
+        layer = {}
+    cfg = dict(layer)
+    cfg["draft_vocab_size"] = raw.get("draft_vocab_size")
+    if raw.get("target_hidden_size") is not None:
+        cfg["target_hidden_size"] = raw["target_hidden_size"]
+    cfg["norm_before_residual"] = raw.get("norm_before_residual", True)
+    cfg["norm_before_fc"] = raw.get("norm_before_fc", False)
+    cfg["fc_norm"] = raw.get("fc_norm", False)
+    cfg["norm_output"] = raw.get("norm_output", False)
+    model_type = cfg.get("model_type", "llama")
+    if model_type not in SPECULATORS_ARCH:
+        failures.append(
+            LoadFailure(
+                "transformer_layer_config.model_type",
+                f"ValueError: Unsupported model_type {model_type} for Eagle3 speculator",
+                "vllm/transformers_utils/configs/speculators/algos.py L43-45",
+            )
+        )
+    else:
+        cfg["architectures"] = [SPECULATORS_ARCH[model_type]]
+    if raw.get(AUX):
+        cfg[AUX] = raw[AUX]
+    dropped = tuple(k for k in raw if k not in SPECULATORS_OWN and k not in ADAPTER_KEYS)
+    return cfg, dropped, failures, "transformer_layer_config."
+
+
+def _origin(cfg: dict, key: str, prefix: str, stored: Stored) -> str:
+    if prefix and key in ADAPTER_KEYS and key in stored.config:
+        return key
+    return f"{prefix}{key}" if key in cfg else "default"
+
+
+def aux_capture(cfg: dict, profile: Profile) -> tuple[tuple[int, ...] | None, str]:
+    """The ids the runner passes to the target's ``set_aux_hidden_state_layers`` and the key they came from."""
+    top = _ids(cfg.get(AUX))
+    if top:
+        return top, AUX
+    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else None
+    dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else None
+    if profile.runner == MRV2:
+        if dflash and _ids(dflash.get("target_layer_ids")):
+            return tuple(i + 1 for i in dflash["target_layer_ids"]), "dflash_config.target_layer_ids"
+        if _ids(cfg.get("dspark_target_layer_ids")):
+            ids = cfg["dspark_target_layer_ids"]
+            plus = 0 if cfg.get("model_type") == "deepseek_v41" else 1
+            return tuple(i + plus for i in ids), "dspark_target_layer_ids"
+        if _ids(cfg.get("target_layer_ids")):
+            return tuple(i + 1 for i in cfg["target_layer_ids"]), "target_layer_ids"
+        for name, sub in (("dflash_config", dflash), ("eagle_config", nested)):
+            if sub and _ids(sub.get("layer_ids")):
+                return tuple(sub["layer_ids"]), f"{name}.layer_ids"
+        return None, "default"
+    ids = None
+    key = "default"
+    if dflash and _ids(dflash.get("target_layer_ids")):
+        ids, key = tuple(i + 1 for i in dflash["target_layer_ids"]), "dflash_config.target_layer_ids"
+    if nested:
+        ids = _ids(nested.get(AUX))
+        key = f"eagle_config.{AUX}" if ids else "default"
+    return ids, key
+
+
+def aux_count(cfg: dict, kind: str) -> tuple[int, str]:
+    """The number of aux states ``fc`` is sized for, and the key it came from."""
+    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    chain: list[tuple[str, object]] = []
+    if kind == QWEN3:
+        chain += [("num_aux_layers", cfg.get("num_aux_layers"))]
+    chain += [("num_aux_hidden_states", cfg.get("num_aux_hidden_states"))]
+    for key, value in chain:
+        if value is not None and _int(value) is not None:
+            return value, key  # type: ignore[return-value]
+    if kind == QWEN3 and _ids(cfg.get(AUX)):
+        return len(cfg[AUX]), AUX
+    ids = nested.get(AUX)
+    if ids:
+        return len(ids), f"eagle_config.{AUX}"
+    return 3, "default"
+
+
+def rope(cfg: dict, kind: str) -> tuple[str, float | None]:
+    """``(rope_type, rope_theta)`` of the drafter's config (transformers 5 folds ``rope_theta`` and
+    ``rope_scaling`` into ``rope_parameters``)."""
+    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
+    scaling = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
+    src = params or scaling or {}
+    rtype = src.get("rope_type", src.get("type", "default"))
+    theta = cfg.get("rope_theta", src.get("rope_theta"))
+    if theta is None:
+        theta = CLASS_DEFAULTS[kind].get("rope_theta")
+    return (rtype if isinstance(rtype, str) else "default"), (float(theta) if isinstance(theta, (int, float)) else None)
+
+
+def _expected_params(r: dict, kind: str) -> tuple[str, ...] | None:
+    """The parameter names the vLLM drafter class registers (its ``named_parameters()``)."""
+    if kind == MLA:
+        return None
+    out = ["model.embed_tokens.weight", "model.fc.weight", "model.norm.weight", "lm_head.weight"]
+    if r["vocab_map"]:
+        out.append("draft_id_to_target_id")
+    if r["norm_before_fc"]:
+        out.append("model.input_norm.weight")
+    if r["fc_norm"]:
+        out += [f"model.fc_norm.{i}.weight" for i in range(r["num_aux_hidden_states"])]
+    for i in range(r["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        out += [
+            p + "self_attn.qkv_proj.weight",
+            p + "self_attn.o_proj.weight",
+            p + "mlp.gate_up_proj.weight",
+            p + "mlp.down_proj.weight",
+            p + "input_layernorm.weight",
+            p + "post_attention_layernorm.weight",
+            p + "hidden_norm.weight",
+        ]
+        if r["attention_bias"]:
+            out.append(p + "self_attn.qkv_proj.bias")
+        if r["o_proj_bias"]:
+            out.append(p + "self_attn.o_proj.bias")
+        if r["mlp_bias"]:
+            out += [p + "mlp.gate_up_proj.bias", p + "mlp.down_proj.bias"]
+        if kind == QWEN3:
+            out += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
+    return tuple(sorted(out))
+
+
+_STACKED = (
+    (".q_proj", ".qkv_proj"),
+    (".k_proj", ".qkv_proj"),
+    (".v_proj", ".qkv_proj"),
+    (".gate_proj", ".gate_up_proj"),
+    (".up_proj", ".gate_up_proj"),
+)
+
+
+def weight_fates(stored: Stored, params: tuple[str, ...] | None, r: dict) -> tuple[WeightFate, ...]:
+    """Each stored tensor through ``Eagle3LlamaForCausalLM.load_weights`` (``llama_eagle3.py`` L420-470) and
+    the ``AutoWeightsLoader`` under it."""
+    if params is None:
+        return ()
+    known = set(params)
+    out = []
+    for name in stored.tensors:
+        if "t2d" in name:
+            out.append(WeightFate(name, SKIPPED, None, "t2d is not read (llama_eagle3.py L426-427)"))
+            continue
+        if "mask_hidden" in name:
+            out.append(WeightFate(name, SKIPPED, None, "mask_hidden is read only for parallel drafting"))
+            continue
+        if "d2t" in name:
+            target = name.replace("d2t", "draft_id_to_target_id")
+        elif "lm_head" not in name:
+            target = "model." + name
+        else:
+            target = name
+        target = target.replace("midlayer.", "layers.0.")
+        if target.startswith("model.fc.") and not r["use_aux_hidden_state"]:
+            out.append(WeightFate(name, SKIPPED, None, "fc is dropped when use_aux_hidden_state is false"))
+            continue
+        if ".input_norm." in f".{target}" and not r["norm_before_fc"]:
+            out.append(
+                WeightFate(
+                    name, SKIPPED, None, "input_norm is dropped when norm_before_fc is false (llama_eagle3.py L464-465)"
+                )
+            )
+            continue
+        for old, new in _STACKED:
+            if old in target:
+                target = target.replace(old, new)
+                break
+        if target in known:
+            out.append(WeightFate(name, ACCEPTED, target, "loaded"))
+        elif r["quantization"] and target.endswith(QUANT_SUFFIXES):
+            out.append(WeightFate(name, ACCEPTED, target, f"read by the {r['quantization']} quantization config"))
+        elif target.endswith(".bias"):
+            out.append(
+                WeightFate(
+                    name,
+                    IGNORED,
+                    None,
+                    "an unexpected bias: AutoWeightsLoader skips it without a word (models/utils.py, load_weights)",
+                )
+            )
+        else:
+            why = f"ValueError: There is no module or parameter named {target!r} (models/utils.py L431-458)"
+            out.append(WeightFate(name, FATAL, None, why))
+    return tuple(out)
+
+
+def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -> Reading:
+    """vLLM ``profile``'s reading of the drafter (module docstring for the rules)."""
+    target = target or ServedTarget()
+    cfg, dropped, failures, prefix = engine_config(stored, profile)
+    archs = cfg.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    kind, cls = DRAFTER_CLASSES.get(arch or "", (None, None))
+    notes: list[str] = []
+    if cls is None:
+        # vLLM prefixes a target class (LlamaForCausalLM → Eagle3LlamaForCausalLM) when method is eagle3
+        # (transformers_utils/configs/eagle.py L59-64); a name it cannot resolve fails at model construction
+        renamed = arch if arch is None or arch.startswith("Eagle3") or arch.endswith("Eagle3") else f"Eagle3{arch}"
+        kind, cls = DRAFTER_CLASSES.get(renamed or "", (None, None))
+        if cls is not None:
+            notes.append(f"architectures {arch!r} is a target class: vLLM builds {renamed} from it")
+    if kind is None:
+        kind = MLA if "kv_lora_rank" in cfg else LLAMA
+        failures.append(
+            LoadFailure(
+                "architectures",
+                f"vLLM has no EAGLE-3 drafter class for architectures {archs!r}",
+                "vllm/model_executor/models/registry.py L698-707",
+            )
+        )
+    defaults = CLASS_DEFAULTS[kind] if not prefix else {}
+
+    def get(key: str):
+        return cfg[key] if key in cfg else defaults.get(key)
+
+    H = _int(get("hidden_size"))
+    nh = _int(get("num_attention_heads"))
+    nkv = _int(get("num_key_value_heads")) or nh
+    head_dim = _int(cfg.get("head_dim")) or _int(defaults.get("head_dim")) or (H // nh if H and nh else None)
+    V = _int(get("vocab_size"))
+    Vd_raw = cfg.get("draft_vocab_size")
+    Vd = _int(Vd_raw) if Vd_raw is not None else V
+    layers = _int(get("num_hidden_layers")) or 1
+    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    use_aux = nested.get("use_aux_hidden_state", True) is not False
+    A, a_key = aux_count(cfg, kind)
+    if "target_hidden_size" in cfg:
+        Ht = _int(cfg["target_hidden_size"])
+        if cfg["target_hidden_size"] is None:
+            failures.append(
+                LoadFailure(
+                    "target_hidden_size",
+                    "TypeError: target_hidden_size is null, and None * num_aux_hidden_states has no value "
+                    "(getattr finds the key, so hidden_size is not used)",
+                    "vllm/model_executor/models/llama_eagle3.py L218-221",
+                )
+            )
+    else:
+        Ht = H
+    nbf = bool(nested.get("norm_before_fc", cfg.get("norm_before_fc", False)))
+    attention_bias = cfg.get("attention_bias", False) is True
+    o_proj_bias = attention_bias or bool(cfg.get("bias", False))
+    if kind == QWEN3:
+        o_proj_bias = False
+    target_vocab = target.vocab_size or V
+    if profile.at_least("0.30.0"):
+        vocab_map = Vd is not None and Vd != target_vocab
+    else:
+        vocab_map = True
+    quant = cfg.get("quantization_config")
+    qmethod = quant.get("quant_method") if isinstance(quant, dict) else None
+    rtype, theta = rope(cfg, kind)
+    mpe = _int(get("max_position_embeddings"))
+    if target.max_model_len and mpe is not None and mpe < target.max_model_len:
+        if not profile.at_least("0.33.0") or rtype in CACHE_ONLY_ROPE:
+            notes.append(
+                f"max_position_embeddings {mpe} is raised to the target's max_model_len {target.max_model_len}"
+            )
+            mpe = target.max_model_len
+    eps = cfg.get("rms_norm_eps")
+    eps_f = float(eps) if isinstance(eps, (int, float)) and not isinstance(eps, bool) else DEFAULT_RMS_NORM_EPS
+    capture, capture_key = aux_capture(cfg, profile)
+    aux_lists = {}
+    if _ids(stored.config.get(AUX)):
+        aux_lists[AUX] = tuple(stored.config[AUX])
+    stored_nested = stored.config.get("eagle_config")
+    if isinstance(stored_nested, dict) and _ids(stored_nested.get(AUX)):
+        aux_lists[f"eagle_config.{AUX}"] = tuple(stored_nested[AUX])
+    windows = (None,) * layers if kind == MLA else tuple(attention_windows(cfg, min(layers, 4096)))
+    r = {
+        "num_aux_hidden_states": A,
+        "num_hidden_layers": min(layers, 4096),
+        "vocab_map": vocab_map,
+        "norm_before_fc": nbf,
+        "fc_norm": cfg.get("fc_norm") is True,
+        "attention_bias": attention_bias,
+        "o_proj_bias": o_proj_bias,
+        "mlp_bias": cfg.get("mlp_bias") is True,
+        "use_aux_hidden_state": use_aux,
+        "quantization": qmethod,
+    }
+    params = _expected_params(r, kind) if cls is not None else None
+    origin = {
+        "num_aux_hidden_states": a_key
+        if a_key == "default" or a_key.startswith("eagle_config")
+        else f"{prefix}{a_key}",
+        "aux_layer_ids": capture_key,
+        "target_hidden_size": _origin(cfg, "target_hidden_size", prefix, stored),
+        "draft_vocab_size": _origin(cfg, "draft_vocab_size", prefix, stored),
+        "max_position_embeddings": _origin(cfg, "max_position_embeddings", prefix, stored),
+        "attention_bias": _origin(cfg, "attention_bias", prefix, stored),
+    }
+    return Reading(
+        profile=profile.id,
+        engine=profile.engine,
+        architecture=arch,
+        model_class=cls,
+        layer_kind=kind,
+        hidden_size=H,
+        target_hidden_size=Ht,
+        num_aux_hidden_states=A,
+        num_attention_heads=nh,
+        num_key_value_heads=nkv,
+        head_dim=head_dim,
+        intermediate_size=_int(get("intermediate_size")),
+        vocab_size=V,
+        draft_vocab_size=Vd,
+        num_hidden_layers=layers,
+        rms_norm_eps=eps_f,
+        aux_layer_ids=capture,
+        aux_convention="C-in",
+        aux_lists=aux_lists,
+        fc_norm=r["fc_norm"],
+        norm_output=cfg.get("norm_output") is True,
+        norm_before_fc=nbf,
+        norm_before_residual=cfg.get("norm_before_residual", False) is True,
+        attention_bias=attention_bias,
+        mlp_bias=r["mlp_bias"],
+        fc_bias=False,
+        vocab_map=vocab_map,
+        tie_word_embeddings=False,
+        sliding_windows=windows,
+        max_position_embeddings=mpe,
+        rope_type=rtype,
+        rope_theta=theta,
+        quantization=qmethod,
+        parameter_names=params,
+        weights=weight_fates(stored, params, r),
+        failures=tuple(failures),
+        dropped_keys=dropped,
+        origin=origin,
+        notes=tuple(notes),
+    )
