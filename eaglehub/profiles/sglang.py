@@ -23,7 +23,7 @@ from eaglehub.drafter.canonical import DEFAULT_RMS_NORM_EPS, LLAMA, MLA
 from eaglehub.profiles.checkpoint import ServedTarget, Stored
 from eaglehub.profiles.reading import ACCEPTED, IGNORED, SKIPPED, LoadFailure, Reading, WeightFate
 from eaglehub.profiles.registry import Profile
-from eaglehub.profiles.vllm import AUX, CLASS_DEFAULTS, _ids, _int, rope
+from eaglehub.profiles.vllm import AUX, CLASS_DEFAULTS, _ids, _int, rope, sub
 
 #: ``architectures[0]`` → (layer kind, SGLang class)
 DRAFTER_CLASSES = {
@@ -45,7 +45,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
                 "sglang/srt/models/ (no speculators config class)",
             )
         )
-    kind, cls = DRAFTER_CLASSES.get(arch or "", (None, None))
+    kind, cls = DRAFTER_CLASSES.get(arch or "", ("", None))
     if cls is None:
         failures.append(
             LoadFailure(
@@ -66,7 +66,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
     V = _int(get("vocab_size"))
     Vd = _int(cfg.get("draft_vocab_size")) if cfg.get("draft_vocab_size") is not None else V
     layers = _int(get("num_hidden_layers")) or 1
-    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    nested = sub(cfg, "eagle_config")
     if kind == MLA:
         ids = nested.get(AUX)
         if ids is None:
@@ -115,7 +115,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
             weights.append(
                 WeightFate(name, ACCEPTED, None, "loaded, or skipped without a word when the name is unknown")
             )
-    quant = cfg.get("quantization_config")
+    quant = sub(cfg, "quantization_config")
     notes = []
     if tie:
         notes.append("tie_word_embeddings: SGLang uses embed_tokens as lm_head (the trained head is not loaded)")
@@ -152,7 +152,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         max_position_embeddings=_int(get("max_position_embeddings")),
         rope_type=rtype,
         rope_theta=theta,
-        quantization=quant.get("quant_method") if isinstance(quant, dict) else None,
+        quantization=quant.get("quant_method"),
         parameter_names=None,
         weights=tuple(weights),
         failures=tuple(failures),

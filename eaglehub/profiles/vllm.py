@@ -144,6 +144,12 @@ def _ids(v) -> tuple[int, ...] | None:
     return tuple(v) if v and isinstance(v, (list, tuple)) else None
 
 
+def sub(cfg: dict, key: str) -> dict:
+    """``cfg[key]`` when it is a JSON object, else ``{}`` (the engines test ``isinstance(..., dict)``)."""
+    v = cfg.get(key)
+    return v if isinstance(v, dict) else {}
+
+
 def engine_config(stored: Stored, profile: Profile) -> tuple[dict, tuple[str, ...], list[LoadFailure], str]:
     """The attribute dict of the drafter's config object as vLLM builds it, the top-level keys it drops,
     config-level failures and where keys came from (``""`` flat, ``"transformer_layer_config."``)."""
@@ -206,8 +212,8 @@ def aux_capture(cfg: dict, profile: Profile) -> tuple[tuple[int, ...] | None, st
     top = _ids(cfg.get(AUX))
     if top:
         return top, AUX
-    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else None
-    dflash = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), dict) else None
+    nested = sub(cfg, "eagle_config")
+    dflash = sub(cfg, "dflash_config")
     if profile.runner == MRV2:
         if dflash and _ids(dflash.get("target_layer_ids")):
             return tuple(i + 1 for i in dflash["target_layer_ids"]), "dflash_config.target_layer_ids"
@@ -217,9 +223,9 @@ def aux_capture(cfg: dict, profile: Profile) -> tuple[tuple[int, ...] | None, st
             return tuple(i + plus for i in ids), "dspark_target_layer_ids"
         if _ids(cfg.get("target_layer_ids")):
             return tuple(i + 1 for i in cfg["target_layer_ids"]), "target_layer_ids"
-        for name, sub in (("dflash_config", dflash), ("eagle_config", nested)):
-            if sub and _ids(sub.get("layer_ids")):
-                return tuple(sub["layer_ids"]), f"{name}.layer_ids"
+        for name, block in (("dflash_config", dflash), ("eagle_config", nested)):
+            if block and _ids(block.get("layer_ids")):
+                return tuple(block["layer_ids"]), f"{name}.layer_ids"
         return None, "default"
     ids = None
     key = "default"
@@ -233,7 +239,7 @@ def aux_capture(cfg: dict, profile: Profile) -> tuple[tuple[int, ...] | None, st
 
 def aux_count(cfg: dict, kind: str) -> tuple[int, str]:
     """The number of aux states ``fc`` is sized for, and the key it came from."""
-    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    nested = sub(cfg, "eagle_config")
     chain: list[tuple[str, object]] = []
     if kind == QWEN3:
         chain += [("num_aux_layers", cfg.get("num_aux_layers"))]
@@ -252,9 +258,7 @@ def aux_count(cfg: dict, kind: str) -> tuple[int, str]:
 def rope(cfg: dict, kind: str) -> tuple[str, float | None]:
     """``(rope_type, rope_theta)`` of the drafter's config (transformers 5 folds ``rope_theta`` and
     ``rope_scaling`` into ``rope_parameters``)."""
-    params = cfg.get("rope_parameters") if isinstance(cfg.get("rope_parameters"), dict) else None
-    scaling = cfg.get("rope_scaling") if isinstance(cfg.get("rope_scaling"), dict) else None
-    src = params or scaling or {}
+    src = sub(cfg, "rope_parameters") or sub(cfg, "rope_scaling")
     rtype = src.get("rope_type", src.get("type", "default"))
     theta = cfg.get("rope_theta", src.get("rope_theta"))
     if theta is None:
@@ -395,7 +399,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
     Vd_raw = cfg.get("draft_vocab_size")
     Vd = _int(Vd_raw) if Vd_raw is not None else V
     layers = _int(get("num_hidden_layers")) or 1
-    nested = cfg.get("eagle_config") if isinstance(cfg.get("eagle_config"), dict) else {}
+    nested = sub(cfg, "eagle_config")
     use_aux = nested.get("use_aux_hidden_state", True) is not False
     A, a_key = aux_count(cfg, kind)
     if "target_hidden_size" in cfg:
@@ -484,12 +488,12 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         aux_layer_ids=capture,
         aux_convention="C-in",
         aux_lists=aux_lists,
-        fc_norm=r["fc_norm"],
+        fc_norm=cfg.get("fc_norm") is True,
         norm_output=cfg.get("norm_output") is True,
         norm_before_fc=nbf,
         norm_before_residual=cfg.get("norm_before_residual", False) is True,
         attention_bias=attention_bias,
-        mlp_bias=r["mlp_bias"],
+        mlp_bias=cfg.get("mlp_bias") is True,
         fc_bias=False,
         vocab_map=vocab_map,
         tie_word_embeddings=False,
