@@ -90,12 +90,20 @@ class Finding:
     subject: str
     message: str
     hint: str
+    #: engine profiles (:mod:`eaglehub.profiles`) whose behaviour the finding states; empty for findings
+    #: about the files themselves
+    profiles: tuple[str, ...] = ()
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if self.profiles:
+            out["profiles"] = list(self.profiles)
+        else:
+            del out["profiles"]
+        return out
 
 
-def finding(code: str, subject: str, message: str, hint: str | None = None) -> Finding:
+def finding(code: str, subject: str, message: str, hint: str | None = None, profiles: tuple[str, ...] = ()) -> Finding:
     """Build a finding; the severity follows from the code's first letter, the hint defaults to the rule's.
     Subject, message and hint go through :func:`printable` (they may quote untrusted config values).
 
@@ -111,6 +119,7 @@ def finding(code: str, subject: str, message: str, hint: str | None = None) -> F
         subject=printable(subject),
         message=printable(message),
         hint=printable(rule.hint if hint is None else hint),
+        profiles=tuple(profiles),
     )
 
 

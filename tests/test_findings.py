@@ -39,6 +39,9 @@ MLA_DIMS = {
 }
 
 
+AUX = "eagle_aux_hidden_state_layer_ids"
+
+
 def mla_tensors(cfg: dict, seed: int = 0) -> dict[str, torch.Tensor]:
     """Trained-looking MLA drafter weights for ``cfg`` (docs/formats.md §5 shapes), canonical ``midlayer.`` names;
     fc, MLP, norms, lm_head and vocab maps as for the Llama drafter D."""
@@ -152,6 +155,12 @@ def _unpruned(cfg, t):
     cfg["draft_vocab_size"] = V
     t["lm_head.weight"] = (torch.randn(V, cfg["hidden_size"]) * 0.05).to(torch.bfloat16)
     t["d2t"], t["t2d"] = vocab_maps(list(range(V)), V)
+
+
+def _qkv_bias_only(cfg, t):
+    cfg["attention_bias"] = True
+    for p in ("q", "k", "v"):
+        t[f"midlayer.self_attn.{p}_proj.bias"] = torch.zeros(t[f"midlayer.self_attn.{p}_proj.weight"].shape[0])
 
 
 def _hidden_undeclared(cfg, t):
@@ -409,7 +418,35 @@ CASES = [
     Case("E-D2T-ORDER", sett("d2t", _d2t_unordered), "d2t"),
     Case("E-D2T-RANGE", sett("d2t", lambda t: torch.cat([t["d2t"][:-1], torch.tensor([1000])])), "d2t"),
     Case("W-D2T-ZERO", sett("d2t", lambda t: torch.zeros_like(t["d2t"])), "d2t", id="F6-zero"),
-    Case("W-D2T-UNPRUNED", _unpruned, "d2t"),
+    Case("E-ENGINE-WEIGHT", _unpruned, "d2t", id="W5-d2t-unpruned"),
+    Case("E-ENGINE-LOAD", setk("target_hidden_size", None), "target_hidden_size", id="null-target-hidden-size"),
+    Case(
+        "W-ENGINE-IGNORED",
+        sett("midlayer.self_attn.q_proj.bias", lambda t: torch.zeros(t["midlayer.self_attn.q_proj.weight"].shape[0])),
+        "midlayer.self_attn.q_proj.bias",
+        id="W6-stray-bias",
+    ),
+    Case("E-ENGINE-UNFILLED", _qkv_bias_only, "model.layers.0.self_attn.o_proj.bias", id="W7-o-proj-bias"),
+    Case(
+        "E-AUX-IGNORED",
+        both(delk(AUX), setk("eagle_config", {AUX: [2, 3, 4]})),
+        f"eagle_config.{AUX}",
+        target={"n_layers": 8},
+        id="W1-nested-only-mrv2",
+    ),
+    Case(
+        "W-AUX-IGNORED",
+        both(delk(AUX), setk("eagle_config", {AUX: [2, 3, 4]})),
+        f"eagle_config.{AUX}",
+        id="W1-no-target",
+    ),
+    Case(
+        "W-ENGINE-TIED",
+        setk("tie_word_embeddings", True),
+        "tie_word_embeddings",
+        options={"profiles": ("sglang-0.5.23",)},
+        id="M4-sglang-tied",
+    ),
     Case("W-T2D-MISSING", delt("t2d"), "t2d"),
     Case("E-T2D-DTYPE", sett("t2d", lambda t: t["t2d"].to(torch.uint8)), "t2d"),
     Case("E-T2D-COUNT", sett("t2d", _t2d_twenty), "t2d", id="F7"),
@@ -467,7 +504,6 @@ CASES = [
         "eagle_config.eagle_aux_hidden_state_layer_ids",
         id="F11",
     ),
-    Case("W-AUX-LAST", None, "eagle_aux_hidden_state_layer_ids", target={"n_layers": 5}),
     Case(
         "W-AUX-CONFLICT",
         setk("eagle_config", {"eagle_aux_hidden_state_layer_ids": [2, 3, 4]}),
@@ -516,7 +552,7 @@ def test_validate_report_schema_lists_every_validate_code():
 def test_unregistered_code_is_refused():
     with pytest.raises(KeyError):
         finding("E-NOPE", "x", "y")
-    assert finding("W-AUX-LAST", "s", "m").severity == "warning"
+    assert finding("W-AUX-CONVENTION", "s", "m").severity == "warning"
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id or c.code for c in CASES])
@@ -876,7 +912,7 @@ def test_mla_tensor_errors_name_the_mla_shapes(make_drafter):
         (
             "E-TENSOR-UNEXPECTED",
             a + "k_proj.weight",
-        ): f"{a}k_proj.weight is not a tensor of this layout (deepseek_eagle3.py skips it silently)",
+        ): f"{a}k_proj.weight is not a tensor of this layout (vLLM raises ValueError on it; SGLang's Llama drafter skips it silently)",
     }
 
 

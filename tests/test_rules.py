@@ -44,8 +44,8 @@ def test_every_rule_is_asserted_by_a_test():
 
 
 def test_findings_take_severity_from_the_code_and_hint_from_the_rule():
-    f = finding("W-AUX-LAST", "s", "m")
-    assert f.severity == "warning" and f.hint == next(r.hint for r in RULES if r.code == "W-AUX-LAST")
+    f = finding("W-AUX-CONVENTION", "s", "m")
+    assert f.severity == "warning" and f.hint == next(r.hint for r in RULES if r.code == "W-AUX-CONVENTION")
     assert finding("E-AUX-RANGE", "s", "m", "own hint").hint == "own hint"
     with pytest.raises(KeyError):
         finding("E-NOPE", "x", "y")
@@ -67,6 +67,6 @@ def test_the_suite_wide_hint_audit_names_what_a_finding_lacks():
     assert why_bad("d2t", "eaglehub convert SRC DST --format vllm") is None
     assert why_bad("", "a hint") == "no subject" and why_bad("fc.weight", " ") == "no hint"
     assert why_bad("d2t", "drop d2t and t2d") == "the hint discards or renames trained tensors"
-    made = AUDIT.produced["W-AUX-LAST"]
-    finding("W-AUX-LAST", "s", "m")  # every Finding made is counted, with the test that made it
-    assert AUDIT.produced["W-AUX-LAST"] == made + 1
+    made = AUDIT.produced["W-AUX-CONVENTION"]
+    finding("W-AUX-CONVENTION", "s", "m")  # every Finding made is counted, with the test that made it
+    assert AUDIT.produced["W-AUX-CONVENTION"] == made + 1

@@ -10,7 +10,7 @@ EAGLE-1/2, unsupported) live in :func:`eaglehub.checks.validate.run_checks`.
 
 from __future__ import annotations
 
-from eaglehub.checks import aux, config, engine, quant, target, tensors, vocab, windows
+from eaglehub.checks import aux, config, engine, profiles, quant, target, tensors, vocab, windows
 from eaglehub.checks.context import Context, Options, TargetInfo, read_target
 from eaglehub.checks.flags import check_flags
 
@@ -31,6 +31,7 @@ CHECKS = [
     quant.check,
     vocab.check,
     aux.check,
+    profiles.check,
     target.check,
     engine.check,
 ]

@@ -27,21 +27,6 @@ def _hidden_undeclared(ctx: Context) -> list[Finding]:
     ]
 
 
-def _fc_count(ctx: Context) -> list[Finding]:
-    d = ctx.settled_dims  # a wrong target_hidden_size is E-CONFIG-DIM's, not the aux count's
-    fc = ctx.drafter.tensors.get("fc.weight")
-    if fc is None or len(fc.shape) != 2 or not d.Ht or fc.shape[1] % d.Ht or fc.shape[1] // d.Ht == d.A:
-        return []
-    return [
-        finding(
-            "E-AUX-COUNT",
-            "fc.weight",
-            f"fc.weight reads {fc.shape[1] // d.Ht} aux states of width {d.Ht}, the config implies A = {d.A}",
-            f'set "num_aux_hidden_states": {fc.shape[1] // d.Ht} and list that many aux-layer ids',
-        )
-    ]
-
-
 def check_ids(
     ids: list[int], subject: str, n_layers: int | None, expected_count: int | None, ordered: bool = True
 ) -> list[Finding]:
@@ -76,15 +61,6 @@ def check_ids(
                 subject,
                 f"aux-layer id(s) {bad} outside {where}",
                 "pick ids inside the target's layers, or pair the drafter with the target it was trained on",
-            )
-        )
-    elif hi is not None and hi in ids:
-        out.append(
-            finding(
-                "W-AUX-LAST",
-                subject,
-                f"id {hi} is the final pre-norm state; Llama/Qwen targets in vLLM capture ids < N",
-                "check the engine captures it; otherwise use an id below N",
             )
         )
     if expected_count is not None and len(ids) != expected_count:
@@ -189,10 +165,13 @@ def check(ctx: Context) -> list[Finding]:
     d, aux = ctx.drafter.dims, ctx.drafter.aux
     n = ctx.target.layers if ctx.target else None
     undeclared = _hidden_undeclared(ctx)
-    out = undeclared + ([] if undeclared else _fc_count(ctx)) + _conflict(ctx, n)
+    # fc's width against each engine's own aux count is checks/profiles.py's (E-AUX-COUNT per profile)
+    out = undeclared + _conflict(ctx, n)
+    first = next(iter(ctx.readings.values()), None)
+    count = first.num_aux_hidden_states if first is not None else d.A
     if aux.raw is not None:
         assert aux.key is not None  # set with raw
-        found = check_ids(aux.raw, aux.key, n, d.A)
+        found = check_ids(aux.raw, aux.key, n, count)
         # broken ids (duplicate, out of range, miscounted) are errors already; the default comparison
         # is about a list that works in vLLM but not in default-only engines
         usable = n is not None and not any(f.severity == "error" for f in found)
@@ -210,7 +189,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         ]
     defaults = default_aux_ids(n)
-    found = check_ids(defaults, f"{AUX_KEY} (vLLM default for N={n})", n, d.A, ordered=False)
+    found = check_ids(defaults, f"{AUX_KEY} (vLLM default for N={n})", n, count, ordered=False)
     if not found:
         found = [
             finding(

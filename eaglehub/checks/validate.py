@@ -87,7 +87,11 @@ def run_checks(
 
 
 def make_report(
-    drafter: Drafter | Path, findings: list[Finding], target: TargetInfo | None, deep: bool = False
+    drafter: Drafter | Path,
+    findings: list[Finding],
+    target: TargetInfo | None,
+    deep: bool = False,
+    options: Options | None = None,
 ) -> dict:
     """The JSON report (``schemas/validate-report.schema.json``); ``drafter`` is a path when it could not be read."""
     counts = count_by_severity(findings)
@@ -101,7 +105,16 @@ def make_report(
         "deep": deep,
         "counts": counts,
         "findings": [f.as_dict() for f in findings],
+        "profiles": profiles_section(options or Options()),
     }
+
+
+def profiles_section(options: Options) -> list[dict]:
+    """The engine profiles the report judges for, and whether that is the default (stated in every report)."""
+    from eaglehub.profiles.registry import DEFAULT_PROFILE
+
+    chosen = options.engine_profiles()
+    return [{"id": p.id, "title": p.title, "default": not options.profiles and p.id == DEFAULT_PROFILE} for p in chosen]
 
 
 def validate(
@@ -137,6 +150,7 @@ def validate(
     opts = (options or Options()).resolved()
     if opts.vllm_version:
         parse_version(opts.vllm_version)  # a bad --vllm-version is a usage error, before any work
+    opts.engine_profiles()  # so is an unknown --profile
     pre: list[Finding] = []
     tinfo = None
     if target is not None:
@@ -151,13 +165,13 @@ def validate(
     except EaglehubError as exc:
         if exc.code is None:
             raise
-        return make_report(path, pre + [input_finding(exc)], tinfo, deep)
+        return make_report(path, pre + [input_finding(exc)], tinfo, deep, opts)
     if drafter.provenance_error is not None:  # optional record: report it, check the drafter all the same
         pre.append(input_finding(drafter.provenance_error))
     found = pre + run_checks(drafter, tinfo, deep=deep, options=opts)
     # with an error (a wrong draft_vocab_size, say) the coverage would be measured on a misread vocabulary
     if prompts is None or tinfo is None or any(f.severity == "error" for f in found):
-        return make_report(drafter, found, tinfo, deep)
+        return make_report(drafter, found, tinfo, deep, opts)
     from eaglehub.vocab.coverage import VocabOptions, coverage_findings, measure_coverage
 
     section = measure_coverage(
@@ -166,7 +180,7 @@ def validate(
     extra = coverage_findings(drafter, section)
     if any(f.code == "W-VOCAB-IDENTITY" for f in extra):  # the same map, now with its coverage
         found = [f for f in found if f.code != "W-D2T-ZERO"]
-    report = make_report(drafter, found + extra, tinfo, deep)
+    report = make_report(drafter, found + extra, tinfo, deep, opts)
     report["vocab_coverage"] = section
     return report
 

@@ -54,6 +54,20 @@ def overwrite_option() -> Decorator:
     return click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
 
 
+def profile_option() -> Decorator:
+    """``--profile`` (repeatable): the engine profiles a verb judges the drafter for (docs/profiles.md)."""
+    from eaglehub.profiles.registry import DEFAULT_PROFILE, PROFILES
+
+    return click.option(
+        "--profile",
+        "profiles",
+        multiple=True,
+        metavar="PROFILE",
+        help=f"Engine profile to judge for, repeatable: {', '.join(PROFILES)} or vllm-X.Y[-gpu|-v1|-cpu] "
+        f"(default {DEFAULT_PROFILE}, or the --vllm-version release on GPU).",
+    )
+
+
 def target_option(required: bool = False, help: str | None = None) -> Decorator:
     # click 8.3+ counts an explicit default=None as a default, so a required option must not get one
     extra = {} if required else {"default": None}

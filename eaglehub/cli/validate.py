@@ -7,7 +7,13 @@ import sys
 import click
 
 from eaglehub.cli.errors import handle_errors
-from eaglehub.cli.options import json_option, revision_option, source_format_option, target_option
+from eaglehub.cli.options import (
+    json_option,
+    profile_option,
+    revision_option,
+    source_format_option,
+    target_option,
+)
 from eaglehub.cli.output import console, print_json
 
 
@@ -29,6 +35,7 @@ from eaglehub.cli.output import console, print_json
     default=None,
     help="vLLM version the drafter will be served with (default: the installed one).",
 )
+@profile_option()
 @click.option(
     "--prompts",
     "prompts_file",
@@ -49,6 +56,7 @@ def validate_cmd(
     deep: bool,
     tp: int | None,
     vllm_version: str | None,
+    profiles: tuple[str, ...],
     prompts_file: str | None,
     strict: bool,
     list_rules: bool,
@@ -73,7 +81,7 @@ def validate_cmd(
         source_format=source_format,
         revision=revision,
         deep=deep,
-        options=Options(tp=tp, vllm_version=vllm_version),
+        options=Options(tp=tp, vllm_version=vllm_version, profiles=profiles or None),
         prompts=prompts_file,
     )
     if as_json:

@@ -123,6 +123,10 @@ def _layer(prefix: str, d, width_in: int | None, hidden_norm: bool, qwen3: bool 
     ]
     if d.attention_bias:
         specs += [TensorSpec(f"{prefix}self_attn.{p}_proj.bias", (n,)) for p, n in (("q", q), ("k", kv), ("v", kv))]
+        if not qwen3:
+            # vLLM's Llama layer gives o_proj a bias too (llama.py L266-274); a missing one stays uninitialised,
+            # which checks/profiles.py reports per engine (E-ENGINE-UNFILLED)
+            specs.append(TensorSpec(f"{prefix}self_attn.o_proj.bias", (d.H,), required=False))
     if d.mlp_bias:
         specs += [
             TensorSpec(f"{prefix}mlp.{p}_proj.bias", (n,)) for p, n in (("gate", d.I), ("up", d.I), ("down", d.H))

@@ -119,6 +119,8 @@ class Reading:
     failures: tuple[LoadFailure, ...]
     #: config keys the engine's config loading drops (the speculators adapter copies named keys only)
     dropped_keys: tuple[str, ...] = ()
+    #: why ``vllm serve DRAFTER`` of this speculators checkpoint fails (``None``: it serves, or is not one)
+    verifier_error: str | None = None
     origin: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 

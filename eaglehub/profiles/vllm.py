@@ -362,6 +362,29 @@ def weight_fates(stored: Stored, params: tuple[str, ...] | None, r: dict) -> tup
     return tuple(out)
 
 
+def verifier_error(stored: Stored, profile: Profile) -> str | None:
+    """M2: from 0.33, ``vllm serve DRAFTER`` takes the target from ``speculators_config.verifier.name_or_path``
+    and accepts only a Hub repo id that is not a local path (``transformers_utils/config.py`` L800-875)."""
+    block = stored.config.get("speculators_config")
+    if not isinstance(block, dict) or not profile.at_least("0.33.0"):
+        return None
+    verifier = block.get("verifier")
+    name = verifier.get("name_or_path") if isinstance(verifier, dict) else None
+    if not isinstance(name, str):
+        return f"verifier.name_or_path is {name!r}: vllm serve DRAFTER raises 'Speculators verifier must name a remote model repository'"
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return f"verifier.name_or_path {name!r} is not a Hub repo id: vllm serve DRAFTER raises 'Speculators verifier must name a remote model repository'"
+    from pathlib import Path
+
+    if Path(name).exists():
+        return f"verifier.name_or_path {name!r} exists as a local path, which vllm serve DRAFTER refuses"
+    return None
+
+
 def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -> Reading:
     """vLLM ``profile``'s reading of the drafter (module docstring for the rules)."""
     target = target or ServedTarget()
@@ -506,6 +529,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         weights=weight_fates(stored, params, r),
         failures=tuple(failures),
         dropped_keys=dropped,
+        verifier_error=verifier_error(stored, profile),
         origin=origin,
         notes=tuple(notes),
     )

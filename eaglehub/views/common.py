@@ -99,6 +99,11 @@ def print_findings(report: dict, console: Console) -> None:
         + (f"  target {escape(report['target'])}" if report["target"] else ""),
         highlight=False,
     )
+    judged = report.get("profiles") or []
+    if judged:
+        names = "; ".join(p["title"] for p in judged)
+        note = " (the default; choose with --profile)" if any(p["default"] for p in judged) else ""
+        console.print(Text(f"judged for {names}{note}", style="dim"), highlight=False)
     for f in report["findings"]:
         style = SEVERITY_STYLE[f["severity"]]
         console.print(f"[{style}]{f['severity']:<7}[/] [bold]{f['code']}[/]  {escape(f['subject'])}", highlight=False)

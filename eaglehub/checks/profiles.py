@@ -1,0 +1,299 @@
+"""What each engine profile does with the drafter, from its :class:`~eaglehub.profiles.Reading`
+(docs/profiles.md): whether it builds and loads it, which aux layers the target captures for it, which
+config keys it drops, which stored tensors it skips or fails on, which trained parts it leaves unused, and
+the context it serves. Every finding here names the profiles it holds for and, when others judged here
+disagree, says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from eaglehub.checks.context import Context, set_command
+from eaglehub.drafter.canonical import default_aux_ids
+from eaglehub.findings import Finding, finding
+from eaglehub.profiles.reading import FATAL, IGNORED, Reading
+from eaglehub.profiles.registry import MRV2, PROFILES, VLLM, resolve
+from eaglehub.profiles.vllm import QUANT_SUFFIXES
+
+AUX = "eagle_aux_hidden_state_layer_ids"
+
+
+@dataclass(frozen=True)
+class Said:
+    """One profile's finding before profiles are merged: the same (code, subject, message, hint) from
+    several profiles becomes one finding naming all of them."""
+
+    code: str
+    subject: str
+    message: str
+    hint: str | None = None
+
+
+def _title(profile_id: str) -> str:
+    p = PROFILES.get(profile_id) or resolve(profile_id)
+    return p.title
+
+
+def merge(said: dict[str, list[Said]], judged: list[str]) -> list[Finding]:
+    """One finding per distinct statement, naming the profiles it holds for and those judged here it does
+    not hold for."""
+    order: list[Said] = []
+    holds: dict[Said, list[str]] = {}
+    for pid in judged:
+        for s in said.get(pid, []):
+            if s not in holds:
+                order.append(s)
+                holds[s] = []
+            holds[s].append(pid)
+    out = []
+    for s in order:
+        on = holds[s]
+        others = [p for p in judged if p not in on]
+        where = "; ".join(_title(p) for p in on)
+        tail = f" (not on {'; '.join(_title(p) for p in others)})" if others else ""
+        out.append(finding(s.code, s.subject, f"{where}: {s.message}{tail}", s.hint, profiles=tuple(on)))
+    return out
+
+
+def _load(ctx: Context, r: Reading) -> list[Said]:
+    out = []
+    for f in r.failures:
+        hint = None
+        if f.field == "target_hidden_size":
+            fc = ctx.drafter.tensors.get("fc.weight")
+            ht = fc.shape[1] // r.num_aux_hidden_states if fc is not None and len(fc.shape) == 2 else r.hidden_size
+            hint = set_command(ctx, "target_hidden_size", ht)
+        out.append(Said("E-ENGINE-LOAD", f.field, f"{f.message} ({f.cite})", hint))
+    return out
+
+
+def _weights(ctx: Context, r: Reading) -> list[Said]:
+    out = []
+    for w in r.weights:
+        # an unknown name is E-TENSOR-UNEXPECTED's (the layout check); here: tensors the layout knows that the
+        # engine still refuses (d2t without a vocabulary map, quantization tensors without their config)
+        if w.fate == FATAL and ("d2t" in w.stored or w.stored.endswith(QUANT_SUFFIXES)):
+            hint = None
+            if "d2t" in w.stored and not r.vocab_map:
+                hint = (
+                    f"draft_vocab_size equals the target's vocabulary ({r.draft_vocab_size}), so d2t is the identity: "
+                    + " ".join(
+                        ["eaglehub convert", str(ctx.drafter.path), str(ctx.drafter.path) + "-fixed", "--format vllm"]
+                    )
+                    + " writes the checkpoint without the maps"
+                )
+            out.append(Said("E-ENGINE-WEIGHT", w.stored, w.why, hint))
+        elif w.fate == IGNORED and w.stored.endswith(".bias"):
+            hint = None
+            if ".self_attn." in w.stored and not r.attention_bias:
+                hint = "if the drafter was trained with attention biases: " + set_command(ctx, "attention_bias", True)
+            elif ".mlp." in w.stored and not r.mlp_bias:
+                hint = "if the drafter was trained with MLP biases: " + set_command(ctx, "mlp_bias", True)
+            out.append(Said("W-ENGINE-IGNORED", w.stored, f"{w.why}: the trained bias is not applied", hint))
+        elif w.fate == IGNORED:
+            out.append(Said("W-ENGINE-IGNORED", w.stored, w.why))
+    if r.parameter_names is not None:
+        filled = {w.param for w in r.weights if w.param}
+        for name in r.parameter_names:
+            if name.endswith(".bias") and name not in filled:
+                out.append(
+                    Said(
+                        "E-ENGINE-UNFILLED",
+                        name,
+                        f"the engine builds {name} (attention_bias {r.attention_bias}) but no stored tensor fills it: "
+                        "it stays uninitialised and nothing is reported",
+                        "if the drafter was trained without biases: " + set_command(ctx, "attention_bias", False),
+                    )
+                )
+    return out
+
+
+def _aux(ctx: Context, r: Reading) -> list[Said]:
+    """W1: the drafter stores aux ids the profile's runner does not pass to the target."""
+    if r.aux_layer_ids is not None or not r.aux_lists:
+        return []
+    n = ctx.target.layers if ctx.target else None
+    key, ids = next(iter(r.aux_lists.items()))
+    aux = ctx.drafter.aux
+    c_in = list(aux.c_in) if aux.c_in is not None else list(ids)
+    captured = default_aux_ids(n) if n else None
+    shown = f"{captured}" if captured else "the target's default (2, N//2, N-3)"
+    if r.engine == VLLM:
+        why = (
+            "Model Runner V2 never reads eagle_config." + AUX
+            if PROFILES.get(r.profile, resolve(r.profile)).runner == MRV2
+            else "the runner reads the top-level list first and finds none"
+        )
+        fix = set_command(ctx, AUX, c_in)
+    else:
+        why = "SGLang reads only the nested eagle_config list"
+        c_out = [i - 1 for i in c_in]
+        fix = set_command(ctx, f"eagle_config.{AUX}", c_out)
+    if r.num_aux_hidden_states != 3:
+        msg = (
+            f"{key} {list(ids)} is ignored ({why}): the target captures {shown}, 3 states, but fc is sized for "
+            f"{r.num_aux_hidden_states} ({r.origin.get('num_aux_hidden_states', 'num_aux_hidden_states')}): "
+            "the first draft step fails on fc's width"
+        )
+        return [Said("E-AUX-IGNORED", key, msg, fix)]
+    if captured is not None and sorted(captured) == sorted(c_in):
+        return []
+    if captured is None:
+        msg = (
+            f"{key} {list(ids)} is ignored ({why}): the target captures its default layers (2, N//2, N-3) instead "
+            "of the trained ones; pass --target to compare"
+        )
+        return [Said("W-AUX-IGNORED", key, msg, fix)]
+    msg = (
+        f"{key} {list(ids)} is ignored ({why}): the target captures {captured} instead of the trained layers "
+        f"(C-in {c_in}): the drafter reads the wrong hidden states and acceptance collapses"
+    )
+    return [Said("E-AUX-IGNORED", key, msg, fix)]
+
+
+def _dropped(ctx: Context, r: Reading) -> list[Said]:
+    """W2: keys at the top of a speculators config that vLLM's adapter does not copy."""
+    if not r.dropped_keys:
+        return []
+    raw = ctx.drafter.raw_config
+    out = []
+    rest = []
+    for key in r.dropped_keys:
+        if key == "num_aux_hidden_states" and raw.get(key) != r.num_aux_hidden_states:
+            out.append(
+                Said(
+                    "E-SPECULATORS-DROPPED",
+                    key,
+                    f"num_aux_hidden_states {raw.get(key)!r} sits next to transformer_layer_config, where the speculators "
+                    f"adapter does not copy it: fc is built for {r.num_aux_hidden_states} aux states",
+                    set_command(ctx, f"transformer_layer_config.{key}", raw.get(key)),
+                )
+            )
+        elif key == "quantization_config":
+            out.append(
+                Said(
+                    "E-SPECULATORS-DROPPED",
+                    key,
+                    "quantization_config sits next to transformer_layer_config, where the speculators adapter does not "
+                    "copy it: the drafter is built unquantized and its quantized tensors do not load",
+                    set_command(ctx, f"transformer_layer_config.{key}", raw.get(key)),
+                )
+            )
+        else:
+            rest.append(key)
+    if rest:
+        out.append(
+            Said(
+                "W-SPECULATORS-DROPPED",
+                rest[0],
+                f"top-level key(s) {rest} are dropped by the speculators adapter, which copies only its named keys "
+                "(vllm/transformers_utils/configs/speculators/algos.py L15-50)",
+                "if the engine should read them, move them into transformer_layer_config: "
+                + set_command(ctx, f"transformer_layer_config.{rest[0]}", raw.get(rest[0])),
+            )
+        )
+    return out
+
+
+def _unused(ctx: Context, r: Reading) -> list[Said]:
+    """M4 (SGLang's tied head) and M5 (windows an engine does not apply)."""
+    out = []
+    if r.tie_word_embeddings and "lm_head.weight" in ctx.drafter.names:
+        out.append(
+            Said(
+                "W-ENGINE-TIED",
+                "tie_word_embeddings",
+                "tie_word_embeddings is true: SGLang uses embed_tokens as lm_head and the trained lm_head.weight is not "
+                "loaded (sglang/srt/models/llama_eagle3.py L300-314)",
+                set_command(ctx, "tie_word_embeddings", False),
+            )
+        )
+    declared = [w for w in ctx.drafter.windows if w is not None]
+    if declared and not any(w is not None for w in r.sliding_windows):
+        why = (
+            "SGLang ignores config windows (it applies --speculative-draft-window-size)"
+            if r.engine != VLLM
+            else "vLLM's MLA drafter ignores windows"
+        )
+        out.append(
+            Said(
+                "W-ENGINE-WINDOW",
+                "sliding_window",
+                f"the drafter declares a sliding window ({declared[0]}) that this engine does not apply: {why}; "
+                "attention runs over the full context",
+                "measure acceptance on long prompts with this engine (eaglehub diagnose --contexts long)",
+            )
+        )
+    return out
+
+
+def _context(ctx: Context, r: Reading) -> list[Said]:
+    """W11: a shorter drafter context under a RoPE type vLLM 0.33 will not stretch lowers the target's context."""
+    t = ctx.target
+    if t is None or r.engine != VLLM or r.max_position_embeddings is None:
+        return []
+    text = t.text_config
+    served = text.get("max_position_embeddings", t.config.get("max_position_embeddings"))
+    if not isinstance(served, int) or isinstance(served, bool) or r.max_position_embeddings >= served:
+        return []
+    p = PROFILES.get(r.profile) or resolve(r.profile)
+    if p.runner == MRV2:
+        msg = (
+            f"drafter max_position_embeddings {r.max_position_embeddings} with rope_type {r.rope_type!r}: vLLM does not "
+            f"raise it for this RoPE type, so Model Runner V2 lowers the target's max_model_len from {served} to "
+            f"{r.max_position_embeddings} (vllm/config/vllm.py L3025-3051)"
+        )
+        return [Said("W-CONTEXT-LOWERED", "max_position_embeddings", msg)]
+    msg = (
+        f"drafter max_position_embeddings {r.max_position_embeddings} with rope_type {r.rope_type!r}: the V1 runner keeps "
+        f"the target's {served} and drafts no tokens past {r.max_position_embeddings} (vllm/config/speculative.py L1806-1846)"
+    )
+    return [Said("W-CONTEXT-LOWERED", "max_position_embeddings", msg)]
+
+
+def _fc_width(ctx: Context, r: Reading) -> list[Said]:
+    """W3: the fc width each class expects (its own aux-count rule) against the stored fc."""
+    fc = ctx.drafter.tensors.get("fc.weight")
+    if fc is None or len(fc.shape) != 2 or r.fc_in_features is None or r.failures:
+        return []
+    if any(f.field in ("target_hidden_size", "hidden_size") for f in ctx.dimension_fixes):
+        return []  # a wrong width is E-CONFIG-DIM's: one wrong field, one finding
+    if fc.shape[1] == r.fc_in_features or not r.target_hidden_size or fc.shape[1] % r.target_hidden_size:
+        return []
+    a = fc.shape[1] // r.target_hidden_size
+    where = r.origin.get("num_aux_hidden_states", "default")
+    key = "num_aux_hidden_states" if r.layer_kind != "qwen3" else "num_aux_layers"
+    if ctx.drafter.format == "speculators":
+        key = f"transformer_layer_config.{key}"
+    msg = (
+        f"fc.weight reads {a} aux states of width {r.target_hidden_size}; {r.model_class} sizes fc for "
+        f"{r.num_aux_hidden_states} (from {where}): loading fails on fc's shape"
+    )
+    return [Said("E-AUX-COUNT", "fc.weight", msg, set_command(ctx, key, a))]
+
+
+def _serve_alone(ctx: Context, r: Reading) -> list[Said]:
+    """M2: ``vllm serve <drafter>`` of a speculators checkpoint needs a Hub id as verifier (0.33)."""
+    if r.engine != VLLM or not r.verifier_error:
+        return []
+    return [Said("W-SERVE-VERIFIER", "speculators_config.verifier.name_or_path", r.verifier_error)]
+
+
+RULES: tuple[Callable[[Context, Reading], list[Said]], ...] = (
+    _load,
+    _weights,
+    _aux,
+    _dropped,
+    _unused,
+    _context,
+    _fc_width,
+    _serve_alone,
+)
+
+
+def check(ctx: Context) -> list[Finding]:
+    readings = ctx.readings
+    said = {pid: [s for rule in RULES for s in rule(ctx, r)] for pid, r in readings.items()}
+    return merge(said, list(readings))
