@@ -279,3 +279,19 @@ def test_cli_states_the_default_profile_and_takes_several(make_drafter):
     assert [p["id"] for p in report["profiles"]] == ["sglang-0.5.23", "vllm-0.32-cpu"]
     bad = CliRunner().invoke(main, ["validate", str(d), "--profile", "nope"])
     assert bad.exit_code == 2 and "unknown engine profile" in bad.output and "Traceback" not in bad.output
+
+
+# --- writing where the engines read ---------------------------------------------------------------
+
+
+def test_w2_convert_writes_model_keys_inside_the_layer_config(tmp_path):
+    src = _speculators(tmp_path, num_aux_hidden_states=3, quantization_config=None)
+    assert "num_aux_hidden_states" in read(read_drafter(src), "vllm-0.33-gpu").dropped_keys
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["convert", str(src), str(out), "--format", "speculators", "--set", "rope_theta=500000"])
+    assert res.exit_code == 0, res.output
+    cfg = json.loads((out / "config.json").read_text())
+    assert "num_aux_hidden_states" not in cfg and cfg["transformer_layer_config"]["num_aux_hidden_states"] == 3
+    assert "rope_theta" not in cfg and cfg["transformer_layer_config"]["rope_theta"] == 500000
+    r = read(read_drafter(out), "vllm-0.33-gpu")
+    assert r.dropped_keys == () and r.rope_theta == 500000.0 and r.num_aux_hidden_states == 3

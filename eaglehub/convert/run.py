@@ -29,7 +29,7 @@ from eaglehub.drafter.canonical import (
 )
 from eaglehub.drafter.settings import apply_settings
 from eaglehub.errors import EaglehubError
-from eaglehub.formats.registry import FORMATS, read_drafter
+from eaglehub.formats.registry import FORMATS, place_settings, read_drafter
 from eaglehub.io.source import resolve_source
 
 REPORT_SCHEMA = "eaglehub.convert-report/2"
@@ -96,7 +96,8 @@ def convert(
         raise EaglehubError(f"unknown format {fmt!r}", hint=f"use --format {' | '.join(FORMATS)}")
     path, source = resolve_source(str(src), revision)
     dst = destination(path, Path(dst), overwrite)
-    set_changes = [{**c, "why": "--set"} for c in apply_settings(read_config(path), settings)[1]]
+    stored = read_config(path)
+    set_changes = [{**c, "why": "--set"} for c in apply_settings(stored, place_settings(stored, settings))[1]]
     d = read_drafter(
         path,
         fmt=source_format,

@@ -258,6 +258,20 @@ def _given_format(fmt: str, raw: dict, index: TensorIndex, recorded: str | None)
     return fmt, evidence
 
 
+def place_settings(raw: dict, settings: dict | None) -> dict | None:
+    """``--set`` keys moved to where the engines read them: in a speculators config a model key (not one the
+    adapter copies from the top level, not the format's own) goes inside ``transformer_layer_config``, since
+    vLLM's speculators adapter drops every other top-level key (docs/profiles.md §1). Dotted keys stay as given."""
+    from eaglehub.formats.speculators import PRIVATE, TOP_LEVEL
+
+    if not settings or not isinstance(raw.get("speculators_config"), dict):
+        return settings
+    return {
+        (f"transformer_layer_config.{k}" if "." not in k and k not in TOP_LEVEL and k not in PRIVATE else k): v
+        for k, v in settings.items()
+    }
+
+
 def read_drafter(
     path: Path,
     index: TensorIndex | None = None,
@@ -281,7 +295,8 @@ def read_drafter(
     path = Path(path)
     from eaglehub.drafter.settings import apply_settings
 
-    raw, _changes = apply_settings(read_config(path), settings)
+    stored = read_config(path)
+    raw, _changes = apply_settings(stored, place_settings(stored, settings))
     index = index or read_index(path)
     prov_error = None
     try:

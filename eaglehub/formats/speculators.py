@@ -26,24 +26,22 @@ PRIVATE = (
     "has_no_defaults_at_init",
     "embed_requires_grad",
 )
-#: canonical keys written at the top level (next to ``transformer_layer_config``) by default.
-TOP_LEVEL = frozenset(
-    {
-        "draft_vocab_size",
-        "target_hidden_size",
-        "norm_before_residual",
-        "norm_before_fc",
-        "fc_norm",
-        "norm_output",
-        AUX_KEY,
-        "num_aux_hidden_states",
-        "torch_dtype",
-        "dtype",
-        "transformers_version",
-        "tie_word_embeddings",
-        "quantization_config",
-    }
+#: top-level keys vLLM's speculators adapter copies into the drafter config (vLLM 0.32/0.33
+#: ``transformers_utils/configs/speculators/algos.py`` L30-50); every other model key must sit inside
+#: ``transformer_layer_config``, or the adapter drops it (``num_aux_hidden_states``: fc built for 3;
+#: ``quantization_config``: the drafter built unquantized)
+ADAPTER_KEYS = (
+    "draft_vocab_size",
+    "target_hidden_size",
+    "norm_before_residual",
+    "norm_before_fc",
+    "fc_norm",
+    "norm_output",
+    AUX_KEY,
 )
+#: canonical keys written at the top level (next to ``transformer_layer_config``): what the adapter reads,
+#: and the checkpoint's own metadata
+TOP_LEVEL = frozenset({*ADAPTER_KEYS, "torch_dtype", "dtype", "transformers_version"})
 #: layer ``model_type`` → the drafter's layer kind: vLLM builds ``Eagle3LlamaForCausalLM`` or
 #: ``Eagle3Qwen3ForCausalLM`` from these and refuses any other (docs/formats.md §10)
 LAYER_KINDS = {"llama": LLAMA, "qwen3": QWEN3}
@@ -160,7 +158,8 @@ class SpeculatorsFormat(Format):
         layer_keys, top_keys = set(carried.get("layer_keys", ())), set(carried.get("top_keys", ()))
         layer, top = {}, {}
         for k, v in flat.items():
-            in_top = k in top_keys or (k not in layer_keys and k in TOP_LEVEL)
+            # a key the adapter does not copy goes into the layer config even if the source kept it on top
+            in_top = k in TOP_LEVEL and (k in top_keys or k not in layer_keys)
             in_layer = k in layer_keys or not in_top
             if in_top:
                 top[k] = v

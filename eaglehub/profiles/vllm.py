@@ -36,22 +36,13 @@ from eaglehub.drafter.canonical import (
     QWEN3,
     attention_windows,
 )
+from eaglehub.formats.speculators import ADAPTER_KEYS
 from eaglehub.profiles.checkpoint import ServedTarget, Stored
 from eaglehub.profiles.reading import ACCEPTED, FATAL, IGNORED, SKIPPED, LoadFailure, Reading, WeightFate
 from eaglehub.profiles.registry import MRV2, Profile
 
 AUX = "eagle_aux_hidden_state_layer_ids"
 
-#: top-level keys the speculators adapter copies into the drafter config (``algos.py`` L30-50)
-ADAPTER_KEYS = (
-    "draft_vocab_size",
-    "target_hidden_size",
-    "norm_before_residual",
-    "norm_before_fc",
-    "fc_norm",
-    "norm_output",
-    AUX,
-)
 #: top-level keys of the speculators format that describe the checkpoint, not the model: not "dropped"
 SPECULATORS_OWN = frozenset(
     {
