@@ -219,6 +219,7 @@ def test_m2_a_speculators_drafter_serves_alone_only_with_a_hub_verifier(tmp_path
     cfg["speculators_config"]["verifier"]["name_or_path"] = str(tmp_path)
     (d / "config.json").write_text(json.dumps(cfg))
     assert "not a Hub repo id" in (read(read_drafter(d), "vllm-0.33-gpu").verifier_error or "")
+    assert codes(validate(d))["I-SERVE-VERIFIER"]["profiles"] == ["vllm-0.33-gpu"]
     assert read(read_drafter(d), "vllm-0.32-cpu").verifier_error is None
 
 
@@ -288,7 +289,9 @@ def test_w2_convert_writes_model_keys_inside_the_layer_config(tmp_path):
     src = _speculators(tmp_path, num_aux_hidden_states=3, quantization_config=None)
     assert "num_aux_hidden_states" in read(read_drafter(src), "vllm-0.33-gpu").dropped_keys
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["convert", str(src), str(out), "--format", "speculators", "--set", "rope_theta=500000"])
+    res = CliRunner().invoke(
+        main, ["convert", str(src), str(out), "--format", "speculators", "--set", "rope_theta=500000"]
+    )
     assert res.exit_code == 0, res.output
     cfg = json.loads((out / "config.json").read_text())
     assert "num_aux_hidden_states" not in cfg and cfg["transformer_layer_config"]["num_aux_hidden_states"] == 3

@@ -15,7 +15,6 @@ from eaglehub.drafter.canonical import default_aux_ids
 from eaglehub.findings import Finding, finding
 from eaglehub.profiles.reading import FATAL, IGNORED, Reading
 from eaglehub.profiles.registry import MRV2, PROFILES, VLLM, resolve
-from eaglehub.profiles.vllm import QUANT_SUFFIXES
 
 AUX = "eagle_aux_hidden_state_layer_ids"
 
@@ -73,8 +72,8 @@ def _weights(ctx: Context, r: Reading) -> list[Said]:
     out = []
     for w in r.weights:
         # an unknown name is E-TENSOR-UNEXPECTED's (the layout check); here: tensors the layout knows that the
-        # engine still refuses (d2t without a vocabulary map, quantization tensors without their config)
-        if w.fate == FATAL and ("d2t" in w.stored or w.stored.endswith(QUANT_SUFFIXES)):
+        # engine still refuses (d2t without a vocabulary map; quantization tensors are checks/quant.py's)
+        if w.fate == FATAL and "d2t" in w.stored:
             hint = None
             if "d2t" in w.stored and not r.vocab_map:
                 hint = (
@@ -278,7 +277,7 @@ def _serve_alone(ctx: Context, r: Reading) -> list[Said]:
     """M2: ``vllm serve <drafter>`` of a speculators checkpoint needs a Hub id as verifier (0.33)."""
     if r.engine != VLLM or not r.verifier_error:
         return []
-    return [Said("W-SERVE-VERIFIER", "speculators_config.verifier.name_or_path", r.verifier_error)]
+    return [Said("I-SERVE-VERIFIER", "speculators_config.verifier.name_or_path", r.verifier_error)]
 
 
 RULES: tuple[Callable[[Context, Reading], list[Said]], ...] = (

@@ -79,7 +79,13 @@ class SpeculatorsFormat(Format):
     def read(self, raw: dict, names: list[str], aux_override: str | None = None) -> Reading:
         layer = raw.get("transformer_layer_config")
         layer = dict(layer) if isinstance(layer, dict) else {}
-        top = {k: v for k, v in raw.items() if k != "transformer_layer_config"}
+        # the adapter copies target_hidden_size only when it is not null (vLLM algos.py L31-32): a null one is
+        # the same as none, and the drafter reads hidden_size
+        top = {
+            k: v
+            for k, v in raw.items()
+            if k != "transformer_layer_config" and not (k == "target_hidden_size" and v is None)
+        }
         carried: dict = {k: top.pop(k) for k in PRIVATE if k in top}
         carried.update(self.style(names))
         carried["layer_keys"] = list(layer)

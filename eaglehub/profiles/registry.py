@@ -120,8 +120,14 @@ def resolve_all(specs: tuple[str, ...] | list[str] | None) -> tuple[Profile, ...
 
 def from_vllm_version(version: str, platform: str = GPU) -> Profile:
     """The profile for ``--vllm-version`` (kept for the older option): that release on GPU (or CPU)."""
-    base = version.split("+")[0]
-    parts = base.split(".")
-    if not all(p.isdigit() for p in parts[:3]) or len(parts) < 2:
-        raise EaglehubError(f"--vllm-version {version!r} is not a version", hint="give a release such as 0.33.0")
-    return resolve(f"vllm-{'.'.join(parts[:3])}-{'cpu' if platform == CPU else 'gpu'}")
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        release = Version(version).release
+    except InvalidVersion as exc:
+        raise EaglehubError(
+            f"--vllm-version {version!r} is not a version", hint="give a release such as 0.33.0"
+        ) from exc
+    # a pre-release (0.22.0rc1) is read with its release's rules: the engine code is that release's
+    numbers = ".".join(str(p) for p in (release + (0, 0))[:3])
+    return resolve(f"vllm-{numbers}-{'cpu' if platform == CPU else 'gpu'}")

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from eaglehub.drafter.canonical import DEFAULT_RMS_NORM_EPS, LLAMA, MLA
 from eaglehub.profiles.checkpoint import ServedTarget, Stored
+from eaglehub.profiles.config import CLASS_DEFAULTS, block, id_list, int_value, rope
 from eaglehub.profiles.reading import ACCEPTED, IGNORED, SKIPPED, LoadFailure, Reading, WeightFate
 from eaglehub.profiles.registry import Profile
-from eaglehub.profiles.vllm import AUX, CLASS_DEFAULTS, _ids, _int, rope, sub
+from eaglehub.profiles.vllm import AUX
 
 #: ``architectures[0]`` → (layer kind, SGLang class)
 DRAFTER_CLASSES = {
@@ -61,25 +62,25 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
     def get(key: str):
         return cfg[key] if key in cfg else defaults.get(key)
 
-    H = _int(get("hidden_size"))
-    nh = _int(get("num_attention_heads"))
-    V = _int(get("vocab_size"))
-    Vd = _int(cfg.get("draft_vocab_size")) if cfg.get("draft_vocab_size") is not None else V
-    layers = _int(get("num_hidden_layers")) or 1
-    nested = sub(cfg, "eagle_config")
+    H = int_value(get("hidden_size"))
+    nh = int_value(get("num_attention_heads"))
+    V = int_value(get("vocab_size"))
+    Vd = int_value(cfg.get("draft_vocab_size")) if cfg.get("draft_vocab_size") is not None else V
+    layers = int_value(get("num_hidden_layers")) or 1
+    nested = block(cfg, "eagle_config")
     if kind == MLA:
         ids = nested.get(AUX)
         if ids is None:
             ids = cfg.get(AUX)
         A, a_key = (3, "default") if ids is None else (len(ids), f"eagle_config.{AUX}" if AUX in nested else AUX)
-    elif _int(cfg.get("num_aux_hidden_states")) is not None:
+    elif int_value(cfg.get("num_aux_hidden_states")) is not None:
         A, a_key = cfg["num_aux_hidden_states"], "num_aux_hidden_states"
     elif nested.get(AUX):
         A, a_key = len(nested[AUX]), f"eagle_config.{AUX}"
     else:
         A, a_key = 3, "default"
     if "target_hidden_size" in cfg:
-        Ht = _int(cfg["target_hidden_size"])
+        Ht = int_value(cfg["target_hidden_size"])
         if cfg["target_hidden_size"] is None:
             failures.append(
                 LoadFailure(
@@ -95,9 +96,9 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
     rtype, theta = rope(cfg, kind)
     eps = cfg.get("rms_norm_eps")
     eps_f = float(eps) if isinstance(eps, (int, float)) and not isinstance(eps, bool) else DEFAULT_RMS_NORM_EPS
-    capture = _ids(nested.get(AUX))
+    capture = id_list(nested.get(AUX))
     aux_lists = {}
-    if _ids(cfg.get(AUX)):
+    if id_list(cfg.get(AUX)):
         aux_lists[AUX] = tuple(cfg[AUX])
     if capture:
         aux_lists[f"eagle_config.{AUX}"] = capture
@@ -115,7 +116,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
             weights.append(
                 WeightFate(name, ACCEPTED, None, "loaded, or skipped without a word when the name is unknown")
             )
-    quant = sub(cfg, "quantization_config")
+    quant = block(cfg, "quantization_config")
     notes = []
     if tie:
         notes.append("tie_word_embeddings: SGLang uses embed_tokens as lm_head (the trained head is not loaded)")
@@ -129,9 +130,11 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         target_hidden_size=Ht,
         num_aux_hidden_states=A,
         num_attention_heads=nh,
-        num_key_value_heads=_int(get("num_key_value_heads")) or nh,
-        head_dim=_int(cfg.get("head_dim")) or _int(defaults.get("head_dim")) or (H // nh if H and nh else None),
-        intermediate_size=_int(get("intermediate_size")),
+        num_key_value_heads=int_value(get("num_key_value_heads")) or nh,
+        head_dim=int_value(cfg.get("head_dim"))
+        or int_value(defaults.get("head_dim"))
+        or (H // nh if H and nh else None),
+        intermediate_size=int_value(get("intermediate_size")),
         vocab_size=V,
         draft_vocab_size=Vd,
         num_hidden_layers=layers,
@@ -149,7 +152,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         vocab_map=stored.has("d2t"),
         tie_word_embeddings=tie,
         sliding_windows=(None,) * min(layers, 4096),
-        max_position_embeddings=_int(get("max_position_embeddings")),
+        max_position_embeddings=int_value(get("max_position_embeddings")),
         rope_type=rtype,
         rope_theta=theta,
         quantization=quant.get("quant_method"),

@@ -38,8 +38,10 @@ from eaglehub.drafter.canonical import (
 )
 from eaglehub.formats.speculators import ADAPTER_KEYS
 from eaglehub.profiles.checkpoint import ServedTarget, Stored
-from eaglehub.profiles.reading import ACCEPTED, FATAL, IGNORED, SKIPPED, LoadFailure, Reading, WeightFate
+from eaglehub.profiles.config import CLASS_DEFAULTS, block, id_list, int_value, rope
+from eaglehub.profiles.reading import LoadFailure, Reading
 from eaglehub.profiles.registry import MRV2, Profile
+from eaglehub.profiles.weights import expected_params, weight_fates
 
 AUX = "eagle_aux_hidden_state_layer_ids"
 
@@ -78,67 +80,9 @@ DRAFTER_CLASSES: dict[str, tuple[str, str]] = {
     "Eagle3DeepseekV2ForCausalLM": (MLA, "Eagle3DeepseekV2ForCausalLM"),
     "Eagle3DeepseekV3ForCausalLM": (MLA, "Eagle3DeepseekV2ForCausalLM"),
 }
-#: transformers config-class defaults vLLM gets when a flat config omits a key (transformers 5.19:
-#: ``LlamaConfig()``, ``Qwen3Config()``, ``DeepseekV3Config()``)
-CLASS_DEFAULTS: dict[str, dict] = {
-    LLAMA: {
-        "vocab_size": 32000,
-        "hidden_size": 4096,
-        "intermediate_size": 11008,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "max_position_embeddings": 2048,
-        "rope_theta": 10000.0,
-    },
-    QWEN3: {
-        "vocab_size": 151936,
-        "hidden_size": 4096,
-        "intermediate_size": 22016,
-        "num_hidden_layers": 32,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 32,
-        "head_dim": 128,
-        "max_position_embeddings": 32768,
-        "rope_theta": 10000.0,
-    },
-    MLA: {
-        "vocab_size": 129280,
-        "hidden_size": 7168,
-        "intermediate_size": 18432,
-        "num_hidden_layers": 61,
-        "num_attention_heads": 128,
-        "max_position_embeddings": 4096,
-        "rope_theta": 10000.0,
-    },
-}
 #: RoPE types whose ``max_position_embeddings`` only sizes the cos/sin cache: 0.33 raises a shorter
 #: drafter's value to the target's only for these (``config/speculative.py`` L100-113)
 CACHE_ONLY_ROPE = frozenset({"default", "linear", "llama3", "ntk", "proportional"})
-#: checkpoint tensor suffixes a quantization config maps onto its own parameters
-QUANT_SUFFIXES = (
-    ".weight_scale",
-    ".input_scale",
-    ".weight_zero_point",
-    ".weight_packed",
-    ".weight_shape",
-    ".k_scale",
-    ".v_scale",
-)
-
-
-def _int(v) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _ids(v) -> tuple[int, ...] | None:
-    """A non-empty list/tuple as the runners test it (``if layer_ids and isinstance(..., (list, tuple))``)."""
-    return tuple(v) if v and isinstance(v, (list, tuple)) else None
-
-
-def sub(cfg: dict, key: str) -> dict:
-    """``cfg[key]`` when it is a JSON object, else ``{}`` (the engines test ``isinstance(..., dict)``)."""
-    v = cfg.get(key)
-    return v if isinstance(v, dict) else {}
 
 
 def engine_config(stored: Stored, profile: Profile) -> tuple[dict, tuple[str, ...], list[LoadFailure], str]:
@@ -200,157 +144,50 @@ def _origin(cfg: dict, key: str, prefix: str, stored: Stored) -> str:
 
 def aux_capture(cfg: dict, profile: Profile) -> tuple[tuple[int, ...] | None, str]:
     """The ids the runner passes to the target's ``set_aux_hidden_state_layers`` and the key they came from."""
-    top = _ids(cfg.get(AUX))
+    top = id_list(cfg.get(AUX))
     if top:
         return top, AUX
-    nested = sub(cfg, "eagle_config")
-    dflash = sub(cfg, "dflash_config")
+    nested = block(cfg, "eagle_config")
+    dflash = block(cfg, "dflash_config")
     if profile.runner == MRV2:
-        if dflash and _ids(dflash.get("target_layer_ids")):
+        if dflash and id_list(dflash.get("target_layer_ids")):
             return tuple(i + 1 for i in dflash["target_layer_ids"]), "dflash_config.target_layer_ids"
-        if _ids(cfg.get("dspark_target_layer_ids")):
+        if id_list(cfg.get("dspark_target_layer_ids")):
             ids = cfg["dspark_target_layer_ids"]
             plus = 0 if cfg.get("model_type") == "deepseek_v41" else 1
             return tuple(i + plus for i in ids), "dspark_target_layer_ids"
-        if _ids(cfg.get("target_layer_ids")):
+        if id_list(cfg.get("target_layer_ids")):
             return tuple(i + 1 for i in cfg["target_layer_ids"]), "target_layer_ids"
-        for name, block in (("dflash_config", dflash), ("eagle_config", nested)):
-            if block and _ids(block.get("layer_ids")):
-                return tuple(block["layer_ids"]), f"{name}.layer_ids"
+        for name, section in (("dflash_config", dflash), ("eagle_config", nested)):
+            if section and id_list(section.get("layer_ids")):
+                return tuple(section["layer_ids"]), f"{name}.layer_ids"
         return None, "default"
     ids = None
     key = "default"
-    if dflash and _ids(dflash.get("target_layer_ids")):
+    if dflash and id_list(dflash.get("target_layer_ids")):
         ids, key = tuple(i + 1 for i in dflash["target_layer_ids"]), "dflash_config.target_layer_ids"
     if nested:
-        ids = _ids(nested.get(AUX))
+        ids = id_list(nested.get(AUX))
         key = f"eagle_config.{AUX}" if ids else "default"
     return ids, key
 
 
 def aux_count(cfg: dict, kind: str) -> tuple[int, str]:
     """The number of aux states ``fc`` is sized for, and the key it came from."""
-    nested = sub(cfg, "eagle_config")
+    nested = block(cfg, "eagle_config")
     chain: list[tuple[str, object]] = []
     if kind == QWEN3:
         chain += [("num_aux_layers", cfg.get("num_aux_layers"))]
     chain += [("num_aux_hidden_states", cfg.get("num_aux_hidden_states"))]
     for key, value in chain:
-        if value is not None and _int(value) is not None:
+        if value is not None and int_value(value) is not None:
             return value, key  # type: ignore[return-value]
-    if kind == QWEN3 and _ids(cfg.get(AUX)):
+    if kind == QWEN3 and id_list(cfg.get(AUX)):
         return len(cfg[AUX]), AUX
     ids = nested.get(AUX)
     if ids:
         return len(ids), f"eagle_config.{AUX}"
     return 3, "default"
-
-
-def rope(cfg: dict, kind: str) -> tuple[str, float | None]:
-    """``(rope_type, rope_theta)`` of the drafter's config (transformers 5 folds ``rope_theta`` and
-    ``rope_scaling`` into ``rope_parameters``)."""
-    src = sub(cfg, "rope_parameters") or sub(cfg, "rope_scaling")
-    rtype = src.get("rope_type", src.get("type", "default"))
-    theta = cfg.get("rope_theta", src.get("rope_theta"))
-    if theta is None:
-        theta = CLASS_DEFAULTS[kind].get("rope_theta")
-    return (rtype if isinstance(rtype, str) else "default"), (float(theta) if isinstance(theta, (int, float)) else None)
-
-
-def _expected_params(r: dict, kind: str) -> tuple[str, ...] | None:
-    """The parameter names the vLLM drafter class registers (its ``named_parameters()``)."""
-    if kind == MLA:
-        return None
-    out = ["model.embed_tokens.weight", "model.fc.weight", "model.norm.weight", "lm_head.weight"]
-    if r["vocab_map"]:
-        out.append("draft_id_to_target_id")
-    if r["norm_before_fc"]:
-        out.append("model.input_norm.weight")
-    if r["fc_norm"]:
-        out += [f"model.fc_norm.{i}.weight" for i in range(r["num_aux_hidden_states"])]
-    for i in range(r["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        out += [
-            p + "self_attn.qkv_proj.weight",
-            p + "self_attn.o_proj.weight",
-            p + "mlp.gate_up_proj.weight",
-            p + "mlp.down_proj.weight",
-            p + "input_layernorm.weight",
-            p + "post_attention_layernorm.weight",
-            p + "hidden_norm.weight",
-        ]
-        if r["attention_bias"]:
-            out.append(p + "self_attn.qkv_proj.bias")
-        if r["o_proj_bias"]:
-            out.append(p + "self_attn.o_proj.bias")
-        if r["mlp_bias"]:
-            out += [p + "mlp.gate_up_proj.bias", p + "mlp.down_proj.bias"]
-        if kind == QWEN3:
-            out += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
-    return tuple(sorted(out))
-
-
-_STACKED = (
-    (".q_proj", ".qkv_proj"),
-    (".k_proj", ".qkv_proj"),
-    (".v_proj", ".qkv_proj"),
-    (".gate_proj", ".gate_up_proj"),
-    (".up_proj", ".gate_up_proj"),
-)
-
-
-def weight_fates(stored: Stored, params: tuple[str, ...] | None, r: dict) -> tuple[WeightFate, ...]:
-    """Each stored tensor through ``Eagle3LlamaForCausalLM.load_weights`` (``llama_eagle3.py`` L420-470) and
-    the ``AutoWeightsLoader`` under it."""
-    if params is None:
-        return ()
-    known = set(params)
-    out = []
-    for name in stored.tensors:
-        if "t2d" in name:
-            out.append(WeightFate(name, SKIPPED, None, "t2d is not read (llama_eagle3.py L426-427)"))
-            continue
-        if "mask_hidden" in name:
-            out.append(WeightFate(name, SKIPPED, None, "mask_hidden is read only for parallel drafting"))
-            continue
-        if "d2t" in name:
-            target = name.replace("d2t", "draft_id_to_target_id")
-        elif "lm_head" not in name:
-            target = "model." + name
-        else:
-            target = name
-        target = target.replace("midlayer.", "layers.0.")
-        if target.startswith("model.fc.") and not r["use_aux_hidden_state"]:
-            out.append(WeightFate(name, SKIPPED, None, "fc is dropped when use_aux_hidden_state is false"))
-            continue
-        if ".input_norm." in f".{target}" and not r["norm_before_fc"]:
-            out.append(
-                WeightFate(
-                    name, SKIPPED, None, "input_norm is dropped when norm_before_fc is false (llama_eagle3.py L464-465)"
-                )
-            )
-            continue
-        for old, new in _STACKED:
-            if old in target:
-                target = target.replace(old, new)
-                break
-        if target in known:
-            out.append(WeightFate(name, ACCEPTED, target, "loaded"))
-        elif r["quantization"] and target.endswith(QUANT_SUFFIXES):
-            out.append(WeightFate(name, ACCEPTED, target, f"read by the {r['quantization']} quantization config"))
-        elif target.endswith(".bias"):
-            out.append(
-                WeightFate(
-                    name,
-                    IGNORED,
-                    None,
-                    "an unexpected bias: AutoWeightsLoader skips it without a word (models/utils.py, load_weights)",
-                )
-            )
-        else:
-            why = f"ValueError: There is no module or parameter named {target!r} (models/utils.py L431-458)"
-            out.append(WeightFate(name, FATAL, None, why))
-    return tuple(out)
 
 
 def verifier_error(stored: Stored, profile: Profile) -> str | None:
@@ -405,19 +242,19 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
     def get(key: str):
         return cfg[key] if key in cfg else defaults.get(key)
 
-    H = _int(get("hidden_size"))
-    nh = _int(get("num_attention_heads"))
-    nkv = _int(get("num_key_value_heads")) or nh
-    head_dim = _int(cfg.get("head_dim")) or _int(defaults.get("head_dim")) or (H // nh if H and nh else None)
-    V = _int(get("vocab_size"))
+    H = int_value(get("hidden_size"))
+    nh = int_value(get("num_attention_heads"))
+    nkv = int_value(get("num_key_value_heads")) or nh
+    head_dim = int_value(cfg.get("head_dim")) or int_value(defaults.get("head_dim")) or (H // nh if H and nh else None)
+    V = int_value(get("vocab_size"))
     Vd_raw = cfg.get("draft_vocab_size")
-    Vd = _int(Vd_raw) if Vd_raw is not None else V
-    layers = _int(get("num_hidden_layers")) or 1
-    nested = sub(cfg, "eagle_config")
+    Vd = int_value(Vd_raw) if Vd_raw is not None else V
+    layers = int_value(get("num_hidden_layers")) or 1
+    nested = block(cfg, "eagle_config")
     use_aux = nested.get("use_aux_hidden_state", True) is not False
     A, a_key = aux_count(cfg, kind)
     if "target_hidden_size" in cfg:
-        Ht = _int(cfg["target_hidden_size"])
+        Ht = int_value(cfg["target_hidden_size"])
         if cfg["target_hidden_size"] is None:
             failures.append(
                 LoadFailure(
@@ -442,7 +279,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
     quant = cfg.get("quantization_config")
     qmethod = quant.get("quant_method") if isinstance(quant, dict) else None
     rtype, theta = rope(cfg, kind)
-    mpe = _int(get("max_position_embeddings"))
+    mpe = int_value(get("max_position_embeddings"))
     if target.max_model_len and mpe is not None and mpe < target.max_model_len:
         if not profile.at_least("0.33.0") or rtype in CACHE_ONLY_ROPE:
             notes.append(
@@ -453,10 +290,10 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
     eps_f = float(eps) if isinstance(eps, (int, float)) and not isinstance(eps, bool) else DEFAULT_RMS_NORM_EPS
     capture, capture_key = aux_capture(cfg, profile)
     aux_lists = {}
-    if _ids(stored.config.get(AUX)):
+    if id_list(stored.config.get(AUX)):
         aux_lists[AUX] = tuple(stored.config[AUX])
     stored_nested = stored.config.get("eagle_config")
-    if isinstance(stored_nested, dict) and _ids(stored_nested.get(AUX)):
+    if isinstance(stored_nested, dict) and id_list(stored_nested.get(AUX)):
         aux_lists[f"eagle_config.{AUX}"] = tuple(stored_nested[AUX])
     windows = (None,) * layers if kind == MLA else tuple(attention_windows(cfg, min(layers, 4096)))
     r = {
@@ -471,7 +308,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         "use_aux_hidden_state": use_aux,
         "quantization": qmethod,
     }
-    params = _expected_params(r, kind) if cls is not None else None
+    params = expected_params(r, kind) if cls is not None else None
     origin = {
         "num_aux_hidden_states": a_key
         if a_key == "default" or a_key.startswith("eagle_config")
@@ -494,7 +331,7 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         num_attention_heads=nh,
         num_key_value_heads=nkv,
         head_dim=head_dim,
-        intermediate_size=_int(get("intermediate_size")),
+        intermediate_size=int_value(get("intermediate_size")),
         vocab_size=V,
         draft_vocab_size=Vd,
         num_hidden_layers=layers,
