@@ -91,6 +91,21 @@ cross-engine: setup
 clean-venv:
 	rm -rf $(VENV)
 
+# The engine-code tier (docs/engine-code.md; tests/README.md): environments for vLLM 0.33.0 and SGLang 0.5.23
+# under $(ENGINE_ENVS) (each release's wheel, --no-deps, plus what its configuration code imports; reused once
+# complete), then the tests that regenerate the engine tables and read drafters with each engine's own code
+# (vLLM 0.32 is .venv's). Not part of `make test`; CI runs it after.
+ENGINE_ENVS ?= .work/engines
+
+.PHONY: engine-envs engine-test
+
+engine-envs:
+	bash scripts/engine_envs.sh $(ENGINE_ENVS)
+
+engine-test: setup engine-envs
+	EAGLEHUB_ENGINE_ENVS=$(abspath $(ENGINE_ENVS)) $(BIN)/python -m pytest -q -p no:cacheprovider -m engine \
+		--durations=10 tests/test_engine_code.py
+
 # --- conversion benchmark (benchmarks/README.md); not part of `make test` or CI -----------------
 # bench-setup: the `speculators` package (its converter is the comparison) in its own venv, so its
 # pins never touch .venv/. bench: generate full-size drafters once under $(BENCH_WORK) (≈5.4 GB),
