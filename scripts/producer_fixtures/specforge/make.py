@@ -25,7 +25,6 @@ import platform
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import torch
@@ -115,9 +114,7 @@ def vocab_mapping(name: str, vocab: int, draft_vocab: int, seed: int) -> Path:
     return Path(path)
 
 
-def run_config(
-    *, target: Path, draft_config: Path, mapping: Path, output_dir: Path, run_id: str
-):
+def run_config(*, target: Path, draft_config: Path, mapping: Path, output_dir: Path, run_id: str):
     from specforge.config.schema import Config
 
     return Config.model_validate(
@@ -140,9 +137,7 @@ def run_config(
     )
 
 
-def write_draft_config(
-    path: Path, *, target: Path, draft_vocab: int, aux_ids, extra: dict
-) -> dict:
+def write_draft_config(path: Path, *, target: Path, draft_vocab: int, aux_ids, extra: dict) -> dict:
     """The draft config JSON a user passes as model.draft_model_config and to export.
 
     Starts from what SpecForge generates from the target (resolve_draft_config with no
@@ -153,9 +148,7 @@ def write_draft_config(
     from specforge.algorithms.eagle3.providers import algorithm_providers
     from specforge.training.model_loading import resolve_draft_config
 
-    probe = run_config(
-        target=target, draft_config=Path(""), mapping=Path(""), output_dir=WORK, run_id="probe"
-    )
+    probe = run_config(target=target, draft_config=Path(""), mapping=Path(""), output_dir=WORK, run_id="probe")
     probe.model.draft_model_config = None
     generated = resolve_draft_config(probe, provider=algorithm_providers().model.draft_config)
     payload = generated.to_dict()
@@ -267,9 +260,10 @@ def main() -> int:
         shutil.rmtree(out)
     out.mkdir(parents=True)
 
+    from importlib.metadata import version
+
     import specforge  # noqa: F401
     import transformers
-    from importlib.metadata import version
 
     cases = []
     tiny_target = make_target("tiny-llama-8l", TINY, seed=0)
@@ -311,15 +305,27 @@ def main() -> int:
         write_draft_config(dcfg, target=tiny_target, draft_vocab=128, aux_ids=tiny_aux, extra=extra)
         run_dir = WORK / name / "run"
         cfg = run_config(
-            target=tiny_target, draft_config=dcfg, mapping=tiny_map, output_dir=run_dir,
+            target=tiny_target,
+            draft_config=dcfg,
+            mapping=tiny_map,
+            output_dir=run_dir,
             run_id="tiny",
         )
         train_checkpoint(cfg)
         case = out / name
         cmd = [
-            str(BIN / "specforge"), "export", "--to", "sglang",
-            "--checkpoint", str(run_dir), "--draft-config", str(dcfg),
-            "--output-dir", str(case), "--vocab-mapping", str(tiny_map),
+            str(BIN / "specforge"),
+            "export",
+            "--to",
+            "sglang",
+            "--checkpoint",
+            str(run_dir),
+            "--draft-config",
+            str(dcfg),
+            "--output-dir",
+            str(case),
+            "--vocab-mapping",
+            str(tiny_map),
         ]
         how = sh(cmd, REPO)
         cases.append(
@@ -327,7 +333,9 @@ def main() -> int:
                 dir=name,
                 how=how,
                 algorithm="eagle3.1" if extra.get("fc_norm") else "eagle3",
-                hidden_size=64, draft_vocab_size=128, vocab_size=512,
+                hidden_size=64,
+                draft_vocab_size=128,
+                vocab_size=512,
                 target_num_hidden_layers=8,
                 eagle_aux_hidden_state_layer_ids=tiny_aux,
                 notes=notes + " Keys are SpecForge's own module names (midlayer.*, fc, norm, lm_head, "
@@ -340,10 +348,20 @@ def main() -> int:
             hf = out / "eagle3-hf"
             how = sh(
                 [
-                    str(BIN / "specforge"), "export", "--to", "hf",
-                    "--checkpoint", str(run_dir), "--draft-config", str(dcfg),
-                    "--output-dir", str(hf), "--vocab-mapping", str(tiny_map),
-                    "--embedding-source", str(tiny_target),
+                    str(BIN / "specforge"),
+                    "export",
+                    "--to",
+                    "hf",
+                    "--checkpoint",
+                    str(run_dir),
+                    "--draft-config",
+                    str(dcfg),
+                    "--output-dir",
+                    str(hf),
+                    "--vocab-mapping",
+                    str(tiny_map),
+                    "--embedding-source",
+                    str(tiny_target),
                 ],
                 REPO,
             )
@@ -351,8 +369,12 @@ def main() -> int:
                 dict(
                     dir="eagle3-hf",
                     how=how,
-                    algorithm="eagle3", hidden_size=64, draft_vocab_size=128, vocab_size=512,
-                    target_num_hidden_layers=8, eagle_aux_hidden_state_layer_ids=tiny_aux,
+                    algorithm="eagle3",
+                    hidden_size=64,
+                    draft_vocab_size=128,
+                    vocab_size=512,
+                    target_num_hidden_layers=8,
+                    eagle_aux_hidden_state_layer_ids=tiny_aux,
                     notes="The HF exporter (for reloading/finetuning) writes the full state dict "
                     "including embed_tokens.weight copied from --embedding-source; otherwise "
                     "identical to eagle3-sglang.",
@@ -365,8 +387,12 @@ def main() -> int:
                     dir="train-run",
                     how="SpecForge TrainerController.save_checkpoint(1) -> CheckpointManager.save "
                     "(the code `specforge train` runs at training.save_interval), one CPU process",
-                    algorithm="eagle3", hidden_size=64, draft_vocab_size=128, vocab_size=512,
-                    target_num_hidden_layers=8, eagle_aux_hidden_state_layer_ids=tiny_aux,
+                    algorithm="eagle3",
+                    hidden_size=64,
+                    draft_vocab_size=128,
+                    vocab_size=512,
+                    target_num_hidden_layers=8,
+                    eagle_aux_hidden_state_layer_ids=tiny_aux,
                     notes="A training checkpoint, not a servable drafter: tiny-step1/"
                     "training_state.pt (torch pickle: draft_state_dict without the frozen "
                     "embedding, global_step, epoch, strategy='eagle3', run_id, world_size, "
@@ -383,16 +409,28 @@ def main() -> int:
     write_draft_config(dcfg, target=smol_target, draft_vocab=2048, aux_ids=smol_aux, extra={})
     run_dir = WORK / name / "run"
     cfg = run_config(
-        target=smol_target, draft_config=dcfg, mapping=smol_map, output_dir=run_dir,
+        target=smol_target,
+        draft_config=dcfg,
+        mapping=smol_map,
+        output_dir=run_dir,
         run_id="smollm2",
     )
     train_checkpoint(cfg)
     case = out / name
     how = sh(
         [
-            str(BIN / "specforge"), "export", "--to", "sglang",
-            "--checkpoint", str(run_dir), "--draft-config", str(dcfg),
-            "--output-dir", str(case), "--vocab-mapping", str(smol_map),
+            str(BIN / "specforge"),
+            "export",
+            "--to",
+            "sglang",
+            "--checkpoint",
+            str(run_dir),
+            "--draft-config",
+            str(dcfg),
+            "--output-dir",
+            str(case),
+            "--vocab-mapping",
+            str(smol_map),
         ],
         REPO,
     )
@@ -400,8 +438,12 @@ def main() -> int:
         dict(
             dir=name,
             how=how,
-            algorithm="eagle3", hidden_size=576, draft_vocab_size=2048, vocab_size=49152,
-            target_num_hidden_layers=30, eagle_aux_hidden_state_layer_ids=smol_aux,
+            algorithm="eagle3",
+            hidden_size=576,
+            draft_vocab_size=2048,
+            vocab_size=49152,
+            target_num_hidden_layers=30,
+            eagle_aux_hidden_state_layer_ids=smol_aux,
             notes="SmolLM2-135M dimensions (576/9 heads/3 kv/head_dim 64/1536, rope_theta 1e5, "
             "rms 1e-5, 8192 positions); random weights (not trained on SmolLM2), d2t/t2d from a "
             "synthetic token stream over ids < 49152; bf16; no embed_tokens. aux ids are "

@@ -123,8 +123,12 @@ def make_target(name: str, dims: dict, dataset: Path, seed: int, tok_vocab: int)
     out = WORK / "targets" / name
     torch.manual_seed(seed)
     ids = {"bos_token_id": 0, "eos_token_id": 4, **dims.get("special_ids", {})}
-    cfg = LlamaConfig(**{k: v for k, v in dims.items() if k != "special_ids"}, **ids,
-                      tie_word_embeddings=False, torch_dtype="bfloat16")
+    cfg = LlamaConfig(
+        **{k: v for k, v in dims.items() if k != "special_ids"},
+        **ids,
+        tie_word_embeddings=False,
+        torch_dtype="bfloat16",
+    )
     model = LlamaForCausalLM(cfg).to(torch.bfloat16)
     size = sum(p.numel() * p.element_size() for p in model.parameters())
     model.save_pretrained(out, max_shard_size=f"{size // 2 // 1000 + 1}KB")
@@ -140,8 +144,7 @@ def init_dist():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1",
-                      LOCAL_RANK="0")
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
     dist.init_process_group("gloo", rank=0, world_size=1)
 
 
@@ -149,7 +152,6 @@ def train_run(run_root: Path, target: Path, draft_config: Path, dataset: Path, s
     """What the trainer writes: config.yaml and checkpoints/iter_0000001/..."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-
     from torchspec import AutoDraftModelConfig, AutoEagle3DraftModel, Eagle3Model
     from torchspec.config.train_config import config_to_flat_args, load_config
     from torchspec.training import checkpoint
@@ -208,7 +210,10 @@ def train_run(run_root: Path, target: Path, draft_config: Path, dataset: Path, s
             p.grad = (torch.randn(p.shape, generator=g) * 1e-2).to(p.dtype)
     optimizer.step()
     actor = SimpleNamespace(
-        args=args, model=model, optimizer=optimizer, lr_scheduler=optimizer.lr_scheduler,
+        args=args,
+        model=model,
+        optimizer=optimizer,
+        lr_scheduler=optimizer.lr_scheduler,
         global_step=1,
     )
     # CPU torch: checkpoint.save calls torch.cuda.synchronize(); a fixed clock for meta.json.
@@ -229,9 +234,17 @@ def train_run(run_root: Path, target: Path, draft_config: Path, dataset: Path, s
 
 def convert(src: Path, iter_dir: Path, out: Path, draft_config: Path, target: Path, extra: list[str]):
     cmd = [
-        sys.executable, str(src / "tools" / "convert_to_hf.py"),
-        "--input-dir", str(iter_dir), "--output-dir", str(out),
-        "--config", str(draft_config), "--target-model-path", str(target), *extra,
+        sys.executable,
+        str(src / "tools" / "convert_to_hf.py"),
+        "--input-dir",
+        str(iter_dir),
+        "--output-dir",
+        str(out),
+        "--config",
+        str(draft_config),
+        "--target-model-path",
+        str(target),
+        *extra,
     ]
     log("$", " ".join(cmd))
     env = dict(os.environ, PYTHONHASHSEED="0", TOKENIZERS_PARALLELISM="false")
@@ -262,11 +275,21 @@ def draft_config_mla(path: Path, src: Path, target: Path) -> dict:
     cfg = json.loads((src / "configs" / "draft_models" / "qwen3_8b_eagle3_mla.json").read_text())
     t = AutoConfig.from_pretrained(target)
     cfg.update(
-        hidden_size=t.hidden_size, num_attention_heads=t.num_attention_heads,
-        num_key_value_heads=t.num_attention_heads, intermediate_size=t.intermediate_size,
-        rms_norm_eps=t.rms_norm_eps, vocab_size=t.vocab_size, max_position_embeddings=4096,
-        q_lora_rank=32, kv_lora_rank=32, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16,
-        rope_theta=t.rope_theta, bos_token_id=t.bos_token_id, eos_token_id=t.eos_token_id,
+        hidden_size=t.hidden_size,
+        num_attention_heads=t.num_attention_heads,
+        num_key_value_heads=t.num_attention_heads,
+        intermediate_size=t.intermediate_size,
+        rms_norm_eps=t.rms_norm_eps,
+        vocab_size=t.vocab_size,
+        max_position_embeddings=4096,
+        q_lora_rank=32,
+        kv_lora_rank=32,
+        qk_nope_head_dim=16,
+        qk_rope_head_dim=8,
+        v_head_dim=16,
+        rope_theta=t.rope_theta,
+        bos_token_id=t.bos_token_id,
+        eos_token_id=t.eos_token_id,
     )
     cfg["rope_scaling"]["original_max_position_embeddings"] = 64
     cfg["rope_scaling"]["factor"] = 64.0
@@ -308,61 +331,102 @@ def main() -> int:
     run_root = WORK / "tiny" / "run"
     iter_dir = train_run(run_root, tiny_target, dcfg, dataset)
     shutil.copytree(run_root, out / "train-run", symlinks=True)
-    cases.append(dict(
-        dir="train-run", algorithm="eagle3", draft_vocab_size=512, **common,
-        how="torchspec.training.checkpoint.save(actor, step=0) after load_config(save_snapshot=True), "
-        "Eagle3Model + apply_fsdp2(REPLICATE, CPU mesh) + BF16Optimizer (one CPU process, gloo)",
-        notes="A TorchSpec training run root, not a servable drafter: config.yaml (resolved "
-        "OmegaConf snapshot, absolute paths under the scratch dir), checkpoints/"
-        "latest_checkpointed_iteration.txt, checkpoints/iter_0000001/{model,optimizer,"
-        "lr_scheduler}/ (torch.distributed.checkpoint: .metadata + __0_0.distcp; model keys "
-        "'model_state.model.draft_model.*'), rng.pt, meta.json. No config.json anywhere: "
-        "convert_to_hf.py needs --config or --target-model-path. Gradients for the one step are "
-        "fixed pseudo-random tensors; meta.json's timestamp is a fixed clock; the DCP .metadata "
-        "save_id uuids are seeded.",
-    ))
+    cases.append(
+        dict(
+            dir="train-run",
+            algorithm="eagle3",
+            draft_vocab_size=512,
+            **common,
+            how="torchspec.training.checkpoint.save(actor, step=0) after load_config(save_snapshot=True), "
+            "Eagle3Model + apply_fsdp2(REPLICATE, CPU mesh) + BF16Optimizer (one CPU process, gloo)",
+            notes="A TorchSpec training run root, not a servable drafter: config.yaml (resolved "
+            "OmegaConf snapshot, absolute paths under the scratch dir), checkpoints/"
+            "latest_checkpointed_iteration.txt, checkpoints/iter_0000001/{model,optimizer,"
+            "lr_scheduler}/ (torch.distributed.checkpoint: .metadata + __0_0.distcp; model keys "
+            "'model_state.model.draft_model.*'), rng.pt, meta.json. No config.json anywhere: "
+            "convert_to_hf.py needs --config or --target-model-path. Gradients for the one step are "
+            "fixed pseudo-random tensors; meta.json's timestamp is a fixed clock; the DCP .metadata "
+            "save_id uuids are seeded.",
+        )
+    )
     h = convert(src, iter_dir, out / "eagle3", dcfg, tiny_target, [])
-    cases.append(dict(
-        dir="eagle3", algorithm="eagle3", draft_vocab_size=512, **common, how=h,
-        notes="Default export (native keys for SGLang: midlayer.*). Full vocabulary "
-        "(draft_vocab_size == vocab_size): no d2t/t2d; embed_tokens.weight included (loaded "
-        "from --target-model-path). Config is the draft config TorchSpec generated from the "
-        "target (generate_draft_model_config) + _torchspec_version + torch_dtype; no "
-        "eagle_aux_hidden_state_layer_ids (TorchSpec keeps them out of the draft config).",
-    ))
+    cases.append(
+        dict(
+            dir="eagle3",
+            algorithm="eagle3",
+            draft_vocab_size=512,
+            **common,
+            how=h,
+            notes="Default export (native keys for SGLang: midlayer.*). Full vocabulary "
+            "(draft_vocab_size == vocab_size): no d2t/t2d; embed_tokens.weight included (loaded "
+            "from --target-model-path). Config is the draft config TorchSpec generated from the "
+            "target (generate_draft_model_config) + _torchspec_version + torch_dtype; no "
+            "eagle_aux_hidden_state_layer_ids (TorchSpec keeps them out of the draft config).",
+        )
+    )
     h = convert(src, iter_dir, out / "eagle3-vllm", dcfg, tiny_target, ["--vllm"])
-    cases.append(dict(
-        dir="eagle3-vllm", algorithm="eagle3", draft_vocab_size=512, **common, how=h,
-        notes="--vllm: midlayer.* renamed to layers.0.*; otherwise as eagle3.",
-    ))
+    cases.append(
+        dict(
+            dir="eagle3-vllm",
+            algorithm="eagle3",
+            draft_vocab_size=512,
+            **common,
+            how=h,
+            notes="--vllm: midlayer.* renamed to layers.0.*; otherwise as eagle3.",
+        )
+    )
     prune = [
-        "--prune-vocab", "--draft-vocab-size", "128", "--dataset-path", str(dataset),
-        "--tokenizer", str(tiny_target), "--chat-template", "llama3", "--prompt-key",
-        "conversations", "--max-seq-length", "2048", "--cache-dir", str(WORK / "cache"),
+        "--prune-vocab",
+        "--draft-vocab-size",
+        "128",
+        "--dataset-path",
+        str(dataset),
+        "--tokenizer",
+        str(tiny_target),
+        "--chat-template",
+        "llama3",
+        "--prompt-key",
+        "conversations",
+        "--max-seq-length",
+        "2048",
+        "--cache-dir",
+        str(WORK / "cache"),
     ]
     h = convert(src, iter_dir, out / "eagle3-prune-vocab", dcfg, tiny_target, prune)
-    cases.append(dict(
-        dir="eagle3-prune-vocab", algorithm="eagle3", draft_vocab_size=128, **common, how=h,
-        notes="--prune-vocab after full-vocab training: d2t (int64 offsets target_id - i over "
-        "the used ids sorted ascending) and t2d (bool) are added, and lm_head is cut with "
-        "lm_head[d2t] -- i.e. indexed by the OFFSETS, not by the target ids d2t[i] + i, so the "
-        "rows kept are not the rows of the kept tokens (except where the offset happens to "
-        "equal the id). config.json: draft_vocab_size 128.",
-    ))
+    cases.append(
+        dict(
+            dir="eagle3-prune-vocab",
+            algorithm="eagle3",
+            draft_vocab_size=128,
+            **common,
+            how=h,
+            notes="--prune-vocab after full-vocab training: d2t (int64 offsets target_id - i over "
+            "the used ids sorted ascending) and t2d (bool) are added, and lm_head is cut with "
+            "lm_head[d2t] -- i.e. indexed by the OFFSETS, not by the target ids d2t[i] + i, so the "
+            "rows kept are not the rows of the kept tokens (except where the offset happens to "
+            "equal the id). config.json: draft_vocab_size 128.",
+        )
+    )
 
     # -- tiny MLA drafter (Eagle3DeepseekV2ForCausalLM) ------------------------------------------
     mcfg = WORK / "mla" / "draft_config.json"
     draft_config_mla(mcfg, src, tiny_target)
     mla_iter = train_run(WORK / "mla" / "run", tiny_target, mcfg, dataset)
     h = convert(src, mla_iter, out / "mla-eagle3", mcfg, tiny_target, [])
-    cases.append(dict(
-        dir="mla-eagle3", algorithm="eagle3", draft_vocab_size=512, **common, how=h,
-        notes="MLA drafter (architectures Eagle3DeepseekV2ForCausalLM, model_type deepseek_v3; "
-        "TorchSpec's MLA template with tiny LoRA ranks/head dims: q_lora_rank 32, kv_lora_rank "
-        "32, qk_nope 16, qk_rope 8, v_head 16, yarn rope_scaling kept from the template). "
-        "Keys midlayer.self_attn.{q_a_proj,q_a_layernorm,q_b_proj,kv_a_proj_with_mqa,"
-        "kv_a_layernorm,kv_b_proj,o_proj}. Native keys; full vocab; embed_tokens included.",
-    ))
+    cases.append(
+        dict(
+            dir="mla-eagle3",
+            algorithm="eagle3",
+            draft_vocab_size=512,
+            **common,
+            how=h,
+            notes="MLA drafter (architectures Eagle3DeepseekV2ForCausalLM, model_type deepseek_v3; "
+            "TorchSpec's MLA template with tiny LoRA ranks/head dims: q_lora_rank 32, kv_lora_rank "
+            "32, qk_nope 16, qk_rope 8, v_head 16, yarn rope_scaling kept from the template). "
+            "Keys midlayer.self_attn.{q_a_proj,q_a_layernorm,q_b_proj,kv_a_proj_with_mqa,"
+            "kv_a_layernorm,kv_b_proj,o_proj}. Native keys; full vocab; embed_tokens included.",
+        )
+    )
 
     # -- SmolLM2-135M dimensions -------------------------------------------------------------------
     if not args.skip_smollm2:
@@ -371,24 +435,45 @@ def main() -> int:
         draft_config_llama(scfg, smol_target)
         s_iter = train_run(WORK / "smollm2" / "run", smol_target, scfg, dataset)
         sprune = [
-            "--vllm", "--dtype", "bfloat16", "--prune-vocab", "--draft-vocab-size", "2048",
-            "--dataset-path", str(dataset), "--tokenizer", str(smol_target), "--chat-template",
-            "llama3", "--prompt-key", "conversations", "--max-seq-length", "2048",
-            "--cache-dir", str(WORK / "cache"),
+            "--vllm",
+            "--dtype",
+            "bfloat16",
+            "--prune-vocab",
+            "--draft-vocab-size",
+            "2048",
+            "--dataset-path",
+            str(dataset),
+            "--tokenizer",
+            str(smol_target),
+            "--chat-template",
+            "llama3",
+            "--prompt-key",
+            "conversations",
+            "--max-seq-length",
+            "2048",
+            "--cache-dir",
+            str(WORK / "cache"),
         ]
         name = "smollm2-eagle3-vllm-prune-vocab"
         h = convert(src, s_iter, out / name, scfg, smol_target, sprune)
-        cases.append(dict(
-            dir=name, algorithm="eagle3", hidden_size=576, draft_vocab_size=2048,
-            vocab_size=49152, target_num_hidden_layers=30, how=h,
-            committed=False,
-            notes="SmolLM2-135M dimensions, bf16, --vllm keys, --prune-vocab to 2048 (d2t/t2d from "
-            "TorchSpec's sample conversations through a 4096-token BPE tokenizer, ids < 49152). "
-            "TorchSpec's exporter always writes embed_tokens.weight (49152x576 bf16 = 56.6 MB), so "
-            "this case is ~69 MB and is NOT committed (fixtures/producers/torchspec/.gitignore); "
-            "regenerate with scripts/make_producer_fixtures.sh torchspec. Random weights; the "
-            "lm_head rows are cut with the same offset-indexing as eagle3-prune-vocab.",
-        ))
+        cases.append(
+            dict(
+                dir=name,
+                algorithm="eagle3",
+                hidden_size=576,
+                draft_vocab_size=2048,
+                vocab_size=49152,
+                target_num_hidden_layers=30,
+                how=h,
+                committed=False,
+                notes="SmolLM2-135M dimensions, bf16, --vllm keys, --prune-vocab to 2048 (d2t/t2d from "
+                "TorchSpec's sample conversations through a 4096-token BPE tokenizer, ids < 49152). "
+                "TorchSpec's exporter always writes embed_tokens.weight (49152x576 bf16 = 56.6 MB), so "
+                "this case is ~69 MB and is NOT committed (fixtures/producers/torchspec/.gitignore); "
+                "regenerate with scripts/make_producer_fixtures.sh torchspec. Random weights; the "
+                "lm_head rows are cut with the same offset-indexing as eagle3-prune-vocab.",
+            )
+        )
 
     s = source()
     manifest = {
