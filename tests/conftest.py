@@ -20,7 +20,7 @@ from helpers.paths import FIXTURE
 from helpers.real_runs import real_drafters  # noqa: F401  (session fixture)
 from helpers.servers import session_server
 
-OTHER_TIERS = ("slow", "vllm", "real")
+OTHER_TIERS = ("slow", "vllm", "real", "engine")
 
 
 @pytest.hookimpl(tryfirst=True)
