@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eaglehub.errors import EaglehubError
-from eaglehub.formats.registry import read_drafter
+from eaglehub.formats.registry import FORMATS, read_drafter
 from eaglehub.io.atomic import atomic_dir
 from eaglehub.io.provenance import PROVENANCE_FILE, safetensors_metadata, write_provenance
 from eaglehub.io.streaming import INDEX_FILE, OutTensor, write_checkpoint
@@ -84,10 +84,22 @@ def shard_size(value: int | str | None) -> int | None:
 
 
 def check_written(tmp: Path, fmt: str, expected: set[str]) -> None:
-    """Re-read the written checkpoint (headers only) and validate it; any error is a bug here."""
+    """Re-read the written checkpoint (headers only) as a user's next command would, with no option, and
+    validate it; any error is a bug here, said without naming an option the user did not give."""
     from eaglehub.checks.validate import run_checks
 
-    out = read_drafter(tmp, fmt=fmt)
+    try:
+        out = read_drafter(tmp)
+    except EaglehubError as exc:
+        raise EaglehubError(
+            f"the converted drafter cannot be read back: {exc.message}", hint="report this bug", exit_code=1
+        ) from exc
+    if out.format != fmt:
+        raise EaglehubError(
+            f"the converted drafter reads as {out.format}, not {fmt} ({'; '.join(out.evidence)})",
+            hint="report this bug",
+            exit_code=1,
+        )
     if set(out.index.names()) != expected:
         raise EaglehubError(
             f"written tensor set differs from the plan: {sorted(set(out.index.names()) ^ expected)}",
@@ -129,15 +141,21 @@ def write_drafter(
     advance: Callable[[int], None] | None = None,
 ) -> Written:
     """Write a drafter checkpoint to ``dst`` atomically: the tensors (sharded above ``max_shard_size``),
-    ``config.json``, ``eaglehub.json`` and the source's side files, then read it back as format ``fmt``
-    and check it stores exactly ``expected`` tensors before ``dst`` appears. The source's own
-    safetensors metadata is kept except eaglehub's keys and ``format``.
+    ``config.json``, ``eaglehub.json`` and the source's side files, then read it back (it must read as
+    format ``fmt``) and check it stores exactly ``expected`` tensors before ``dst`` appears. The source's
+    own safetensors metadata is kept except eaglehub's keys, ``format`` and the stamps of producers of
+    other formats (:attr:`eaglehub.formats.base.Format.metadata_stamps`).
 
     Raises:
         EaglehubError: ``dst`` cannot be written (exit 2) or the result fails validation (exit 1);
             in both cases ``dst`` is untouched.
     """
-    keep_meta = {k: v for k, v in source_metadata.items() if not k.startswith("eaglehub.") and k != "format"}
+    stamps = {k for name, f in FORMATS.items() if name != fmt for k in f.metadata_stamps}
+    keep_meta = {
+        k: v
+        for k, v in source_metadata.items()
+        if not k.startswith("eaglehub.") and k != "format" and k not in stamps
+    }
     try:
         with atomic_dir(dst, overwrite=overwrite) as tmp:
             files = write_checkpoint(

@@ -97,12 +97,20 @@ class Format:
     norm_before_fc: bool = True
     norm_before_residual: bool = True
     #: "pruned": d2t iff Vd < V, t2d optional · "pruned-both": d2t + t2d iff Vd < V ·
-    #: "unequal-both": d2t + t2d iff Vd != V · "always": both always · "d2t-only": d2t iff Vd < V, never t2d
+    #: "unequal-both": d2t + t2d iff Vd != V · "d2t-only": d2t iff Vd < V, never t2d. None writes maps for
+    #: Vd == V: vLLM >= 0.30 refuses a d2t it has no parameter for (llama_eagle3.py L338-345)
     vocab_maps: str = "pruned"
     fc_norm_chunks: int | None = None  # SpecForge normalises exactly 3 aux chunks (docs/formats.md §4)
     #: drafter classes this format writes as they are; others become :func:`default_arch`
     archs: frozenset = frozenset()
     description: str = ""
+    #: safetensors metadata keys this format's producer stamps its exports with: kept only in an output of
+    #: this format (an output is not the producer's export, and a stamp another format's reader sees would
+    #: make the output read as the producer's layout)
+    metadata_stamps: tuple[str, ...] = ()
+    #: the format's marker is only the producer's stamp, which eaglehub never writes itself: an output of
+    #: this format is told by the format eaglehub.json records (:func:`eaglehub.formats.registry.detect`)
+    stamp_marker: bool = False
 
     # -- names ---------------------------------------------------------------------------------
 
@@ -152,7 +160,6 @@ class Format:
             "pruned": (pruned, pruned and "t2d" in had),
             "pruned-both": (pruned, pruned),
             "unequal-both": (unequal, unequal),
-            "always": (True, True),
             "d2t-only": (pruned, False),
         }[self.vocab_maps]
 
@@ -254,8 +261,6 @@ class FlatFormat(Format):
     nested_ids: bool = False
     private_keys: tuple[str, ...] = ()
     default_nested: dict = field(default_factory=dict)
-    #: values for :attr:`private_keys` when the source did not carry them (markers this format needs)
-    private_defaults: dict = field(default_factory=dict)
 
     def read(self, raw: dict, names: list[str], aux_override: str | None = None) -> Reading:
         cfg = dict(raw)
@@ -327,9 +332,9 @@ class FlatFormat(Format):
         if not self.nested_ids and ids is not None:
             cfg[AUX_KEY] = list(ids)
             cfg.setdefault("num_aux_hidden_states", d.dims.A)  # vLLM sizes fc from this, not from the list
-        for k in self.private_keys:
-            if k in carried or k in self.private_defaults:
-                cfg[k] = carried.get(k, self.private_defaults.get(k))
+        for k in self.private_keys:  # only what the source carried: a producer's stamp is never made up
+            if k in carried:
+                cfg[k] = carried[k]
         return cfg
 
     def _archs(self, d: Drafter, carried: dict) -> list:

@@ -95,11 +95,13 @@ FORMATS: dict[str, Format] = {
         max_layers=1,
         norm_before_fc=False,
         norm_before_residual=False,
-        vocab_maps="always",
+        # SpecForge ships both maps with every pruned drafter; an identity d2t (Vd == V) is refused by vLLM's
+        # loader since 0.30 (no draft_id_to_target_id parameter), so an unpruned drafter is written without them
+        vocab_maps="pruned-both",
         nested_ids=True,
         archs=frozenset({"LlamaForCausalLMEagle3"}),
         fc_norm_chunks=3,
-        description="SpecForge: midlayer.*, nested C-out aux ids, d2t/t2d always",
+        description="SpecForge: midlayer.*, nested C-out aux ids, d2t/t2d when pruned",
     ),
     "torchspec": _TorchSpec(
         "torchspec",
@@ -110,8 +112,8 @@ FORMATS: dict[str, Format] = {
         vocab_maps="pruned-both",
         nested_ids=True,
         private_keys=(TORCHSPEC_MARKER,),
-        # TorchSpec's own export writes "unknown" when it cannot read its version file
-        private_defaults={TORCHSPEC_MARKER: "unknown"},
+        metadata_stamps=("torchspec_version",),
+        stamp_marker=True,
         archs=LLAMA_EAGLE3_ARCHS | MLA_ARCHS,
         description="TorchSpec export: layers.0.*, _torchspec_version, nested C-out aux ids",
     ),
@@ -131,6 +133,9 @@ FORMATS: dict[str, Format] = {
 FORMAT_NAMES = tuple(FORMATS)
 #: formats that leave no marker of their own (told apart by structure, or by eaglehub.json)
 MARKERLESS = frozenset(n for n, f in FORMATS.items() if type(f).marker is Format.marker)
+#: formats whose outputs eaglehub tells by the format eaglehub.json records: no marker, or a marker that is
+#: only the producer's stamp (eaglehub does not stamp its outputs as the producer's exports)
+RECORDABLE = MARKERLESS | frozenset(n for n, f in FORMATS.items() if f.stamp_marker)
 #: kinds that are recognised but not read as drafters (validate rejects them with a finding).
 REJECTED = ("not-a-drafter", "eagle1", "unsupported")
 
@@ -183,8 +188,17 @@ def detect(cfg: dict, index: TensorIndex, recorded: str | None = None) -> tuple[
     if markers:
         ((name, why),) = markers.items()
         return name, [why]
-    name, evidence = _structure(cfg, index)
-    if recorded in MARKERLESS and recorded != name:
+    try:
+        name, evidence = _structure(cfg, index)
+    except EaglehubError as exc:
+        candidates = getattr(exc, "candidates", [])
+        if recorded not in candidates:
+            raise
+        return recorded, [
+            f"eaglehub.json records that eaglehub wrote it as {recorded}",
+            f"structure alone fits {' or '.join(candidates)}",
+        ]
+    if recorded in RECORDABLE and recorded != name:
         return recorded, [
             f"eaglehub.json records that eaglehub wrote it as {recorded}",
             f"structure alone: {name} ({'; '.join(evidence)})",

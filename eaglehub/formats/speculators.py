@@ -47,7 +47,6 @@ TOP_LEVEL = frozenset({*ADAPTER_KEYS, "torch_dtype", "dtype", "transformers_vers
 LAYER_KINDS = {"llama": LLAMA, "qwen3": QWEN3}
 #: keys vLLM reads for the decoder layer's attention window from ``transformer_layer_config`` only
 WINDOW_KEYS = ("sliding_window", "layer_types", "use_sliding_window", "max_window_layers")
-SPECULATORS_VERSION = "0.3.0"  # written only when the source carried no version of its own
 DEFAULT_ARCH = "Eagle3Speculator"  # what `speculators convert` writes (docs/formats.md §5)
 
 
@@ -183,5 +182,6 @@ class SpeculatorsFormat(Format):
         head = {k: carried[k] for k in PRIVATE if k in carried and k != "speculators_config"}
         head.setdefault("architectures", [DEFAULT_ARCH])
         head.setdefault("speculators_model_type", "eagle3")
-        head.setdefault("speculators_version", SPECULATORS_VERSION)
+        # speculators_version stays only when the source carried it: it stamps what speculators wrote, and its
+        # config class defaults it (speculators 0.9.0 config.py L277), so an output of other weights leaves it out
         return {**head, **top, "speculators_config": block, "transformer_layer_config": layer}
