@@ -96,17 +96,24 @@ def _producer_changes(ctx: Context) -> list[Finding]:
     import shlex
 
     from eaglehub.checks.context import set_command
+    from eaglehub.io.provenance import producer, written_by_eaglehub
 
     d, out = ctx.drafter, []
     target = shlex.quote(str(ctx.target.path)) if ctx.target is not None else "TARGET"
+    # the producer eaglehub.json records, so the rule follows a drafter converted to another layout; a value an
+    # eaglehub conversion wrote (--to 3.1, --set) means what eaglehub meant
+    made_by = producer(d.provenance, d.format)
     for change in PRODUCER_CHANGES:
-        if d.format != change.layout or d.config.get(change.key) != change.value:
+        if made_by != change.layout or d.config.get(change.key) != change.value:
             continue
+        if written_by_eaglehub(d.provenance, change.key, change.value):
+            continue
+        where = change.layout if d.format == made_by else f"{change.layout} (converted to {d.format})"
         out.append(
             finding(
                 "W-PRODUCER-FLAG",
                 change.key,
-                f"{change.key} is {json.dumps(change.value)} in a {change.layout} checkpoint: {change.before} wrote "
+                f"{change.key} is {json.dumps(change.value)} in a {where} checkpoint: {change.before} wrote "
                 f"that for drafters trained with {change.trained}; vLLM reads it as {change.vllm_reads}",
                 f"ask the weights: eaglehub probe {shlex.quote(str(d.path))} --target {target} --field {change.key}; "
                 f"if the other reading wins: {set_command(ctx, change.key, change.fix)}",

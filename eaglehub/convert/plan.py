@@ -259,6 +259,50 @@ def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, Out
     return new, omit, sorted(new)
 
 
+def verifier_target(recorded: dict | None, verifier: str | None) -> dict | None:
+    """The target the output names: the recorded one, or ``--verifier`` (whose architectures replace a recorded
+    other target's), with its ``architectures`` looked up where that can be done offline
+    (:func:`verifier_architectures`) when nothing records them."""
+    target = dict(recorded) if recorded else None
+    if verifier:
+        same = (target or {}).get("name_or_path") == verifier
+        target = {**(target or {}), "name_or_path": verifier}
+        if not same:
+            target.pop("architectures", None)
+    if target and target.get("name_or_path") and not target.get("architectures"):
+        archs = verifier_architectures(target["name_or_path"])
+        if archs:
+            target["architectures"] = archs
+    return target
+
+
+def verifier_architectures(spec: str) -> list[str] | None:
+    """The classes of target ``spec`` without the network: a local model directory's config, the config of a
+    Hub id already in the local Hugging Face cache, or eaglehub's own SmolLM2 target (``LlamaForCausalLM``,
+    what :func:`eaglehub.target.build_smollm2_cache` writes). ``None`` when none of them knows."""
+    from pathlib import Path
+
+    from eaglehub.io.jsonio import read_object
+    from eaglehub.target import SMOLLM2_REPO, hub_id
+
+    config: Path | None = Path(spec).expanduser() / "config.json"
+    if not config.is_file():
+        repo = hub_id(spec)
+        if repo == SMOLLM2_REPO:
+            return ["LlamaForCausalLM"]
+        config = None
+        if repo:
+            from huggingface_hub import try_to_load_from_cache
+
+            try:
+                cached = try_to_load_from_cache(repo, "config.json")
+            except ValueError:  # an id huggingface_hub refuses has nothing cached under it
+                cached = None
+            config = Path(cached) if isinstance(cached, str) else None
+    archs = (read_object(config) or {}).get("architectures")
+    return list(archs) if isinstance(archs, list) and archs and all(isinstance(a, str) for a in archs) else None
+
+
 def aux_warnings(d: Drafter) -> list[str]:
     """Say when the C-in/C-out decision for nested ids rests on a guess (docs/formats.md §3): the ids
     matched no rule and the producer's convention was assumed, or a rule overrode it."""
@@ -350,9 +394,7 @@ def plan_conversion(
     view, dropped = _apply_losses(view, FORMATS[out_fmt].losses(view), out_fmt, force)
     dropped = folded + dropped
     aux_plan = _aux_plan(view, out_fmt)
-    target = dict(view.target) if view.target else None
-    if verifier:
-        target = {**(target or {}), "name_or_path": verifier}
+    target = verifier_target(view.target, verifier)
     if out_fmt == "speculators" and not (target or {}).get("name_or_path"):
         raise EaglehubError(
             "the speculators format names its verifier (target), and this drafter does not record one",

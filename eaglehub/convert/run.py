@@ -45,6 +45,22 @@ NOT_EQUIVALENT = (
 ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
 
 
+def verifier_warnings(cfg: dict) -> list[str]:
+    """A speculators output whose verifier classes are not known says what is missing (the field is required,
+    so it holds ``[]``)."""
+    block = cfg.get("speculators_config")
+    verifier = block.get("verifier") if isinstance(block, dict) else None
+    if not isinstance(verifier, dict) or verifier.get("architectures"):
+        return []
+    name = verifier.get("name_or_path")
+    return [
+        f"speculators_config.verifier.architectures is []: the classes of the verifier {name} are not known here "
+        "(the source records none, and it is neither a local model directory nor in the local Hugging Face cache); "
+        f"speculators checks a verifier against them. Fetch its config and convert again: hf download {name} "
+        "config.json"
+    ]
+
+
 def convert(
     src: str | Path,
     dst: str | Path,
@@ -136,6 +152,11 @@ def convert(
     )
     if set_changes:
         plan.provenance["conversion"]["config_set"] = [{k: c[k] for k in ("key", "old", "new")} for c in set_changes]
+    config_changes = set_changes + repairs + plan.changes
+    if config_changes:  # what eaglehub wrote with its own value (W-PRODUCER-FLAG leaves those alone)
+        plan.provenance["conversion"]["config_changes"] = [
+            {k: c[k] for k in ("key", "old", "new", "why") if k in c} for c in config_changes
+        ]
     if calibration is not None and calibration.report:
         plan.provenance["conversion"]["calibration"] = calibration_provenance(calibration.report)
     advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else None
@@ -159,6 +180,7 @@ def convert(
     forced = plan.dropped[1:] if to == "3" else plan.dropped  # the fold (first) has its own warning
     warnings += [f"dropped with --force: {x['what']}" for x in forced]
     warnings += aux_warnings(d)
+    warnings += verifier_warnings(plan.config)
     return {
         "schema": REPORT_SCHEMA,
         "source": str(src),
@@ -176,7 +198,7 @@ def convert(
         "replaced_tensors": plan.provenance["conversion"]["replaced_tensors"],
         "dropped": plan.dropped,
         "aux": plan.aux,
-        "config_changes": set_changes + repairs + plan.changes,
+        "config_changes": config_changes,
         "copied_tensors": sum(1 for t in plan.tensors if t.data is None),
         "bytes_copied": sum(t.nbytes for t in plan.tensors if t.data is None),
         "files": files,

@@ -31,14 +31,45 @@ WEIGHT_SUFFIXES = (
 )
 
 
+#: the side files a served drafter uses: its card and licence, a tokenizer and chat template shipped with it,
+#: generation defaults, ModelOpt's quantization description (vLLM reads hf_quant_config.json for a ModelOpt
+#: checkpoint). Anything else a producer leaves next to its weights (speculators' copied config.py, run.yaml,
+#: train_command.txt, optimizer and scheduler state, training_state.json, val_metrics.json...) belongs to the
+#: training run, not to the drafter, and is listed as left out
+SIDE_FILES = frozenset(
+    {
+        "README.md",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "tokenizer.model",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "vocab.json",
+        "vocab.txt",
+        "merges.txt",
+        "spiece.model",
+        "chat_template.jinja",
+        "chat_template.json",
+        "generation_config.json",
+        "hf_quant_config.json",
+    }
+)
+LICENCE_PREFIXES = ("LICENSE", "LICENCE", "NOTICE", "COPYING")
+
+
+def is_side_file(name: str) -> bool:
+    return name in SIDE_FILES or name.upper().startswith(LICENCE_PREFIXES)
+
+
 def copy_side_files(src: Path, dst: Path, skip: set[str]) -> tuple[list[str], list[str]]:
-    """Copy the source's plain files (tokenizer, card, training notes) into ``dst``; weight files,
-    directories and hidden files are skipped. Returns ``(copied, skipped)`` names."""
+    """Copy the source's side files a drafter needs (:data:`SIDE_FILES`: card, licence, tokenizer) into
+    ``dst``; weight files, directories, hidden files and a training run's files are left out. Returns
+    ``(copied, left out)`` names (hidden ones not listed)."""
     copied, skipped = [], []
     for p in sorted(src.iterdir()):
         if p.name in skip:
             continue
-        if p.name.startswith(".") or not p.is_file() or p.name.endswith(WEIGHT_SUFFIXES):
+        if not p.is_file() or p.name.endswith(WEIGHT_SUFFIXES) or not is_side_file(p.name):
             skipped.append(p.name + ("/" if p.is_dir() else ""))
             continue
         shutil.copy2(p, dst / p.name)
@@ -152,9 +183,7 @@ def write_drafter(
     """
     stamps = {k for name, f in FORMATS.items() if name != fmt for k in f.metadata_stamps}
     keep_meta = {
-        k: v
-        for k, v in source_metadata.items()
-        if not k.startswith("eaglehub.") and k != "format" and k not in stamps
+        k: v for k, v in source_metadata.items() if not k.startswith("eaglehub.") and k != "format" and k not in stamps
     }
     try:
         with atomic_dir(dst, overwrite=overwrite) as tmp:

@@ -54,13 +54,18 @@ def read_provenance(root: Path) -> dict | None:
 def make_provenance(
     source: dict, conversion: dict, carried: dict, target: dict | None, original: dict, previous: dict | None
 ) -> dict:
-    """The ``eaglehub.json`` document for one conversion (``previous``: the source's own, if any)."""
+    """The ``eaglehub.json`` document for one conversion (``previous``: the source's own, if any).
+
+    ``producer`` is the layout of the checkpoint eaglehub first read, i.e. the tool that wrote the trained
+    drafter: a rule about what that producer meant by a switch (``W-PRODUCER-FLAG``) follows the drafter
+    through conversions, and :func:`written_by_eaglehub` tells the switches eaglehub set itself."""
     history = list((previous or {}).get("history") or [])
     if previous:
         history.append({k: previous[k] for k in ("eaglehub_version", "source", "conversion")})
     return {
         "schema": SCHEMA,
         "eaglehub_version": __version__,
+        "producer": producer(previous, source["format"]),
         "source": source,
         "conversion": conversion,
         "target": target,
@@ -68,6 +73,28 @@ def make_provenance(
         "carried": carried,
         "history": history,
     }
+
+
+def producer(prov: dict | None, layout: str) -> str:
+    """Who wrote the drafter's trained weights and config: the producer ``prov`` records, else ``layout`` (a
+    checkpoint eaglehub did not write is its producer's own layout)."""
+    recorded = (prov or {}).get("producer")
+    return recorded if isinstance(recorded, str) else layout
+
+
+def written_by_eaglehub(prov: dict | None, key: str, value) -> bool:
+    """Whether config ``key`` holds ``value`` because an eaglehub conversion wrote it (``--to 3.1``, ``--set``,
+    a repair, a calibration's choice, ``probe --write``): the latest conversion that wrote ``key``, this one
+    or one in ``history``, wrote ``value``."""
+    if not prov:
+        return False
+    for conversion in [prov.get("conversion"), *reversed([h.get("conversion") for h in prov.get("history") or []])]:
+        if not isinstance(conversion, dict):
+            continue
+        for change in reversed([*(conversion.get("config_set") or []), *(conversion.get("config_changes") or [])]):
+            if isinstance(change, dict) and change.get("key") == key:
+                return change.get("new") == value
+    return False
 
 
 def safetensors_metadata(prov: dict, keep: dict[str, str]) -> dict[str, str]:
