@@ -134,7 +134,7 @@ def sett(name, fn):
     return lambda cfg, t: t.__setitem__(name, fn(t))
 
 
-def _d2t_unordered(t):
+def _d2t_repeated(t):
     d2t = t["d2t"].clone()
     d2t[6] = d2t[5] - 1
     return d2t
@@ -415,7 +415,7 @@ CASES = [
     ),
     Case("E-D2T-MISSING", delt("d2t", "t2d"), "d2t", id="F6"),
     Case("E-D2T-DTYPE", sett("d2t", lambda t: t["d2t"].float()), "d2t"),
-    Case("E-D2T-ORDER", sett("d2t", _d2t_unordered), "d2t"),
+    Case("E-D2T-DUPLICATE", sett("d2t", _d2t_repeated), "d2t"),
     Case("E-D2T-RANGE", sett("d2t", lambda t: torch.cat([t["d2t"][:-1], torch.tensor([1000])])), "d2t"),
     Case("W-D2T-ZERO", sett("d2t", lambda t: torch.zeros_like(t["d2t"])), "d2t", id="F6-zero"),
     Case("E-ENGINE-WEIGHT", _unpruned, "d2t", id="W5-d2t-unpruned"),

@@ -27,7 +27,8 @@ def check_vocab_maps(
     the stored dtype names (torch spelling, e.g. ``"bfloat16"``) when the arrays were widened on
     loading; by default the arrays' own dtype names are used.
 
-    Rules: ``ids = arange(Vd) + d2t`` strictly increasing in ``[0, V)``; all-zero ``d2t`` with
+    Rules: ``ids = arange(Vd) + d2t`` distinct and in ``[0, V)`` (in any order: the engines scatter by
+    id); all-zero ``d2t`` with
     ``Vd < V`` is suspicious unless ``t2d`` confirms the first ``Vd`` ids; ``d2t`` with ``Vd == V``
     breaks vLLM >= 0.30; ``t2d.sum() == Vd`` and ``t2d[ids]`` all true. Length mismatches are left to the shape check.
     """
@@ -47,14 +48,22 @@ def check_vocab_maps(
                 )
             ]
         ids = np.arange(Vd, dtype=np.int64) + d2t.astype(np.int64)
-        if Vd > 1 and not bool((ids[1:] > ids[:-1]).all()):
-            i = int(np.flatnonzero(ids[1:] <= ids[:-1])[0])
+        # Order is free: vLLM scatters draft logits with ``logits_new[:, arange(Vd) + d2t] = logits``
+        # (vllm 0.33.0 model_executor/models/llama_eagle3.py L385-394) and SGLang indexes
+        # ``hot_token_id[topk_index]`` (sglang 0.5.23 srt/speculative/eagle_worker_v2.py L757-758), so a
+        # frequency-ordered map (ModelOpt's) serves as well as a sorted one. A target id named twice is not:
+        # vLLM's scatter keeps one of the two rows' logits and the other draft row is never proposed.
+        uniq, counts = np.unique(ids, return_counts=True)
+        if bool((counts > 1).any()):
+            dup = int(uniq[counts > 1][0])
+            rows = [int(i) for i in np.flatnonzero(ids == dup)[:2]]
             out.append(
                 finding(
-                    "E-D2T-ORDER",
+                    "E-D2T-DUPLICATE",
                     "d2t",
-                    f"target ids arange(Vd)+d2t are not strictly increasing (ids[{i}]={int(ids[i])}, ids[{i + 1}]={int(ids[i + 1])})",
-                    "lm_head rows must be in ascending target-id order with d2t[i] = id[i] - i",
+                    f"{int((counts - 1).sum())} draft row(s) map to a target id another row already has "
+                    f"(rows {rows[0]} and {rows[1]} both map to {dup})",
+                    "d2t[i] = target_id[i] - i over a list of distinct target ids (one lm_head row per id)",
                 )
             )
         bad = (ids < 0) | (ids >= V)

@@ -26,7 +26,8 @@ LOW_COVERAGE_RATIO = 0.8
 
 
 def draft_token_ids(drafter: Drafter) -> np.ndarray | None:
-    """The target ids the draft vocabulary holds (sorted), or ``None`` when it is not pruned (it holds every id)."""
+    """The target ids the draft vocabulary holds, in draft-row order (``arange(Vd) + d2t``: ascending for most producers,
+    frequency order for ModelOpt), or ``None`` when it is not pruned (it holds every id)."""
     V, Vd = drafter.dims.V, drafter.dims.Vd
     if V is None or Vd is None or Vd >= V:
         return None
