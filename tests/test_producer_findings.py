@@ -89,3 +89,37 @@ def test_unsorted_d2t_converts_with_its_rows_and_a_matching_t2d(tmp_path):
     ids = np.arange(len(before["d2t"])) + before["d2t"]
     assert int(after["t2d"].sum()) == len(ids) and bool(after["t2d"][ids].all())
     assert codes(report(out), "error") == []
+
+
+# --- 2. null aux ids (speculators convert) ----------------------------------------------------------------------
+
+SPECULATORS_CONVERT = [
+    "convert-eagle3",
+    "convert-eagle3-embed",
+    "convert-eagle3.1-flags",
+    "convert-eagle3.1-research",
+    "convert-smollm2-eagle3",
+]
+
+
+@pytest.mark.parametrize("case", SPECULATORS_CONVERT)
+def test_null_aux_ids_from_speculators_convert_are_valid(case):
+    """``speculators convert`` writes ``eagle_aux_hidden_state_layer_ids: null``; vLLM's adapter copies only a
+    non-empty list and the runner then captures the target's defaults (no error, nothing dropped)."""
+    path = fixture(f"speculators/{case}")
+    assert json.loads((path / "config.json").read_text())["eagle_aux_hidden_state_layer_ids"] is None
+    assert "'eagle_aux_hidden_state_layer_ids'" in manifest_case("speculators", case)["notes"]
+    rep = report(path)
+    assert "E-CONFIG-SCHEMA" not in codes(rep)
+
+
+def test_null_aux_ids_read_as_the_targets_defaults_and_convert(tmp_path):
+    from eaglehub.formats.registry import read_drafter
+    from eaglehub.profiles import read
+
+    path = fixture("speculators/convert-eagle3")
+    reading = read(read_drafter(path), "vllm-0.33-v1")
+    assert reading.aux_layer_ids is None and reading.num_aux_hidden_states == 3  # the target's default layers
+    r = run_cli("convert", path, tmp_path / "out", "--format", "vllm")
+    assert r.exit_code == 0, r.output
+    assert codes(report(tmp_path / "out", profiles=ALL_PROFILES[:3]), "error") == []
