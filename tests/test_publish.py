@@ -266,7 +266,7 @@ def test_a_validation_error_is_refused(verified, fake_hub, hf_env, tmp_path, mon
     tensors = load_file(broken / "model.safetensors")
     del tensors["lm_head.weight"]
     save_file(tensors, broken / "model.safetensors")
-    monkeypatch.setattr(verify, "preflight", lambda d, t: None)
+    monkeypatch.setattr(verify, "preflight", lambda d, t, profiles=None: None)
     opts = verify.VerifyOptions(
         target=str(target), drafters=[str(broken)], k=3, max_tokens=4, prompts_file=str(tmp_path / "p.jsonl")
     )

@@ -306,7 +306,9 @@ def test_verify_with_the_reference_engine_and_near_tie_forensics(tmp_path, targe
         "".join(json.dumps({"id": f"p{i}", "category": c, "prompt": "x"}) + "\n" for i, c in enumerate("aabb"))
     )
     monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: PROMPTS[: len(msgs)])
-    monkeypatch.setattr(verify, "preflight", lambda d, t: None)  # tiny target: no tokenizer for validate --target
+    monkeypatch.setattr(
+        verify, "preflight", lambda d, t, profiles=None: None
+    )  # tiny target: no tokenizer for validate --target
     opts = verify.VerifyOptions(
         target=str(target),
         drafters=[str(drafter)],
@@ -355,7 +357,7 @@ def test_two_engines_are_compared(tmp_path, target, monkeypatch):
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps({"id": f"p{i}", "category": "a", "prompt": "x"}) + "\n" for i in range(2)))
     monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: PROMPTS[: len(msgs)])
-    monkeypatch.setattr(verify, "preflight", lambda d, t: None)
+    monkeypatch.setattr(verify, "preflight", lambda d, t, profiles=None: None)
     opts = verify.VerifyOptions(
         target=str(target), drafters=[str(drafter)], k=3, max_tokens=12, prompts_file=str(prompts)
     )

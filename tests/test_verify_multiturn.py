@@ -334,7 +334,9 @@ def test_reference_engine_end_to_end_on_two_turns(tmp_path, chat_target, monkeyp
     drafter, _ = _constant_drafter(tmp_path, chat_target)
     conversations = [(1, "writing", ["w3 w17 w45", "w9 w200"]), (2, "math", ["w1 w2", "w60"])]
     prompts = write_mtbench(tmp_path / "q.jsonl", conversations)
-    monkeypatch.setattr(verify, "preflight", lambda d, t: None)  # validate's deep checks want a real target
+    monkeypatch.setattr(
+        verify, "preflight", lambda d, t, profiles=None: None
+    )  # validate's deep checks want a real target
     engine = ReferenceEngine()
     calls = []
     real_run = engine.run

@@ -185,20 +185,32 @@ def validate(
     return report
 
 
-def preflight(drafter: Path, target: Path) -> None:
-    """Refuse, before minutes of engine work, a drafter that ``eaglehub validate`` finds broken.
+def preflight(drafter: Path, target: Path, profiles: tuple[str, ...] | None = None) -> None:
+    """Refuse, before minutes of engine work, a drafter that ``eaglehub validate`` finds broken for
+    ``profiles`` (engine profile ids; ``None``: the default profile). ``verify`` passes the profile of the
+    engine it runs plus the ones asked for (:func:`eaglehub.verify.preflight.preflight_profiles`).
 
     vLLM would load most such drafters without a word (missing weights, wrong aux ids) and the run
     would only show a collapsed acceptance rate (docs/vllm.md §4, §11).
 
     Raises:
-        EaglehubError: error findings against ``target`` (exit 1; the message lists their codes).
+        EaglehubError: error findings against ``target`` (exit 1; the message lists their codes and the
+            profiles they hold for).
     """
-    report = validate(drafter, target, deep=True)  # NaN weights would waste an engine run too
-    errors = sorted({f["code"] for f in report["findings"] if f["severity"] == "error"})
+    import shlex
+
+    # NaN weights would waste an engine run too
+    report = validate(drafter, target, deep=True, options=Options(profiles=tuple(profiles) if profiles else None))
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
     if errors:
+        codes = sorted({f["code"] for f in errors})
+        on = {p for f in errors for p in f.get("profiles") or ()}
+        titles = [p["title"] for p in report["profiles"] if p["id"] in on]
+        where = f" (on {'; '.join(titles)})" if titles else ""
+        flags = "".join(f" --profile {p['id']}" for p in report["profiles"]) if profiles else ""
         raise EaglehubError(
-            f"drafter {drafter} fails validation against the target: {', '.join(errors)}",
-            hint=f"run `eaglehub validate {drafter} --target {target}` for details and fixes",
+            f"drafter {drafter} fails validation against the target{where}: {', '.join(codes)}",
+            hint=f"run `eaglehub validate {shlex.quote(str(drafter))} --target {shlex.quote(str(target))}{flags}` "
+            "for details and fixes",
             exit_code=1,
         )

@@ -54,17 +54,22 @@ def overwrite_option() -> Decorator:
     return click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
 
 
-def profile_option() -> Decorator:
-    """``--profile`` (repeatable): the engine profiles a verb judges the drafter for (docs/profiles.md)."""
+def profile_option(help: str | None = None) -> Decorator:
+    """``--profile`` (repeatable): the engine profiles a verb judges the drafter for (docs/profiles.md); ``help``
+    says what the verb does with them and what it judges for without one."""
     from eaglehub.profiles.registry import DEFAULT_PROFILE, PROFILES
 
+    names = f"{', '.join(PROFILES)} or vllm-X.Y[-gpu|-v1|-cpu]"
     return click.option(
         "--profile",
         "profiles",
         multiple=True,
         metavar="PROFILE",
-        help=f"Engine profile to judge for, repeatable: {', '.join(PROFILES)} or vllm-X.Y[-gpu|-v1|-cpu] "
-        f"(default {DEFAULT_PROFILE}, or the --vllm-version release on GPU).",
+        help=(
+            help
+            or "Engine profile to judge for, repeatable: {names} (default {default}, or the --vllm-version "
+            "release on GPU)."
+        ).format(names=names, default=DEFAULT_PROFILE),
     )
 
 

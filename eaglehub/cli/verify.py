@@ -21,6 +21,7 @@ from eaglehub.cli.options import (
     max_tokens_option,
     padding_option,
     plot_option,
+    profile_option,
     prompts_option,
     reference_report_option,
     report_option,
@@ -115,6 +116,12 @@ PROMPTS_HELP = (
     help="With two engines: relative AL difference tolerated (E-VERIFY-ENGINES-DISAGREE beyond).",
 )
 @device_option()
+@profile_option(
+    "Also judge each drafter for this engine profile before the run, repeatable: {names}. The profile of the "
+    "engine run is always judged (the vLLM CPU build: vllm-0.32-cpu; the reference engine: as vLLM's V1 runner); "
+    "an error finding for any of them refuses the drafter. With --dry-run: the vLLM release the launch plan and "
+    "its vllm serve line are for (default {default})."
+)
 @sampling_test_options
 @click.option(
     "--probe",
@@ -195,6 +202,7 @@ def verify_cmd(
         "max_num_seqs": max_num_seqs,
     }
     context = options.pop("context")
+    options["profiles"] = list(options.pop("profiles"))
     opts = VerifyOptions(
         target=target_spec or "",
         context=context[0] if context else None,

@@ -233,6 +233,14 @@ class ReferenceEngine:
             f"transformers {importlib.metadata.version('transformers')})"
         )
 
+    def profile(self) -> str:
+        """The engine profile whose reading this engine runs: vLLM's V1 runner (aux ids from the top-level
+        list, else the nested one; the drafter classes are those of 0.32 and 0.33 alike), the profile of the
+        vLLM build it is tested against (:data:`eaglehub.profiles.LOCAL_PROFILE`)."""
+        from eaglehub.profiles import LOCAL_PROFILE
+
+        return LOCAL_PROFILE
+
     def target(self, path: Path, dtype: str) -> ReferenceTarget:
         """The loaded target (cached per path and dtype: the baseline and drafter runs share it)."""
         key = (str(Path(path).resolve()), dtype)

