@@ -416,7 +416,7 @@ STATIC = [
     Kind(
         "F18",
         "config-bf16-tensors-fp32",
-        "E-TENSOR-DTYPE",
+        "I-TENSOR-DTYPE-CAST",
         lambda cfg, t: t.update({n: x.float() for n, x in t.items() if x.is_floating_point()}),
     ),
     # F19: quantized target, unquantized drafter

@@ -363,9 +363,14 @@ CASES = [
         "midlayer.self_attn.q_proj.weight",
     ),
     Case(
-        "E-TENSOR-DTYPE",
+        "I-TENSOR-DTYPE-CAST",
         lambda cfg, t: t.update({n: x.float() for n, x in t.items() if x.is_floating_point()}),
         id="F18-config",
+    ),
+    Case(
+        "W-TENSOR-DTYPE",
+        lambda cfg, t: t.update({n: x.half() for n, x in t.items() if x.is_floating_point()}),
+        id="F18-sixteen-bit",
     ),
     Case("E-TENSOR-PREFIX", _prefixed, "model.d2t"),
     Case(

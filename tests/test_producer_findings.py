@@ -4,6 +4,7 @@ see each MANIFEST.json): what validate and inspect say about them must be what t
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -123,3 +124,179 @@ def test_null_aux_ids_read_as_the_targets_defaults_and_convert(tmp_path):
     r = run_cli("convert", path, tmp_path / "out", "--format", "vllm")
     assert r.exit_code == 0, r.output
     assert codes(report(tmp_path / "out", profiles=ALL_PROFILES[:3]), "error") == []
+
+
+# --- 3. float32 weights under a bfloat16 config (ModelOpt from a float32 base) --------------------------------------
+
+
+def test_modelopt_fp32_export_is_a_note_not_an_error():
+    """ModelOpt casts the EAGLE module to the base's dtype (float32) but writes the recipe's torch_dtype
+    (bfloat16); vLLM builds the drafter in the target's dtype and casts each weight at load."""
+    path = fixture("modelopt/fp32-base")
+    notes = manifest_case("modelopt", "fp32-base")["notes"]
+    assert "tensor dtypes: {'F32': 13}" in notes and "config dtype: bfloat16" in notes
+    rep = report(path)
+    assert codes(rep, "error") == []
+    cast = [f for f in rep["findings"] if f["code"] == "I-TENSOR-DTYPE-CAST"]
+    assert len(cast) == 1 and cast[0]["severity"] == "info"
+    msg = cast[0]["message"]
+    assert msg.startswith(
+        "13 weight(s) are stored as float32 (e.g. fc.weight) but the config's torch_dtype is bfloat16"
+    )
+    assert "the target's dtype" in msg and msg.endswith("so the file holds them in twice the bytes of bfloat16")
+
+
+def test_inspect_reports_the_stored_dtype_and_the_config_dtype_apart():
+    path = fixture("modelopt/fp32-base")
+    r = run_cli("inspect", path, "--json")
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert (rep["dtype"], rep["config_dtype"]) == ("float32", "bfloat16")
+    assert {t["dtype"] for t in rep["tensors"]} == {"float32"}
+    text = run_cli("inspect", path).stdout
+    assert "weights float32 (config torch_dtype bfloat16)" in " ".join(text.split())
+    same = json.loads(run_cli("inspect", fixture("modelopt/bf16-base"), "--json").stdout)
+    assert (same["dtype"], same["config_dtype"]) == ("bfloat16", "bfloat16")
+
+
+def test_modelopt_fp32_export_converts(tmp_path):
+    r = run_cli("convert", fixture("modelopt/fp32-base"), tmp_path / "out", "--format", "vllm")
+    assert r.exit_code == 0, r.output
+    assert codes(report(tmp_path / "out"), "error") == []
+
+
+# --- 4. raw training checkpoints ---------------------------------------------------------------------------------
+
+TORCHSPEC_RUN = PRODUCERS / "torchspec" / "train-run"
+TORCHSPEC_ITER = TORCHSPEC_RUN / "checkpoints" / "iter_0000001"
+TORCHSPEC_EXPORT = (
+    f"python tools/convert_to_hf.py --input-dir {TORCHSPEC_ITER} "
+    "--config /tmp/eaglehub-producer-fixtures/torchspec/tiny/draft_config.json "
+    "--target-model-path /tmp/eaglehub-producer-fixtures/torchspec/targets/tiny-llama-8l "
+    f"--output-dir {TORCHSPEC_ITER}_hf"
+)
+
+
+def _speculators_save_path(tmp_path: Path) -> Path:
+    """What ``speculators train --save-path`` leaves (speculators/train/checkpointer.py; the MANIFEST's notes list
+    it beside each train-* case): epoch directories, a ``checkpoint_best`` link, run.yaml, train_command.txt. The
+    epoch is the committed train-eagle3-defaults case, which is that directory exactly as the trainer wrote it."""
+    case = "train-eagle3-defaults"
+    notes = manifest_case("speculators", case)["notes"]
+    assert "checkpoint_best, epoch0_end, run.yaml, train_command.txt" in notes
+    root = tmp_path / case
+    shutil.copytree(fixture(f"speculators/{case}"), root / "0")
+    (root / "checkpoint_best").symlink_to("0", target_is_directory=True)
+    (root / "epoch0_end").symlink_to("0", target_is_directory=True)
+    (root / "run.yaml").write_text("train:\n  trainer:\n    save_path: train/train-eagle3-defaults\n")
+    shutil.copy(root / "0" / "train_command.txt", root / "train_command.txt")
+    return root
+
+
+RAW = [
+    (
+        "specforge/train-run",
+        "is a SpecForge training checkpoint (tiny-step1/training_state.pt), not a servable drafter",
+        f"specforge export --to sglang --checkpoint {PRODUCERS / 'specforge/train-run'} --draft-config "
+        f"DRAFT_CONFIG.json --output-dir {PRODUCERS / 'specforge/train-run'}-sglang",
+    ),
+    (
+        "specforge/train-run/tiny-step1",
+        "is a SpecForge training checkpoint (training_state.pt: draft weights, optimizer and step)",
+        f"specforge export --to sglang --checkpoint {PRODUCERS / 'specforge/train-run/tiny-step1'}",
+    ),
+    ("torchspec/train-run", "is a TorchSpec training checkpoint (iter_0000001: FSDP shards", TORCHSPEC_EXPORT),
+    ("torchspec/train-run/checkpoints", "is a TorchSpec training checkpoint", TORCHSPEC_EXPORT),
+    ("torchspec/train-run/checkpoints/iter_0000001", "is a TorchSpec training checkpoint", TORCHSPEC_EXPORT),
+    ("torchspec/train-run/checkpoints/iter_0000001/model", "is a TorchSpec training checkpoint", TORCHSPEC_EXPORT),
+]
+
+
+@pytest.mark.parametrize(("case", "says", "command"), RAW, ids=[c[0] for c in RAW])
+def test_a_training_checkpoint_is_named_with_its_export_command(case, says, command):
+    path = PRODUCERS / case
+    for verb in (["inspect"], ["inspect", "--json"], ["convert", "--format", "vllm"]):
+        args = [verb[0], path, *(["/tmp/never-written"] if verb[0] == "convert" else []), *verb[1:]]
+        r = run_cli(*args)
+        assert r.exit_code == 2 and "config.json is missing" not in r.output, r.output
+        flat = " ".join(r.output.split())
+        assert says in flat and command in flat and "Traceback" not in r.output
+    rep = json.loads(run_cli("validate", path, "--json").stdout)
+    assert rep["ok"] is False and [f["code"] for f in rep["findings"]] == ["E-INPUT-RAW"]
+    raw = rep["findings"][0]
+    assert says in raw["message"] and command in raw["hint"]
+
+
+def test_torchspec_export_command_is_the_producers_own():
+    """The command named is the one the fixtures' exports were made with (MANIFEST: eagle3's ``how``)."""
+    how = manifest_case("torchspec", "eagle3")["how"]
+    assert how.startswith("python tools/convert_to_hf.py --input-dir tiny/run/checkpoints/iter_0000001 ")
+    assert "--config tiny/draft_config.json --target-model-path targets/tiny-llama-8l" in how
+
+
+def test_a_speculators_save_path_points_at_its_epoch(tmp_path):
+    root = _speculators_save_path(tmp_path)
+    rep = json.loads(run_cli("validate", root, "--json").stdout)
+    assert [f["code"] for f in rep["findings"]] == ["E-INPUT-RAW"]
+    f = rep["findings"][0]
+    assert f["message"] == (
+        f"{root} is a speculators training save path (epoch checkpoints [0], checkpoint_best -> 0), "
+        "not a servable drafter"
+    )
+    assert f["hint"].endswith(f"eaglehub validate {root / 'checkpoint_best'}")
+    assert json.loads(run_cli("validate", root / "checkpoint_best", "--json").stdout)["layout"] == "speculators"
+
+
+def test_a_config_next_to_a_training_checkpoint_is_still_named(tmp_path):
+    """A config.json beside the shards (the TorchSpec draft config copied in, say) makes no drafter either."""
+    iter_dir = tmp_path / "iter_0000001"
+    shutil.copytree(TORCHSPEC_ITER, iter_dir)
+    shutil.copy(fixture("torchspec/eagle3") / "config.json", iter_dir / "config.json")
+    rep = json.loads(run_cli("validate", iter_dir, "--json").stdout)
+    assert [(f["code"], f["subject"]) for f in rep["findings"]] == [("E-INPUT-RAW", "weight files")]
+    assert "python tools/convert_to_hf.py --input-dir" in rep["findings"][0]["hint"]
+
+
+# --- 5. TorchSpec --prune-vocab: lm_head rows cut by offset -----------------------------------------------------
+
+
+def _rows(path: Path, name: str = "lm_head.weight") -> np.ndarray:
+    from eaglehub.formats.registry import read_drafter
+
+    d = read_drafter(path)
+    return d.index.load_numpy(d.names[name])
+
+
+def test_torchspec_prune_vocab_fixture_is_an_offset_cut():
+    """eagle3 (full vocabulary) and eagle3-prune-vocab are exports of the same training checkpoint: row i of the
+    pruned head is the full head's row d2t[i] (the offset), not row i + d2t[i] (the token it scores)."""
+    assert "lm_head[d2t]" in manifest_case("torchspec", "eagle3-prune-vocab")["notes"]
+    full, cut = _rows(fixture("torchspec/eagle3")), _rows(fixture("torchspec/eagle3-prune-vocab"))
+    d2t = tensor(fixture("torchspec/eagle3-prune-vocab"), "d2t")
+    ids = np.arange(len(d2t)) + d2t
+    assert np.array_equal(cut, full[d2t])
+    assert not np.array_equal(cut[1:], full[ids][1:])
+
+
+def test_deep_validate_flags_the_offset_cut_and_passes_the_id_cut(tmp_path):
+    path = fixture("torchspec/eagle3-prune-vocab")
+    assert "E-LMHEAD-OFFSET" not in codes(report(path))  # the rows' values are read only with --deep
+    rep = report(path, deep=True)
+    hits = [f for f in rep["findings"] if f["code"] == "E-LMHEAD-OFFSET"]
+    assert rep["ok"] is False and len(hits) == 1 and hits[0]["subject"] == "lm_head.weight"
+    d2t = tensor(path, "d2t")
+    assert hits[0]["message"].startswith(
+        f"lm_head has {len(np.unique(d2t))} distinct row(s) for {len(d2t)} draft ids, identical exactly where d2t "
+        "repeats an offset (rows 2 and 3, offset 14, target ids 16 and 17)"
+    )
+    # the same export with the rows TorchSpec meant to keep (by target id) passes
+    from safetensors.torch import load_file, save_file
+
+    fixed = tmp_path / "by-id"
+    shutil.copytree(path, fixed)
+    tensors = load_file(str(fixed / "model.safetensors"))
+    full = load_file(str(fixture("torchspec/eagle3") / "model.safetensors"))["lm_head.weight"]
+    ids = np.arange(len(d2t)) + d2t
+    tensors["lm_head.weight"] = full[ids].clone()
+    save_file(tensors, str(fixed / "model.safetensors"), metadata={"torchspec_version": "0.1.0"})
+    assert codes(report(fixed, deep=True), "error") == []

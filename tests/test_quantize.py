@@ -416,7 +416,7 @@ def test_f20_fp8_fc_with_scalar_scales_and_its_variants(make_drafter):
 
 def test_f18_dtypes_of_a_quantized_drafter(make_drafter):
     """F18 in a quantized drafter: scales stored as float8 (vLLM reads float scales) are E-QUANT-SCALE; float32
-    tensors under a bfloat16 config are still E-TENSOR-DTYPE; quantize keeps d2t int64 and t2d bool (above)."""
+    tensors under a bfloat16 config are I-TENSOR-DTYPE-CAST (the engines cast them at load); quantize keeps d2t int64 and t2d bool (above)."""
     fp8_scale = then(
         fp8(),
         lambda cfg, t: t.__setitem__(
@@ -427,7 +427,9 @@ def test_f18_dtypes_of_a_quantized_drafter(make_drafter):
     errors = _errors(make_drafter("fp8-scale", mutate=fp8_scale))
     assert errors == [("E-QUANT-SCALE", "midlayer.mlp.up_proj.weight_scale")]
     fp32 = then(fp8(), lambda cfg, t: t.__setitem__("norm.weight", t["norm.weight"].float()))
-    assert ("E-TENSOR-DTYPE", "norm.weight") in _errors(make_drafter("fp32", mutate=fp32))
+    fp32_drafter = make_drafter("fp32", mutate=fp32)
+    found = [(f["code"], f["subject"]) for f in validate(fp32_drafter)["findings"]]
+    assert ("I-TENSOR-DTYPE-CAST", "norm.weight") in found and _errors(fp32_drafter) == []
 
 
 def test_block_layout_refused_at_the_tensor_parallel_size(make_drafter):

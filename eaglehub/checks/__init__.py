@@ -30,13 +30,15 @@ CHECKS = [
     tensors.check_init,
     quant.check,
     vocab.check,
+    vocab.check_lm_head_rows,
     aux.check,
     profiles.check,
     target.check,
     engine.check,
 ]
 
-#: value checks that read weight data (``validate --deep``): non-finite values, untrained-looking weights
-STATISTICS_CHECKS = (tensors.check_finite, tensors.check_init)
+#: value checks that read weight data (``validate --deep``): non-finite values, untrained-looking weights, lm_head
+#: rows cut by offset
+STATISTICS_CHECKS = (tensors.check_finite, tensors.check_init, vocab.check_lm_head_rows)
 
 __all__ = ["CHECKS", "STATISTICS_CHECKS", "Context", "Options", "TargetInfo", "read_target"]

@@ -6,17 +6,30 @@ rejected ones (``layout`` then says ``not-a-drafter``, ``eagle1``, ``speculators
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
+from eaglehub.drafter.canonical import Drafter, config_dtype
+from eaglehub.drafter.shapes import quantization_tensors
 from eaglehub.formats.registry import architecture, read_drafter
 from eaglehub.io.source import resolve_source
 
 REPORT_SCHEMA = "eaglehub.inspect-report/2"
 
 
+def stored_dtype(d: Drafter) -> str | None:
+    """The dtype the float weights are stored in (the most common one when they differ; quantized payloads
+    and their scales left out), else the first tensor's: what the file holds, not what its config says."""
+    quantized = quantization_tensors(d)
+    floats = Counter(i.dtype for n, i in d.tensors.items() if i.is_float and n not in quantized)
+    if floats:
+        return floats.most_common(1)[0][0]
+    return next((i.dtype for i in d.tensors.values()), None)
+
+
 def inspect_drafter(src: str | Path, source_format: str | None = None, revision: str | None = None) -> dict:
-    """Format (with the evidence that decided it), layer kind, dims (H, Ht, A, nh, nkv, head_dim, I, V, Vd), flags, aux ids (+ convention), vocabulary,
+    """Format (with the evidence that decided it), stored weight dtype and the config's, layer kind, dims (H, Ht, A, nh, nkv, head_dim, I, V, Vd), flags, aux ids (+ convention), vocabulary,
     tensor table (canonical name, stored name, shape, dtype, bytes), parameter count and size.
 
     Raises: EaglehubError (missing dir, bad config JSON, unreadable weights; exit 2).
@@ -48,7 +61,8 @@ def inspect_drafter(src: str | Path, source_format: str | None = None, revision:
         "weights_format": d.index.format,
         "files": d.index.files,
         "stripped_prefix": d.index.stripped_prefix,
-        "dtype": d.dtype,
+        "dtype": stored_dtype(d),
+        "config_dtype": config_dtype(d.config),
         "eagle_version": d.version,
         "target": d.target,
         "provenance": d.provenance,

@@ -188,9 +188,27 @@ def check_expected(ctx: Context) -> list[Finding]:
     return out
 
 
+#: bytes per element of the float dtypes a drafter's weights come in (float8 payloads are quantization's)
+_FLOAT_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}
+#: the two 16-bit formats trade range for precision: a cast between them is not exact either way
+_SIXTEEN = frozenset({"float16", "bfloat16"})
+#: where the engines give the drafter its dtype and cast each stored weight into it
+_DTYPE_CITE = (
+    "vLLM builds the drafter in the target's dtype (vllm 0.33.0 config/speculative.py L1418) and copies each "
+    "weight into its parameter (model_loader/weight_utils.py L1543, a cast); SGLang builds it in its --dtype, "
+    "by default the config's torch_dtype (sglang 0.5.23 srt/configs/model_config.py L881)"
+)
+
+
 def check_dtypes(ctx: Context) -> list[Finding]:
-    """Float weights share one dtype, the config's ``torch_dtype`` if given (F18). Quantized payloads and
-    quantization parameters are :mod:`.quant`'s (:func:`.quant.quantization_tensors`)."""
+    """Float weights stored in another dtype than the config's ``torch_dtype`` (or than each other, F18).
+
+    The engines never run the stored dtype: each weight is copied into a parameter of the model's dtype
+    (:data:`_DTYPE_CITE`), so a float32 export under a bfloat16 config (ModelOpt from a float32 base) serves
+    as bfloat16 from a file twice the size it needs: I-TENSOR-DTYPE-CAST. A cast between float16 and
+    bfloat16 is not exact (float16 overflows past 65504, bfloat16 keeps 8 bits of mantissa against 11):
+    W-TENSOR-DTYPE. Quantized payloads and quantization parameters are :mod:`.quant`'s
+    (:func:`.quant.quantization_tensors`)."""
     want = config_dtype(ctx.drafter.config)
     quantized = quantization_tensors(ctx.drafter)
     floats = {n: i.dtype for n, i in ctx.drafter.tensors.items() if i.is_float and n not in quantized}
@@ -198,19 +216,31 @@ def check_dtypes(ctx: Context) -> list[Finding]:
     if not counts:
         return []
     ref = want if want and want != "auto" else counts.most_common(1)[0][0]
+    src = "the config's torch_dtype" if ref == want else "the other weights"
     out = []
     for dtype, n in counts.items():
-        if dtype != ref:
-            first = next(k for k, v in floats.items() if v == dtype)
-            src = "the config's torch_dtype" if ref == want else "the other weights"
+        if dtype == ref:
+            continue
+        first = next(k for k, v in floats.items() if v == dtype)
+        stored = f"{n} weight(s) are stored as {dtype} (e.g. {first}) but {src} is {ref}"
+        if {dtype, ref} == _SIXTEEN:
             out.append(
                 finding(
-                    "E-TENSOR-DTYPE",
+                    "W-TENSOR-DTYPE",
                     first,
-                    f"{n} weight(s) are {dtype} (e.g. {first}) but {src} is {ref}",
-                    "cast the weights or fix torch_dtype; leave d2t/t2d dtypes alone",
+                    f"{stored}: the engines cast them at load, which is not exact between the two 16-bit formats "
+                    f"(float16 holds no value past 65504, bfloat16 fewer mantissa bits); {_DTYPE_CITE}",
+                    f"re-export the weights in {ref} from the training checkpoint, or set torch_dtype to {dtype}: "
+                    + set_command(ctx, "torch_dtype", dtype),
                 )
             )
+            continue
+        size = _FLOAT_BYTES.get(dtype, 0) / _FLOAT_BYTES.get(ref, 0) if ref in _FLOAT_BYTES else 0
+        times = "twice" if size == 2 else f"{size:g} times"
+        extra = f", so the file holds them in {times} the bytes of {ref}" if size > 1 else ""
+        out.append(
+            finding("I-TENSOR-DTYPE-CAST", first, f"{stored}: the engines cast them at load ({_DTYPE_CITE}){extra}")
+        )
     return out
 
 

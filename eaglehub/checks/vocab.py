@@ -139,3 +139,70 @@ def check(ctx: Context) -> list[Finding]:
         found = [f for f in found if f.code != "W-T2D-MISSING"]
     # d2t shipped unpruned (Vd == V) fails to load in vLLM >= 0.30: checks/profiles.py says so per engine
     return found
+
+
+#: rows of lm_head read per step by :func:`check_lm_head_rows` (bounded memory on a large head)
+ROWS_BYTES = 16 << 20
+
+
+def _row_digests(d, name: str) -> list[bytes]:
+    """One digest per row of tensor ``name`` (equal rows, equal digests), read in blocks of about 16 MiB."""
+    import hashlib
+
+    info = d.tensors[name]
+    rows = info.shape[0]
+    step = max(1, ROWS_BYTES // max(1, info.nbytes // max(1, rows)))
+    out: list[bytes] = []
+    for start in range(0, rows, step):
+        block = np.ascontiguousarray(d.index.load_numpy(d.names[name], max_rows=step, start_row=start))
+        out += [hashlib.blake2b(row.tobytes(), digest_size=16).digest() for row in block.reshape(len(block), -1)]
+    return out
+
+
+def check_lm_head_rows(ctx: Context) -> list[Finding]:
+    """``--deep``: ``lm_head`` rows cut from a full-vocabulary head by the offsets ``d2t[i]`` instead of the
+    target ids ``i + d2t[i]`` (E-LMHEAD-OFFSET).
+
+    TorchSpec's ``tools/convert_to_hf.py --prune-vocab`` does this (``tensors["lm_head.weight"][d2t]`` in
+    ``_save_with_vocab_pruning``): row ``i`` then holds the full head's row ``d2t[i]``, the logit of another
+    token, and the engines propose token ``i + d2t[i]`` with it. The cut leaves a fingerprint in the file itself:
+    draft rows whose offsets are equal (consecutive target ids, in a sorted map) are copies of one full-head row,
+    so rows are identical exactly where offsets are. A trained or initialised head never has that pattern; the
+    check needs at least one repeated offset to see it (the full-vocabulary head, when it is at hand, shows the
+    same directly: see tests/test_producer_findings.py)."""
+    d = ctx.drafter
+    V, Vd = d.dims.V, d.dims.Vd
+    head = d.tensors.get("lm_head.weight")
+    if V is None or Vd is None or Vd >= V or "d2t" not in d.names or head is None or not head.is_float:
+        return []
+    if len(head.shape) != 2 or head.shape[0] != Vd:
+        return []  # a wrong shape is E-TENSOR-SHAPE's
+    d2t = np.asarray(drafter_array(d, "d2t")).reshape(-1)
+    if d2t.dtype.kind not in "iu" or len(d2t) != Vd:
+        return []  # E-D2T-DTYPE / the shape check
+    d2t = d2t.astype(np.int64)
+    if len(np.unique(d2t)) == Vd:
+        return []  # no repeated offset: no fingerprint to read
+    digests = _row_digests(d, "lm_head.weight")
+    by_offset: dict[int, bytes] = {}
+    by_digest: dict[bytes, int] = {}
+    for off, dig in zip(d2t.tolist(), digests):
+        if by_offset.setdefault(off, dig) != dig or by_digest.setdefault(dig, off) != off:
+            return []  # rows differ where offsets repeat, or repeat where offsets differ: not the offset cut
+    if len(by_digest) == 1 and not bool(np.asarray(drafter_array(d, "lm_head.weight", max_rows=1)).any()):
+        return []  # one all-zero row everywhere: an untrained head (W-TENSOR-INIT), not a cut
+    ids = np.arange(Vd, dtype=np.int64) + d2t
+    i = int(np.flatnonzero(d2t[1:] == d2t[:-1])[0]) if bool((d2t[1:] == d2t[:-1]).any()) else 0
+    return [
+        finding(
+            "E-LMHEAD-OFFSET",
+            "lm_head.weight",
+            f"lm_head has {len(by_digest)} distinct row(s) for {Vd} draft ids, identical exactly where d2t repeats an "
+            f"offset (rows {i} and {i + 1}, offset {int(d2t[i])}, target ids {int(ids[i])} and {int(ids[i + 1])}): "
+            "the rows were cut from the full-vocabulary head by the offsets d2t[i], not by the target ids i + d2t[i] "
+            "(TorchSpec convert_to_hf.py --prune-vocab), so each draft id is scored with another token's row and "
+            "the engines propose tokens the drafter did not predict",
+            "re-export the training checkpoint without --prune-vocab (the full-vocabulary head, rows intact): "
+            "python tools/convert_to_hf.py --input-dir ITER_DIR --config DRAFT_CONFIG.json",
+        )
+    ]

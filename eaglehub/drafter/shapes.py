@@ -267,7 +267,7 @@ def is_low_precision_weight(name: str, dtype: str) -> bool:
 def quantization_tensors(drafter: Drafter) -> set[str]:
     """Names of quantized payloads (low-precision ``*.weight``, ``*.weight_packed``) and quantization
     parameters (scales, zero points, ``weight_shape``, KV scales), whatever the config says: the dtype
-    check (``E-TENSOR-DTYPE``) leaves them to this module."""
+    check (``W-TENSOR-DTYPE``, ``I-TENSOR-DTYPE-CAST``) leaves them to this module."""
     return {
         n
         for n, i in drafter.tensors.items()

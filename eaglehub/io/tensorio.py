@@ -241,8 +241,8 @@ def find_weight_files(root: Path) -> tuple[str, list[str]]:
     """Return ``(format, files)`` for the weights in ``root`` (docs/formats.md §6.7).
 
     Raises:
-        EaglehubError: no weights, an unreadable index, or a raw training checkpoint
-            (``.metadata`` ⇒ TorchSpec FSDP, ``training_state.pt`` ⇒ SpecForge: export first).
+        EaglehubError: no weights, an unreadable index, or a producer's raw training checkpoint
+            (:mod:`eaglehub.drafter.training`: export first).
     """
     root = Path(root)
     if not root.is_dir():
@@ -266,18 +266,9 @@ def find_weight_files(root: Path) -> tuple[str, list[str]]:
             hint="write the index that maps each tensor to its shard, or merge the files into model.safetensors",
             code="E-INPUT-WEIGHTS",
         )
-    if (root / ".metadata").exists() or any(root.glob("*/model/.metadata")):
-        raise EaglehubError(
-            f"{root} is a raw TorchSpec FSDP checkpoint",
-            hint="export it with TorchSpec tools/convert_to_hf.py first",
-            code="E-INPUT-RAW",
-        )
-    if (root / "training_state.pt").exists():
-        raise EaglehubError(
-            f"{root} is a raw SpecForge training state",
-            hint="run `specforge export` first",
-            code="E-INPUT-RAW",
-        )
+    from eaglehub.drafter.canonical import raise_if_training_checkpoint
+
+    raise_if_training_checkpoint(root, "weight files")  # a config.json next to a raw checkpoint makes no drafter
     raise EaglehubError(
         f"no weights in {root}",
         hint="expected model.safetensors, *.safetensors.index.json + shards, or pytorch_model.bin",

@@ -50,9 +50,12 @@ def print_inspect(report: dict, console: Console) -> None:
     report = printable_report(report)
     d, v, a = report["dims"], report["vocab"], report["aux"]
     flags = ", ".join(f"{k}={'true' if x else 'false'}" for k, x in report["flags"].items())
+    dtype = f"weights {report['dtype']}"
+    if report.get("config_dtype") and report["config_dtype"] != report["dtype"]:
+        dtype += f" (config torch_dtype {report['config_dtype']})"
     console.print(
         f"[bold]{escape(report['path'])}[/]  format [bold]{report['format']}[/] ({escape(str(report['architecture']))}, "
-        f"{report['layer_kind']}), EAGLE-{report['eagle_version']}, {report['weights_format']}, {report['dtype']}",
+        f"{report['layer_kind']}), EAGLE-{report['eagle_version']}, {report['weights_format']}, {escape(dtype)}",
         highlight=False,
     )
     console.print(f"evidence: {escape('; '.join(report['format_evidence']))}", highlight=False)
@@ -80,12 +83,13 @@ def print_inspect(report: dict, console: Console) -> None:
     console.print(f"aux ids: {ids}", highlight=False)
     console.print(f"flags: {flags}", highlight=False)
     if report["stripped_prefix"]:
-        console.print(f"names stored with prefix {report['stripped_prefix']!r} (shown without it)", highlight=False)
+        console.print(f"names stored with prefix {report['stripped_prefix']!r} (read without it)", highlight=False)
     table = Table(show_edge=False)
     for col, just in (("tensor", "left"), ("shape", "left"), ("dtype", "left"), ("size", "right")):
         table.add_column(col, justify=cast(JustifyMethod, just))
-    for t in report["tensors"]:
-        table.add_row(escape(t["name"]), str(t["shape"]), escape(t["dtype"]), human_size(t["bytes"]))
+    # the names as the file stores them (layers.0.* where the producer wrote that), in the file's order of names
+    for t in sorted(report["tensors"], key=lambda t: t["stored_name"]):
+        table.add_row(escape(t["stored_name"]), str(t["shape"]), escape(t["dtype"]), human_size(t["bytes"]))
     console.print(table)
     console.print(f"{report['parameters']:,} parameters, {human_size(report['bytes'])}", highlight=False)
 

@@ -1,0 +1,171 @@
+"""Raw training checkpoints: what the producers' trainers save while they train, before an export makes a drafter.
+
+No engine loads these, and none of them has the ``config.json`` a drafter directory needs, so every verb that
+reads a drafter would otherwise stop at "config.json is missing". :func:`recognise` tells the three layouts
+apart and names the producer's own export command (``E-INPUT-RAW``):
+
+* **SpecForge 0.2.0** (``specforge/training/checkpoint.py``): ``{run_id}-step{N}/training_state.pt`` (+ one
+  ``training_state_rank{r}.pt`` per rank) under the run's ``output_dir``, with a ``{run_id}-latest`` link.
+  Exported by ``specforge export --to sglang --checkpoint PATH --draft-config CONFIG --output-dir OUT``
+  (``specforge/cli.py``; the draft config is not saved with the checkpoint).
+* **TorchSpec** (``torchspec/training/checkpoint.py``): ``checkpoints/iter_{N:07d}/{model,optimizer,
+  lr_scheduler}/`` in ``torch.distributed.checkpoint`` form (``.metadata`` + ``*.distcp``), next to
+  ``checkpoints/latest_checkpointed_iteration.txt`` and the run's ``config.yaml``. Exported by
+  ``python tools/convert_to_hf.py --input-dir ITER_DIR [--config DRAFT_CONFIG] [--target-model-path T]``.
+* **speculators 0.9.0** (``speculators/train/checkpointer.py``): the ``--save-path`` root holds one drafter per
+  epoch (``0/``, ``1/``, …, each already in the speculators layout) and a ``checkpoint_best`` link; the root
+  itself is not one.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+SPECFORGE_STATE = "training_state.pt"
+TORCHSPEC_LATEST = "latest_checkpointed_iteration.txt"
+DCP_METADATA = ".metadata"
+_ITER = re.compile(r"iter_(\d+)")
+_STEP = re.compile(r".+-step(\d+)")
+#: the files besides its epoch directories that ``speculators train`` writes into its save path
+SPECULATORS_ROOT_FILES = ("run.yaml", "train_command.txt")
+
+
+@dataclass(frozen=True)
+class TrainingCheckpoint:
+    """A recognised training checkpoint: the ``path`` given, its ``producer``, what in it says so, and the
+    export command."""
+
+    path: Path
+    producer: str
+    detail: str
+    command: str
+
+    @property
+    def message(self) -> str:
+        kind = "training save path" if self.producer == "speculators" else "training checkpoint"
+        return f"{self.path} is a {self.producer} {kind} ({self.detail}), not a servable drafter"
+
+
+def _q(path: Path | str) -> str:
+    return shlex.quote(str(path))
+
+
+def _specforge(root: Path) -> TrainingCheckpoint | None:
+    if root.is_file() and root.name == SPECFORGE_STATE:
+        checkpoint, what = root.parent, "its resumable training state"
+    elif (root / SPECFORGE_STATE).is_file():
+        checkpoint, what = root, f"{SPECFORGE_STATE}: draft weights, optimizer and step"
+    else:
+        steps = sorted(
+            (int(m.group(1)), p)
+            for p in root.iterdir()
+            if (m := _STEP.fullmatch(p.name)) and (p / SPECFORGE_STATE).is_file()
+        )
+        if not steps:
+            return None
+        runs = {p.name.rsplit("-step", 1)[0] for _, p in steps}
+        # `specforge export` resolves a run directory through its one {run_id}-latest link; several runs need a step
+        checkpoint = root if len(runs) == 1 else steps[-1][1]
+        what = ", ".join(f"{p.name}/{SPECFORGE_STATE}" for _, p in steps[-3:])
+    out = f"{str(checkpoint).rstrip('/')}-sglang"
+    command = (
+        f"specforge export --to sglang --checkpoint {_q(checkpoint)} --draft-config DRAFT_CONFIG.json "
+        f"--output-dir {_q(out)}"
+    )
+    return TrainingCheckpoint(root, "SpecForge", what, command)
+
+
+def _torchspec_iter(root: Path) -> Path | None:
+    """The ``iter_*`` directory ``convert_to_hf.py --input-dir`` takes, from any level of a TorchSpec run."""
+    if (root / DCP_METADATA).is_file():  # iter_*/model itself (convert_to_hf accepts it too)
+        return root.parent if root.name == "model" and _ITER.fullmatch(root.parent.name) else root
+    if (root / "model" / DCP_METADATA).is_file():
+        return root
+    checkpoints = root / "checkpoints" if (root / "checkpoints").is_dir() else root
+    latest = checkpoints / TORCHSPEC_LATEST
+    if latest.is_file():
+        text = latest.read_text(errors="replace").strip()
+        if text.isdigit() and (checkpoints / f"iter_{int(text):07d}").is_dir():
+            return checkpoints / f"iter_{int(text):07d}"
+    iters = sorted(
+        (int(m.group(1)), p)
+        for p in checkpoints.iterdir()
+        if (m := _ITER.fullmatch(p.name)) and (p / "model" / DCP_METADATA).is_file()
+    )
+    return iters[-1][1] if iters else None
+
+
+def _run_config(iter_dir: Path) -> dict:
+    """``model.draft_model_config`` and ``model.target_model_path`` of the run's ``config.yaml`` (TorchSpec saves
+    the resolved config next to ``checkpoints/``), when it is there and readable."""
+    import yaml
+
+    path = iter_dir.parent.parent / "config.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(errors="replace")) if path.is_file() else None
+    except (OSError, yaml.YAMLError):
+        return {}
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict):
+        return {}
+    return {k: v for k in ("draft_model_config", "target_model_path") if isinstance(v := model.get(k), str) and v}
+
+
+def _torchspec(root: Path) -> TrainingCheckpoint | None:
+    if not root.is_dir():
+        return None
+    iter_dir = _torchspec_iter(root)
+    if iter_dir is None:
+        return None
+    run = _run_config(iter_dir)
+    config = (
+        f"--config {_q(run['draft_model_config'])}" if "draft_model_config" in run else "--config DRAFT_CONFIG.json"
+    )
+    target = f" --target-model-path {_q(run['target_model_path'])}" if "target_model_path" in run else ""
+    command = (
+        f"python tools/convert_to_hf.py --input-dir {_q(iter_dir)} {config}{target} --output-dir {_q(f'{iter_dir}_hf')}"
+    )
+    what = f"{iter_dir.name}: FSDP shards in torch.distributed.checkpoint form"
+    return TrainingCheckpoint(root, "TorchSpec", what, command)
+
+
+def _speculators(root: Path) -> TrainingCheckpoint | None:
+    if not root.is_dir():
+        return None
+    epochs = sorted(int(p.name) for p in root.iterdir() if p.name.isdigit() and (p / "config.json").is_file())
+    best = root / "checkpoint_best"
+    if not epochs and not (best / "config.json").is_file():
+        return None
+    if not epochs and not any((root / f).is_file() for f in SPECULATORS_ROOT_FILES):
+        return None
+    pick = best if (best / "config.json").is_file() else root / str(epochs[-1])
+    shown = f"{best.name} -> {best.resolve().name}" if best.is_symlink() else pick.name
+    what = f"epoch checkpoints {epochs}, {shown}"
+    command = f"eaglehub validate {_q(pick)}"
+    return TrainingCheckpoint(root, "speculators", what, command)
+
+
+def recognise(root: Path) -> TrainingCheckpoint | None:
+    """The training checkpoint ``root`` is (or holds), or ``None``. Reads directory listings and, for TorchSpec,
+    the run's ``config.yaml``; no checkpoint file is opened (they are pickles)."""
+    root = Path(root)
+    try:
+        for probe in (_specforge, _torchspec, _speculators):
+            if root.exists() and (found := probe(root)) is not None:
+                return found
+    except OSError:  # an unreadable listing is no evidence either way
+        return None
+    return None
+
+
+def hint(found: TrainingCheckpoint) -> str:
+    """The fix: the producer's export command (the speculators root needs none: an epoch is the drafter)."""
+    if found.producer == "speculators":
+        return f"each epoch directory is a speculators drafter; use the best one: {found.command}"
+    placeholder = (
+        " (DRAFT_CONFIG.json: the draft model config the run trained)" if "DRAFT_CONFIG" in found.command else ""
+    )
+    return f"export it with `{found.command}`{placeholder}"
