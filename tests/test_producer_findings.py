@@ -300,3 +300,49 @@ def test_deep_validate_flags_the_offset_cut_and_passes_the_id_cut(tmp_path):
     tensors["lm_head.weight"] = full[ids].clone()
     save_file(tensors, str(fixed / "model.safetensors"), metadata={"torchspec_version": "0.1.0"})
     assert codes(report(fixed, deep=True), "error") == []
+
+
+# --- 6. special-token ids no engine reads; stored tensor names -------------------------------------------------
+
+
+def test_specforge_pad_id_is_not_compared_with_the_targets(make_target):
+    """SpecForge writes pad_token_id 0 into every draft config (the MANIFEST's targets use 2, as SmolLM2 does); no
+    engine reads a drafter's pad id, so it is no finding. A differing eos is still noted, as info."""
+    path = fixture("specforge/eagle3-sglang")
+    cfg = json.loads((path / "config.json").read_text())
+    assert (cfg["bos_token_id"], cfg["eos_token_id"], cfg["pad_token_id"]) == (1, 2, 0)
+    target = make_target(8, bos_token_id=1, eos_token_id=2, pad_token_id=2)
+    rep = validate(path, target, options=Options(profiles=ALL_PROFILES))
+    assert not [f for f in rep["findings"] if "TOKENS" in f["code"]]
+    other = make_target(8, name="eos-differs", bos_token_id=1, eos_token_id=7, pad_token_id=2)
+    found = [f for f in validate(path, other)["findings"] if "TOKENS" in f["code"]]
+    assert [(f["code"], f["severity"], f["subject"]) for f in found] == [("I-TOKENS-SPECIAL", "info", "eos_token_id")]
+
+
+def test_inspect_lists_tensors_by_their_stored_names():
+    """TorchSpec --vllm and ModelOpt store layer 0 as layers.0.*; inspect shows that, not eaglehub's midlayer.*."""
+    for case in ("torchspec/eagle3-vllm", "modelopt/bf16-base"):
+        r = run_cli("inspect", fixture(case))
+        assert r.exit_code == 0, r.output
+        assert "layers.0.self_attn.q_proj.weight" in r.stdout and "midlayer." not in r.stdout
+        rep = json.loads(run_cli("inspect", fixture(case), "--json").stdout)
+        q = next(t for t in rep["tensors"] if t["name"] == "midlayer.self_attn.q_proj.weight")
+        assert q["stored_name"] == "layers.0.self_attn.q_proj.weight"
+    specforge = run_cli("inspect", fixture("specforge/eagle3-sglang")).stdout
+    assert "midlayer.self_attn.q_proj.weight" in specforge  # SpecForge stores midlayer.*
+
+
+def test_findings_name_tensors_as_stored(tmp_path):
+    rep = report(fixture("modelopt/bf16-base"), deep=True)
+    init = [f["subject"] for f in rep["findings"] if f["code"] == "W-TENSOR-INIT"]
+    assert "layers.0.input_layernorm.weight" in init and not [s for s in init if s.startswith("midlayer.")]
+    from safetensors.torch import load_file, save_file
+
+    dropped = tmp_path / "dropped"
+    shutil.copytree(fixture("modelopt/bf16-base"), dropped)
+    tensors = load_file(str(dropped / "model.safetensors"))
+    del tensors["layers.0.mlp.up_proj.weight"]
+    save_file(tensors, str(dropped / "model.safetensors"))
+    missing = [f for f in report(dropped)["findings"] if f["code"] == "E-TENSOR-MISSING"]
+    assert [f["subject"] for f in missing] == ["layers.0.mlp.up_proj.weight"]
+    assert missing[0]["message"].startswith("layers.0.mlp.up_proj.weight [128, 64] is missing")

@@ -35,7 +35,7 @@ PAIRING = (
     "W-TARGET-UNKNOWN-ARCH",
     "W-TARGET-FAMILY",
     "W-CONTEXT-SHORT",
-    "W-TOKENS-SPECIAL",
+    "I-TOKENS-SPECIAL",
     "E-TOKENIZER-SIZE",
     "W-TOKENIZER-MISMATCH",
     "W-TEMPLATE-CHANGED",
@@ -298,9 +298,10 @@ def test_long_enough_drafter(make_drafter, make_target):
 def test_rewritten_eos(make_drafter, make_target):
     drafter = make_drafter(mutate=lambda cfg, t: cfg.update(bos_token_id=128000, eos_token_id=2))
     target = make_target(8, bos_token_id=128000, eos_token_id=128001)
-    assert pairing(drafter, target) == [("W-TOKENS-SPECIAL", "eos_token_id")]
-    assert messages(drafter, target, "W-TOKENS-SPECIAL") == [
-        "drafter eos_token_id 2 is not the target's [128001] (config.json)"
+    assert pairing(drafter, target) == [("I-TOKENS-SPECIAL", "eos_token_id")]
+    assert messages(drafter, target, "I-TOKENS-SPECIAL") == [
+        "drafter eos_token_id 2 is not the target's [128001] (config.json): no engine reads it (they stop on the "
+        "target's ids), but a converter may have rewritten the config"
     ]
 
 
@@ -312,7 +313,7 @@ def test_rewritten_bos_against_generation_config(make_drafter, make_target):
         target / "generation_config.json",
         {"bos_token_id": 128000, "eos_token_id": [128001, 128009], "pad_token_id": 0},
     )
-    assert pairing(drafter, target) == [("W-TOKENS-SPECIAL", "bos_token_id")]
+    assert pairing(drafter, target) == [("I-TOKENS-SPECIAL", "bos_token_id")]
 
 
 def test_special_ids_the_target_uses_are_fine(make_drafter, make_target):
@@ -612,7 +613,7 @@ def test_hub_target_reads_config_and_side_files_only(make_drafter, make_target, 
     write_json(drafter / "training.json", {"chat_template_sha256": sha(TEMPLATE + "changed")})
     asked.clear()
     assert pairing(drafter, "tiny-org/tiny-target") == [
-        ("W-TOKENS-SPECIAL", "eos_token_id"),
+        ("I-TOKENS-SPECIAL", "eos_token_id"),
         ("E-TOKENIZER-SIZE", "vocab_size"),
         ("W-TEMPLATE-CHANGED", "chat_template"),
     ]

@@ -25,10 +25,12 @@ def _token_ids(v) -> set[int] | None:
 
 
 def special_token_findings(ctx: Context) -> list[Finding]:
-    """Special-token ids the drafter's config states but the target does not use: a converter
-    rewrote them (docs/formats.md §8: ``speculators convert`` 0.9.0 turned 128000/128001 into 1/2). The
-    target's ids are the union of its (text) config and ``generation_config.json``, since a target
-    may list extra stop ids in one of them only (Qwen: ``<|im_end|>`` in generation_config)."""
+    """bos/eos ids the drafter's config states but the target does not use: a sign a converter rewrote them
+    (docs/formats.md §8: ``speculators convert`` 0.9.0 turned 128000/128001 into 1/2). A note, not a fault: no
+    engine reads a drafter's special-token ids (vLLM and SGLang stop on the target's ids; the drafter classes
+    build no padding index), and the pad id is not compared at all (SpecForge's draft configs carry 0 whatever
+    the target's). The target's ids are the union of its (text) config and ``generation_config.json``, since a
+    target may list extra stop ids in one of them only (Qwen: ``<|im_end|>`` in generation_config)."""
     d, t = ctx.drafter, ctx.target
     assert t is not None  # check() runs these with a target only
     sources = [
@@ -37,7 +39,7 @@ def special_token_findings(ctx: Context) -> list[Finding]:
         ("generation_config.json", t.side_json("generation_config.json") or {}),
     ]
     out = []
-    for key in SPECIAL_TOKEN_KEYS:
+    for key in COMPARED_TOKEN_KEYS:
         mine = _token_ids(d.config.get(key))
         if mine is None:
             continue
@@ -50,10 +52,11 @@ def special_token_findings(ctx: Context) -> list[Finding]:
         if theirs and not mine <= theirs:
             out.append(
                 finding(
-                    "W-TOKENS-SPECIAL",
+                    "I-TOKENS-SPECIAL",
                     key,
                     f"drafter {key} {d.config[key]} is not the target's {sorted(theirs)} "
-                    f"({', '.join(dict.fromkeys(where))})",
+                    f"({', '.join(dict.fromkeys(where))}): no engine reads it (they stop on the target's ids), "
+                    "but a converter may have rewritten the config",
                 )
             )
     return out
@@ -194,7 +197,8 @@ TEMPLATE_KEY = "chat_template_sha256"
 SHA256_HEX = re.compile(r"[0-9a-f]{64}")
 
 
-SPECIAL_TOKEN_KEYS = ("bos_token_id", "eos_token_id", "pad_token_id")
+#: the ids a rewritten config shows in (the pad id differs between producers by design: SpecForge writes 0)
+COMPARED_TOKEN_KEYS = ("bos_token_id", "eos_token_id")
 
 
 def drafter_record(d: Drafter, key: str) -> tuple[object, str] | None:

@@ -9,6 +9,8 @@ shard — is a finding (``E-INPUT-*``), never a traceback. Rules: :mod:`eaglehub
 
 from __future__ import annotations
 
+import re
+from dataclasses import replace
 from pathlib import Path
 
 from eaglehub.checks import CHECKS, STATISTICS_CHECKS, Context, Options, TargetInfo, read_target
@@ -83,7 +85,32 @@ def run_checks(
                 out += check(ctx)
             except EaglehubError as exc:
                 out.append(input_finding(exc))
-    return out
+    return stored_names(out, drafter)
+
+
+_MIDLAYER = re.compile(r"(?<![\w.])midlayer\.")
+
+
+def stored_names(findings: list[Finding], drafter: Drafter) -> list[Finding]:
+    """The findings with tensors named as the files store them: the checks work on canonical names
+    (``midlayer.*`` for layer 0, no ``model.`` prefix, ``fc_norm.{i}``), which a user of a ``layers.0.*``
+    checkpoint (ModelOpt, speculators, TorchSpec ``--vllm``) cannot find in the file. Tensors the file holds
+    take their stored name; a layer-0 name it lacks takes the file's layer-0 spelling."""
+    stored = {c: s for c, s in drafter.names.items() if c != s and s in drafter.index.tensors}
+    if not stored:
+        return findings
+    layer0 = next(
+        (s[: len(s) - len(c) + len("midlayer.")] for c, s in stored.items() if c.startswith("midlayer.")), None
+    )
+    names = re.compile(
+        r"(?<![\w.])(" + "|".join(re.escape(c) for c in sorted(stored, key=len, reverse=True)) + r")(?![\w])"
+    )
+
+    def spell(text: str) -> str:
+        text = names.sub(lambda m: stored[m.group(1)], text)
+        return _MIDLAYER.sub(layer0, text) if layer0 else text
+
+    return [replace(f, subject=spell(f.subject), message=spell(f.message), hint=spell(f.hint)) for f in findings]
 
 
 def make_report(

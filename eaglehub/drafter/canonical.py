@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from eaglehub.drafter.training import raise_if_training_checkpoint
 from eaglehub.errors import EaglehubError
 from eaglehub.io import jsonio
 from eaglehub.io.tensorio import TensorIndex, TensorInfo
@@ -32,16 +33,6 @@ def layer_index(name: str) -> int | None:
     return int(m[1]) if m else None
 
 
-def raise_if_training_checkpoint(root: Path, subject: str) -> None:
-    """A producer's raw training checkpoint is no drafter: say which one and how to export it (E-INPUT-RAW),
-    instead of naming the file it lacks (:mod:`eaglehub.drafter.training`)."""
-    from eaglehub.drafter.training import hint, recognise
-
-    found = recognise(root)
-    if found is not None:
-        raise EaglehubError(found.message, hint=hint(found), code="E-INPUT-RAW", subject=subject)
-
-
 def read_config(root: Path, name: str = "config.json") -> dict:
     """Parse ``root/config.json`` keeping every key verbatim.
 
@@ -50,7 +41,7 @@ def read_config(root: Path, name: str = "config.json") -> dict:
             unreadable or non-object JSON (exit 2).
     """
     path = Path(root) / name
-    if not path.is_file():
+    if not path.is_file():  # a producer's training checkpoint is named as one, not as a missing config.json
         raise_if_training_checkpoint(Path(root), "drafter directory")
     if not Path(root).is_dir():
         raise EaglehubError(

@@ -24,6 +24,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from eaglehub.errors import EaglehubError
+
 SPECFORGE_STATE = "training_state.pt"
 TORCHSPEC_LATEST = "latest_checkpointed_iteration.txt"
 DCP_METADATA = ".metadata"
@@ -169,3 +171,11 @@ def hint(found: TrainingCheckpoint) -> str:
         " (DRAFT_CONFIG.json: the draft model config the run trained)" if "DRAFT_CONFIG" in found.command else ""
     )
     return f"export it with `{found.command}`{placeholder}"
+
+
+def raise_if_training_checkpoint(root: Path, subject: str) -> None:
+    """A producer's raw training checkpoint is no drafter: say which one and how to export it (``E-INPUT-RAW``
+    about ``subject``), instead of naming the file it lacks."""
+    found = recognise(root)
+    if found is not None:
+        raise EaglehubError(found.message, hint=hint(found), code="E-INPUT-RAW", subject=subject)

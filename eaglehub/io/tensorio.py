@@ -266,7 +266,7 @@ def find_weight_files(root: Path) -> tuple[str, list[str]]:
             hint="write the index that maps each tensor to its shard, or merge the files into model.safetensors",
             code="E-INPUT-WEIGHTS",
         )
-    from eaglehub.drafter.canonical import raise_if_training_checkpoint
+    from eaglehub.drafter.training import raise_if_training_checkpoint
 
     raise_if_training_checkpoint(root, "weight files")  # a config.json next to a raw checkpoint makes no drafter
     raise EaglehubError(
