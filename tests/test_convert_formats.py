@@ -62,6 +62,8 @@ def assert_bit_identical(src, path: Path, skip: set[str] = frozenset()) -> dict:
 
 
 def test_specforge_nested_c_out_becomes_top_level_c_in_and_back(tmp_path):
+    """The vLLM output gets the top-level C-in list vLLM reads and keeps SpecForge's nested list, which SGLang
+    reads (as C-out: the same layers); back in SpecForge's layout the top-level list stays for vLLM."""
     src = write_format(tmp_path / "sf", "specforge", aux_c_in=(2, 4, 5))
     assert src.config["eagle_config"][AUX_KEY] == [1, 3, 4] and AUX_KEY not in src.config
     before = tree_state(src.path)
@@ -71,14 +73,16 @@ def test_specforge_nested_c_out_becomes_top_level_c_in_and_back(tmp_path):
     convert(src.path, tmp_path / "v", fmt="vllm")
     v = cfg_of(tmp_path / "v")
     assert v[AUX_KEY] == [2, 4, 5] and v["num_aux_hidden_states"] == 3
-    assert AUX_KEY not in (v.get("eagle_config") or {})  # no second, contradicting list
+    assert v["eagle_config"][AUX_KEY] == [1, 3, 4]  # SGLang's list, as stored: the same layers, C-out
+    assert not [f for f in validate(tmp_path / "v")["findings"] if f["code"] == "W-AUX-CONFLICT"]
     dv = read_drafter(tmp_path / "v")
     assert dv.aux.convention == "C-in" and dv.aux.c_in == [2, 4, 5]
 
     convert(tmp_path / "v", tmp_path / "back", fmt="specforge")
     back = cfg_of(tmp_path / "back")
-    assert back["eagle_config"][AUX_KEY] == [1, 3, 4] and AUX_KEY not in back
-    assert back == src.config
+    assert back["eagle_config"][AUX_KEY] == [1, 3, 4] and back[AUX_KEY] == [2, 4, 5]
+    assert {k: v for k, v in back.items() if k != AUX_KEY} == src.config
+    assert read_drafter(tmp_path / "back").format == "specforge"
     assert tree_state(src.path) == before
 
 
@@ -92,7 +96,8 @@ def test_nested_c_out_lifted_plus_one(src_fmt, dst_fmt, tmp_path):
     convert(src.path, tmp_path / "out", fmt=dst_fmt, verifier=VERIFIER_ID if dst_fmt == "speculators" else None)
     out = cfg_of(tmp_path / "out")
     assert out[AUX_KEY] == [2, 5, 7]
-    assert AUX_KEY not in (out.get("eagle_config") or {})
+    # SGLang reads only the nested list: the vLLM layout keeps it as stored; SGLang cannot read speculators at all
+    assert (out.get("eagle_config") or {}).get(AUX_KEY) == ([1, 4, 6] if dst_fmt == "vllm" else None)
     if dst_fmt == "vllm":
         assert out["num_aux_hidden_states"] == 3
 
@@ -103,7 +108,7 @@ def test_top_level_ids_moved_to_nested_minus_one(tmp_path):
         convert(src.path, tmp_path / fmt, fmt=fmt)
         out = cfg_of(tmp_path / fmt)
         assert out["eagle_config"][AUX_KEY] == [1, 3, 4], fmt
-        assert AUX_KEY not in out, fmt
+        assert out[AUX_KEY] == [2, 4, 5], fmt  # kept for vLLM, which reads the nested list one layer early
         assert read_drafter(tmp_path / fmt).aux.c_in == [2, 4, 5]
 
 
@@ -667,7 +672,10 @@ def test_f14_rope_parameters_survive_every_format(tmp_path):
         assert flat["rope_parameters"] == rope, fmt
         assert "rope_theta" not in flat and "rope_scaling" not in flat, fmt
         convert(tmp_path / fmt, tmp_path / f"{fmt}-back", fmt="vllm")
-        assert cfg_of(tmp_path / f"{fmt}-back") == cfg, fmt
+        back = cfg_of(tmp_path / f"{fmt}-back")
+        if fmt != "speculators":  # the nested list SGLang reads in the SGLang-read layouts stays
+            assert back.pop("eagle_config") == {AUX_KEY: [i - 1 for i in cfg[AUX_KEY]]}, fmt
+        assert back == cfg, fmt
 
 
 def test_cli_max_shard_size_and_overwrite(tmp_path):

@@ -13,6 +13,7 @@ from eaglehub.cli.options import (
     FORMAT_CHOICE,
     json_option,
     overwrite_option,
+    profile_option,
     revision_option,
     source_format_option,
     target_option,
@@ -116,6 +117,10 @@ from eaglehub.cli.output import console, err_console, print_json
     "drafter's drafts.  [default: 0.1]",
 )
 @click.option("--device", default="cpu", show_default=True, help="Calibration device (cpu, cuda).")
+@profile_option(
+    "Engine profile whose reading of the drafter the output must keep, repeatable: {names} (default: every "
+    "named profile)."
+)
 @overwrite_option()
 @json_option("the report", "convert-report.schema.json")
 @handle_errors
@@ -138,4 +143,7 @@ def convert_cmd(src: str, dst: str, target_spec: str | None, as_json: bool, **op
         for w in report["warnings"]:
             err_console.print(f"[yellow]warning:[/] {escape(w)}", highlight=False, soft_wrap=True)
     else:
+        from eaglehub.views.convert_readings import print_readings
+
         print_convert(report, console, err_console)
+        print_readings(report, console)

@@ -37,6 +37,8 @@ class ConvertOptions:
     overwrite: bool = False
     settings: tuple[str, ...] = ()
     """``--set KEY=VALUE`` config edits (:mod:`eaglehub.drafter.settings`), plain conversions only."""
+    profiles: tuple[str, ...] = ()
+    """``--profile``: the engine profiles whose readings the output must keep (none: every named profile)."""
 
     @property
     def mode(self) -> str:
@@ -76,6 +78,10 @@ class ConvertOptions:
             )
         for text in self.settings:
             parse_setting(text)
+        if self.profiles:
+            from eaglehub.profiles import resolve_all
+
+            resolve_all(self.profiles)  # an unknown profile is refused before anything is read
         if self.mode == "calibrate" and (self.to != "3.1" or not self.target):
             raise UsageError(
                 "--calibrate needs --to 3.1 and --target T", hint="e.g. --to 3.1 --calibrate --target smollm2"
@@ -92,6 +98,7 @@ class ConvertOptions:
             verifier=self.verifier,
             revision=self.revision,
             aux_convention=self.aux_convention,
+            profiles=self.profiles,
         )
 
 

@@ -285,8 +285,9 @@ def verifier_architectures(spec: str) -> list[str] | None:
     from eaglehub.io.jsonio import read_object
     from eaglehub.target import SMOLLM2_REPO, hub_id
 
-    config: Path | None = Path(spec).expanduser() / "config.json"
-    if not config.is_file():
+    local = Path(spec).expanduser() / "config.json"
+    config: Path | None = local
+    if not local.is_file():
         repo = hub_id(spec)
         if repo == SMOLLM2_REPO:
             return ["LlamaForCausalLM"]
@@ -439,7 +440,11 @@ def plan_conversion(
         d.provenance,
     )
     nested = cfg["eagle_config"] if isinstance(cfg.get("eagle_config"), dict) else {}
-    aux_plan["output_ids"] = cfg.get(AUX_KEY, nested.get(AUX_KEY)) if aux_plan["output_key"] else None
+    own_nested = (aux_plan["output_key"] or "").startswith("eagle_config.")
+    aux_plan["output_ids"] = (nested if own_nested else cfg).get(AUX_KEY) if aux_plan["output_key"] else None
+    other = (cfg if own_nested else nested).get(AUX_KEY) if aux_plan["output_key"] else None
+    if other is not None:  # the source's list for the other engines, kept as stored (FlatFormat.write_config)
+        aux_plan["kept"] = {"key": AUX_KEY if own_nested else f"eagle_config.{AUX_KEY}", "ids": other}
     return Plan(
         view,
         out_fmt,

@@ -21,16 +21,19 @@ from eaglehub.convert.plan import (
     refuse_source_errors,
     repair_config,
 )
+from eaglehub.convert.readings import check_readings, intended, profiles_to_check
 from eaglehub.convert.write import destination, shard_size, write_drafter
 from eaglehub.drafter.canonical import (
     C_IN,
     C_OUT,
+    Drafter,
     read_config,
 )
 from eaglehub.drafter.settings import apply_settings
 from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import FORMATS, place_settings, read_drafter
 from eaglehub.io.source import resolve_source
+from eaglehub.profiles import Stored, stored_of
 
 REPORT_SCHEMA = "eaglehub.convert-report/2"
 VERSIONS = ("3.1", "3")
@@ -61,6 +64,25 @@ def verifier_warnings(cfg: dict) -> list[str]:
     ]
 
 
+def _intended(d: Drafter, repaired: Drafter, plan, set_changes: list[dict], repairs: list[dict], to: str | None):
+    """The source with every stated change applied, for :func:`eaglehub.convert.readings.check_readings`: the
+    ``--set`` edits and the lifted switches are in ``repaired``'s stored config already; the other repairs,
+    the upgrade's (or fold's) switches and ``--force``'s drops are applied to it, fc_norm tensors added."""
+    version = {"3.1": "--to 3.1", "3": "--to 3 (fold)"}.get(to or "", "")
+    changes = [{**c, "why": c.get("why") or "--set"} for c in set_changes]
+    changes += repairs + [{**c, "why": c.get("why") or version} for c in plan.changes]
+    removed: dict[str, str] = {}
+    for drop in plan.dropped:
+        why = f"--force: {drop['what']}" if not drop["what"].startswith("EAGLE-3.1 fc_norm") else version
+        for k in drop["keys"]:
+            off = FORMATS[plan.format].max_layers if k == "num_hidden_layers" else False
+            changes.append({"key": k, "new": off, "why": why})
+        removed.update({d.names[t]: why for t in drop["tensors"] if t in d.names})
+    added = {n: (tuple(t.shape), version) for n, t in plan.added.items()}
+    index = {i.source_name: tuple(i.shape) for i in d.index.tensors.values()}
+    return intended(repaired.raw_config or {}, index, changes, added, removed)
+
+
 def convert(
     src: str | Path,
     dst: str | Path,
@@ -77,6 +99,7 @@ def convert(
     progress=None,
     calibration=None,
     settings: dict | None = None,
+    profiles: tuple[str, ...] | list[str] | None = None,
 ) -> dict:
     """Convert ``src`` (directory or hub repo id) into ``dst`` and return the report
     (``schemas/convert-report.schema.json``).
@@ -90,7 +113,9 @@ def convert(
     fine-tuned weights are written, its report becomes the report's ``calibration`` section.
     ``settings`` (``--set KEY=VALUE``, :mod:`eaglehub.drafter.settings`): config edits applied to the
     source's config before it is read (the source is not touched); they are the report's first
-    ``config_changes`` and the provenance's ``conversion.config_set``.
+    ``config_changes`` and the provenance's ``conversion.config_set``. ``profiles`` (``--profile``): the engine
+    profiles whose readings the output must keep (:mod:`eaglehub.convert.readings`; default: every named
+    profile); the report's ``profiles`` section says what each reads and what changed for it.
 
     Raises:
         EaglehubError: nothing to do; unknown format; ``dst`` exists without ``overwrite`` or is the
@@ -159,6 +184,16 @@ def convert(
         ]
     if calibration is not None and calibration.report:
         plan.provenance["conversion"]["calibration"] = calibration_provenance(calibration.report)
+    checked, default_profiles = profiles_to_check(profiles)
+    want = _intended(d, repaired, plan, set_changes, repairs, to)
+    readings: list[dict] = []
+
+    def keeps_readings(out: Drafter) -> None:
+        source_stored = Stored(stored, {i.source_name: tuple(i.shape) for i in d.index.tensors.values()})
+        readings.extend(
+            check_readings(source_stored, want, stored_of(out), checked, plan.view.aux.c_in, plan.format, settings)
+        )
+
     advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else None
     written = write_drafter(
         path,
@@ -173,6 +208,7 @@ def convert(
         overwrite=overwrite,
         max_shard_size=max_shard_size,
         advance=advance,
+        check=keeps_readings,
     )
     files, side, skipped = written.files, written.copied_files, written.skipped_files
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
@@ -206,4 +242,5 @@ def convert(
         "skipped_files": skipped,
         "warnings": warnings,
         "calibration": (calibration.report or None) if calibration is not None else None,
+        "profiles": {"checked": [p.id for p in checked], "default": default_profiles, "readings": readings},
     }

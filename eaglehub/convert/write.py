@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from eaglehub.drafter.canonical import Drafter
 from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import FORMATS, read_drafter
 from eaglehub.io.atomic import atomic_dir
@@ -114,7 +115,7 @@ def shard_size(value: int | str | None) -> int | None:
     return int(float(m.group(1)) * scale)
 
 
-def check_written(tmp: Path, fmt: str, expected: set[str]) -> None:
+def check_written(tmp: Path, fmt: str, expected: set[str]) -> Drafter:
     """Re-read the written checkpoint (headers only) as a user's next command would, with no option, and
     validate it; any error is a bug here, said without naming an option the user did not give."""
     from eaglehub.checks.validate import run_checks
@@ -144,6 +145,7 @@ def check_written(tmp: Path, fmt: str, expected: set[str]) -> None:
             hint="report this bug (or convert with another --format)",
             exit_code=1,
         )
+    return out
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,7 @@ def write_drafter(
     overwrite: bool,
     max_shard_size: int | None = None,
     advance: Callable[[int], None] | None = None,
+    check: Callable[[Drafter], None] | None = None,
 ) -> Written:
     """Write a drafter checkpoint to ``dst`` atomically: the tensors (sharded above ``max_shard_size``),
     ``config.json``, ``eaglehub.json`` and the source's side files, then read it back (it must read as
@@ -177,9 +180,11 @@ def write_drafter(
     own safetensors metadata is kept except eaglehub's keys, ``format`` and the stamps of producers of
     other formats (:attr:`eaglehub.formats.base.Format.metadata_stamps`).
 
+    ``check`` gets the written drafter as read back and may refuse it (raise) before ``dst`` appears.
+
     Raises:
-        EaglehubError: ``dst`` cannot be written (exit 2) or the result fails validation (exit 1);
-            in both cases ``dst`` is untouched.
+        EaglehubError: ``dst`` cannot be written (exit 2) or the result fails validation or ``check``
+            (exit 1); in both cases ``dst`` is untouched.
     """
     stamps = {k for name, f in FORMATS.items() if name != fmt for k in f.metadata_stamps}
     keep_meta = {
@@ -195,7 +200,9 @@ def write_drafter(
             side, skipped = copy_side_files(
                 source_dir, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *source_files}
             )
-            check_written(tmp, fmt, expected)
+            out = check_written(tmp, fmt, expected)
+            if check is not None:  # the caller's own check of what was written (convert: the engine readings)
+                check(out)
             weight_bytes = sum((tmp / f).stat().st_size for f in files)
     except OSError as exc:
         raise EaglehubError(

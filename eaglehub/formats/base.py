@@ -245,6 +245,13 @@ class Format:
         return None
 
 
+def stored_aux_lists(raw: dict) -> tuple[list | None, list | None]:
+    """The top-level and nested aux id lists a stored config holds (``None``: not a list)."""
+    nested = raw.get("eagle_config")
+    top, inner = raw.get(AUX_KEY), nested.get(AUX_KEY) if isinstance(nested, dict) else None
+    return (top if isinstance(top, list) else None), (inner if isinstance(inner, list) else None)
+
+
 def default_arch(kind: str) -> str:
     """The drafter class a layer kind is written as where the source named none this format writes."""
     return DEFAULT_ARCHITECTURE[kind]
@@ -311,18 +318,27 @@ class FlatFormat(Format):
             cfg["use_aux_norm"] = carried["use_aux_norm"]
             if carried.get("alias_only") and cfg.get("fc_norm", False) == (carried["use_aux_norm"] is True):
                 cfg.pop("fc_norm", None)
+        # The engines read different lists: vLLM the top-level one (C-in; its V1 runner falls back on the nested
+        # one, read as C-in), SGLang only the nested one (as C-out). Besides its own list, the output keeps the
+        # list the source stored for the other engines, as stored, so every engine reads the layers it read
+        # (docs/formats.md §3; the two name the same layers, which W-AUX-CONFLICT checks)
+        stored_top, stored_nested = stored_aux_lists(d.raw_config or {})
         nested = carried.get("eagle_config")
-        if self.nested_ids or isinstance(nested, dict):
-            nested = dict(nested if isinstance(nested, dict) else self.default_nested)
+        if self.nested_ids or isinstance(nested, dict) or (stored_nested is not None and ids is not None):
+            nested = dict(nested if isinstance(nested, dict) else self.default_nested if self.nested_ids else {})
             if self.nested_ids:
                 cfg.pop(AUX_KEY, None)
                 if carried.get("implicit_num_aux"):
                     cfg.pop("num_aux_hidden_states", None)
-                if ids is not None:
+                if ids is not None and stored_nested is not None:
+                    nested[AUX_KEY] = list(stored_nested)
+                elif ids is not None:
                     conv = carried.get("aux_convention", C_OUT)
                     nested[AUX_KEY] = list(ids) if conv == C_IN else [i - 1 for i in ids]
-            elif "nested_ids" in carried:
-                nested[AUX_KEY] = carried["nested_ids"]
+                if ids is not None and stored_top is not None:
+                    cfg[AUX_KEY] = list(ids)
+            elif ids is not None and stored_nested is not None:
+                nested[AUX_KEY] = list(stored_nested)
             if carried.get("nested_norm_before_fc") and "norm_before_fc" in cfg:
                 nested["norm_before_fc"] = cfg.pop("norm_before_fc")
                 if "top_norm_before_fc" in carried:

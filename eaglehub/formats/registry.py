@@ -192,7 +192,7 @@ def detect(cfg: dict, index: TensorIndex, recorded: str | None = None) -> tuple[
         name, evidence = _structure(cfg, index)
     except EaglehubError as exc:
         candidates = getattr(exc, "candidates", [])
-        if recorded not in candidates:
+        if recorded is None or recorded not in candidates:
             raise
         return recorded, [
             f"eaglehub.json records that eaglehub wrote it as {recorded}",
@@ -273,17 +273,29 @@ def _given_format(fmt: str, raw: dict, index: TensorIndex, recorded: str | None)
 
 
 def place_settings(raw: dict, settings: dict | None) -> dict | None:
-    """``--set`` keys moved to where the engines read them: in a speculators config a model key (not one the
-    adapter copies from the top level, not the format's own) goes inside ``transformer_layer_config``, since
-    vLLM's speculators adapter drops every other top-level key (docs/profiles.md §1). Dotted keys stay as given."""
+    """``--set`` keys written where the engines read them (docs/profiles.md §1). Speculators: a model key (not
+    one the adapter copies from the top level, not the format's own) goes inside ``transformer_layer_config``,
+    since vLLM's speculators adapter drops every other top-level key. Flat configs: a key the engines read from
+    ``eagle_config`` first (``norm_before_fc``: vLLM and SGLang) is written there too when the config stores it
+    there; the top-level (C-in) aux ids also go to a stored nested list, translated to C-out, which is the one
+    SGLang reads. Dotted keys stay as given."""
     from eaglehub.formats.speculators import PRIVATE, TOP_LEVEL
 
-    if not settings or not isinstance(raw.get("speculators_config"), dict):
+    if not settings:
         return settings
-    return {
-        (f"transformer_layer_config.{k}" if "." not in k and k not in TOP_LEVEL and k not in PRIVATE else k): v
-        for k, v in settings.items()
-    }
+    if isinstance(raw.get("speculators_config"), dict):
+        return {
+            (f"transformer_layer_config.{k}" if "." not in k and k not in TOP_LEVEL and k not in PRIVATE else k): v
+            for k, v in settings.items()
+        }
+    nested = nested_config(raw)
+    out = dict(settings)
+    for k, v in settings.items():
+        if k == "norm_before_fc" and k in nested:
+            out[f"eagle_config.{k}"] = v
+        elif k == AUX_KEY and AUX_KEY in nested and isinstance(v, list) and all(isinstance(i, int) for i in v):
+            out[f"eagle_config.{AUX_KEY}"] = [i - 1 for i in v]
+    return out
 
 
 def read_drafter(

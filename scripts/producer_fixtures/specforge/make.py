@@ -385,6 +385,7 @@ def main() -> int:
             cases.append(
                 dict(
                     dir="train-run",
+                    servable=False,  # a training run, not a drafter an engine loads (tests/test_producer_convert.py)
                     how="SpecForge TrainerController.save_checkpoint(1) -> CheckpointManager.save "
                     "(the code `specforge train` runs at training.save_interval), one CPU process",
                     algorithm="eagle3",

@@ -334,6 +334,7 @@ def main() -> int:
     cases.append(
         dict(
             dir="train-run",
+            servable=False,  # a training run, not a drafter an engine loads (tests/test_producer_convert.py)
             algorithm="eagle3",
             draft_vocab_size=512,
             **common,
