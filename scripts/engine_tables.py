@@ -30,6 +30,8 @@ What a table holds (schema: eaglehub/data/schemas/engine-table.schema.json):
   switches (``speculative_use_*`` server arguments).
 * ``speculative_config_fields``: vLLM ``SpeculativeConfig``'s dataclass fields; SGLang the ``spec``
   namespace of its server arguments (``arg_groups/fields/spec.py``): name, type, default.
+* ``engine_args`` (vLLM): the ``EngineArgs`` fields, read from ``engine/arg_utils.py``: what ``LLM(...)`` takes
+  and what ``vllm serve`` has a flag for (launch plans use only these).
 * ``metrics``: the speculative-decoding metric names the release declares (string literals in its metrics
   modules: ``vllm:spec_decode_*``; ``sglang:`` names containing ``spec``).
 """
@@ -342,6 +344,22 @@ def collect_architectures() -> dict:
 # ------------------------------------------------------------------------------------------------
 
 
+def engine_args() -> list[str]:
+    """The fields of ``EngineArgs`` (``vllm/engine/arg_utils.py``), read from the source: every ``LLM(...)``
+    keyword and every ``vllm serve --flag`` (``EngineArgs.add_cli_args`` makes one flag per field)."""
+    parsed = _source("vllm.engine.arg_utils")
+    if parsed is None:
+        raise SystemExit("vllm/engine/arg_utils.py not found")
+    for node in parsed[0].body:
+        if isinstance(node, ast.ClassDef) and node.name == "EngineArgs":
+            return sorted(
+                stmt.target.id
+                for stmt in node.body
+                if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
+            )
+    raise SystemExit("vllm/engine/arg_utils.py defines no EngineArgs: update scripts/engine_tables.py")
+
+
 def vllm_table() -> dict:
     from vllm.config import speculative
     from vllm.model_executor.models import registry
@@ -364,6 +382,7 @@ def vllm_table() -> dict:
         "rejection_sample_methods": literal_values(rejection) if rejection is not None else [],
         "speculative_config_fields": fields,
         "metrics": metric_names("vllm", ("v1/spec_decode", "v1/metrics"), r"vllm:spec_decode_[a-z0-9_]+"),
+        "engine_args": engine_args(),
     }
 
 

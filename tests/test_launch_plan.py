@@ -280,3 +280,108 @@ def test_cli_hub_id_reads_config_from_the_cache(tmp_path, monkeypatch):
     assert r["weights_bytes"]["index"] == 16_060_522_496 and r["weights_bytes"]["used"] == "index"
     assert r["plan"]["serve_command"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct ")
     assert r["plan"]["llm_kwargs"]["model"] == str(snap)
+
+
+# --- the release the lines are for (verify --dry-run --profile) -----------------------------------
+
+
+def test_speculative_methods_and_fields_are_the_releases():
+    """vLLM 0.33 dropped the medusa and mlp_speculator methods and added SpeculativeConfig fields (its table,
+    generated from each release's config/speculative.py); SpeculativeConfig forbids extra fields, so either is
+    refused at start-up and the plan refuses to write it."""
+    from eaglehub.engines.release import check_speculative_config, release
+    from eaglehub.errors import EaglehubError
+
+    v32, v33 = release("vllm-0.32-gpu"), release("vllm-0.33-gpu")
+    eagle3 = {"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}
+    for rel in (v32, v33):
+        check_speculative_config(eagle3, rel)
+    for method in ("medusa", "mlp_speculator"):
+        check_speculative_config({**eagle3, "method": method}, v32)
+        with pytest.raises(EaglehubError, match=f"vLLM 0.33.0 has no speculative method '{method}'"):
+            check_speculative_config({**eagle3, "method": method}, v33)
+    newer = {**eagle3, "draft_lm_head_quantization": None}  # a 0.33 field
+    check_speculative_config(newer, v33)
+    with pytest.raises(EaglehubError, match="vLLM 0.32.0's SpeculativeConfig has no field draft_lm_head_quantization"):
+        check_speculative_config(newer, v32)
+
+
+def test_engine_args_are_the_releases():
+    """The LLM(...) keywords and serve flags a plan writes are EngineArgs fields of both shipped releases; a
+    keyword a release lacks is refused."""
+    from eaglehub.engines.release import check_engine_args, release
+    from eaglehub.errors import EaglehubError
+
+    drafter = inputs.read_drafter(str(DRAFTER))
+    for profile in ("vllm-0.32-gpu", "vllm-0.33-gpu"):
+        rel = release(profile)
+        assert rel.table.engine_args is not None and "per_request_spec_decode_metrics" in rel.table.engine_args
+        p = plan(LLAMA, 1, 80, drafter=drafter, release=rel)["plan"]
+        assert set(p["llm_kwargs"]) <= rel.table.engine_args
+        check_engine_args(p["llm_kwargs"], rel, "LLM(...)")
+        with pytest.raises(EaglehubError, match=f"vLLM {rel.profile.version}'s EngineArgs has no made_up_flag"):
+            check_engine_args({**p["llm_kwargs"], "made_up_flag": 1}, rel, "LLM(...)")
+
+
+def test_runner_and_release_of_the_plan():
+    """MRV2 is vLLM's CUDA default from 0.32: a -v1 profile's line sets VLLM_USE_V2_MODEL_RUNNER=0, the -gpu
+    one sets nothing; per-request spec-decode metrics are an EngineArgs field from 0.32 only."""
+    from eaglehub.engines.release import release
+
+    drafter = inputs.read_drafter(str(DRAFTER))
+    gpu = plan(LLAMA, 1, 80, drafter=drafter, release=release("vllm-0.33-gpu"))
+    assert gpu["profile"]["runner"] == "Model Runner V2 (the CUDA default)" and gpu["profile"]["env"] == {}
+    assert gpu["plan"]["serve_command"].startswith(f"vllm serve {LLAMA} ")
+    assert gpu["plan"]["llm_kwargs"]["per_request_spec_decode_metrics"] == "summary"
+    v1 = plan(LLAMA, 1, 80, drafter=drafter, release=release("vllm-0.33-v1"))
+    assert v1["profile"]["env"] == {"VLLM_USE_V2_MODEL_RUNNER": "0"}
+    assert shlex.split(v1["plan"]["serve_command"])[:3] == ["VLLM_USE_V2_MODEL_RUNNER=0", "vllm", "serve"]
+    old = plan(LLAMA, 1, 80, drafter=drafter, release=release("vllm-0.29"))
+    assert old["profile"]["id"] == "vllm-0.29-v1" and old["profile"]["env"] == {}  # V1 was the only runner
+    assert "per_request_spec_decode_metrics" not in old["plan"]["llm_kwargs"]
+    assert "oldest shipped" in old["profile"]["table_note"]
+    for r in (gpu, v1, old):
+        assert schema_errors(r, "launch-plan") == []
+    assert plan(LLAMA, 1, 80)["profile"]["id"] == "vllm-0.33-gpu"  # the default profile
+
+
+def _unpruned(cfg, t):
+    import torch
+    from helpers.checkpoints import vocab_maps
+
+    v = cfg["vocab_size"]
+    cfg["draft_vocab_size"] = v
+    t["lm_head.weight"] = (torch.randn(v, cfg["hidden_size"]) * 0.05).to(torch.bfloat16)
+    t["d2t"], t["t2d"] = vocab_maps(list(range(v)), v)
+
+
+def test_cli_dry_run_judges_the_drafter_for_the_plans_release(make_drafter, make_target):
+    """A d2t shipped with an unpruned vocabulary: vLLM refuses it from 0.30 on (no draft_id_to_target_id
+    parameter), earlier releases load it; the plan says so for its release and exits 1."""
+    target, drafter = make_target(8), make_drafter(mutate=_unpruned)
+    args = ["--target", str(target), "--drafter", str(drafter), "--dry-run", "--gpus", "1", "--gpu-memory", "24"]
+    res = run(*args, "--json")
+    assert res.exit_code == 1, res.output
+    check = json.loads(res.output)["drafter_check"]
+    assert check["profile"] == "vllm-0.33-gpu" and not check["ok"]
+    assert [f["code"] for f in check["findings"] if f["severity"] == "error"] == ["E-ENGINE-WEIGHT"]
+    res = run(*args, "--json", "--profile", "vllm-0.29")
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.output)
+    assert report["drafter_check"]["ok"] and report["profile"]["id"] == "vllm-0.29-v1"
+    res = run(*args, "--profile", "vllm-0.33-v1")
+    assert res.exit_code == 1 and "E-ENGINE-WEIGHT" in flat(res.output)
+    assert "vLLM 0.33.0 on GPU with the V1 runner" in flat(res.output)
+
+
+@pytest.mark.parametrize(
+    "profile, message",
+    [
+        ("sglang-0.5.23", "a launch plan is a vllm serve line; sglang-0.5.23 is SGLang 0.5.23"),
+        ("vllm-0.32-cpu", "a launch plan sizes GPUs; vllm-0.32-cpu is vLLM's CPU build"),
+        ("trtllm-1", "unknown engine profile 'trtllm-1'"),
+    ],
+)
+def test_cli_dry_run_refuses_a_profile_it_cannot_plan_for(profile, message):
+    res = run("--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "80", "--profile", profile)
+    assert res.exit_code == 2 and message in flat(res.output), res.output

@@ -64,6 +64,8 @@ class EngineTable:
     rejection_sample_methods: tuple[str, ...]
     speculative_config_fields: tuple[ConfigField, ...]
     metrics: tuple[str, ...]
+    #: vLLM's ``EngineArgs`` fields (``LLM(...)`` keywords, ``vllm serve`` flags); ``None`` for SGLang
+    engine_args: frozenset[str] | None = None
 
     @property
     def key(self) -> str:
@@ -130,6 +132,7 @@ def _build(raw: dict) -> EngineTable:
         rejection_sample_methods=tuple(raw["rejection_sample_methods"]),
         speculative_config_fields=fields,
         metrics=tuple(m["name"] for m in raw["metrics"]),
+        engine_args=frozenset(raw["engine_args"]) if "engine_args" in raw else None,
     )
 
 

@@ -407,20 +407,37 @@ if __name__ == "__main__":
     _worker(sys.argv[1], sys.argv[2])
 
 
-def serve_command(target: Path | str, drafter: Path | str | None, k: int, options: dict | None = None) -> str:
+def serve_command(
+    target: Path | str, drafter: Path | str | None, k: int, options: dict | None = None, release=None
+) -> str:
     """The ready-to-paste ``vllm serve`` line for the pair (docs/vllm.md §8: method + absolute path).
 
     A ``str`` target or drafter is a Hub repo id and is written as given (a published drafter's card).
     ``options`` (``{"tensor_parallel_size": 4, ...}``) become ``--tensor-parallel-size 4`` before the
-    speculative config, in their order; without a drafter the line serves the target alone."""
+    speculative config, in their order; without a drafter the line serves the target alone. ``release``
+    (:class:`eaglehub.engines.release.Release`): the line is for that vLLM release: its method, config keys and
+    flags are checked against the release's table and its runner's environment leads the line.
+
+    Raises:
+        EaglehubError: ``release`` lacks a method, key or flag the line uses (exit 1).
+    """
     from eaglehub.engines.vllm_engine import speculative_config
 
     parts = ["vllm serve", shlex.quote(str(target))]
+    if release is not None:
+        from eaglehub.engines.release import check_engine_args
+
+        check_engine_args(options or {}, release, "the vllm serve line")
+        parts = [f"{key}={shlex.quote(value)}" for key, value in release.env.items()] + parts
     for key, value in (options or {}).items():
         parts += [f"--{key.replace('_', '-')}", shlex.quote(str(value))]
     if drafter is not None:
         config = speculative_config(Path(drafter), k)
         if isinstance(drafter, str):
             config["model"] = drafter
+        if release is not None:
+            from eaglehub.engines.release import check_speculative_config
+
+            check_speculative_config(config, release)
         parts += ["--speculative-config", shlex.quote(json.dumps(config))]
     return " ".join(parts)

@@ -103,12 +103,16 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
     its target, first drafter, k and the context it would run at (``--context`` with its output and
     draft tokens, at most the target's ``max_position_embeddings``; else verify's ``max_model_len``).
     ``dtype``: the compute dtype when given, else the checkpoint's."""
+    from eaglehub.engines.release import release as release_for
     from eaglehub.plan.memory import text_config
 
     if not opts.target:
         raise UsageError("--dry-run plans a target", hint="pass --target DIR or a Hub id")
     if len(opts.drafters) > 1:
         raise UsageError("--dry-run plans one drafter", hint="give one --drafter")
+    if len(opts.profiles) > 1:
+        raise UsageError("--dry-run plans for one vLLM release", hint="give one --profile")
+    release = release_for(opts.profiles[0] if opts.profiles else None)
     config, root, index_bytes = read_target(opts.target)
     drafter = read_drafter(opts.drafters[0]) if opts.drafters else None
     max_model_len = opts.max_model_len
@@ -124,7 +128,9 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
             f" --max-num-seqs {seqs}" if seqs > 1 else "",
         ]
     )
-    return plan_launch(
+    if opts.profiles:
+        command += f" --profile {release.profile.id}"
+    report = plan_launch(
         config,
         machine(launch),
         target_spec=opts.target,
@@ -136,4 +142,26 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
         max_num_seqs=seqs,
         dtype=dtype,
         command=command,
+        release=release,
     )
+    if drafter is not None:
+        report["drafter_check"] = drafter_check(drafter.path, opts.target, release.profile.id)
+        from eaglehub.io.schemas import check_output
+
+        check_output(report, "launch-plan", "launch plan")
+    return report
+
+
+def drafter_check(drafter: Path, target: str, profile: str) -> dict:
+    """What ``eaglehub validate`` finds for the plan's release (headers and the small tensors only): whether that
+    release loads the drafter as the plan would serve it, e.g. a ``d2t`` shipped with an unpruned vocabulary,
+    which vLLM refuses from 0.30 on (E-ENGINE-WEIGHT)."""
+    from eaglehub.checks.validate import Options, validate
+
+    report = validate(drafter, target, options=Options(profiles=(profile,)))
+    shown = [
+        {k: f[k] for k in ("code", "severity", "subject", "message", "hint")}
+        for f in report["findings"]
+        if f["severity"] in ("error", "warning")
+    ]
+    return {"profile": profile, "ok": report["ok"], "counts": report["counts"], "findings": shown}

@@ -148,15 +148,23 @@ def plan_launch(
     max_num_seqs: int = 1,
     dtype: str | None = None,
     command: str = "",
+    release=None,
 ) -> dict:
     """The launch-plan report for ``config`` on ``machine`` (schemas/launch-plan.schema.json).
 
     ``index_bytes``: ``metadata.total_size`` of the target's ``model.safetensors.index.json`` when it has
     one (the exact weight bytes); ``command``: the options of the ``eaglehub verify`` line, for hints.
+    ``release`` (:class:`eaglehub.engines.release.Release`; default: the default profile's): the vLLM release
+    the ``vllm serve`` line and the ``LLM(...)`` arguments are written for, using only what it accepts.
     ``fits`` is false, ``plan`` null and ``refusal`` set when no layout fits.
+
+    Raises:
+        EaglehubError: the release lacks an option or method the plan needs (exit 1).
     """
+    from eaglehub.engines.release import release as release_for
     from eaglehub.io.schemas import check_output
 
+    release = release or release_for(None)
     fp = footprint(config, dtype, index_bytes)
     tokens = max_model_len * max_num_seqs
     candidates = []
@@ -204,9 +212,13 @@ def plan_launch(
         "fits": chosen is not None,
         "plan": None,
         "refusal": None,
+        "profile": release.section(),
+        "drafter_check": None,
     }
     if chosen is not None:
-        report["plan"] = _plan(report, fp, drafter, chosen, target_path, k, max_model_len, max_num_seqs, machine)
+        report["plan"] = _plan(
+            report, fp, drafter, chosen, target_path, k, max_model_len, max_num_seqs, machine, release
+        )
     else:
         report["refusal"] = _refusal(report, fp, drafter, machine, tokens, command)
     check_output(report, "launch-plan", "launch plan")
@@ -219,8 +231,9 @@ def _params(fp: Footprint) -> dict:
     return {"total": total, "quantized": quantized, "unquantized": total - quantized}
 
 
-def _plan(report, fp, drafter, chosen, target_path, k, max_model_len, max_num_seqs, machine) -> dict:
+def _plan(report, fp, drafter, chosen, target_path, k, max_model_len, max_num_seqs, machine, release) -> dict:
     from eaglehub.engines.base import RunSpec
+    from eaglehub.engines.release import check_engine_args, check_speculative_config
     from eaglehub.engines.vllm_engine import build_request, llm_kwargs, serve_command
 
     tp, pp, phase = chosen
@@ -253,7 +266,10 @@ def _plan(report, fp, drafter, chosen, target_path, k, max_model_len, max_num_se
         max_model_len=max_model_len,
         engine_options=engine_options,
     )
-    kwargs = llm_kwargs(build_request(spec, [], [], kv_bytes))
+    kwargs = llm_kwargs(build_request(spec, [], [], kv_bytes), per_request_metrics=release.per_request_metrics)
+    check_engine_args(kwargs, release, "LLM(...)")
+    if "speculative_config" in kwargs:
+        check_speculative_config(kwargs["speculative_config"], release)
     serve_options: dict = {
         "tensor_parallel_size": tp,
         "pipeline_parallel_size": pp,
@@ -274,7 +290,7 @@ def _plan(report, fp, drafter, chosen, target_path, k, max_model_len, max_num_se
         "per_gpu": per_gpu,
         "headroom_bytes": int(free),
         "kv_tokens_capacity": int((free + kv_used) // per_token) if per_token else None,
-        "serve_command": serve_command(report["target"], shown_drafter, k, serve_options),
+        "serve_command": serve_command(report["target"], shown_drafter, k, serve_options, release),
         "serve_has_drafter": drafter is not None,
         "llm_kwargs": kwargs,
     }

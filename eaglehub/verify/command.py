@@ -62,7 +62,8 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
         if request.manifest or opts.endpoint:
             raise UsageError("--dry-run plans one local target", hint="drop --manifest / --endpoint")
         plan = plan_for_verify(opts, request.launch, opts.dtype if "dtype" in request.given else None)
-        return VerifyOutcome("plan", plan, 0 if plan["fits"] else 1)
+        drafter_ok = plan["drafter_check"] is None or plan["drafter_check"]["ok"]
+        return VerifyOutcome("plan", plan, 0 if plan["fits"] and drafter_ok else 1)
     if request.launch_given:
         raise UsageError("--gpus, --gpu-memory and --nodes describe a launch plan", hint="add --dry-run")
     if opts.endpoint:  # the drafter served elsewhere: no pairs, no local drafter (eaglehub.verify.endpoint)

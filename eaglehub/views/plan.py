@@ -62,6 +62,24 @@ def render_plan(report: dict, console: Console) -> None:
             "[green]yes[/]" if c["fits"] else "[red]no[/]",
         )
     console.print(table)
+    prof = r["profile"]
+    console.print(
+        f"for {escape(prof['title'])}"
+        + (" (the default; choose with --profile)" if prof["default"] else "")
+        + f": {escape(prof['runner'])}; lines checked against the {escape(prof['table'])} engine table"
+        + (f" ({escape(prof['table_note'])})" if prof["table_note"] else ""),
+        highlight=False,
+    )
+    check = r["drafter_check"]
+    if check is not None:
+        verdict = "[bold green]loads[/]" if check["ok"] else "[bold red]refused[/]"
+        console.print(f"drafter on {escape(prof['title'])}: {verdict}", highlight=False)
+        for f in check["findings"]:
+            console.print(
+                f"  {f['severity']} {f['code']}  {escape(f['subject'])}: {escape(f['message'])}", highlight=False
+            )
+            if f["hint"]:
+                console.print(f"    fix: {escape(f['hint'])}", highlight=False)
     plan = r["plan"]
     if plan is None:
         refusal = r["refusal"]
