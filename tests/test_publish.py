@@ -486,3 +486,45 @@ def test_a_qwen3_style_drafter_publishes_with_its_attention_on_the_card(verified
     assert "a sliding window of 256 positions in its layer |" in card
     good = json.loads(publish(fake_hub, src, "--dry-run", "--json").stdout)["card"]["text"]
     assert "| attention | Llama-style, full causal attention |" in good
+
+
+def test_the_gate_judges_the_profiles_asked_and_the_card_names_only_those(
+    verified, fake_hub, hf_env, tmp_path, make_drafter
+):
+    """A drafter whose aux ids sit only in eagle_config: vLLM 0.33 on GPU (Model Runner V2) never reads them, the
+    V1 runner does. Verified on the vLLM CPU build, it is refused for the default profile; published for the
+    V1 profiles it passes, and the card says which profiles were checked and writes the serve line for them."""
+    from test_profiles import _nested_only
+    from test_verify import ProfiledEngine
+
+    src, target = verified
+    nested = make_drafter("nested", mutate=_nested_only([1, 3, 4, 6]))
+    opts = verify.VerifyOptions(
+        target=str(target), drafters=[str(nested)], k=3, max_tokens=4, prompts_file=str(tmp_path / "p.jsonl")
+    )
+    report = verify.run_verify(opts, engine=ProfiledEngine({"nested": (BASE, GOOD)}, "vllm-0.32-cpu"))
+    write_report(report, tmp_path / "nested.verify.json")
+    res = publish(fake_hub, nested, "--dry-run")
+    assert res.exit_code == 1 and "validate finds E-AUX-IGNORED (on vLLM 0.33.0 on GPU (Model Runner V2))" in (
+        " ".join(res.stderr.split())
+    )
+    doc = json.loads(publish(fake_hub, nested, "--dry-run", "--json", "--profile", "vllm-0.33-v1").stdout)
+    assert [p["id"] for p in doc["gate"]["profiles"]] == ["vllm-0.33-v1"] and doc["gate"]["validate"]["ok"]
+    card = doc["card"]["text"]
+    assert "for vLLM 0.33.0 on GPU with the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0) (`vllm-0.33-v1`): 0 errors" in card
+    assert "Other engines and releases were not checked." in card and "vllm-0.33-gpu" not in card
+    assert "VLLM_USE_V2_MODEL_RUNNER=0 vllm serve " in card
+    validate_json(doc, "publish-report")
+    both = publish(fake_hub, nested, "--dry-run", "--json", "--profile", "sglang-0.5.23", "--profile", "vllm-0.32-cpu")
+    card = json.loads(both.stdout)["card"]["text"]  # SGLang reads the nested list only: it serves too
+    assert "for SGLang 0.5.23 (`sglang-0.5.23`); vLLM 0.32.0 on CPU (V1 runner) (`vllm-0.32-cpu`): 0 errors" in card
+    assert "For vLLM 0.32.0 on CPU (V1 runner):" in card and "VLLM_USE_V2_MODEL_RUNNER" not in card
+    text = publish(fake_hub, nested, "--dry-run", "--profile", "vllm-0.33-v1")
+    assert text.exit_code == 0 and "gate: validate for vLLM 0.33.0 on GPU with the V1 runner" in " ".join(
+        text.output.split()
+    )
+    default = json.loads(publish(fake_hub, src, "--dry-run", "--json").stdout)
+    assert default["gate"]["profiles"] == [
+        {"id": "vllm-0.33-gpu", "title": "vLLM 0.33.0 on GPU (Model Runner V2)", "default": True}
+    ]
+    assert "(`vllm-0.33-gpu`)" in default["card"]["text"]

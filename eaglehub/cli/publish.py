@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from eaglehub.cli.errors import handle_errors
-from eaglehub.cli.options import hub_endpoint_option, json_option
+from eaglehub.cli.options import hub_endpoint_option, json_option, profile_option
 from eaglehub.cli.output import console, err_console, print_json
 
 
@@ -47,6 +47,10 @@ from eaglehub.cli.output import console, err_console, print_json
     help="Publish although validation or verification fails or is missing (recorded in the card).",
 )
 @click.option("--target", "target", default=None, help="Target to validate against (default: the verify report's).")
+@profile_option(
+    "Engine profile the gate validates SRC for, repeatable: {names} (default {default}). The card names the "
+    "profiles checked and its vllm serve line is written for the first vLLM one."
+)
 @click.option("--base-model", default=None, help="Card base_model (default: the target's Hub id when known).")
 @click.option(
     "--parent-commit",

@@ -168,6 +168,30 @@ def _attention_words(inspect: dict) -> str:
     return f"{kind}, sliding windows per layer " + ", ".join(str(w) if w else "full" for w in windows)
 
 
+def _profiles_words(checked: list[dict]) -> str:
+    """`` for vLLM 0.33.0 on GPU (Model Runner V2) (`vllm-0.33-gpu`)``: the engine profiles the gate judged."""
+    if not checked:
+        return ""
+    return " for " + "; ".join(f"{p['title']} (`{p['id']}`)" for p in checked)
+
+
+def _serve_section(target_shown: str, repo_id: str, k: int, checked: list[dict]) -> list[str]:
+    """The ``vllm serve`` line for the first vLLM profile the gate checked, written for that release (its runner's
+    environment, only what it accepts: :mod:`eaglehub.engines.release`); when only SGLang was checked, the line
+    says it was not checked for vLLM."""
+    from eaglehub.engines.release import Release
+    from eaglehub.profiles import resolve
+
+    vllm = next((p for p in checked if resolve(p["id"]).engine == "vllm"), None)
+    release = Release.of(vllm["id"]) if vllm else None
+    lines = ["## Use with vLLM", ""]
+    if vllm is None and checked:
+        lines += [f"*Not checked for vLLM: the checks below are for {'; '.join(p['title'] for p in checked)}.*", ""]
+    elif vllm is not None:
+        lines += [f"For {vllm['title']}:", ""]
+    return lines + ["```bash", serve_command(target_shown, repo_id, k, release=release), "```", ""]
+
+
 def _conversion_words(provenance: dict) -> str:
     """``"conversion"``, ``"quantization"`` or ``"conversion and quantization"``: what the
     ``eaglehub.json`` chain did to the source (a step with ``conversion.quantization`` quantized)."""
@@ -223,18 +247,14 @@ def build_card(
     lines = [f"# {name}", ""]
     if forced:  # first thing a reader sees: the figures below were not (all) checked
         lines += ["> **Published with `--force`** despite: " + "; ".join(forced), ""]
+    checked = validate_report.get("profiles") or []
     lines += [
         f"An EAGLE-{inspect['eagle_version']} speculative-decoding drafter for "
         f"{f'[{base_model}](https://huggingface.co/{base_model})' if base_model else f'`{target_shown}`'}: a small head that "
         "reads the target's hidden states and proposes draft tokens the target verifies, so the output "
         "is the target's own.",
         "",
-        "## Use with vLLM",
-        "",
-        "```bash",
-        serve_command(target_shown, repo_id, k),
-        "```",
-        "",
+        *_serve_section(target_shown, repo_id, k, checked),
     ]
     if entry is not None and report is not None:
         lines += _verify_section(entry, report, others)
@@ -252,10 +272,11 @@ def build_card(
         "",
         "## Checks",
         "",
-        f"`eaglehub validate --deep`{' against the target' if validate_report.get('target') else ''}: "
+        f"`eaglehub validate --deep`{' against the target' if validate_report.get('target') else ''}"
+        f"{_profiles_words(checked)}: "
         f"{_n(counts['error'], 'error')}, {_n(counts['warning'], 'warning')}, {_n(counts['info'], 'note')}"
         + (f" ({', '.join(f'`{c}`' for c in codes)})" if codes else "")
-        + ".",
+        + ". Other engines and releases were not checked.",
     ]
     if source_body.strip():
         body = re.sub(r"^# .*\n", "", source_body.strip() + "\n", count=1).strip()

@@ -45,6 +45,8 @@ class PublishOptions:
     endpoint: str | None = None
     parent_commit: str | None = None
     message: str | None = None
+    profiles: tuple[str, ...] = ()
+    """Engine profiles the gate validates for (``--profile``); none: the default profile. The card names them."""
 
 
 @dataclass
@@ -158,15 +160,17 @@ def local_files(src: Path) -> list[str]:
 def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[dict, dict, dict | None, dict | None]:
     """``(gate section, validate report, verify report, matched entry)``; refuses (exit 1) unless
     ``opts.force`` when validation has errors or no passing verify report covers these files."""
-    from eaglehub.checks.validate import validate
+    from eaglehub.checks.validate import Options, validate
 
     report_path, report, entry, note = find_verify_entry(src, opts.report, hashes)
     target = opts.target or (report["target"]["spec"] if report else None)
-    vreport = validate(src, target, deep=True)
+    vreport = validate(src, target, deep=True, options=Options(profiles=tuple(opts.profiles) or None))
     errors = sorted({f["code"] for f in vreport["findings"] if f["severity"] == "error"})
     reasons = []
     if errors:
-        reasons.append(f"validate finds {', '.join(errors)}")
+        on = {p for f in vreport["findings"] if f["severity"] == "error" for p in f.get("profiles") or ()}
+        where = "; ".join(p["title"] for p in vreport["profiles"] if p["id"] in on)
+        reasons.append(f"validate finds {', '.join(errors)}" + (f" (on {where})" if where else ""))
     if entry is None:
         reasons.append(f"no verify report covers these files ({note})")
     elif not entry["passed"]:
@@ -174,16 +178,22 @@ def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[d
         failed = sorted({f["code"] for f in entry["findings"] if f["severity"] == "error"})
         reasons.append(f"verify failed ({', '.join(failed)}) in {shown(report_path, src)}")
     if reasons and not opts.force:
+        flags = "".join(f" --profile {p}" for p in opts.profiles)
         raise EaglehubError(
             f"refusing to publish {src}: " + "; ".join(reasons),
-            hint=f"fix it and run `eaglehub verify --target {target or 'T'} --drafter {src} --report "
-            f"{src.parent / (src.name + '.verify.json')}`"
-            ", or pass --force (recorded in the card)",
+            hint=(
+                f"run `eaglehub validate {src} --target {target or 'T'}{flags}` for the fixes"
+                if errors
+                else f"fix it and run `eaglehub verify --target {target or 'T'} --drafter {src} --report "
+                f"{src.parent / (src.name + '.verify.json')}`"
+            )
+            + ", or pass --force (recorded in the card)",
             exit_code=1,
         )
     al = entry["acceptance"]["overall"]["acceptance_length"] if entry else None
     section = {
         "target": target,
+        "profiles": vreport["profiles"],
         "validate": {"ok": vreport["ok"], "counts": vreport["counts"], "errors": errors},
         "verify": {
             "report": str(report_path) if report_path else None,

@@ -31,8 +31,11 @@ def render_publish(doc: dict, console) -> None:
     )
     v = gate["verify"]
     al = f"AL {v['acceptance_length']:.3f}" if v["acceptance_length"] is not None else "no AL"
+    judged = "; ".join(p["title"] for p in gate["profiles"])
+    default = " (the default; choose with --profile)" if any(p["default"] for p in gate["profiles"]) else ""
     console.print(
-        f"gate: validate {'ok' if gate['validate']['ok'] else 'errors ' + ', '.join(gate['validate']['errors'])}; "
+        f"gate: validate for {escape(judged)}{default} "
+        f"{'ok' if gate['validate']['ok'] else 'errors ' + ', '.join(gate['validate']['errors'])}; "
         f"verify {'passed' if v['passed'] else 'not passed'} ({al}); {escape(v['note'])}",
         highlight=False,
         soft_wrap=True,
