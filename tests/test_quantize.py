@@ -232,8 +232,10 @@ def test_dry_run_touches_nothing_and_plans_what_is_written(tmp_path, make_drafte
     assert plan["dry_run"] and plan["files"] == [] and plan["sizes"]["files_bytes_after"] is None
     assert _report(src, None, dry_run=True)["destination"] is None
     done = _report(src, tmp_path / "out")
-    assert {k: v for k, v in plan.items() if k not in ("dry_run", "files", "sizes")} == {
-        k: v for k, v in done.items() if k not in ("dry_run", "files", "sizes")
+    # the findings: a dry run judges nothing (null), the written output has none here
+    assert (plan["findings"], done["findings"]) == (None, [])
+    assert {k: v for k, v in plan.items() if k not in ("dry_run", "files", "sizes", "findings")} == {
+        k: v for k, v in done.items() if k not in ("dry_run", "files", "sizes", "findings")
     }
     assert plan["sizes"]["tensor_bytes_after"] == done["sizes"]["tensor_bytes_after"]
     # the CLI prints the table (quantized and kept, with sizes) and writes nothing
@@ -540,3 +542,32 @@ def test_fp8_dynamic_fixture_is_lossless_and_keeps_acceptance(real_drafters, sha
     (row,) = report["baseline_drafter"]["comparisons"]
     assert abs(row["al_relative_change"]) <= 0.03, row
     assert row["size_ratio"] < 0.85  # 7 decoder-layer Linears of 15 tensors at one byte instead of two
+
+
+def test_the_output_is_judged_for_the_profiles_asked_before_it_appears(tmp_path, make_drafter):
+    """SGLang 0.5.23 has no Qwen3-style EAGLE-3 class: quantizing such a drafter for it is refused and nothing is
+    written; for the default profile (vLLM 0.33 on GPU) it is written, and the report says what it was judged for.
+    A plain drafter's output for SGLang carries SGLang's warning (it reads only the nested aux-id list)."""
+    from test_qwen3_drafters import _qwen3
+
+    src = _qwen3(tmp_path)
+    with pytest.raises(EaglehubError) as exc:
+        quantize(src, tmp_path / "for-sglang", profiles=("sglang-0.5.23",))
+    assert exc.value.exit_code == 1 and "fails validation on SGLang 0.5.23: E-ENGINE-LOAD" in exc.value.message
+    assert "was not written" in exc.value.message
+    assert not (tmp_path / "for-sglang").exists() and not list(tmp_path.glob(".for-sglang*"))
+    report = quantize(src, tmp_path / "fp8")
+    assert report["profiles"] == [
+        {"id": "vllm-0.33-gpu", "title": "vLLM 0.33.0 on GPU (Model Runner V2)", "default": True}
+    ]
+    assert report["findings"] == [] and (tmp_path / "fp8" / "model.safetensors").is_file()
+    assert sorted(p.name for p in (tmp_path / "fp8").iterdir()) == sorted(
+        report["files"] + ["config.json", "eaglehub.json"]
+    )
+    validate_json(report, "quantize-report")
+    plain = quantize(make_drafter("plain"), tmp_path / "plain-fp8", profiles=("sglang-0.5.23", "vllm-0.32-cpu"))
+    (f,) = plain["findings"]
+    assert (f["code"], f["profiles"]) == ("W-AUX-IGNORED", ["sglang-0.5.23"])
+    assert quantize(make_drafter("dry"), None, dry_run=True)["findings"] is None
+    res = CliRunner().invoke(main, ["quantize", str(src), str(tmp_path / "cli"), "--profile", "nope-1"])
+    assert res.exit_code == 2 and "unknown engine profile 'nope-1'" in res.output

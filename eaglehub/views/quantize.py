@@ -41,3 +41,11 @@ def render_report(report: dict, console) -> None:
         highlight=False,
     )
     console.print(f"ignore: {', '.join(report['quantization_config']['ignore'])}", highlight=False)
+    names = "; ".join(p["title"] for p in report["profiles"])
+    default = " (the default; choose with --profile)" if any(p["default"] for p in report["profiles"]) else ""
+    if report["findings"] is None:
+        console.print(f"not judged (dry run: nothing written); the output will be judged for {names}{default}")
+        return
+    console.print(f"output judged for {names}{default}: no error", highlight=False)
+    for f in report["findings"]:
+        console.print(f"{f['severity']} {f['code']}  {f['subject']}: {f['message']}", highlight=False, markup=False)
