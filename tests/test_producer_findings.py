@@ -346,3 +346,40 @@ def test_findings_name_tensors_as_stored(tmp_path):
     missing = [f for f in report(dropped)["findings"] if f["code"] == "E-TENSOR-MISSING"]
     assert [f["subject"] for f in missing] == ["layers.0.mlp.up_proj.weight"]
     assert missing[0]["message"].startswith("layers.0.mlp.up_proj.weight [128, 64] is missing")
+
+
+# --- 8. the YaRN ModelOpt's exporter writes over the trained plain RoPE ------------------------------------------
+
+
+def test_modelopt_export_rope_is_flagged_with_what_the_engines_apply(tmp_path):
+    """smollm2-pruned was trained with rope_scaling {rope_type: default} (its MANIFEST ``how``) and exported with
+    ModelOpt's eagle_export_rope_scaling; every profile builds YaRN from it. The figures match YaRN as transformers
+    computes it (the same formulas vLLM's and SGLang's YaRN rotary embeddings use)."""
+    import torch
+    from transformers import LlamaConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    case = manifest_case("modelopt", "smollm2-pruned")
+    assert "eagle.eagle_architecture_config.rope_scaling={rope_type: default" in case["how"]
+    path = fixture("modelopt/smollm2-pruned")
+    cfg = json.loads((path / "config.json").read_text())
+    assert cfg["rope_scaling"] == {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 2048}
+    rep = report(path)
+    hits = [f for f in rep["findings"] if f["code"] == "W-ROPE-EXPORTED"]
+    assert len(hits) == 1 and hits[0]["profiles"] == list(ALL_PROFILES) and hits[0]["subject"] == "rope_scaling"
+    hf = LlamaConfig(
+        hidden_size=576, num_attention_heads=9, head_dim=64, rope_theta=100000.0, rope_scaling=cfg["rope_scaling"]
+    )
+    inv_freq, attention = ROPE_INIT_FUNCTIONS["yarn"](hf, "cpu")
+    plain = 1.0 / (100000.0 ** (torch.arange(0, 64, 2, dtype=torch.float) / 64))
+    lowered = int((inv_freq < plain * (1 - 1e-6)).sum())
+    assert f"attention logits are scaled by {attention**2:.2f} and {lowered} of the 32 rotary frequencies" in (
+        hits[0]["message"]
+    )
+    assert hits[0]["hint"].endswith("--set rope_scaling=null")
+    fixed = tmp_path / "trained-rope"
+    r = run_cli("convert", path, fixed, "--set", "rope_scaling=null")
+    assert r.exit_code == 0, r.output
+    assert "W-ROPE-EXPORTED" not in codes(report(fixed))
+    assert "W-ROPE-EXPORTED" in codes(report(fixture("modelopt/bf16-base")))  # the recipe default RoPE too
+    assert "W-ROPE-EXPORTED" not in codes(report(fixture("specforge/smollm2-eagle3-sglang")))

@@ -18,6 +18,7 @@ CHECKS = [
     config.check_schema,
     config.check_architecture,
     config.check_rope,
+    config.check_exported_rope,
     windows.check,
     config.check_misc,
     check_flags,

@@ -3,7 +3,7 @@ switches live, MLA fields (sliding windows: :mod:`eaglehub.checks.windows`)."""
 
 from __future__ import annotations
 
-from eaglehub.checks.context import Context
+from eaglehub.checks.context import Context, set_command
 from eaglehub.drafter.canonical import QWEN3, QWEN3_ARCHITECTURES, int_field, nested_config
 from eaglehub.drafter.shapes import MLA, MLA_ARCHITECTURES, layer_kind
 from eaglehub.findings import Finding, finding
@@ -256,6 +256,70 @@ def check_rope(ctx: Context) -> list[Finding]:
                 )
             elif isinstance(rtype, str):
                 out += _rope_params(key, rope, rtype)
+    return out
+
+
+#: the ``rope_scaling`` ModelOpt writes into an export whose training RoPE was plain (``eagle_export_rope_scaling``'s
+#: default in modelopt 0.47.0 torch/speculative/config.py; its validator refuses the injection when training used
+#: another rope_type, hf_spec_export.py ``_export_config`` applies it)
+MODELOPT_EXPORT_ROPE = {"rope_type": "yarn", "factor": 32.0, "original_max_position_embeddings": 2048}
+
+
+def _yarn_effect(rope: dict, head_dim: int, theta: float) -> tuple[float, int, int]:
+    """``(attention-logit scale, frequencies changed, of how many)`` of YaRN as vLLM computes it for every
+    position (vllm 0.33.0 model_executor/layers/rotary_embedding/yarn_scaling_rope.py L51-83, common.py
+    L36-76): cos/sin times ``0.1 ln(factor) + 1`` (so q·k times its square), and each rotary frequency past
+    the low correction dim blended towards ``1/factor`` of itself."""
+    import math
+
+    factor, orig = float(rope["factor"]), int(rope["original_max_position_embeddings"])
+    fast = rope.get("beta_fast", 32)  # beta_slow only bounds the fully lowered ones
+
+    def dim_at(rot: float) -> float:
+        return head_dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(theta))
+
+    low = max(math.floor(dim_at(fast)), 0)
+    mscale = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    pairs = head_dim // 2
+    return mscale * mscale, max(0, pairs - (low + 1)), pairs
+
+
+def check_exported_rope(ctx: Context) -> list[Finding]:
+    """W-ROPE-EXPORTED: a ModelOpt export carries the YaRN its exporter writes in place of the plain RoPE the
+    drafter trained with; every judged engine that builds YaRN from it applies it at every position. One
+    finding per distinct statement, naming the profiles it holds for (as :func:`.profiles.merge` words them)."""
+    from eaglehub.io.provenance import producer
+    from eaglehub.profiles.registry import PROFILES, resolve
+
+    d = ctx.drafter
+    rope = d.config.get("rope_scaling")
+    if producer(d.provenance, d.format) != "modelopt" or not isinstance(rope, dict):
+        return []
+    if {k: rope.get(k) for k in (*MODELOPT_EXPORT_ROPE, "type")} != {**MODELOPT_EXPORT_ROPE, "type": None}:
+        return []
+    readings = ctx.readings
+    said: dict[str, list[str]] = {}
+    for pid, r in readings.items():
+        if r.rope_type != "yarn" or not r.head_dim or not r.rope_theta:
+            continue
+        scale, changed, pairs = _yarn_effect(rope, r.head_dim, r.rope_theta)
+        said.setdefault(
+            f"rope_scaling {rope} is what ModelOpt's exporter writes into a drafter trained with plain RoPE "
+            "(eagle_export_rope_scaling, applied when the training rope_type is 'default'); the engine builds "
+            f"YaRN from it for every position, so attention logits are scaled by {scale:.2f} and {changed} of the "
+            f"{pairs} rotary frequencies are lowered (up to {rope['factor']:g}x): the drafter attends "
+            "differently from how it was trained, on short prompts too",
+            [],
+        ).append(pid)
+    hint = "measure acceptance as exported and as trained before serving (eaglehub verify); the trained RoPE: " + (
+        set_command(ctx, "rope_scaling", None)
+    )
+    out = []
+    for message, on in said.items():
+        title = "; ".join((PROFILES.get(p) or resolve(p)).title for p in on)
+        others = [(PROFILES.get(p) or resolve(p)).title for p in readings if p not in on]
+        tail = f" (not on {'; '.join(others)})" if others else ""
+        out.append(finding("W-ROPE-EXPORTED", "rope_scaling", f"{title}: {message}{tail}", hint, profiles=tuple(on)))
     return out
 
 
