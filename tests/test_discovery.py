@@ -227,3 +227,44 @@ def test_a_target_not_downloaded_stops_before_any_drafter_download(hub_tree):
     assert res.exit_code == 2 and "not in the local Hugging Face cache" in res.output
     assert "found 1 drafter(s) for it: org/good-eagle3" in res.output and f"hf download {QUANT_ID}" in res.output
     assert not [path for method, path in hub.log if "/resolve/" in path and "good-eagle3" in path and "model" in path]
+
+
+def test_drafters_are_judged_per_profile_from_the_config_files(hub_tree, tmp_path):
+    """A Granite MoE target: vLLM 0.33 captures its aux states, 0.32 and SGLang 0.5.23 do not (each release's
+    engine table); a Qwen3-style drafter for it: vLLM builds its class, SGLang has none. Judged from the
+    config files only, and the report says which profiles it judged."""
+    import copy
+
+    from helpers.checkpoints import BASE_CONFIG, drafter_tensors, qwen3_layers
+
+    hub = hub_tree["hub"]
+    target = json.loads((hub_tree["target"] / "config.json").read_text())
+    hub.create(
+        "org/granite-moe",
+        files={"config.json": json.dumps({**target, "architectures": ["GraniteMoeForCausalLM"]}).encode()},
+    )
+    cfg = copy.deepcopy(BASE_CONFIG)
+    qwen3_layers(cfg, drafter_tensors(cfg))
+    card = b"---\nbase_model: org/granite-moe\ntags: [eagle3]\n---\n"
+    hub.create("org/q3-eagle3", files={"config.json": json.dumps(cfg).encode(), "README.md": card})
+    profiles = ("--profile", "vllm-0.32-cpu", "--profile", "vllm-0.33-gpu", "--profile", "sglang-0.5.23")
+    res = cli("drafters", "--target", "org/granite-moe", "--endpoint", hub.url, "--json", *profiles)
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    validate_json(report, "drafters-report")
+    assert report["target_architecture"] == "GraniteMoeForCausalLM"
+    verdicts = {p["id"]: p["target_eagle3"] for p in report["profiles"]}
+    assert verdicts == {"vllm-0.32-cpu": False, "vllm-0.33-gpu": True, "sglang-0.5.23": False}
+    assert "registered in vLLM 0.32.0 but" in report["profiles"][0]["target_note"]
+    (d,) = report["drafters"]
+    builds = {e["profile"]: e["builds"] for e in d["engines"]}
+    assert builds == {"vllm-0.32-cpu": True, "vllm-0.33-gpu": True, "sglang-0.5.23": False}
+    assert "Eagle3Qwen3ForCausalLM" in next(e["error"] for e in d["engines"] if e["profile"] == "sglang-0.5.23")
+    text = " ".join(cli("drafters", "--target", "org/granite-moe", "--endpoint", hub.url, *profiles).output.split())
+    assert (
+        "vLLM 0.33.0 on GPU (Model Runner V2): GraniteMoeForCausalLM feeds EAGLE-3 drafters; builds q3-eagle3" in text
+    )
+    assert "SGLang 0.5.23: GraniteMoeForCausalLM cannot feed EAGLE-3 drafters" in text
+    default = json.loads(cli("drafters", "--target", BASE_ID, "--endpoint", hub.url, "--json").stdout)
+    assert [(p["id"], p["default"], p["target_eagle3"]) for p in default["profiles"]] == [("vllm-0.33-gpu", True, True)]
+    assert default["drafters"][0]["engines"] == [{"profile": "vllm-0.33-gpu", "builds": True, "error": None}]

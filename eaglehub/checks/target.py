@@ -187,6 +187,16 @@ def _architecture_said(arch: str, profile: Profile) -> Said | None:
     )
 
 
+def architecture_verdict(arch: str, profile: Profile) -> tuple[bool | None, str | None]:
+    """``(captures, why)`` for a target class on one profile: ``True`` (EAGLE-3 capable in the release's table),
+    ``False`` (the engine stops at load) or ``None`` (vLLM does not register it: its Transformers backend may
+    serve it), with the finding's message as the reason."""
+    said = _architecture_said(arch, profile)
+    if said is None:
+        return True, None
+    return (False if said.code.startswith("E-") else None), said.message
+
+
 def _architecture(ctx: Context) -> list[Finding]:
     """F4: an engine captures aux hidden states only from target classes that support it: vLLM from classes
     implementing ``SupportsEagle3`` (since 0.22 that interface is the only gate; a target without it fails at

@@ -7,7 +7,7 @@ import sys
 import click
 
 from eaglehub.cli.errors import handle_errors
-from eaglehub.cli.options import hub_endpoint_option, json_option, target_option
+from eaglehub.cli.options import hub_endpoint_option, json_option, profile_option, target_option
 
 
 @click.command("drafters")
@@ -28,6 +28,11 @@ from eaglehub.cli.options import hub_endpoint_option, json_option, target_option
     default=None,
     help="Also list the drafters this pairing manifest registers for the target (default: ./eaglehub.toml when present).",
 )
+@profile_option(
+    "Engine profile each pair is judged for, repeatable: {names} (default {default}): whether its release "
+    "captures aux states from the target's architecture, and whether it builds each drafter's class from its "
+    "config.json (the weights are not read)."
+)
 @hub_endpoint_option()
 @json_option("the report", "drafters-report.schema.json")
 @handle_errors
@@ -36,6 +41,7 @@ def drafters_cmd(
     limit: int | None,
     names: tuple[str, ...],
     manifest: str | None,
+    profiles: tuple[str, ...],
     endpoint: str | None,
     as_json: bool,
 ) -> None:
@@ -52,7 +58,14 @@ def drafters_cmd(
     from eaglehub.views.drafters import render_drafters
 
     report = discover(
-        DiscoverOptions(target=target_spec, endpoint=endpoint, limit=limit, names=list(names), manifest=manifest)
+        DiscoverOptions(
+            target=target_spec,
+            endpoint=endpoint,
+            limit=limit,
+            names=list(names),
+            manifest=manifest,
+            profiles=profiles,
+        )
     )
     print_json(report) if as_json else render_drafters(report, console)
     sys.exit(0 if report["drafters"] else 1)

@@ -51,6 +51,8 @@ class DiscoverOptions:
     limit: int | None = None
     names: list[str] = field(default_factory=list)
     manifest: str | None = None
+    profiles: tuple[str, ...] = ()
+    """Engine profiles each pair is judged for (``--profile``); none: the default profile."""
 
 
 def hub_offline() -> bool:
@@ -86,22 +88,30 @@ def discover(opts: DiscoverOptions) -> dict:
         EaglehubError: the target is not a Hub id / alias / directory, the Hub cannot be reached or
             refuses the token (one line, exit 2), a manifest error.
     """
+    from eaglehub.checks.validate import Options
+
+    judged = Options(profiles=tuple(opts.profiles) or None)
+    judged.engine_profiles()  # an unknown --profile is a usage error, before the Hub is read
     offline = hub_offline()
     root, notes = start_id(opts.target)
     lineage: list[dict] = []
     rows: list[dict] = []
     endpoint = None
+    target_config = _local_config(opts.target)
     if root is not None:
         if offline:
             lineage, rows = _from_cache(root)
+            target_config = target_config or (_cached_repos().get(root) or {}).get("config")
             notes.append("offline (HF_HUB_OFFLINE): only the local Hugging Face cache and the manifest were searched")
         else:
             from eaglehub.io.hub import default_endpoint
 
             endpoint = (opts.endpoint or default_endpoint()).rstrip("/")
-            lineage, rows, more = _from_hub(root, endpoint)
+            lineage, rows, more, root_config = _from_hub(root, endpoint)
+            target_config = target_config or root_config
             notes += more
     rows += _from_manifest(opts, [opts.target, *(s["repo_id"] for s in lineage)], rows)
+    profiles, arch = _judge_pairs(rows, target_config, judged)
     if opts.names:
         wanted = set(opts.names)
         rows = [r for r in rows if r["name"] in wanted or r["repo_id"] in wanted]
@@ -124,6 +134,8 @@ def discover(opts: DiscoverOptions) -> dict:
         "num_drafters": len(rows),
         "drafters": rows,
         "notes": notes,
+        "target_architecture": arch,
+        "profiles": profiles,
     }
     check_output(report, SCHEMA, "drafters report")
     return report
@@ -132,7 +144,7 @@ def discover(opts: DiscoverOptions) -> dict:
 # --- the Hub --------------------------------------------------------------------------------------
 
 
-def _from_hub(root: str, endpoint: str) -> tuple[list[dict], list[dict], list[str]]:
+def _from_hub(root: str, endpoint: str) -> tuple[list[dict], list[dict], list[str], dict | None]:
     from huggingface_hub.errors import RepositoryNotFoundError
 
     from eaglehub.io.hub import get_token, hub_errors, make_api
@@ -141,6 +153,7 @@ def _from_hub(root: str, endpoint: str) -> tuple[list[dict], list[dict], list[st
     api = make_api(endpoint, token)
     notes: list[str] = []
     lineage = [{"repo_id": root, "relation": None, "of": None}]
+    root_config = None
     with hub_errors(root, "main", endpoint, token, writing=False):
         current = root
         while len(lineage) <= MAX_DEPTH:
@@ -150,6 +163,8 @@ def _from_hub(root: str, endpoint: str) -> tuple[list[dict], list[dict], list[st
                 if current == root:  # a base missing further up only ends the walk
                     notes.append(f"{current} is not on the Hub at {endpoint} (or not visible with this token)")
                 break
+            if current == root and isinstance(info.config, dict):
+                root_config = info.config
             base = _quantized_base(bases_from_tags(info.tags) or bases_from_card(_card_dict(info), info.config))
             if base is None or any(s["repo_id"] == base.repo_id for s in lineage):
                 break
@@ -164,7 +179,7 @@ def _from_hub(root: str, endpoint: str) -> tuple[list[dict], list[dict], list[st
                 row = _hub_row(model, str(step["repo_id"]), endpoint)
                 if row is not None:
                     rows.append(row)
-    return lineage, rows, notes
+    return lineage, rows, notes, root_config
 
 
 def _quantized_base(bases: list[Base]) -> Base | None:
@@ -188,9 +203,12 @@ def _hub_row(model, base_id: str, endpoint: str) -> dict | None:
     if claim is None:
         claim = claim_from_card(_card_dict(model))
     parameters, size = _safetensors_size(model.safetensors)
-    return _row(
+    row = _row(
         model.id.split("/")[-1], model.id, None, "hub", base_id, relation, view, parameters, size, claim, model.sha
     )
+    # the search's config is a digest of config.json; the engines read the whole file
+    row["_config"] = _download_json(model.id, "config.json", model.sha, endpoint) if "config.json" in files else None
+    return row
 
 
 def _download_json(repo_id: str, filename: str, revision: str | None, endpoint: str) -> dict | None:
@@ -259,6 +277,7 @@ def _from_cache(root: str) -> tuple[list[dict], list[dict]]:
                 snapshot.name,
             )
         )
+        rows[-1]["_config"] = entry["config"]
     return lineage, rows
 
 
@@ -319,7 +338,48 @@ def _from_manifest(opts: DiscoverOptions, names: list[str], found: list[dict]) -
         rows.append(
             _row(pair.name, None, str(pair.drafter), "manifest", pair.target.name, None, view, None, size, claim, None)
         )
+        rows[-1]["_config"] = config
     return rows
+
+
+# --- engine profiles ------------------------------------------------------------------------------
+
+
+def _local_config(target: str) -> dict | None:
+    path = Path(target).expanduser()
+    return read_object(path / "config.json") if path.is_dir() else None
+
+
+def _judge_pairs(rows: list[dict], target_config: dict | None, judged) -> tuple[list[dict], str | None]:
+    """Per judged profile, whether its release captures aux states from the target's architecture (its engine
+    table, :func:`eaglehub.checks.target.architecture_verdict`), and per drafter, whether that engine builds the
+    drafter class from its ``config.json`` (the profile's reading, :func:`eaglehub.profiles.read`, without the
+    weights: whether it loads them is not judged here). Drafters whose config was not read get ``None``."""
+    from eaglehub.checks.target import architecture_verdict
+    from eaglehub.checks.validate import profiles_section
+    from eaglehub.profiles import READERS, ServedTarget, Stored
+
+    archs = (target_config or {}).get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    text = (target_config or {}).get("text_config")
+    mt = (text if isinstance(text, dict) else target_config or {}).get("model_type")
+    served = ServedTarget(architecture=arch, model_type=mt if isinstance(mt, str) else None)
+    profiles = []
+    for entry, p in zip(profiles_section(judged), judged.engine_profiles()):
+        ok, note = architecture_verdict(arch, p) if arch else (None, "the target's config.json was not read")
+        profiles.append({**entry, "target_eagle3": ok, "target_note": note})
+    for row in rows:
+        config = row.pop("_config", None)
+        verdicts = []
+        for p in judged.engine_profiles():
+            if not isinstance(config, dict):
+                verdicts.append({"profile": p.id, "builds": None, "error": "config.json not read"})
+                continue
+            r = READERS[p.engine](Stored(config, {}), p, served)
+            error = f"{r.failures[0].message} ({r.failures[0].cite})" if r.failures else None
+            verdicts.append({"profile": p.id, "builds": not r.failures, "error": error})
+        row["engines"] = verdicts
+    return profiles, arch
 
 
 # --- shared ---------------------------------------------------------------------------------------

@@ -50,9 +50,45 @@ def render_drafters(report: dict, console: Console) -> None:
     definitions = {d["claim"]["definition"] for d in report["drafters"] if d["claim"]}
     for text in sorted(definitions):
         console.print(f"claimed AL: {escape(text)}", highlight=False, soft_wrap=True)
+    _render_profiles(report, console)
     for note in report["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if report["drafters"]:
         console.print(
             f"verify them: eaglehub verify --target {escape(report['target'])}", highlight=False, soft_wrap=True
         )
+
+
+def _render_profiles(report: dict, console: Console) -> None:
+    """Per judged profile: the target's architecture in that release, then the drafters its engine builds (from
+    their config.json; the weights are not read)."""
+    from rich.markup import escape
+
+    default = any(p["default"] for p in report["profiles"])
+    console.print(
+        f"judged for {'; '.join(p['title'] for p in report['profiles'])}"
+        + (" (the default; choose with --profile)" if default else "")
+        + " from the config files only",
+        highlight=False,
+        soft_wrap=True,
+    )
+    arch = report["target_architecture"] or "the target"
+    for p in report["profiles"]:
+        target = {True: "feeds EAGLE-3 drafters", False: "cannot feed EAGLE-3 drafters", None: "not known"}[
+            p["target_eagle3"]
+        ]
+        line = f"{p['title']}: {arch} {target}" + (f" ({p['target_note']})" if p["target_note"] else "")
+        builds = [
+            d["name"] for d in report["drafters"] for e in d["engines"] if e["profile"] == p["id"] and e["builds"]
+        ]
+        fails = [
+            f"{d['name']} ({e['error']})"
+            for d in report["drafters"]
+            for e in d["engines"]
+            if e["profile"] == p["id"] and e["builds"] is False
+        ]
+        if builds:
+            line += f"; builds {', '.join(builds)}"
+        if fails:
+            line += f"; cannot build {'; '.join(fails)}"
+        console.print(escape(line), highlight=False, soft_wrap=True)
