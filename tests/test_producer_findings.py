@@ -373,8 +373,9 @@ def test_modelopt_export_rope_is_flagged_with_what_the_engines_apply(tmp_path):
     inv_freq, attention = ROPE_INIT_FUNCTIONS["yarn"](hf, "cpu")
     plain = 1.0 / (100000.0 ** (torch.arange(0, 64, 2, dtype=torch.float) / 64))
     lowered = int((inv_freq < plain * (1 - 1e-6)).sum())
-    assert f"attention logits are scaled by {attention**2:.2f} and {lowered} of the 32 rotary frequencies" in (
-        hits[0]["message"]
+    assert (
+        f"attention logits are scaled by {attention**2:.2f} and {lowered} of the 32 rotary frequencies"
+        in (hits[0]["message"])
     )
     assert hits[0]["hint"].endswith("--set rope_scaling=null")
     fixed = tmp_path / "trained-rope"
@@ -383,3 +384,42 @@ def test_modelopt_export_rope_is_flagged_with_what_the_engines_apply(tmp_path):
     assert "W-ROPE-EXPORTED" not in codes(report(fixed))
     assert "W-ROPE-EXPORTED" in codes(report(fixture("modelopt/bf16-base")))  # the recipe default RoPE too
     assert "W-ROPE-EXPORTED" not in codes(report(fixture("specforge/smollm2-eagle3-sglang")))
+
+
+# --- 7. keys the speculators adapter drops ----------------------------------------------------------------------
+
+SPECULATORS_ALL = sorted(p.name for p in (PRODUCERS / "speculators").iterdir() if (p / "config.json").is_file())
+
+
+@pytest.mark.parametrize("case", SPECULATORS_ALL)
+def test_a_dropped_key_the_layer_config_repeats_is_no_loss(case):
+    """speculators writes tie_word_embeddings at the top and inside transformer_layer_config, with one value:
+    the adapter drops the top-level copy and the engine reads the same value from the layer config."""
+    cfg = json.loads((fixture(f"speculators/{case}") / "config.json").read_text())
+    assert cfg["tie_word_embeddings"] == cfg["transformer_layer_config"]["tie_word_embeddings"]
+    assert "W-SPECULATORS-DROPPED" not in codes(report(fixture(f"speculators/{case}")))
+
+
+def _edited(tmp_path: Path, **top) -> Path:
+    out = tmp_path / "edited"
+    shutil.copytree(fixture("speculators/train-eagle3-plain"), out)
+    cfg = json.loads((out / "config.json").read_text())
+    cfg.update(top)
+    (out / "config.json").write_text(json.dumps(cfg))
+    return out
+
+
+def test_a_dropped_key_whose_value_the_engine_does_not_get_is_said(tmp_path):
+    d = _edited(tmp_path, tie_word_embeddings=True)  # the layer config keeps false
+    hits = [f for f in report(d, profiles=["vllm-0.33-v1"])["findings"] if f["code"] == "W-SPECULATORS-DROPPED"]
+    assert len(hits) == 1 and hits[0]["subject"] == "tie_word_embeddings"
+    assert (
+        "top-level tie_word_embeddings True (the engine reads False from transformer_layer_config)"
+        in (hits[0]["message"])
+    )
+    assert hits[0]["hint"].endswith("--set transformer_layer_config.tie_word_embeddings=true")
+    other = _edited(tmp_path / "b", rope_scaling_extra=7, unset_key=None)
+    msgs = [f["message"] for f in report(other, profiles=["vllm-0.33-v1"])["findings"]]
+    dropped = [m for m in msgs if "dropped by the speculators adapter" in m]
+    assert len(dropped) == 1 and "rope_scaling_extra 7 (the engine's config has no such key)" in dropped[0]
+    assert "unset_key" not in dropped[0]  # null is no value: nothing is lost

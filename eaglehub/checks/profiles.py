@@ -14,6 +14,7 @@ from eaglehub.checks.context import Context, set_command
 from eaglehub.drafter.canonical import default_aux_ids
 from eaglehub.findings import Finding, finding
 from eaglehub.profiles.reading import FATAL, IGNORED, Reading
+from eaglehub.profiles.reading import FIELDS as READING_FIELDS
 from eaglehub.profiles.registry import MRV2, PROFILES, VLLM, resolve
 
 AUX = "eagle_aux_hidden_state_layer_ids"
@@ -153,12 +154,14 @@ def _aux(ctx: Context, r: Reading) -> list[Said]:
 
 
 def _dropped(ctx: Context, r: Reading) -> list[Said]:
-    """W2: keys at the top of a speculators config that vLLM's adapter does not copy."""
+    """W2: keys at the top of a speculators config that vLLM's adapter does not copy, where the engine then ends
+    up with another value (:func:`_dropped_value_differs`)."""
     if not r.dropped_keys:
         return []
     raw = ctx.drafter.raw_config
     out = []
-    rest = []
+    rest: list[str] = []
+    keys: list[str] = []
     for key in r.dropped_keys:
         if key == "num_aux_hidden_states" and raw.get(key) != r.num_aux_hidden_states:
             out.append(
@@ -181,19 +184,40 @@ def _dropped(ctx: Context, r: Reading) -> list[Said]:
                 )
             )
         else:
-            rest.append(key)
+            differs = _dropped_value_differs(raw, key, r)
+            if differs is not None:
+                rest.append(f"{key} {raw.get(key)!r} ({differs})")
+                keys.append(key)
     if rest:
         out.append(
             Said(
                 "W-SPECULATORS-DROPPED",
-                rest[0],
-                f"top-level key(s) {rest} are dropped by the speculators adapter, which copies only its named keys "
-                "(vllm/transformers_utils/configs/speculators/algos.py L15-50)",
+                keys[0],
+                f"top-level {'; '.join(rest)} is dropped by the speculators adapter, which copies only its named "
+                "keys (vllm/transformers_utils/configs/speculators/algos.py L15-50)",
                 "if the engine should read them, move them into transformer_layer_config: "
-                + set_command(ctx, f"transformer_layer_config.{rest[0]}", raw.get(rest[0])),
+                + set_command(ctx, f"transformer_layer_config.{keys[0]}", raw.get(keys[0])),
             )
         )
     return out
+
+
+def _dropped_value_differs(raw: dict, key: str, r: Reading) -> str | None:
+    """What the engine ends up with instead of a dropped top-level ``key``, when that differs from the stored
+    value; ``None`` when the drop changes nothing. speculators writes some keys both at the top and inside
+    ``transformer_layer_config`` (``tie_word_embeddings``), and the engine reads the layer config's: the same
+    value there is no loss. A key the reading carries is compared with the engine's value (its default
+    included); a null top-level value is no value; a key the engine's config holds nowhere is a loss."""
+    layer = raw.get("transformer_layer_config")
+    layer = layer if isinstance(layer, dict) else {}
+    value = raw.get(key)
+    if key in READING_FIELDS:
+        engine = getattr(r, key)
+        where = "transformer_layer_config" if key in layer else "its default"
+        return None if value == engine else f"the engine reads {engine!r} from {where}"
+    if key in layer:
+        return None if value == layer[key] else f"the engine reads {layer[key]!r} from transformer_layer_config"
+    return None if value is None else "the engine's config has no such key"
 
 
 def _unused(ctx: Context, r: Reading) -> list[Said]:
