@@ -423,3 +423,23 @@ def test_a_dropped_key_whose_value_the_engine_does_not_get_is_said(tmp_path):
     dropped = [m for m in msgs if "dropped by the speculators adapter" in m]
     assert len(dropped) == 1 and "rope_scaling_extra 7 (the engine's config has no such key)" in dropped[0]
     assert "unset_key" not in dropped[0]  # null is no value: nothing is lost
+
+
+def test_force_converts_past_a_schema_error(tmp_path):
+    """A schema error the user means to keep (an initializer_range of 0, which no engine reads) stops convert;
+    --force converts the config as it is and says so."""
+    src = tmp_path / "src"
+    shutil.copytree(fixture("specforge/eagle3-sglang"), src)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["initializer_range"] = 0
+    (src / "config.json").write_text(json.dumps(cfg))
+    refused = run_cli("convert", src, tmp_path / "a", "--format", "vllm")
+    assert refused.exit_code == 1 and "pass --force to convert the config as it is" in " ".join(refused.output.split())
+    r = run_cli("convert", src, tmp_path / "b", "--format", "vllm", "--force", "--json")
+    assert r.exit_code == 0, r.output
+    warned = json.loads(r.stdout)["warnings"]
+    assert (
+        "converted with --force despite E-CONFIG-SCHEMA initializer_range: config.json: 0 is less than or equal to the minimum of 0"
+        in warned
+    )
+    assert json.loads((tmp_path / "b" / "config.json").read_text())["initializer_range"] == 0

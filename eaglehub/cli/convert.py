@@ -37,7 +37,8 @@ from eaglehub.cli.output import console, err_console, print_json
 @click.option(
     "--force",
     is_flag=True,
-    help="Write even if the output format cannot express everything; drops are recorded.",
+    help="Write even if the output format cannot express everything (drops are recorded) or the source config "
+    "breaks its schema (E-CONFIG-SCHEMA, kept as is and warned about).",
 )
 @click.option(
     "--set",

@@ -25,21 +25,31 @@ from eaglehub.io.provenance import make_provenance
 from eaglehub.io.stformat import DTYPE_BY_TORCH
 from eaglehub.io.streaming import OutTensor
 
+#: source errors ``--force`` converts past (the user's stated intent; the output keeps the value, its check too)
+FORCEABLE = frozenset({"E-CONFIG-SCHEMA"})
 
-def refuse_source_errors(d: Drafter) -> None:
+
+def refuse_source_errors(d: Drafter, force: bool = False) -> list:
+    """Refuse a source with error findings; with ``force``, a config that breaks its schema is converted all
+    the same and its findings are returned (the report warns with them)."""
     from eaglehub.checks.validate import run_checks
 
     # without --deep's value checks: a byte-level conversion does not decode weights. Findings about what an
     # engine does with the source's layout (they name profiles) are the output's to answer: convert writes the
     # destination layout and validates that
     errors = [f for f in run_checks(d) if f.severity == "error" and not f.profiles]
+    accepted = [f for f in errors if force and f.code in FORCEABLE]
+    errors = [f for f in errors if f not in accepted]
     if errors:
         listed = ", ".join(sorted({f.code for f in errors}))
+        only_schema = {f.code for f in errors} <= FORCEABLE
         raise EaglehubError(
             f"{d.path} has {len(errors)} error finding(s) ({listed}); refusing to convert",
-            hint=f"run `eaglehub validate {d.path}` and fix them first",
+            hint=f"run `eaglehub validate {d.path}` and fix them first"
+            + (", or pass --force to convert the config as it is" if only_schema else ""),
             exit_code=1,
         )
+    return accepted
 
 
 def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, dict]:

@@ -160,7 +160,7 @@ def convert(
             hint="drop --aux-convention",
         )
     repaired, repairs = repair_config(d)
-    refuse_source_errors(repaired)
+    accepted = refuse_source_errors(repaired, force)
     if calibration is not None:
         norm_output = calibration.norm_output
     plan = plan_conversion(
@@ -209,12 +209,14 @@ def convert(
         max_shard_size=max_shard_size,
         advance=advance,
         check=keeps_readings,
+        accepted=frozenset(f.code for f in accepted),
     )
     files, side, skipped = written.files, written.copied_files, written.skipped_files
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""
     warnings = [NOT_EQUIVALENT.format(extra=extra)] if to and calibration is None else []
     forced = plan.dropped[1:] if to == "3" else plan.dropped  # the fold (first) has its own warning
     warnings += [f"dropped with --force: {x['what']}" for x in forced]
+    warnings += [f"converted with --force despite {f.code} {f.subject}: {f.message}" for f in accepted]
     warnings += aux_warnings(d)
     warnings += verifier_warnings(plan.config)
     return {

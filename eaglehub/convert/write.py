@@ -115,9 +115,10 @@ def shard_size(value: int | str | None) -> int | None:
     return int(float(m.group(1)) * scale)
 
 
-def check_written(tmp: Path, fmt: str, expected: set[str]) -> Drafter:
+def check_written(tmp: Path, fmt: str, expected: set[str], accepted: frozenset[str] = frozenset()) -> Drafter:
     """Re-read the written checkpoint (headers only) as a user's next command would, with no option, and
-    validate it; any error is a bug here, said without naming an option the user did not give."""
+    validate it; any error is a bug here, said without naming an option the user did not give, except the
+    codes in ``accepted`` (the source's, converted past with ``--force``)."""
     from eaglehub.checks.validate import run_checks
 
     try:
@@ -138,7 +139,7 @@ def check_written(tmp: Path, fmt: str, expected: set[str]) -> Drafter:
             hint="report this bug",
             exit_code=1,
         )
-    errors = [f for f in run_checks(out) if f.severity == "error"]
+    errors = [f for f in run_checks(out) if f.severity == "error" and f.code not in accepted]
     if errors:
         raise EaglehubError(
             f"the converted drafter fails validation: {', '.join(f.code + ' ' + f.subject for f in errors)}",
@@ -173,6 +174,7 @@ def write_drafter(
     max_shard_size: int | None = None,
     advance: Callable[[int], None] | None = None,
     check: Callable[[Drafter], None] | None = None,
+    accepted: frozenset[str] = frozenset(),
 ) -> Written:
     """Write a drafter checkpoint to ``dst`` atomically: the tensors (sharded above ``max_shard_size``),
     ``config.json``, ``eaglehub.json`` and the source's side files, then read it back (it must read as
@@ -180,7 +182,8 @@ def write_drafter(
     own safetensors metadata is kept except eaglehub's keys, ``format`` and the stamps of producers of
     other formats (:attr:`eaglehub.formats.base.Format.metadata_stamps`).
 
-    ``check`` gets the written drafter as read back and may refuse it (raise) before ``dst`` appears.
+    ``check`` gets the written drafter as read back and may refuse it (raise) before ``dst`` appears;
+    ``accepted``: error codes the source had and ``--force`` converted past.
 
     Raises:
         EaglehubError: ``dst`` cannot be written (exit 2) or the result fails validation or ``check``
@@ -200,7 +203,7 @@ def write_drafter(
             side, skipped = copy_side_files(
                 source_dir, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *source_files}
             )
-            out = check_written(tmp, fmt, expected)
+            out = check_written(tmp, fmt, expected, accepted)
             if check is not None:  # the caller's own check of what was written (convert: the engine readings)
                 check(out)
             weight_bytes = sum((tmp / f).stat().st_size for f in files)
