@@ -228,10 +228,14 @@ def test_a_training_checkpoint_is_named_with_its_export_command(case, says, comm
 
 
 def test_torchspec_export_command_is_the_producers_own():
-    """The command named is the one the fixtures' exports were made with (MANIFEST: eagle3's ``how``)."""
-    how = manifest_case("torchspec", "eagle3")["how"]
-    assert how.startswith("python tools/convert_to_hf.py --input-dir tiny/run/checkpoints/iter_0000001 ")
-    assert "--config tiny/draft_config.json --target-model-path targets/tiny-llama-8l" in how
+    """The command named takes the arguments the fixtures' own exports were made with (MANIFEST: eagle3's
+    ``how``), filled in from the run's config.yaml."""
+    how = manifest_case("torchspec", "eagle3")["how"].split()
+    rep = json.loads(run_cli("validate", TORCHSPEC_RUN, "--json").stdout)
+    named = rep["findings"][0]["hint"].split("`")[1].split()
+    assert named[:2] == how[:2] == ["python", "tools/convert_to_hf.py"]
+    assert sorted(a for a in named if a.startswith("--")) == sorted(a for a in how if a.startswith("--"))
+    assert named[named.index("--input-dir") + 1] == str(TORCHSPEC_ITER)
 
 
 def test_a_speculators_save_path_points_at_its_epoch(tmp_path):
@@ -267,19 +271,15 @@ def _rows(path: Path, name: str = "lm_head.weight") -> np.ndarray:
     return d.index.load_numpy(d.names[name])
 
 
-def test_torchspec_prune_vocab_fixture_is_an_offset_cut():
-    """eagle3 (full vocabulary) and eagle3-prune-vocab are exports of the same training checkpoint: row i of the
-    pruned head is the full head's row d2t[i] (the offset), not row i + d2t[i] (the token it scores)."""
-    assert "lm_head[d2t]" in manifest_case("torchspec", "eagle3-prune-vocab")["notes"]
-    full, cut = _rows(fixture("torchspec/eagle3")), _rows(fixture("torchspec/eagle3-prune-vocab"))
-    d2t = tensor(fixture("torchspec/eagle3-prune-vocab"), "d2t")
-    ids = np.arange(len(d2t)) + d2t
-    assert np.array_equal(cut, full[d2t])
-    assert not np.array_equal(cut[1:], full[ids][1:])
-
-
 def test_deep_validate_flags_the_offset_cut_and_passes_the_id_cut(tmp_path):
+    """eagle3 (full vocabulary) and eagle3-prune-vocab are exports of the same training checkpoint: row i of the
+    pruned head is the full head's row d2t[i] (the offset), not row i + d2t[i] (the token it scores), as TorchSpec's
+    convert_to_hf.py --prune-vocab cuts it (``lm_head[d2t]``). --deep says so; the same file cut by id passes."""
+    assert "lm_head[d2t]" in manifest_case("torchspec", "eagle3-prune-vocab")["notes"]
     path = fixture("torchspec/eagle3-prune-vocab")
+    full, cut = _rows(fixture("torchspec/eagle3")), _rows(path)
+    ids_ = np.arange(len(cut)) + tensor(path, "d2t")
+    assert np.array_equal(cut, full[tensor(path, "d2t")]) and not np.array_equal(cut[1:], full[ids_][1:])
     assert "E-LMHEAD-OFFSET" not in codes(report(path))  # the rows' values are read only with --deep
     rep = report(path, deep=True)
     hits = [f for f in rep["findings"] if f["code"] == "E-LMHEAD-OFFSET"]
