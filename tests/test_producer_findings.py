@@ -443,3 +443,35 @@ def test_force_converts_past_a_schema_error(tmp_path):
         in warned
     )
     assert json.loads((tmp_path / "b" / "config.json").read_text())["initializer_range"] == 0
+
+
+def test_the_reference_drafter_reads_a_frequency_ordered_map_as_a_sorted_one():
+    """eaglehub's reference engine maps draft rows to target ids as vLLM does (``i + d2t[i]``, then a scatter by
+    id): ModelOpt's frequency-ordered map and the same vocabulary sorted by id, with lm_head rows permuted
+    alike, give the same target-vocabulary logits and the same greedy token."""
+    import torch
+
+    from eaglehub.formats.registry import read_drafter
+    from eaglehub.model.eagle3 import DrafterDims, Eagle3Drafter
+
+    d = read_drafter(fixture("modelopt/pruned-vocab"))
+    tensors = {k: v.float() for k, v in d.load_all().items()}
+    ids = torch.arange(len(tensors["d2t"])) + tensors["d2t"].long()
+    order = torch.argsort(ids)
+    by_id = dict(
+        tensors, **{"d2t": ids[order] - torch.arange(len(ids)), "lm_head.weight": tensors["lm_head.weight"][order]}
+    )
+
+    def scattered(state: dict) -> tuple[torch.Tensor, int]:
+        model = Eagle3Drafter(DrafterDims.from_config(d.config))
+        model.load_state_dict(state, strict=False)
+        model.d2t = model.d2t.long()
+        normed = torch.linspace(-1, 1, d.dims.H)
+        logits = model.logits(normed)
+        full = torch.full((d.dims.V,), float("-inf"))
+        full[model.to_target_ids(torch.arange(len(logits)))] = logits
+        return full, int(model.to_target_ids(logits.argmax()))
+
+    (a, greedy_a), (b, greedy_b) = scattered(tensors), scattered(by_id)
+    assert not torch.equal(tensors["d2t"].long(), by_id["d2t"])  # the two maps really differ
+    assert torch.equal(a, b) and greedy_a == greedy_b
