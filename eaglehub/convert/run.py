@@ -107,8 +107,8 @@ def convert(
     ``to="3.1"`` adds ``fc_norm.{i}.weight`` = ones ``[Ht]`` (i < A) and sets ``fc_norm`` and
     ``norm_output``; ``fmt`` picks the output format (default: the source's). Output: ``config.json``,
     ``model.safetensors`` (or shards of at most ``max_shard_size`` + index), ``eaglehub.json``, and
-    the source's side files (tokenizer, card, ...). ``progress(total_bytes)`` returns an ``advance(n)``
-    callback for a progress bar. ``calibration`` (:class:`eaglehub.convert.calibrate.Calibration`, with
+    the source's side files a drafter needs (card, licence, tokenizer). ``progress(total_bytes)``
+    returns an ``advance(n)`` callback for a progress bar. ``calibration`` (:class:`eaglehub.convert.calibrate.Calibration`, with
     ``to="3.1"``): its gains replace the unit ``fc_norm`` weights, its ``norm_output`` choice and
     fine-tuned weights are written, its report becomes the report's ``calibration`` section.
     ``settings`` (``--set KEY=VALUE``, :mod:`eaglehub.drafter.settings`): config edits applied to the
