@@ -590,6 +590,8 @@ def test_cli_verify_states_the_profiles_judged(setup, monkeypatch):
     )
     bad = CliRunner().invoke(main, [*args, "--profile", "trtllm-1"])
     assert bad.exit_code == 2 and "unknown engine profile 'trtllm-1'" in bad.output
+    served = CliRunner().invoke(main, ["verify", "--endpoint", "http://127.0.0.1:9", "--profile", "vllm-0.33-gpu"])
+    assert served.exit_code == 2 and "--endpoint measures the drafter a server already runs" in served.output
 
 
 @pytest.mark.parametrize(

@@ -71,6 +71,11 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
 
         if request.manifest or request.report_dir:
             raise UsageError("--endpoint measures one server; a manifest verifies local pairs", hint="drop --manifest")
+        if opts.profiles:  # no local drafter to judge: the option would be silently ignored
+            raise UsageError(
+                "--profile judges local drafters before a run; --endpoint measures the drafter a server already runs",
+                hint="drop --profile (eaglehub validate --profile P judges a drafter directory)",
+            )
         report = run_verify_endpoint(opts, console=console)
         return VerifyOutcome("report", report, exit_code(report))
     log_dir = Path(request.engine_log) if request.engine_log else None
