@@ -352,8 +352,10 @@ def test_generated_space_reaches_every_format_and_refusal():
 
 
 def test_torchspec_legacy_aux_norm_round_trip(tmp_path):
-    """TorchSpec's older spelling (``use_aux_norm`` + ``aux_norm_{low,mid,high}``) reads as fc_norm and
-    comes back spelled the same way after a trip through vLLM-native."""
+    """TorchSpec's older spelling (``use_aux_norm`` + ``aux_norm_{low,mid,high}``) reads as fc_norm. Only SGLang
+    reads that spelling (its loader renames the names, L338-348; vLLM's refuses them and reads only ``fc_norm``),
+    so every output, TorchSpec's layout too, stores ``fc_norm.{i}.weight`` and ``fc_norm`` (keeping
+    ``use_aux_norm``): the same gains, now read by both engines."""
     src = write_format(tmp_path / "src", "torchspec", fc_norm=True, legacy_aux_norm=True, embed=True)
     assert "aux_norm_low.weight" in src.stored and "fc_norm" not in src.config and src.config["use_aux_norm"] is True
     d = read_drafter(src.path)
@@ -367,7 +369,13 @@ def test_torchspec_legacy_aux_norm_round_trip(tmp_path):
         assert same_tensor(got[f"fc_norm.{i}.weight"], src.stored[legacy])
     convert(tmp_path / "v", tmp_path / "back", fmt="torchspec")
     check_round_trip(src, tmp_path / "back")
-    assert set(read_safetensors_dir(tmp_path / "back")) == set(src.stored)
+    back = read_safetensors_dir(tmp_path / "back")
+    renamed = {"aux_norm_low.weight": "fc_norm.0.weight", "aux_norm_mid.weight": "fc_norm.1.weight"}
+    renamed["aux_norm_high.weight"] = "fc_norm.2.weight"
+    assert set(back) == {renamed.get(n, n) for n in src.stored}
+    cfg = json.loads((tmp_path / "back" / "config.json").read_text())
+    assert cfg["fc_norm"] is True and cfg["use_aux_norm"] is True
+    assert validate(src.path)["ok"] is False and validate(tmp_path / "back")["ok"], "vLLM loads only the output"
 
 
 def test_specforge_output_without_aux_ids_is_detected_as_specforge(tmp_path):

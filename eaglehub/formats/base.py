@@ -128,16 +128,11 @@ class Format:
 
     def stored_names(self, canonical: list[str], carried: dict) -> dict[str, str]:
         """``{canonical: stored}`` for writing: layer 0 as :attr:`layer0` (or the spelling the
-        source used, kept in ``carried["layer0"]``), legacy fc-norm names if the source used them."""
+        source used, kept in ``carried["layer0"]``: both engines rename ``midlayer.``). The fc_norm
+        gains are always ``fc_norm.{i}.weight``: the legacy ``aux_norm_*`` names are renamed by SGLang's
+        loader (``models/llama_eagle3.py`` L338-348 in 0.5.23) but not by vLLM's, which refuses them."""
         prefix = carried.get("layer0", self.layer0)
-        legacy = carried.get("legacy_fc_norm", False)
-        out = {}
-        for c in canonical:
-            s = prefix + c[len(LAYER0) :] if c.startswith(LAYER0) else c
-            if legacy and c.startswith("fc_norm."):
-                s = LEGACY_FC_NORM[int(c.split(".")[1])]
-            out[c] = s
-        return out
+        return {c: prefix + c[len(LAYER0) :] if c.startswith(LAYER0) else c for c in canonical}
 
     def style(self, names: list[str]) -> dict:
         """Spelling choices of a stored checkpoint worth restoring when writing this format again."""
@@ -146,8 +141,6 @@ class Format:
         stored = LAYER0 if has_mid else ("layers.0." if any(n.startswith("layers.0.") for n in names) else self.layer0)
         if stored != self.layer0:
             out["layer0"] = stored
-        if any(n in LEGACY_FC_NORM for n in names):
-            out["legacy_fc_norm"] = True
         return out
 
     # -- vocabulary maps (docs/formats.md §2, §5) -----------------------------------------------------
@@ -306,7 +299,6 @@ class FlatFormat(Format):
             cfg[AUX_KEY] = aux.c_in
         if "use_aux_norm" in cfg:  # SGLang/TorchSpec alias of fc_norm (docs/formats.md §4)
             carried["use_aux_norm"] = cfg.pop("use_aux_norm")
-            carried["alias_only"] = "fc_norm" not in cfg
             cfg["fc_norm"] = cfg.get("fc_norm") is True or carried["use_aux_norm"] is True
         return Reading(cfg, aux, carried)
 
@@ -314,10 +306,8 @@ class FlatFormat(Format):
         cfg = dict(d.config)
         ids = d.aux.c_in
         cfg["architectures"] = self._archs(d, carried)
-        if "use_aux_norm" in carried:
+        if "use_aux_norm" in carried:  # SGLang's alias, kept; fc_norm stays too, the only key vLLM reads
             cfg["use_aux_norm"] = carried["use_aux_norm"]
-            if carried.get("alias_only") and cfg.get("fc_norm", False) == (carried["use_aux_norm"] is True):
-                cfg.pop("fc_norm", None)
         # The engines read different lists: vLLM the top-level one (C-in; its V1 runner falls back on the nested
         # one, read as C-in), SGLang only the nested one (as C-out). Besides its own list, the output keeps the
         # list the source stored for the other engines, as stored, so every engine reads the layers it read
