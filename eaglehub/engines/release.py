@@ -9,7 +9,7 @@ all from the engine table of that release (:mod:`eaglehub.engines.tables`, gener
 * ``vllm serve`` has one flag per ``EngineArgs`` field, and ``LLM(**kwargs)`` passes its keywords to
   ``EngineArgs``; ``per_request_spec_decode_metrics`` is one from 0.32 on.
 * The runner: on CUDA, 0.32 and 0.33 run Model Runner V2 unless ``VLLM_USE_V2_MODEL_RUNNER`` is set
-  (0.33.0 ``config/vllm.py`` L748-767; 0.32.0 L720-737), so a ``-v1`` profile's launch line sets it to 0;
+  (0.33.0 ``config/vllm.py`` L748-767; 0.32.0 L720-739), so a ``-v1`` profile's launch line sets it to 0;
   earlier releases run V1 without it.
 """
 
