@@ -48,38 +48,21 @@ import tempfile
 import traceback
 import types
 
-FIELDS = (
-    "profile",
-    "model_class",
-    "hidden_size",
-    "target_hidden_size",
-    "num_aux_hidden_states",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "intermediate_size",
-    "vocab_size",
-    "draft_vocab_size",
-    "num_hidden_layers",
-    "rms_norm_eps",
-    "aux_layer_ids",
-    "fc_norm",
-    "norm_output",
-    "norm_before_fc",
-    "norm_before_residual",
-    "attention_bias",
-    "mlp_bias",
-    "vocab_map",
-    "tie_word_embeddings",
-    "sliding_windows",
-    "max_position_embeddings",
-    "rope_type",
-    "rope_theta",
-    "quantization",
-    "parameter_names",
-    "loads",
-    "load_error",
-)
+
+def _reading_fields() -> tuple[str, ...]:
+    """``FIELDS`` of eaglehub/profiles/reading.py, parsed (this script never imports eaglehub: the engine's
+    environment does not hold its dependencies), so the two vocabularies cannot drift apart."""
+    import ast
+    from pathlib import Path
+
+    source = Path(__file__).resolve().parent.parent / "eaglehub" / "profiles" / "reading.py"
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "FIELDS" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise SystemExit(f"no FIELDS in {source}")
+
+
+FIELDS = _reading_fields()
 
 #: profile id -> (engine, release prefix, runner)
 PROFILES = {
@@ -685,10 +668,14 @@ class SglangReader:
         self._from_model(r, model, hf)
         try:
             loader.load_weights_and_postprocess(model, loader._get_all_weights(dmc, model), torch.device("cpu"))
-            r.set(loads=True, load_error=None, vocab_map=getattr(model, "hot_token_id", None) is not None)
+            # right after loading, the EAGLE-3 worker reads the drafter's hot-token map
+            # (speculative/eagle_worker_v2.py L366, `self.draft_runner.model.hot_token_id`): a class the registry
+            # builds that is no EAGLE-3 drafter (a target class) has none and raises there
+            hot = model.hot_token_id
+            r.set(loads=True, load_error=None, vocab_map=hot is not None)
         except Exception as exc:
             r.set(loads=False, load_error=short_error(exc))
-            r.missing("SGLang's d2t map (hot_token_id) exists only after a load, which failed", "vocab_map")
+            r.missing("SGLang's d2t map (hot_token_id) exists only after a load that succeeds", "vocab_map")
         return r.result()
 
     @staticmethod

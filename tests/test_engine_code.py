@@ -6,8 +6,10 @@ engines' own code is the oracle for what eaglehub says they do (docs/engine-code
 (b) For a corpus of drafters (every producer fixture under ``fixtures/producers/*/*/``, the committed
     SmolLM2 fixtures, and tiny drafters written by the test helpers across layouts and flags),
     ``scripts/engine_reading.py`` reads each drafter with each engine release's own code, and every field
-    it could obtain is compared with ``eaglehub.profiles.read(...).as_dict()``. The end of the session
-    lists the counts and every disagreement (also written to ``reports/engine-code.json``).
+    it could obtain is compared with ``eaglehub.profiles.read(...).as_dict()``; ``eaglehub validate``'s
+    findings for the profile are compared with whether the engine loaded the drafter. Any disagreement
+    fails. The end of the session lists the counts and every disagreement (also written to
+    ``reports/engine-code.json``).
 
 Environments: vLLM 0.32 is this python (the CPU build in .venv); vLLM 0.33.0 and SGLang 0.5.23 are the
 virtualenvs ``scripts/engine_envs.sh`` builds under ``.work/engines/`` (``EAGLEHUB_ENGINE_ENVS`` moves
@@ -18,6 +20,7 @@ The unit tests at the end (no marker) check the shipped tables and their loader 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -52,51 +55,6 @@ PROFILE_ENVS = {
 
 #: fields whose values are compared as floats
 FLOATS = {"rms_norm_eps", "rope_theta"}
-
-VLLM_ALL = ("vllm-0.32-cpu", "vllm-0.32-gpu", "vllm-0.33-gpu", "vllm-0.33-v1")
-#: disagreements found by this tier and not yet fixed in eaglehub.profiles: (profiles, drafter, fields) -> the
-#: engine fact. A disagreement not listed fails the tier; a listed one that no longer disagrees fails it too
-#: (remove it). Each is printed at the end of the session with the values of both sides.
-KNOWN: dict[tuple[tuple[str, ...], str, tuple[str, ...]], str] = {
-    (VLLM_ALL, "fixtures/producers/torchspec/mla-eagle3", ("loads", "load_error")): (
-        "model_type deepseek_v3 on an MLA drafter: SpeculativeConfig rewrites the draft config to deepseek_mtp "
-        "(config/speculative.py hf_config_override), EAGLEConfig names it Eagle3DeepSeekMTPModel, which the "
-        "registry does not have: vLLM raises before building anything; eaglehub reads it as loading"
-    ),
-    (VLLM_ALL, "made/speculators-auxcin1.3.5.7", ("loads", "load_error")): (
-        "speculators layout, 4 top-level ids, no count: the adapter keeps the ids but the Llama class sizes fc "
-        "for num_aux_hidden_states -> nested ids -> 3 (both sides agree on 3), so the stored fc [64, 256] does "
-        "not fit the [64, 192] parameter and the loader raises; eaglehub's loads does not compare shapes"
-    ),
-    (("sglang-0.5.23",), "made/vllm-normbeforeresidual", ("norm_before_residual",)): (
-        "SGLang's drafter classes never read norm_before_residual (their first layer takes the residual before "
-        "hidden_norm); eaglehub's SGLang reading takes the config key"
-    ),
-    (("sglang-0.5.23",), "made/bias-mlp", ("mlp_bias",)): (
-        "SGLang's Llama drafter builds LlamaMLP without bias whatever mlp_bias says (models/llama_eagle3.py "
-        "LlamaDecoderLayer); eaglehub's SGLang reading takes the config key"
-    ),
-    (("sglang-0.5.23",), "made/tied", ("draft_vocab_size",)): (
-        "tie_word_embeddings: SGLang's head is embed_tokens (vocab_size rows), not a draft_vocab_size head; "
-        "eaglehub reports the config's draft_vocab_size"
-    ),
-    (
-        ("sglang-0.5.23",),
-        "made/vllm-research",
-        ("model_class", "target_hidden_size", "num_aux_hidden_states", "draft_vocab_size"),
-    ): (
-        "architectures [LlamaForCausalLM] (EAGLE research layout): SGLang's registry resolves it to its target "
-        "class LlamaForCausalLM, builds that (no fc) and fails loading the draft head; eaglehub says SGLang has "
-        "no class for it (both agree it does not load)"
-    ),
-}
-
-
-def known(profile: str, drafter: str, field: str) -> str | None:
-    for (profiles, name, fields), why in KNOWN.items():
-        if profile in profiles and drafter == name and field in fields:
-            return why
-    return None
 
 
 def engine_python(engine: str, version: str) -> Path:
@@ -266,6 +224,15 @@ def _stray(cfg, t):
     t["midlayer.extra.weight"] = torch.zeros(4, dtype=torch.bfloat16)
 
 
+def _config_says(**values):
+    """A config dimension that contradicts the stored tensors: what each loader does with the shapes."""
+
+    def mutate(cfg, t):
+        cfg.update(values)
+
+    return mutate
+
+
 def build_corpus(root: Path) -> list[tuple[str, Path]]:
     """(name, directory) of every drafter the tier reads."""
     corpus: list[tuple[str, Path]] = []
@@ -286,6 +253,7 @@ def build_corpus(root: Path) -> list[tuple[str, Path]]:
             {"norm_before_residual": True},
             {"layer_kind": "mla"},
             {"research": True},
+            {"research": True, "pruned": False},
             {"aux_c_in": None},
             {"keep_t2d": False},
             {"layers": 2},
@@ -336,6 +304,11 @@ def build_corpus(root: Path) -> list[tuple[str, Path]]:
         "tied": {"mutate": _tied},
         "yarn": {"mutate": _yarn},
         "stray-tensor": {"mutate": _stray},
+        # q/k/v rows short of the shard (the loaders narrow, and raise), the head's rows (strict), and wider
+        # MLP tensors than the config (narrowed: cut without a word)
+        "shape-kv-heads": {"mutate": _config_says(num_key_value_heads=4)},
+        "shape-draft-vocab": {"mutate": _config_says(draft_vocab_size=48)},
+        "shape-intermediate": {"mutate": _config_says(intermediate_size=96)},
     }
     for name, kw in tiny.items():
         corpus.append((f"made/{name}", _checkpoint(made, name, **kw)))
@@ -387,6 +360,7 @@ class Tally:
 
     def __init__(self):
         self.compared = 0
+        self.verdicts = 0
         self.skipped = 0
         self.not_modelled = 0
         self.drafters: set[str] = set()
@@ -399,11 +373,11 @@ class Tally:
             f"engine-code tier: {len(self.drafters)} drafters x {len(self.profiles)} profiles, "
             f"{self.compared} fields compared, {self.skipped} not comparable (the engine's code could not give "
             f"them here), {self.not_modelled} not modelled by eaglehub (parameter_names of MLA drafters), "
-            f"{len(self.disagreements)} disagreements"
+            f"{self.verdicts} load verdicts of validate compared, {len(self.disagreements)} disagreements"
         ]
         for d in self.disagreements:
             lines.append(
-                f"  {'known' if d.get('known') else 'NEW':<5} {d['profile']:<15} {d['drafter']:<44} {d['field']}: "
+                f"  {d['profile']:<15} {d['drafter']:<44} {d['field']}: "
                 f"engine {json.dumps(d['engine'])[:160]} | eaglehub {json.dumps(d['eaglehub'])[:160]}"
             )
         for e in self.eaglehub_errors:
@@ -420,10 +394,13 @@ def _tally_report(request):
     if not TALLY.profiles:
         return
     tr = request.config.pluginmanager.get_plugin("terminalreporter")
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
     if tr is not None:
-        tr.section("engine code vs eaglehub.profiles")
-        for line in TALLY.summary():
-            tr.write_line(line)
+        # a session fixture's teardown runs under output capture: lift it so the summary reaches the terminal
+        with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+            tr.section("engine code vs eaglehub.profiles")
+            for line in TALLY.summary():
+                tr.write_line(line)
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text(
         json.dumps(
@@ -431,6 +408,7 @@ def _tally_report(request):
                 "drafters": len(TALLY.drafters),
                 "profiles": sorted(TALLY.profiles),
                 "fields_compared": TALLY.compared,
+                "load_verdicts_compared": TALLY.verdicts,
                 "not_comparable": TALLY.skipped,
                 "not_modelled_by_eaglehub": TALLY.not_modelled,
                 "disagreements": TALLY.disagreements,
@@ -461,10 +439,46 @@ def compare(profile: str, name: str, engine: dict, ours: dict) -> list[dict]:
     return out
 
 
+#: findings that say a profile's engine does not build or load the drafter
+LOAD_FINDINGS = frozenset({"E-ENGINE-LOAD", "E-ENGINE-WEIGHT", "E-AUX-COUNT"})
+_FINDINGS: dict[str, list[dict]] = {}
+
+
+def findings_of(name: str, path: Path) -> list[dict]:
+    """``eaglehub validate``'s findings for the drafter, judged for every profile of the tier at once."""
+    if name not in _FINDINGS:
+        from eaglehub.checks.validate import Options, validate
+
+        _FINDINGS[name] = validate(path, options=Options(profiles=tuple(sorted(PROFILE_ENVS))))["findings"]
+    return _FINDINGS[name]
+
+
+def verdict(profile: str, name: str, engine: dict, findings: list[dict]) -> dict | None:
+    """validate's verdict for ``profile`` against whether the engine loaded the drafter: no load finding for a
+    drafter the engine loads; an error (for this profile, or about the files, for every profile) for one it
+    does not."""
+    TALLY.verdicts += 1
+    mine = [f for f in findings if profile in (f.get("profiles") or ())]
+    says = sorted({f["code"] for f in mine if f["code"] in LOAD_FINDINGS})
+    errors = sorted({f["code"] for f in findings if f["severity"] == "error" and (f in mine or not f.get("profiles"))})
+    if engine["loads"] and says:
+        return {"profile": profile, "drafter": name, "field": "validate", "engine": "loads", "eaglehub": says}
+    if engine["loads"] is False and not errors:
+        return {
+            "profile": profile,
+            "drafter": name,
+            "field": "validate",
+            "engine": engine["load_error"],
+            "eaglehub": [],
+        }
+    return None
+
+
 @pytest.mark.engine
 @pytest.mark.parametrize("profile", sorted(PROFILE_ENVS))
 def test_eaglehub_reads_drafters_as_the_engine_does(profile, corpus):
-    """Field by field, eaglehub's reading of each corpus drafter against the engine code's own."""
+    """Field by field, eaglehub's reading of each corpus drafter against the engine code's own; and validate's
+    findings for the profile against whether the engine loaded it. Any disagreement fails."""
     from eaglehub.profiles import read
 
     readings = engine_readings(profile, corpus)
@@ -480,26 +494,14 @@ def test_eaglehub_reads_drafters_as_the_engine_does(profile, corpus):
             found.append({"drafter": name, "error": str(exc)})
             continue
         found += compare(profile, name, engine, ours)
-    for d in found:
-        if "field" in d:
-            d["known"] = known(profile, d["drafter"], d["field"])
+        wrong = verdict(profile, name, engine, findings_of(name, path))
+        found += [wrong] if wrong else []
     TALLY.disagreements += [d for d in found if "field" in d]
-    new = [d for d in found if not d.get("known")]
-    seen = {(d["drafter"], d["field"]) for d in found if "field" in d}
-    names = {name for name, _ in corpus}
-    stale = [
-        (name, field)
-        for (profiles, name, fields) in KNOWN
-        if profile in profiles and name in names
-        for field in fields
-        if (name, field) not in seen
-    ]
-    assert not new, "disagreements not in KNOWN:\n" + "\n".join(
+    assert not found, "eaglehub disagrees with the engine's code:\n" + "\n".join(
         f"{d['drafter']}: "
         + (f"{d['field']}: engine {d['engine']!r}, eaglehub {d['eaglehub']!r}" if "field" in d else d["error"])
-        for d in new
+        for d in found
     )
-    assert not stale, f"KNOWN lists disagreements that are gone (fixed? remove them): {stale}"
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ eaglehub had before profiles (one vLLM 0.32 reading for every engine) and passes
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -18,7 +19,9 @@ from eaglehub.checks.validate import Options, validate
 from eaglehub.cli import main
 from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import read_drafter
-from eaglehub.profiles import DEFAULT_PROFILE, PROFILES, ServedTarget, Stored, read, resolve
+from eaglehub.profiles import DEFAULT_PROFILE, PROFILES, ServedTarget, Stored, read, resolve, stored_of
+
+ROOT = Path(__file__).resolve().parent.parent
 
 AUX = "eagle_aux_hidden_state_layer_ids"
 
@@ -264,6 +267,135 @@ def test_null_target_hidden_size_fails_to_load_everywhere(make_drafter):
     loads = [f for f in report["findings"] if f["code"] == "E-ENGINE-LOAD"]
     assert sorted(p for f in loads for p in f["profiles"]) == ["sglang-0.5.23", "vllm-0.33-gpu"]
     assert all(f["subject"] == "target_hidden_size" and "--set target_hidden_size=64" in f["hint"] for f in loads)
+
+
+# --- shapes: the stored tensors against the parameters each class builds -------------------------
+
+
+def test_speculators_fc_for_four_ids_does_not_fit_the_three_vllm_builds(tmp_path):
+    """4 top-level ids, no count: the adapter keeps the ids, the Llama class sizes fc for 3, and the loader
+    refuses the stored [H, 4 Ht] fc (vLLM's own code raises AssertionError there: tests/test_engine_code.py)."""
+    d = write_format(tmp_path / "spec4", "speculators", aux_c_in=(1, 3, 5, 7)).path
+    for profile in ("vllm-0.33-gpu", "vllm-0.32-cpu"):
+        r = read(read_drafter(d), profile)
+        assert not r.loads and r.num_aux_hidden_states == 3
+        (f,) = r.failures
+        assert (f.field, f.tensor, f.implied) == ("transformer_layer_config.num_aux_hidden_states", "fc.weight", 4)
+        assert f.message.startswith("AssertionError: fc.weight is stored [64, 256]") and "[64, 192]" in f.message
+    found = [f for f in validate(d)["findings"] if f.get("profiles")]
+    # one wrong field, one finding: E-AUX-COUNT says it with the edit; no E-ENGINE-LOAD repeats it
+    assert [f["code"] for f in found if f["code"].startswith(("E-AUX", "E-ENGINE"))] == ["E-AUX-COUNT"]
+    assert "--set transformer_layer_config.num_aux_hidden_states=4" in found[0]["hint"]
+
+
+@pytest.mark.parametrize(
+    ("change", "raised", "field", "implied"),
+    [
+        # k/v rows short of the shard the config sizes: the shard narrowing raises
+        ({"num_key_value_heads": 4}, "RuntimeError", "num_key_value_heads", 2),
+        # d2t (vLLM) and lm_head (SGLang) rows: strict
+        ({"draft_vocab_size": 48}, "AssertionError", "draft_vocab_size", 32),
+    ],
+)
+def test_a_config_dimension_the_tensors_contradict_fails_to_load(make_drafter, change, raised, field, implied):
+    d = read_drafter(make_drafter(mutate=lambda c, t: c.update(change)))
+    for profile in ("vllm-0.33-gpu", "sglang-0.5.23"):
+        r = read(d, profile)
+        assert not r.loads and (r.failures[0].field, r.failures[0].implied) == (field, implied), profile
+        assert (r.load_error or "").startswith(f"{raised}: ")
+
+
+def test_wider_mlp_tensors_load_cut_as_the_loaders_narrow_them(make_drafter):
+    """intermediate_size 96 under [128, 64] gate/up and [64, 128] down: both engines narrow the rows/columns
+    to the shard and load without a word (E-CONFIG-DIM says the field is wrong)."""
+    d = read_drafter(make_drafter(mutate=lambda c, t: c.update(intermediate_size=96)))
+    for profile in ("vllm-0.33-gpu", "sglang-0.5.23"):
+        r = read(d, profile)
+        assert r.loads, r.load_error
+        cut = {w.stored for w in r.weights if "extra along dimension" in w.why}
+        assert cut == {f"midlayer.mlp.{p}_proj.weight" for p in ("gate", "up", "down")}
+    assert "E-CONFIG-DIM" in codes(validate(d.path))
+
+
+# --- vLLM's MTP rewrite of DeepSeek-family model types ---------------------------------------------
+
+
+def test_mla_drafter_with_model_type_deepseek_v3_does_not_load_on_vllm():
+    d = read_drafter(ROOT / "fixtures" / "producers" / "torchspec" / "mla-eagle3")
+    for profile in ("vllm-0.33-gpu", "vllm-0.33-v1", "vllm-0.32-cpu", "vllm-0.32-gpu"):
+        r = read(d, profile)
+        assert not r.loads and r.failures[0].field == "model_type" and r.model_class is None
+        assert r.load_error.startswith("ValidationError: ") and "Eagle3DeepSeekMTPModel" in r.load_error
+    assert read(d, "sglang-0.5.23").loads
+    renamed = Stored({**d.raw_config, "model_type": "deepseek_v2"}, stored_of(d).tensors)
+    assert read(renamed, "vllm-0.33-gpu").loads
+    report = validate(d.path, options=Options(profiles=("vllm-0.33-gpu", "sglang-0.5.23")))
+    assert "E-MLA-MODELTYPE" in codes(report) and "E-ENGINE-LOAD" not in codes(report)  # said once
+
+
+# --- SGLang's Llama drafter: what it builds whatever the config says --------------------------------
+
+
+def test_sglang_builds_no_norm_before_residual_and_no_mlp_or_qkv_biases(make_drafter):
+    def flags(cfg, t):
+        cfg.update(norm_before_residual=True, mlp_bias=True, attention_bias=True)
+        for p in ("q", "k", "v", "o"):
+            t[f"midlayer.self_attn.{p}_proj.bias"] = torch.zeros(t[f"midlayer.self_attn.{p}_proj.weight"].shape[0])
+        for p in ("gate", "up", "down"):
+            t[f"midlayer.mlp.{p}_proj.bias"] = torch.zeros(t[f"midlayer.mlp.{p}_proj.weight"].shape[0])
+
+    d = make_drafter(mutate=flags)
+    sg, vl = read(read_drafter(d), "sglang-0.5.23"), read(read_drafter(d), "vllm-0.33-gpu")
+    assert (sg.norm_before_residual, sg.mlp_bias, sg.attention_bias) == (False, False, False)
+    assert (vl.norm_before_residual, vl.mlp_bias, vl.attention_bias) == (True, True, True)
+    # o_proj keeps Llama's attention_bias bias in SGLang; the q/k/v and MLP biases have no parameter
+    assert "model.layers.0.self_attn.o_proj.bias" in (sg.parameter_names or ())
+    skipped = {w.stored for w in sg.weights if w.fate == "ignored"}
+    assert skipped == {f"midlayer.self_attn.{p}_proj.bias" for p in "qkv"} | {
+        f"midlayer.mlp.{p}_proj.bias" for p in ("gate", "up", "down")
+    }
+    found = validate(d, options=Options(profiles=("sglang-0.5.23",)))["findings"]
+    ignored = [f for f in found if f["code"] == "W-ENGINE-IGNORED"]
+    assert {f["subject"] for f in ignored} == skipped
+    assert all(f"eaglehub validate {d} --profile vllm-0.33-gpu" in f["hint"] for f in ignored)
+
+
+def test_sglang_tied_head_has_the_full_vocabulary(make_drafter):
+    def tied(cfg, t):
+        cfg["tie_word_embeddings"] = True
+        t["embed_tokens.weight"] = torch.zeros(cfg["vocab_size"], cfg["hidden_size"])
+
+    r = read(read_drafter(make_drafter(mutate=tied)), "sglang-0.5.23")
+    assert r.draft_vocab_size == r.vocab_size == 256 and r.loads
+    assert "lm_head.weight" not in (r.parameter_names or ())
+    assert read(read_drafter(make_drafter("v", mutate=tied)), "vllm-0.33-gpu").draft_vocab_size == 32
+
+
+@pytest.mark.parametrize(("pruned", "raised"), [(True, "AssertionError"), (False, "AttributeError")])
+def test_sglang_builds_its_target_class_from_the_research_layout(tmp_path, pruned, raised):
+    """architectures [LlamaForCausalLM]: SGLang's registry has its target class and builds it (no fc): a pruned
+    head does not fit its vocab_size rows; a full one loads, and the EAGLE-3 worker then reads hot_token_id."""
+    d = write_format(tmp_path / "research", "vllm", research=True, pruned=pruned).path
+    r = read(read_drafter(d), "sglang-0.5.23")
+    assert (r.model_class, r.num_aux_hidden_states, r.target_hidden_size) == ("LlamaForCausalLM", None, None)
+    assert r.draft_vocab_size == r.vocab_size and not r.loads and r.load_error.startswith(f"{raised}: ")
+    assert read(read_drafter(d), "vllm-0.33-gpu").model_class == "Eagle3LlamaForCausalLM"
+    found = validate(d, options=Options(profiles=("sglang-0.5.23",)))["findings"]
+    mine = sorted(f["code"] for f in found if f.get("profiles"))
+    assert mine == ["E-ENGINE-LOAD"], mine  # one finding: no per-tensor warnings, no aux count of a class without fc
+
+
+def test_torchspec_legacy_aux_norms_fail_on_vllm_and_convert_fixes_them(tmp_path):
+    d = write_format(tmp_path / "legacy", "torchspec", fc_norm=True, legacy_aux_norm=True).path
+    assert read(read_drafter(d), "sglang-0.5.23").loads  # SGLang renames aux_norm_* to fc_norm.i
+    assert not read(read_drafter(d), "vllm-0.33-gpu").loads
+    weight = [f for f in validate(d)["findings"] if f["code"] == "E-ENGINE-WEIGHT"]
+    assert {f["subject"] for f in weight} == {f"aux_norm_{p}.weight" for p in ("low", "mid", "high")}
+    assert weight[0]["hint"].endswith("--format vllm")
+    out = tmp_path / "legacy-fixed"
+    res = CliRunner().invoke(main, ["convert", str(d), str(out), "--format", "vllm"])
+    assert res.exit_code == 0, res.output
+    assert read(read_drafter(out), "vllm-0.33-gpu").loads
 
 
 # --- the CLI --------------------------------------------------------------------------------------

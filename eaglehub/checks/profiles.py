@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from eaglehub.checks.context import Context, set_command
-from eaglehub.drafter.canonical import default_aux_ids
+from eaglehub.checks.config import MLA_MTP_MODEL_TYPES
+from eaglehub.checks.context import Context, convert_command, set_command
+from eaglehub.drafter.canonical import MLA, default_aux_ids, layer_kind
+from eaglehub.drafter.shapes import expected_tensors
 from eaglehub.findings import Finding, finding
-from eaglehub.profiles.reading import FATAL, IGNORED, Reading
+from eaglehub.profiles.reading import FATAL, IGNORED, LoadFailure, Reading
 from eaglehub.profiles.reading import FIELDS as READING_FIELDS
 from eaglehub.profiles.registry import MRV2, PROFILES, VLLM, resolve
 
@@ -57,16 +59,71 @@ def merge(said: dict[str, list[Said]], judged: list[str]) -> list[Finding]:
     return out
 
 
+def _said_elsewhere(ctx: Context, f: LoadFailure) -> bool:
+    """One wrong field, one finding: a load failure another check already states. A stored shape the
+    config's own reading contradicts too is the layout check's (E-TENSOR-SHAPE / E-CONFIG-DIM); fc's width
+    against the class's aux count is E-AUX-COUNT (:func:`_fc_width`); the MTP rewrite of an MLA drafter's
+    model_type is E-MLA-MODELTYPE (checks/config.py)."""
+    cfg = ctx.drafter.config
+    if f.field == "model_type" and f.tensor is None:
+        return layer_kind(cfg) == MLA and cfg.get("model_type") in MLA_MTP_MODEL_TYPES
+    if f.tensor is None:
+        return False
+    canonical = _canonical(ctx, f.tensor)
+    if canonical == "fc.weight" and f.field.rsplit(".", 1)[-1] in ("num_aux_hidden_states", "num_aux_layers"):
+        return True
+    info = ctx.drafter.tensors.get(canonical)
+    spec = next((s for s in expected_tensors(ctx.drafter) if s.name == canonical), None)
+    if info is None or spec is None:
+        return False
+    return len(info.shape) != len(spec.shape) or any(e is not None and e != a for e, a in zip(spec.shape, info.shape))
+
+
+def _canonical(ctx: Context, stored: str) -> str:
+    return {name: canon for canon, name in ctx.drafter.names.items()}.get(stored, stored)
+
+
+def _layout_knows(ctx: Context, stored: str) -> bool:
+    """The drafter's layout defines the tensor (an unknown name is E-TENSOR-UNEXPECTED's)."""
+    canonical = _canonical(ctx, stored)
+    return any(s.name == canonical for s in expected_tensors(ctx.drafter))
+
+
 def _load(ctx: Context, r: Reading) -> list[Said]:
     out = []
     for f in r.failures:
+        if _said_elsewhere(ctx, f):
+            continue
         hint = None
-        if f.field == "target_hidden_size":
+        if f.tensor is not None and f.implied is not None:
+            hint = set_command(ctx, f.field, f.implied)
+        elif f.field == "target_hidden_size":
             fc = ctx.drafter.tensors.get("fc.weight")
-            ht = fc.shape[1] // r.num_aux_hidden_states if fc is not None and len(fc.shape) == 2 else r.hidden_size
+            a = r.num_aux_hidden_states
+            ht = fc.shape[1] // a if fc is not None and len(fc.shape) == 2 and a else r.hidden_size
             hint = set_command(ctx, "target_hidden_size", ht)
         out.append(Said("E-ENGINE-LOAD", f.field, f"{f.message} ({f.cite})", hint))
     return out
+
+
+#: the biases SGLang's Llama drafter never builds, and the config keys vLLM builds them from
+_SGLANG_NO_BIAS = ((".self_attn.", "attention_bias"), (".mlp.", "mlp_bias"))
+
+
+def _bias_hint(ctx: Context, r: Reading, stored: str) -> str | None:
+    """The config edit that makes the engine build the bias a stored tensor would fill (``None``: none does)."""
+    for part, key in _SGLANG_NO_BIAS:
+        if part in stored and r.engine != VLLM:
+            if ".o_proj." in stored:
+                return "if the drafter was trained with attention biases: " + set_command(ctx, "attention_bias", True)
+            return (
+                f"{_title(r.profile)} has no switch that builds it: serve the drafter on vLLM, where "
+                f"{key} builds it (eaglehub validate {ctx.drafter.path} --profile vllm-0.33-gpu)"
+            )
+        if part in stored and not getattr(r, key):
+            what = "attention" if key == "attention_bias" else "MLP"
+            return f"if the drafter was trained with {what} biases: " + set_command(ctx, key, True)
+    return None
 
 
 def _weights(ctx: Context, r: Reading) -> list[Said]:
@@ -85,26 +142,33 @@ def _weights(ctx: Context, r: Reading) -> list[Said]:
                     + " writes the checkpoint without the maps"
                 )
             out.append(Said("E-ENGINE-WEIGHT", w.stored, w.why, hint))
-        elif w.fate == IGNORED and w.stored.endswith(".bias"):
-            hint = None
-            if ".self_attn." in w.stored and not r.attention_bias:
-                hint = "if the drafter was trained with attention biases: " + set_command(ctx, "attention_bias", True)
-            elif ".mlp." in w.stored and not r.mlp_bias:
-                hint = "if the drafter was trained with MLP biases: " + set_command(ctx, "mlp_bias", True)
-            out.append(Said("W-ENGINE-IGNORED", w.stored, f"{w.why}: the trained bias is not applied", hint))
-        elif w.fate == IGNORED:
-            out.append(Said("W-ENGINE-IGNORED", w.stored, w.why))
+        elif w.fate == FATAL and _layout_knows(ctx, w.stored):
+            # a name this layout defines that vLLM's loader has no parameter for (TorchSpec's legacy
+            # aux_norm_* gains): the vLLM layout's names load
+            out.append(Said("E-ENGINE-WEIGHT", w.stored, w.why, convert_command(ctx, "--format", "vllm")))
+        elif w.fate == IGNORED and w.stored.endswith(".bias") and not r.failures:
+            out.append(
+                Said(
+                    "W-ENGINE-IGNORED",
+                    w.stored,
+                    f"{w.why}: the trained bias is not applied",
+                    _bias_hint(ctx, r, w.stored),
+                )
+            )
+        # other names an engine skips are said elsewhere: a name no layout has (E-TENSOR-UNEXPECTED), a tied
+        # head (W-ENGINE-TIED), every tensor of a class that is no EAGLE-3 drafter (E-ENGINE-LOAD)
     if r.parameter_names is not None:
         filled = {w.param for w in r.weights if w.param}
         for name in r.parameter_names:
             if name.endswith(".bias") and name not in filled:
+                key = "bias" if name.startswith("model.fc.") else "mlp_bias" if ".mlp." in name else "attention_bias"
                 out.append(
                     Said(
                         "E-ENGINE-UNFILLED",
                         name,
-                        f"the engine builds {name} (attention_bias {r.attention_bias}) but no stored tensor fills it: "
+                        f"the engine builds {name} (the config's {key}) but no stored tensor fills it: "
                         "it stays uninitialised and nothing is reported",
-                        "if the drafter was trained without biases: " + set_command(ctx, "attention_bias", False),
+                        "if the drafter was trained without biases: " + set_command(ctx, key, False),
                     )
                 )
     return out
@@ -112,8 +176,8 @@ def _weights(ctx: Context, r: Reading) -> list[Said]:
 
 def _aux(ctx: Context, r: Reading) -> list[Said]:
     """W1: the drafter stores aux ids the profile's runner does not pass to the target."""
-    if r.aux_layer_ids is not None or not r.aux_lists:
-        return []
+    if r.aux_layer_ids is not None or not r.aux_lists or r.num_aux_hidden_states is None:
+        return []  # None: the class the engine builds takes no aux states (its load failure says so)
     n = ctx.target.layers if ctx.target else None
     key, ids = next(iter(r.aux_lists.items()))
     aux = ctx.drafter.aux
@@ -279,7 +343,8 @@ def _context(ctx: Context, r: Reading) -> list[Said]:
 def _fc_width(ctx: Context, r: Reading) -> list[Said]:
     """W3: the fc width each class expects (its own aux-count rule) against the stored fc."""
     fc = ctx.drafter.tensors.get("fc.weight")
-    if fc is None or len(fc.shape) != 2 or r.fc_in_features is None or r.failures:
+    # a failure other than a stored shape (that is this check's to state) means nothing is built to compare
+    if fc is None or len(fc.shape) != 2 or r.fc_in_features is None or any(f.tensor is None for f in r.failures):
         return []
     if any(f.field in ("target_hidden_size", "hidden_size") for f in ctx.dimension_fixes):
         return []  # a wrong width is E-CONFIG-DIM's: one wrong field, one finding

@@ -53,12 +53,15 @@ ACCEPTED, SKIPPED, IGNORED, FATAL = "accepted", "skipped", "ignored", "fatal"
 
 @dataclass(frozen=True)
 class LoadFailure:
-    """A reason the engine cannot build or load the drafter: the config ``field`` (or tensor) at fault,
-    what the engine raises, and where in its code."""
+    """A reason the engine cannot build or load the drafter: the config ``field`` at fault, what the engine
+    raises, and where in its code. A stored tensor whose shape the built parameter does not take also names
+    the ``tensor`` and the value its shape ``implied`` for ``field`` (``None`` when no single value does)."""
 
     field: str
     message: str
     cite: str
+    tensor: str | None = None
+    implied: int | None = None
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ class Reading:
     layer_kind: str
     hidden_size: int | None
     target_hidden_size: int | None
-    num_aux_hidden_states: int
+    #: the aux states ``fc`` is sized for (``None``: the class the engine builds has no ``fc``)
+    num_aux_hidden_states: int | None
     num_attention_heads: int | None
     num_key_value_heads: int | None
     head_dim: int | None
@@ -139,7 +143,9 @@ class Reading:
 
     @property
     def fc_in_features(self) -> int | None:
-        return None if self.target_hidden_size is None else self.target_hidden_size * self.num_aux_hidden_states
+        if self.target_hidden_size is None or self.num_aux_hidden_states is None:
+            return None
+        return self.target_hidden_size * self.num_aux_hidden_states
 
     def as_dict(self) -> dict:
         """The comparable fields (:data:`FIELDS`), JSON-ready."""

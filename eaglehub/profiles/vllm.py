@@ -29,21 +29,15 @@ and weight loaders are byte-identical in 0.32.0 (both trees compared), so one ci
 
 from __future__ import annotations
 
-from eaglehub.drafter.canonical import (
-    DEFAULT_RMS_NORM_EPS,
-    LLAMA,
-    MLA,
-    QWEN3,
-    attention_windows,
-)
+from eaglehub.drafter.canonical import LLAMA, MLA, QWEN3, attention_windows
 from eaglehub.formats.speculators import ADAPTER_KEYS
 from eaglehub.profiles.checkpoint import ServedTarget, Stored
-from eaglehub.profiles.config import CLASS_DEFAULTS, block, id_list, int_value, rope
+from eaglehub.profiles.common import AUX, assemble, aux_lists, config_dims, first_architecture, null_target_hidden
+from eaglehub.profiles.config import CLASS_DEFAULTS, block, id_list, int_value
 from eaglehub.profiles.reading import LoadFailure, Reading
 from eaglehub.profiles.registry import MRV2, Profile
+from eaglehub.profiles.shapes import COLUMN, ROW, STRICT, VOCAB, built_params, check_shapes, layout
 from eaglehub.profiles.weights import expected_params, weight_fates
-
-AUX = "eagle_aux_hidden_state_layer_ids"
 
 #: top-level keys of the speculators format that describe the checkpoint, not the model: not "dropped"
 SPECULATORS_OWN = frozenset(
@@ -79,6 +73,27 @@ DRAFTER_CLASSES: dict[str, tuple[str, str]] = {
     "PeagleQwen3ForCausalLM": (QWEN3, "Eagle3Qwen3ForCausalLM"),
     "Eagle3DeepseekV2ForCausalLM": (MLA, "Eagle3DeepseekV2ForCausalLM"),
     "Eagle3DeepseekV3ForCausalLM": (MLA, "Eagle3DeepseekV2ForCausalLM"),
+}
+#: draft ``model_type`` → the MTP architecture ``SpeculativeConfig.hf_config_override`` rewrites the config
+#: to (0.32.0 and 0.33.0 alike, ``config/speculative.py`` L711-800 in 0.33); ``EAGLEConfig`` then prefixes
+#: ``Eagle3``, a class the registry does not have (``transformers_utils/configs/eagle.py`` L55-63)
+MTP_REWRITES = {
+    "deepseek_v3": "DeepSeekMTPModel",
+    "deepseek_mtp": "DeepSeekMTPModel",
+    "deepseek_v32": "DeepseekV32MTPModel",
+    "glm_moe_dsa": "DeepseekV32MTPModel",
+    "deepseek_v4": "DeepSeekV4MTPModel",
+    "pangu_ultra_moe": "OpenPanguMTPModel",
+    "pangu_ultra_moe_mtp": "OpenPanguMTPModel",
+    "kimi_k3": "KimiK3MTPModel",
+    "dots3_note": "Dots3NoteMTPModel",
+}
+#: the loaders that compare a stored tensor's shape with the parameter, by kind (eaglehub/profiles/shapes.py)
+SHAPE_CITES = {
+    STRICT: "vllm/model_executor/layers/linear.py L404-412 (fc), model_loader/weight_utils.py L1529-1547",
+    VOCAB: "vllm/model_executor/layers/vocab_parallel_embedding.py L509-520",
+    COLUMN: "vllm/model_executor/parameter.py L145-197",
+    ROW: "vllm/model_executor/parameter.py L216-226",
 }
 #: RoPE types whose ``max_position_embeddings`` only sizes the cos/sin cache: 0.33 raises a shorter
 #: drafter's value to the target's only for these (``config/speculative.py`` L100-113)
@@ -134,6 +149,17 @@ def engine_config(stored: Stored, profile: Profile) -> tuple[dict, tuple[str, ..
         cfg[AUX] = raw[AUX]
     dropped = tuple(k for k in raw if k not in SPECULATORS_OWN and k not in ADAPTER_KEYS)
     return cfg, dropped, failures, "transformer_layer_config."
+
+
+def _key(field: str, prefix: str, kind: str, count_key: str) -> str:
+    """The config key a user edits to change ``field`` as this config is read: the aux count's own key (the
+    class's first one when the count came from a list or the default); ``transformer_layer_config.`` for a
+    speculators config, except the keys the adapter copies from the top level."""
+    if field == "num_aux_hidden_states":
+        if count_key in ("num_aux_layers", "num_aux_hidden_states"):
+            return f"{prefix}{count_key}"
+        return f"{prefix}{'num_aux_layers' if kind == QWEN3 else 'num_aux_hidden_states'}"
+    return field if prefix and field in ADAPTER_KEYS else f"{prefix}{field}"
 
 
 def _origin(cfg: dict, key: str, prefix: str, stored: Stored) -> str:
@@ -213,14 +239,25 @@ def verifier_error(stored: Stored, profile: Profile) -> str | None:
     return None
 
 
-def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -> Reading:
-    """vLLM ``profile``'s reading of the drafter (module docstring for the rules)."""
-    target = target or ServedTarget()
-    cfg, dropped, failures, prefix = engine_config(stored, profile)
+def _cls(cfg: dict, prefix: str, failures: list[LoadFailure], notes: list[str]) -> tuple[str, str | None]:
+    """(layer kind, the class vLLM builds or ``None``): the MTP rewrite of some model types, then the registry."""
     archs = cfg.get("architectures")
-    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    arch = first_architecture(cfg)
+    guess = MLA if "kv_lora_rank" in cfg else LLAMA
+    model_type = cfg.get("model_type")
+    mtp = MTP_REWRITES.get(model_type) if isinstance(model_type, str) and not prefix else None
+    if mtp is not None:
+        failures.append(
+            LoadFailure(
+                "model_type",
+                f"ValidationError: model_type {model_type!r}: vLLM rewrites the draft config into an MTP "
+                f"model ({mtp}) and the eagle3 method names its class Eagle3{mtp}, which vLLM does not have",
+                "vllm/config/speculative.py L711-800 (hf_config_override), "
+                "vllm/transformers_utils/configs/eagle.py L55-63",
+            )
+        )
+        return DRAFTER_CLASSES.get(arch or "", (guess, None))[0], None
     kind, cls = DRAFTER_CLASSES.get(arch or "", (None, None))
-    notes: list[str] = []
     if cls is None:
         # vLLM prefixes a target class (LlamaForCausalLM → Eagle3LlamaForCausalLM) when method is eagle3
         # (transformers_utils/configs/eagle.py L59-64); a name it cannot resolve fails at model construction
@@ -229,7 +266,6 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         if cls is not None:
             notes.append(f"architectures {arch!r} is a target class: vLLM builds {renamed} from it")
     if kind is None:
-        kind = MLA if "kv_lora_rank" in cfg else LLAMA
         failures.append(
             LoadFailure(
                 "architectures",
@@ -237,78 +273,84 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
                 "vllm/model_executor/models/registry.py L698-707",
             )
         )
-    defaults = CLASS_DEFAULTS[kind] if not prefix else {}
+        return guess, None
+    return kind, cls
 
-    def get(key: str):
-        return cfg[key] if key in cfg else defaults.get(key)
 
-    H = int_value(get("hidden_size"))
-    nh = int_value(get("num_attention_heads"))
-    nkv = int_value(get("num_key_value_heads")) or nh
-    head_dim = int_value(cfg.get("head_dim")) or int_value(defaults.get("head_dim")) or (H // nh if H and nh else None)
-    V = int_value(get("vocab_size"))
-    Vd_raw = cfg.get("draft_vocab_size")
-    Vd = int_value(Vd_raw) if Vd_raw is not None else V
-    layers = int_value(get("num_hidden_layers")) or 1
-    nested = block(cfg, "eagle_config")
-    use_aux = nested.get("use_aux_hidden_state", True) is not False
-    A, a_key = aux_count(cfg, kind)
-    if "target_hidden_size" in cfg:
-        Ht = int_value(cfg["target_hidden_size"])
-        if cfg["target_hidden_size"] is None:
-            failures.append(
-                LoadFailure(
-                    "target_hidden_size",
-                    "TypeError: target_hidden_size is null, and None * num_aux_hidden_states has no value "
-                    "(getattr finds the key, so hidden_size is not used)",
-                    "vllm/model_executor/models/llama_eagle3.py L218-221",
-                )
+def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -> Reading:
+    """vLLM ``profile``'s reading of the drafter (module docstring for the rules)."""
+    target = target or ServedTarget()
+    cfg, dropped, failures, prefix = engine_config(stored, profile)
+    notes: list[str] = []
+    kind, cls = _cls(cfg, prefix, failures, notes)
+    dims = config_dims(cfg, CLASS_DEFAULTS[kind] if not prefix else {}, kind)
+    if dims.target_hidden_null:
+        failures.append(
+            null_target_hidden(
+                "vllm/model_executor/models/llama_eagle3.py L218-221",
+                "getattr finds the key, so hidden_size is not used",
             )
-    else:
-        Ht = H
-    nbf = bool(nested.get("norm_before_fc", cfg.get("norm_before_fc", False)))
+        )
+    layers = dims.num_hidden_layers
+    use_aux = block(cfg, "eagle_config").get("use_aux_hidden_state", True) is not False
+    A, a_key = aux_count(cfg, kind)
     attention_bias = cfg.get("attention_bias", False) is True
     o_proj_bias = attention_bias or bool(cfg.get("bias", False))
     if kind == QWEN3:
         o_proj_bias = False
-    target_vocab = target.vocab_size or V
-    if profile.at_least("0.30.0"):
-        vocab_map = Vd is not None and Vd != target_vocab
-    else:
-        vocab_map = True
+    Vd = dims.draft_vocab_size
+    target_vocab = target.vocab_size or dims.vocab_size
+    vocab_map = (Vd is not None and Vd != target_vocab) if profile.at_least("0.30.0") else True
     quant = cfg.get("quantization_config")
     qmethod = quant.get("quant_method") if isinstance(quant, dict) else None
-    rtype, theta = rope(cfg, kind)
-    mpe = int_value(get("max_position_embeddings"))
+    mpe = dims.max_position_embeddings
     if target.max_model_len and mpe is not None and mpe < target.max_model_len:
-        if not profile.at_least("0.33.0") or rtype in CACHE_ONLY_ROPE:
+        if not profile.at_least("0.33.0") or dims.rope_type in CACHE_ONLY_ROPE:
             notes.append(
                 f"max_position_embeddings {mpe} is raised to the target's max_model_len {target.max_model_len}"
             )
             mpe = target.max_model_len
-    eps = cfg.get("rms_norm_eps")
-    eps_f = float(eps) if isinstance(eps, (int, float)) and not isinstance(eps, bool) else DEFAULT_RMS_NORM_EPS
     capture, capture_key = aux_capture(cfg, profile)
-    aux_lists = {}
-    if id_list(stored.config.get(AUX)):
-        aux_lists[AUX] = tuple(stored.config[AUX])
-    stored_nested = stored.config.get("eagle_config")
-    if isinstance(stored_nested, dict) and id_list(stored_nested.get(AUX)):
-        aux_lists[f"eagle_config.{AUX}"] = tuple(stored_nested[AUX])
     windows = (None,) * layers if kind == MLA else tuple(attention_windows(cfg, min(layers, 4096)))
-    r = {
-        "num_aux_hidden_states": A,
-        "num_hidden_layers": min(layers, 4096),
-        "vocab_map": vocab_map,
-        "norm_before_fc": nbf,
-        "fc_norm": cfg.get("fc_norm") is True,
-        "attention_bias": attention_bias,
-        "o_proj_bias": o_proj_bias,
-        "mlp_bias": cfg.get("mlp_bias") is True,
+    lay = layout(
+        hidden_size=dims.hidden_size,
+        target_hidden_size=dims.target_hidden_size,
+        num_aux_hidden_states=A,
+        num_attention_heads=dims.num_attention_heads,
+        num_key_value_heads=dims.num_key_value_heads,
+        head_dim=dims.head_dim,
+        intermediate_size=dims.intermediate_size,
+        vocab_size=dims.vocab_size,
+        draft_vocab_size=Vd,
+        num_hidden_layers=min(layers, 4096),
+        qkv_bias=attention_bias,
+        o_bias=o_proj_bias,
+        mlp_bias=cfg.get("mlp_bias") is True,
+        fc_norm=cfg.get("fc_norm") is True,
+        norm_before_fc=dims.norm_before_fc,
+        fc=use_aux,
+        d2t=vocab_map,
+        qk_norm=kind == QWEN3,
+    )
+    params = expected_params(lay, kind) if cls is not None else None
+    loader = {
+        "norm_before_fc": dims.norm_before_fc,
         "use_aux_hidden_state": use_aux,
         "quantization": qmethod,
     }
-    params = expected_params(r, kind) if cls is not None else None
+    weights = weight_fates(stored, params, loader)
+    if params is not None and lay.sized and qmethod is None:
+        # a quantization config gives the linear layers other parameters (packed weights, scales): their
+        # shapes are the quantization method's, not compared here
+        weights, wrong = check_shapes(
+            weights,
+            stored.tensors,
+            built_params(lay),
+            cls=cls or "",
+            key=lambda field: _key(field, prefix, kind, a_key),
+            cites=SHAPE_CITES,
+        )
+        failures += wrong
     origin = {
         "num_aux_hidden_states": a_key
         if a_key == "default" or a_key.startswith("eagle_config")
@@ -319,29 +361,18 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         "max_position_embeddings": _origin(cfg, "max_position_embeddings", prefix, stored),
         "attention_bias": _origin(cfg, "attention_bias", prefix, stored),
     }
-    return Reading(
-        profile=profile.id,
-        engine=profile.engine,
-        architecture=arch,
+    return assemble(
+        profile,
+        dims,
+        architecture=first_architecture(cfg),
         model_class=cls,
         layer_kind=kind,
-        hidden_size=H,
-        target_hidden_size=Ht,
         num_aux_hidden_states=A,
-        num_attention_heads=nh,
-        num_key_value_heads=nkv,
-        head_dim=head_dim,
-        intermediate_size=int_value(get("intermediate_size")),
-        vocab_size=V,
-        draft_vocab_size=Vd,
-        num_hidden_layers=layers,
-        rms_norm_eps=eps_f,
+        max_position_embeddings=mpe,
         aux_layer_ids=capture,
         aux_convention="C-in",
-        aux_lists=aux_lists,
+        aux_lists=aux_lists(stored.config),
         fc_norm=cfg.get("fc_norm") is True,
-        norm_output=cfg.get("norm_output") is True,
-        norm_before_fc=nbf,
         norm_before_residual=cfg.get("norm_before_residual", False) is True,
         attention_bias=attention_bias,
         mlp_bias=cfg.get("mlp_bias") is True,
@@ -349,12 +380,9 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
         vocab_map=vocab_map,
         tie_word_embeddings=False,
         sliding_windows=windows,
-        max_position_embeddings=mpe,
-        rope_type=rtype,
-        rope_theta=theta,
         quantization=qmethod,
         parameter_names=params,
-        weights=weight_fates(stored, params, r),
+        weights=weights,
         failures=tuple(failures),
         dropped_keys=dropped,
         verifier_error=verifier_error(stored, profile),

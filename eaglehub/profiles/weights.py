@@ -3,9 +3,10 @@ tensor (``llama_eagle3.py`` L420-470, ``models/utils.py`` L431-458 and ``AutoWei
 
 from __future__ import annotations
 
-from eaglehub.drafter.canonical import MLA, QWEN3
+from eaglehub.drafter.canonical import MLA
 from eaglehub.profiles.checkpoint import Stored
 from eaglehub.profiles.reading import ACCEPTED, FATAL, IGNORED, SKIPPED, WeightFate
+from eaglehub.profiles.shapes import Layout, parameter_names
 
 #: checkpoint tensor suffixes a quantization config maps onto its own parameters
 QUANT_SUFFIXES = (
@@ -19,37 +20,10 @@ QUANT_SUFFIXES = (
 )
 
 
-def expected_params(r: dict, kind: str) -> tuple[str, ...] | None:
-    """The parameter names the vLLM drafter class registers (its ``named_parameters()``)."""
-    if kind == MLA:
-        return None
-    out = ["model.embed_tokens.weight", "model.fc.weight", "model.norm.weight", "lm_head.weight"]
-    if r["vocab_map"]:
-        out.append("draft_id_to_target_id")
-    if r["norm_before_fc"]:
-        out.append("model.input_norm.weight")
-    if r["fc_norm"]:
-        out += [f"model.fc_norm.{i}.weight" for i in range(r["num_aux_hidden_states"])]
-    for i in range(r["num_hidden_layers"]):
-        p = f"model.layers.{i}."
-        out += [
-            p + "self_attn.qkv_proj.weight",
-            p + "self_attn.o_proj.weight",
-            p + "mlp.gate_up_proj.weight",
-            p + "mlp.down_proj.weight",
-            p + "input_layernorm.weight",
-            p + "post_attention_layernorm.weight",
-            p + "hidden_norm.weight",
-        ]
-        if r["attention_bias"]:
-            out.append(p + "self_attn.qkv_proj.bias")
-        if r["o_proj_bias"]:
-            out.append(p + "self_attn.o_proj.bias")
-        if r["mlp_bias"]:
-            out += [p + "mlp.gate_up_proj.bias", p + "mlp.down_proj.bias"]
-        if kind == QWEN3:
-            out += [p + "self_attn.q_norm.weight", p + "self_attn.k_norm.weight"]
-    return tuple(sorted(out))
+def expected_params(lay: Layout, kind: str) -> tuple[str, ...] | None:
+    """The parameter names the vLLM drafter class registers (its ``named_parameters()``); ``None`` for the MLA
+    class, whose parameters eaglehub does not model."""
+    return None if kind == MLA else parameter_names(lay)
 
 
 _STACKED = (
