@@ -10,6 +10,7 @@ from eaglehub.drafter.canonical import DEFAULT_RMS_NORM_EPS
 from eaglehub.profiles.config import block, id_list, int_value, rope
 from eaglehub.profiles.reading import LoadFailure, Reading
 from eaglehub.profiles.registry import Profile
+from eaglehub.profiles.shapes import Layout, layout
 
 AUX = "eagle_aux_hidden_state_layer_ids"
 
@@ -102,6 +103,25 @@ def aux_lists(raw: dict) -> dict[str, tuple[int, ...]]:
     if isinstance(nested, dict) and id_list(nested.get(AUX)):
         out[f"eagle_config.{AUX}"] = tuple(nested[AUX])
     return out
+
+
+def class_layout(dims: ConfigDims, num_aux: int | None, draft_vocab: int | None, **built: bool) -> Layout:
+    """The :class:`~eaglehub.profiles.shapes.Layout` of a Llama-style class sized by ``dims``, with the
+    reader's own aux count and head rows, and ``built`` saying which optional parameters its class has."""
+    return layout(
+        hidden_size=dims.hidden_size,
+        target_hidden_size=dims.target_hidden_size,
+        num_aux_hidden_states=num_aux,
+        num_attention_heads=dims.num_attention_heads,
+        num_key_value_heads=dims.num_key_value_heads,
+        head_dim=dims.head_dim,
+        intermediate_size=dims.intermediate_size,
+        vocab_size=dims.vocab_size,
+        draft_vocab_size=draft_vocab,
+        num_hidden_layers=min(dims.num_hidden_layers, 4096),
+        norm_before_fc=dims.norm_before_fc,
+        **built,
+    )
 
 
 def assemble(profile: Profile, dims: ConfigDims, **fields: Any) -> Reading:

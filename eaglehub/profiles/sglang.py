@@ -31,11 +31,19 @@ from __future__ import annotations
 
 from eaglehub.drafter.canonical import LLAMA, MLA
 from eaglehub.profiles.checkpoint import ServedTarget, Stored
-from eaglehub.profiles.common import AUX, assemble, aux_lists, config_dims, first_architecture, null_target_hidden
+from eaglehub.profiles.common import (
+    AUX,
+    assemble,
+    aux_lists,
+    class_layout,
+    config_dims,
+    first_architecture,
+    null_target_hidden,
+)
 from eaglehub.profiles.config import CLASS_DEFAULTS, block, id_list, int_value
 from eaglehub.profiles.reading import ACCEPTED, IGNORED, SKIPPED, LoadFailure, Reading, WeightFate
 from eaglehub.profiles.registry import SGLANG, Profile
-from eaglehub.profiles.shapes import COLUMN, ROW, STRICT, VOCAB, built_params, check_shapes, layout, parameter_names
+from eaglehub.profiles.shapes import COLUMN, ROW, STACKED, STRICT, VOCAB, built_params, check_shapes, parameter_names
 
 #: the release whose code these rules follow (its engine table lists the classes the registry builds)
 RULES_VERSION = "0.5.23"
@@ -58,13 +66,6 @@ LEGACY_NAMES = {
     "aux_norm_mid": "fc_norm.1",
     "aux_norm_high": "fc_norm.2",
 }
-_STACKED = (
-    (".q_proj", ".qkv_proj"),
-    (".k_proj", ".qkv_proj"),
-    (".v_proj", ".qkv_proj"),
-    (".gate_proj", ".gate_up_proj"),
-    (".up_proj", ".gate_up_proj"),
-)
 
 
 def registry_builds(arch: str | None) -> bool:
@@ -94,7 +95,7 @@ def weight_fates(stored: Stored, params: tuple[str, ...], tie: bool) -> tuple[We
         if "t2d" in name:
             out.append(WeightFate(stored_name, SKIPPED, None, "t2d is not read (L355-356)"))
             continue
-        for old, new in _STACKED:
+        for old, new, _ in STACKED:
             if old in name:
                 name = name.replace(old, new)
                 break
@@ -208,21 +209,13 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
             for n in stored.tensors
         )
     elif kind == LLAMA and cls is not None:
-        lay = layout(
-            hidden_size=dims.hidden_size,
-            target_hidden_size=dims.target_hidden_size,
-            num_aux_hidden_states=A,
-            num_attention_heads=dims.num_attention_heads,
-            num_key_value_heads=dims.num_key_value_heads,
-            head_dim=dims.head_dim,
-            intermediate_size=dims.intermediate_size,
-            vocab_size=dims.vocab_size,
-            draft_vocab_size=Vd,
-            num_hidden_layers=min(dims.num_hidden_layers, 4096),
+        lay = class_layout(
+            dims,
+            A,
+            Vd,
             o_bias=o_bias,
             fc_bias=bool(cfg.get("bias")),
             fc_norm=fc_norm,
-            norm_before_fc=dims.norm_before_fc,
             lm_head=not tie,
         )
         params = parameter_names(lay)

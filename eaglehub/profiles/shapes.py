@@ -24,7 +24,7 @@ L272-320) build the same parameter names under ``model.``; their loaders by para
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from eaglehub.profiles.reading import ACCEPTED, LoadFailure, WeightFate
@@ -34,7 +34,14 @@ STRICT, VOCAB, COLUMN, ROW = "strict", "vocab", "column", "row"
 #: whose factor divides the stored size is the one blamed)
 Dim = tuple[tuple[str, int], ...]
 
-_SHARDS = ((".q_proj", "q"), (".k_proj", "k"), (".v_proj", "v"), (".gate_proj", "gate"), (".up_proj", "up"))
+#: stored projection → the stacked parameter it loads into, and its shard (both engines' loaders)
+STACKED = (
+    (".q_proj", ".qkv_proj", "q"),
+    (".k_proj", ".qkv_proj", "k"),
+    (".v_proj", ".qkv_proj", "v"),
+    (".gate_proj", ".gate_up_proj", "gate"),
+    (".up_proj", ".gate_up_proj", "up"),
+)
 
 
 @dataclass(frozen=True)
@@ -90,20 +97,8 @@ def _usable(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v > 0
 
 
-_SIZES = frozenset(
-    {
-        "hidden_size",
-        "target_hidden_size",
-        "num_aux_hidden_states",
-        "num_attention_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "intermediate_size",
-        "vocab_size",
-        "draft_vocab_size",
-        "num_hidden_layers",
-    }
-)
+#: the Layout fields that are sizes (the rest say which optional parameters are built)
+_SIZES = frozenset(f.name for f in fields(Layout) if f.type == "int")
 
 
 def built_params(lay: Layout) -> dict[tuple[str, str | None], Built]:
@@ -170,7 +165,7 @@ def parameter_names(lay: Layout) -> tuple[str, ...]:
 
 def shard_of(stored: str) -> str | None:
     """The shard of a stacked parameter a stored name loads into (``q_proj`` → ``q``), else ``None``."""
-    return next((shard for frag, shard in _SHARDS if frag in stored), None)
+    return next((shard for frag, _, shard in STACKED if frag in stored), None)
 
 
 def _blame(dim: Dim, size: int) -> tuple[str, int, int | None]:

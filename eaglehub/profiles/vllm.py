@@ -32,11 +32,19 @@ from __future__ import annotations
 from eaglehub.drafter.canonical import LLAMA, MLA, QWEN3, attention_windows
 from eaglehub.formats.speculators import ADAPTER_KEYS
 from eaglehub.profiles.checkpoint import ServedTarget, Stored
-from eaglehub.profiles.common import AUX, assemble, aux_lists, config_dims, first_architecture, null_target_hidden
+from eaglehub.profiles.common import (
+    AUX,
+    assemble,
+    aux_lists,
+    class_layout,
+    config_dims,
+    first_architecture,
+    null_target_hidden,
+)
 from eaglehub.profiles.config import CLASS_DEFAULTS, block, id_list, int_value
 from eaglehub.profiles.reading import LoadFailure, Reading
 from eaglehub.profiles.registry import MRV2, Profile
-from eaglehub.profiles.shapes import COLUMN, ROW, STRICT, VOCAB, built_params, check_shapes, layout
+from eaglehub.profiles.shapes import COLUMN, ROW, STRICT, VOCAB, built_params, check_shapes
 from eaglehub.profiles.weights import expected_params, weight_fates
 
 #: top-level keys of the speculators format that describe the checkpoint, not the model: not "dropped"
@@ -312,22 +320,14 @@ def read(stored: Stored, profile: Profile, target: ServedTarget | None = None) -
             mpe = target.max_model_len
     capture, capture_key = aux_capture(cfg, profile)
     windows = (None,) * layers if kind == MLA else tuple(attention_windows(cfg, min(layers, 4096)))
-    lay = layout(
-        hidden_size=dims.hidden_size,
-        target_hidden_size=dims.target_hidden_size,
-        num_aux_hidden_states=A,
-        num_attention_heads=dims.num_attention_heads,
-        num_key_value_heads=dims.num_key_value_heads,
-        head_dim=dims.head_dim,
-        intermediate_size=dims.intermediate_size,
-        vocab_size=dims.vocab_size,
-        draft_vocab_size=Vd,
-        num_hidden_layers=min(layers, 4096),
+    lay = class_layout(
+        dims,
+        A,
+        Vd,
         qkv_bias=attention_bias,
         o_bias=o_proj_bias,
         mlp_bias=cfg.get("mlp_bias") is True,
         fc_norm=cfg.get("fc_norm") is True,
-        norm_before_fc=dims.norm_before_fc,
         fc=use_aux,
         d2t=vocab_map,
         qk_norm=kind == QWEN3,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from eaglehub.drafter.canonical import MLA
 from eaglehub.profiles.checkpoint import Stored
 from eaglehub.profiles.reading import ACCEPTED, FATAL, IGNORED, SKIPPED, WeightFate
-from eaglehub.profiles.shapes import Layout, parameter_names
+from eaglehub.profiles.shapes import STACKED, Layout, parameter_names
 
 #: checkpoint tensor suffixes a quantization config maps onto its own parameters
 QUANT_SUFFIXES = (
@@ -24,15 +24,6 @@ def expected_params(lay: Layout, kind: str) -> tuple[str, ...] | None:
     """The parameter names the vLLM drafter class registers (its ``named_parameters()``); ``None`` for the MLA
     class, whose parameters eaglehub does not model."""
     return None if kind == MLA else parameter_names(lay)
-
-
-_STACKED = (
-    (".q_proj", ".qkv_proj"),
-    (".k_proj", ".qkv_proj"),
-    (".v_proj", ".qkv_proj"),
-    (".gate_proj", ".gate_up_proj"),
-    (".up_proj", ".gate_up_proj"),
-)
 
 
 def weight_fates(stored: Stored, params: tuple[str, ...] | None, r: dict) -> tuple[WeightFate, ...]:
@@ -66,7 +57,7 @@ def weight_fates(stored: Stored, params: tuple[str, ...] | None, r: dict) -> tup
                 )
             )
             continue
-        for old, new in _STACKED:
+        for old, new, _ in STACKED:
             if old in target:
                 target = target.replace(old, new)
                 break
