@@ -9,6 +9,9 @@ from typing import TypeGuard
 from eaglehub.checks.context import Context
 from eaglehub.drafter.canonical import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
 from eaglehub.findings import Finding, finding
+from eaglehub.profiles.registry import VLLM, resolve
+
+NESTED = f"eagle_config.{AUX_KEY}"
 
 
 def _hidden_undeclared(ctx: Context) -> list[Finding]:
@@ -90,13 +93,22 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
             )
         ]
     if conv == C_OUT:
+        # only a runner that captures the nested list as written shifts it: vLLM's V1 runner does
+        # (gpu_model_runner.py L5207-5223, 0.33.0), MRV2 never reads it (W-AUX-IGNORED says so), SGLang adds 1
+        shifted = [
+            pid for pid, r in ctx.readings.items() if r.engine == VLLM and r.origin.get("aux_layer_ids") == NESTED
+        ]
+        if not shifted:
+            return []
+        where = "; ".join(resolve(pid).title for pid in shifted)
         return [
             finding(
                 "W-AUX-CONVENTION",
                 aux.key,
-                f"nested ids {aux.raw} look C-out ({reason}); vLLM captures them as C-in, one layer early",
+                f"{where}: nested ids {aux.raw} look C-out ({reason}); this runner captures them as C-in, one layer early",
                 f'for vLLM, `eaglehub convert --format vllm` (writes top-level "{AUX_KEY}": {[i + 1 for i in aux.raw]}); '
                 "SGLang and this format's own tools read the nested list as written",
+                profiles=tuple(shifted),
             )
         ]
     if conv == UNKNOWN:

@@ -329,8 +329,9 @@ def check_fc_norm_unit(ctx: Context) -> list[Finding]:
         finding(
             "W-FCNORM-UNIT",
             "fc_norm.0.weight",
-            f"all {len(names)} fc_norm gain vectors are exactly 1 (an uncalibrated 3.1 upgrade): the drafter now normalises each aux "
-            "state it was not trained to see normalised, and acceptance usually drops until the gains are calibrated",
+            f"all {len(names)} fc_norm gain vectors are exactly 1, their initial value (an uncalibrated 3 → 3.1 upgrade, or gains "
+            "never trained): unless the drafter was trained with these unit gains, it now normalises aux states it was not "
+            "trained to see normalised, and acceptance drops until the gains are calibrated",
         )
     ]
 
