@@ -18,6 +18,7 @@ from eaglehub.findings import Finding, finding
 from eaglehub.profiles.reading import FATAL, IGNORED, LoadFailure, Reading
 from eaglehub.profiles.reading import FIELDS as READING_FIELDS
 from eaglehub.profiles.registry import MRV2, PROFILES, VLLM, resolve
+from eaglehub.profiles.weights import QUANT_SUFFIXES
 
 AUX = "eagle_aux_hidden_state_layer_ids"
 
@@ -142,7 +143,7 @@ def _weights(ctx: Context, r: Reading) -> list[Said]:
                     + " writes the checkpoint without the maps"
                 )
             out.append(Said("E-ENGINE-WEIGHT", w.stored, w.why, hint))
-        elif w.fate == FATAL and _layout_knows(ctx, w.stored):
+        elif w.fate == FATAL and not w.stored.endswith(QUANT_SUFFIXES) and _layout_knows(ctx, w.stored):
             # a name this layout defines that vLLM's loader has no parameter for (TorchSpec's legacy
             # aux_norm_* gains): the vLLM layout's names load
             out.append(Said("E-ENGINE-WEIGHT", w.stored, w.why, convert_command(ctx, "--format", "vllm")))
