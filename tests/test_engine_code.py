@@ -372,7 +372,8 @@ class Tally:
         lines = [
             f"engine-code tier: {len(self.drafters)} drafters x {len(self.profiles)} profiles, "
             f"{self.compared} fields compared, {self.skipped} not comparable (the engine's code could not give "
-            f"them here), {self.not_modelled} not modelled by eaglehub (parameter_names of MLA drafters), "
+            f"them here), {self.not_modelled} not modelled by eaglehub (parameter_names of the MLA classes and of a "
+            f"class that is no drafter), "
             f"{self.verdicts} load verdicts of validate compared, {len(self.disagreements)} disagreements"
         ]
         for d in self.disagreements:
