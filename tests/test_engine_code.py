@@ -540,7 +540,8 @@ def test_loader_reads_each_release():
 
 
 def test_the_engine_scripts_speak_the_profiles_vocabulary():
-    """scripts/engine_reading.py (which never imports eaglehub) names the fields and profiles eaglehub reads."""
+    """scripts/engine_reading.py (which never imports eaglehub) names the fields and profiles eaglehub reads: its
+    FIELDS is parsed from eaglehub/profiles/reading.py, not a copy."""
     import importlib.util
 
     from eaglehub.profiles import FIELDS, PROFILES
@@ -548,7 +549,8 @@ def test_the_engine_scripts_speak_the_profiles_vocabulary():
     spec = importlib.util.spec_from_file_location("engine_reading", SCRIPTS / "engine_reading.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.FIELDS == FIELDS
+    assert module.FIELDS == FIELDS and module._reading_fields() == FIELDS
+    assert "FIELDS = _reading_fields()" in (SCRIPTS / "engine_reading.py").read_text()
     assert set(module.PROFILES) == set(PROFILES) == set(PROFILE_ENVS)
 
 
