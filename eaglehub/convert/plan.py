@@ -6,6 +6,7 @@ import json
 import struct
 from dataclasses import dataclass, replace
 
+from eaglehub.checks.config import MLA_MODEL_TYPES
 from eaglehub.drafter.canonical import (
     AUX_KEY,
     C_OUT,
@@ -105,6 +106,15 @@ def repair_config(d: Drafter) -> tuple[Drafter, list[dict]]:
         change("model_type", "llama", "vLLM parses a Llama-style drafter as llama (F1)")
     if kind == QWEN3 and cfg.get("model_type") not in ("qwen3", "llama"):
         change("model_type", "qwen3", "vLLM parses a Qwen3-style drafter as qwen3 (F1)")
+    if kind == MLA and cfg.get("model_type") not in MLA_MODEL_TYPES:
+        # deepseek_v3-family types are rewritten into an MTP model for any draft config (vLLM 0.33
+        # config/speculative.py L749-754), which cannot load an EAGLE-3 drafter; SGLang takes the class from
+        # architectures either way
+        change(
+            "model_type",
+            "deepseek_v2",
+            f"vLLM parses an MLA drafter as deepseek_v2 or kimi_k2, not {cfg.get('model_type')!r} (F1)",
+        )
     fc, dims = d.tensors.get("fc.weight"), d.dims
     if (
         not dims.Ht_declared
