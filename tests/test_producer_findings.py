@@ -475,3 +475,62 @@ def test_the_reference_drafter_reads_a_frequency_ordered_map_as_a_sorted_one():
     (a, greedy_a), (b, greedy_b) = scattered(tensors), scattered(by_id)
     assert not torch.equal(tensors["d2t"].long(), by_id["d2t"])  # the two maps really differ
     assert torch.equal(a, b) and greedy_a == greedy_b
+
+
+# --- every fixture: detected as its producer's layout, no error where an engine serves it ------------------------
+
+#: errors that are true of a producer's own output, with why: the test fails on any other error where the
+#: profile's engine loads the drafter
+TRUE_ERRORS = {
+    # speculators convert drops the research checkpoint's fc_norm gains (its log names them "unexpected") and
+    # writes fc_norm: true: vLLM builds fc_norm with nothing to fill it (missing tensors stay uninitialised)
+    "speculators/convert-eagle3.1-flags": {"E-FCNORM-MISSING"},
+    "speculators/convert-eagle3.1-research": {"E-FCNORM-MISSING"},
+    # model_type deepseek_v3: vLLM rewrites the draft config into an MTP model (config/speculative.py L749-762)
+    "torchspec/mla-eagle3": {"E-MLA-MODELTYPE"},
+    # TorchSpec's --prune-vocab cuts lm_head by the offsets d2t[i], not the ids i + d2t[i] (--deep only)
+    "torchspec/eagle3-prune-vocab": {"E-LMHEAD-OFFSET"},
+    "torchspec/smollm2-eagle3-vllm-prune-vocab": {"E-LMHEAD-OFFSET"},
+}
+
+
+def servable_cases() -> list[str]:
+    out = []
+    for producer in ("speculators", "specforge", "modelopt", "torchspec"):
+        data = json.loads((PRODUCERS / producer / "MANIFEST.json").read_text())
+        out += [f"{producer}/{c['dir']}" for c in data["cases"] if c.get("servable", True)]
+    return out
+
+
+@pytest.mark.parametrize("case", servable_cases())
+def test_every_producer_fixture_is_detected_and_judged_right(case):
+    """Each servable fixture is read as its producer's layout; under every profile whose engine loads it there is
+    no error but the true ones listed above; every profile whose engine cannot load it gets an error naming it."""
+    from eaglehub.profiles import read
+
+    producer = case.split("/")[0]
+    path = fixture(case)
+    assert report(path)["layout"] == producer
+    rep = report(path, deep=True)
+    errors = [f for f in rep["findings"] if f["severity"] == "error"]
+    for pid in ALL_PROFILES:
+        loads = read(path, pid).loads
+        named = [f["code"] for f in errors if pid in f.get("profiles", [])]
+        if loads:
+            assert not named, (pid, named)
+        else:  # an error naming no profile holds for all of them (E-MLA-MODELTYPE states the MTP rewrite once)
+            assert named or [f for f in errors if not f.get("profiles")], f"{case}: {pid} fails, no error says so"
+    plain = {f["code"] for f in errors if not f.get("profiles")}
+    assert plain == TRUE_ERRORS.get(case, set()), plain
+
+
+def test_an_engine_that_stops_at_the_config_is_one_finding():
+    """SGLang has no speculators reader: one E-ENGINE-LOAD for it (not a missing class and a null
+    target_hidden_size as well), none of the warnings about what it would do past that point, and a hint that
+    converts to SGLang's layout only where that layout holds the drafter."""
+    rep = report(fixture("speculators/train-eagle3-plain"))
+    sglang = [f for f in rep["findings"] if "sglang-0.5.23" in f.get("profiles", [])]
+    assert [(f["code"], f["subject"]) for f in sglang] == [("E-ENGINE-LOAD", "speculators_config")]
+    assert "norm_before_residual" in sglang[0]["message"] and "--format specforge" not in sglang[0]["hint"]
+    api = [f for f in report(fixture("speculators/api-eagle3"))["findings"] if "sglang-0.5.23" in f.get("profiles", [])]
+    assert len(api) == 1 and api[0]["hint"].endswith("--format specforge")

@@ -17,6 +17,7 @@ from helpers.formats_factory import write_format
 
 from eaglehub.checks.validate import Options, validate
 from eaglehub.cli import main
+from eaglehub.convert.run import convert
 from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import read_drafter
 from eaglehub.profiles import DEFAULT_PROFILE, PROFILES, ServedTarget, Stored, read, resolve, stored_of
@@ -286,6 +287,14 @@ def test_speculators_fc_for_four_ids_does_not_fit_the_three_vllm_builds(tmp_path
     # one wrong field, one finding: E-AUX-COUNT says it with the edit; no E-ENGINE-LOAD repeats it
     assert [f["code"] for f in found if f["code"].startswith(("E-AUX", "E-ENGINE"))] == ["E-AUX-COUNT"]
     assert "--set transformer_layer_config.num_aux_hidden_states=4" in found[0]["hint"]
+    # the stored fc is as trained: no E-TENSOR-SHAPE asking to re-export it; the id-count finding gives the edit
+    plain = [f for f in validate(d)["findings"] if not f.get("profiles")]
+    assert "E-TENSOR-SHAPE" not in [f["code"] for f in plain]
+    (count,) = [f for f in plain if f["code"] == "E-AUX-COUNT"]
+    assert count["hint"].endswith("--set num_aux_hidden_states=4")
+    fixed = tmp_path / "spec4-fixed"
+    convert(d, fixed, settings={"num_aux_hidden_states": 4})
+    assert not [f for f in validate(fixed)["findings"] if f["severity"] == "error"]
 
 
 @pytest.mark.parametrize(

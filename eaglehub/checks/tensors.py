@@ -113,6 +113,20 @@ def _stray_bias(name: str) -> bool:
     return layer_index(name) is not None and name.endswith(".bias") and (".self_attn." in name or ".mlp." in name)
 
 
+def _aux_count_explains(ctx: Context, name: str, stored, implied) -> bool:
+    """fc stored for another number of aux states than the config's (its rows right, its width a multiple of Ht):
+    the count is the field at fault, and E-AUX-COUNT names it per engine profile with the edit."""
+    ht = ctx.drafter.dims.Ht
+    return (
+        name == "fc.weight"
+        and len(stored) == 2 == len(implied)
+        and stored[0] == implied[0]
+        and bool(ht)
+        and stored[1] % ht == 0
+        and stored[1] != implied[1]
+    )
+
+
 def check_expected(ctx: Context) -> list[Finding]:
     """Every expected tensor present with the implied shape; nothing unexpected (docs/formats.md §1, §5, shapes.py)."""
     tensors, out = ctx.drafter.tensors, []
@@ -150,6 +164,8 @@ def check_expected(ctx: Context) -> list[Finding]:
             else:
                 message, hint = _UNUSED_DEFAULT, _unused_hint(ctx, name)
             out.append(finding(spec.unused_code, name, message.format(name=name), hint))
+        if _aux_count_explains(ctx, name, info.shape, spec.shape):
+            continue
         if len(info.shape) != len(spec.shape) or any(e is not None and e != a for e, a in zip(spec.shape, info.shape)):
             out.append(
                 finding(
