@@ -128,3 +128,17 @@ def test_validate_prompts_measures_nothing_on_a_drafter_with_an_error(make_draft
     broken = make_drafter(mutate=lambda cfg, t: cfg.__setitem__("draft_vocab_size", 64))
     report = validate(broken, make_target(8, weights=True), prompts="default")
     assert "vocab_coverage" not in report and "E-CONFIG-DIM" in [f["code"] for f in report["findings"]]
+
+
+@pytest.mark.parametrize("verb", ["vocab", "probe"])
+def test_the_preflight_judges_for_the_reference_engine_that_runs_the_drafter(verb, make_drafter, make_target):
+    """Four aux ids only in eagle_config: vLLM's V1 runner reads them (so does the reference engine these verbs run),
+    Model Runner V2, the default profile, never does. The preflight judges for the engine that runs: no refusal."""
+    from test_profiles import _nested_only
+
+    nested = make_drafter("nested4", mutate=_nested_only([1, 3, 4, 6]))
+    target = str(make_target(8, weights=True))
+    assert "E-AUX-IGNORED" in CliRunner().invoke(main, ["validate", str(nested), "--target", target]).output
+    res = CliRunner().invoke(main, [verb, str(nested), "--target", target, "--limit", "1", "--json"])
+    # past the preflight, the next step needs the target's tokenizer, which this tiny target has none of
+    assert "fails validation" not in res.output and "cannot load the tokenizer" in res.output, res.output

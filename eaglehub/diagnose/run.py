@@ -282,6 +282,7 @@ def run_diagnose(opts: DiagnoseOptions, engine: Engine | None = None, console=No
     """
     from eaglehub.checks.validate import preflight
     from eaglehub.target import resolve_target
+    from eaglehub.verify.preflight import engine_profile
 
     if not 1 <= opts.depth <= MAX_DEPTH:
         raise EaglehubError(f"--depth must be 1..{MAX_DEPTH}, got {opts.depth}")
@@ -296,7 +297,7 @@ def run_diagnose(opts: DiagnoseOptions, engine: Engine | None = None, console=No
     drafters = [_resolve_drafter(d) for d in opts.drafters]
     target = resolve_target(opts.target)
     for d, _ in drafters:
-        preflight(d, target)
+        preflight(d, target, (engine_profile(engine).id,))  # as the engine that runs it reads it
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else None
     prompts = load_prompts(prompts_file, opts.categories, opts.limit)
     built, skipped = _padded(target, prompts, opts, console)

@@ -171,9 +171,9 @@ def probe(drafter: str | Path, opts: ProbeOptions, progress=None) -> dict:
         destination(path, Path(opts.write), opts.overwrite)  # refused now, not after the measurements
     target_path = resolve_target(opts.target)
     # a drafter validate finds broken (a wrong dimension, missing weights) cannot be run to ask its weights
-    preflight(path, target_path)
-    prompts = load_prompts(opts.prompts_file, None, opts.limit)
     engine = ReferenceEngine(device=opts.device)
+    preflight(path, target_path, (engine.profile(),))  # as the engine that runs it reads it
+    prompts = load_prompts(opts.prompts_file, None, opts.limit)
     say = progress or (lambda _text: None)
     say("loading the target")
     live = engine.target(target_path, "float32")

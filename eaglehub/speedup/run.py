@@ -338,6 +338,7 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
     from eaglehub.engines.chat import encode_chat
     from eaglehub.measure.runner import resolve_drafter, run_all
     from eaglehub.target import resolve_target
+    from eaglehub.verify.preflight import engine_profile
 
     check_options(opts)
     if engine is None:
@@ -347,7 +348,7 @@ def run_speedup(opts: SpeedupOptions, engine: Engine | None = None, console=None
     engine.version()  # fail fast, before any model work, when the engine is missing
     drafter = resolve_drafter(opts.drafter)
     target = resolve_target(opts.target)
-    preflight(drafter, target)
+    preflight(drafter, target, (engine_profile(engine).id,))  # as the engine that runs it reads it
     prompts_file = Path(opts.prompts_file) if opts.prompts_file else default_prompts_path()
     prompts = load_prompts(prompts_file, None, opts.limit)
     plan = plan_batches(len(prompts), opts.concurrency)

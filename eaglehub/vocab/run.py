@@ -31,10 +31,11 @@ def vocab_report(drafter: str | Path, opts: VocabOptions, progress=None) -> dict
     opts.check()
     d = read_drafter(path)
     target_path = resolve_target(opts.target)
-    preflight(path, target_path)  # a wrong draft_vocab_size would be measured as if it were right
+    engine = ReferenceEngine(device=opts.device)
+    # a wrong draft_vocab_size would be measured as if it were right; judged as the engine that measures reads it
+    preflight(path, target_path, (engine.profile(),))
     section = measure_coverage(d, target_path, opts, progress)
     findings = coverage_findings(d, section)
-    engine = ReferenceEngine(device=opts.device)
     report = {
         "schema": REPORT_SCHEMA,
         "tool": {"name": "eaglehub", "version": __version__},
