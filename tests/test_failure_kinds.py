@@ -283,7 +283,7 @@ STATIC = [
         "default-N4",
         "E-AUX-DUPLICATE",
         delk("eagle_aux_hidden_state_layer_ids"),
-        "eagle_aux_hidden_state_layer_ids (vLLM default for N=4)",
+        "eagle_aux_hidden_state_layer_ids (default for N=4)",
         target={"n_layers": 4},
     ),
     # F12: engines that capture only the defaults

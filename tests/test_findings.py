@@ -489,7 +489,7 @@ CASES = [
     Case(
         "E-AUX-DUPLICATE",
         delk("eagle_aux_hidden_state_layer_ids"),
-        "eagle_aux_hidden_state_layer_ids (vLLM default for N=4)",
+        "eagle_aux_hidden_state_layer_ids (default for N=4)",
         target={"n_layers": 4},
         id="default-N4",
     ),

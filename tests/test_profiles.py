@@ -286,7 +286,7 @@ def test_speculators_fc_for_four_ids_does_not_fit_the_three_vllm_builds(tmp_path
     found = [f for f in validate(d)["findings"] if f.get("profiles")]
     # one wrong field, one finding: E-AUX-COUNT says it with the edit; no E-ENGINE-LOAD repeats it
     assert [f["code"] for f in found if f["code"].startswith(("E-AUX", "E-ENGINE"))] == ["E-AUX-COUNT"]
-    assert "--set transformer_layer_config.num_aux_hidden_states=4" in found[0]["hint"]
+    assert "--set transformer_layer_config.num_aux_hidden_states=4" in codes({"findings": found})["E-AUX-COUNT"]["hint"]
     # the stored fc is as trained: no E-TENSOR-SHAPE asking to re-export it; the id-count finding gives the edit
     plain = [f for f in validate(d)["findings"] if not f.get("profiles")]
     assert "E-TENSOR-SHAPE" not in [f["code"] for f in plain]
@@ -405,6 +405,79 @@ def test_torchspec_legacy_aux_norms_fail_on_vllm_and_convert_fixes_them(tmp_path
     res = CliRunner().invoke(main, ["convert", str(d), str(out), "--format", "vllm"])
     assert res.exit_code == 0, res.output
     assert read(read_drafter(out), "vllm-0.33-gpu").loads
+
+
+# --- the aux-id checks (checks/aux.py) name the runners that capture the list --------------------------
+
+MRV2_033, CPU_032, SGL = "vllm-0.33-gpu", "vllm-0.32-cpu", "sglang-0.5.23"
+ALL3 = Options(profiles=(MRV2_033, CPU_032, SGL))
+
+
+def _title(pid: str) -> str:
+    return resolve(pid).title
+
+
+def _nested(ids):
+    def mutate(cfg, t):
+        del cfg[AUX]
+        cfg.pop("num_aux_hidden_states", None)
+        cfg["eagle_config"] = {AUX: list(ids)}
+
+    return mutate
+
+
+def _set_top(ids):
+    def mutate(cfg, t):
+        cfg[AUX] = list(ids)
+
+    return mutate
+
+
+@pytest.mark.parametrize(
+    "code,mutate,holds",
+    [
+        # a top-level list: every vLLM runner captures it, SGLang never reads it
+        ("E-AUX-ORDER", _set_top([4, 2, 5]), [MRV2_033, CPU_032]),
+        ("E-AUX-DUPLICATE", _set_top([2, 4, 4]), [MRV2_033, CPU_032]),
+        # a nested list: the V1 runner and SGLang capture it, Model Runner V2 never reads it
+        ("E-AUX-ORDER", _nested([3, 1, 4]), [CPU_032, SGL]),
+        ("E-AUX-DUPLICATE", _nested([1, 3, 3]), [CPU_032, SGL]),
+    ],
+)
+def test_repeated_or_unsorted_ids_hold_where_the_runner_captures_the_list(make_drafter, code, mutate, holds):
+    """Each engine captures a listed layer once, in ascending layer order (vLLM interfaces.py sorted(set()),
+    SGLang's layer loop): the finding holds on the runners that capture the stored list, says which do not, and
+    with none of them judged it is about the list, naming no engine."""
+    d = make_drafter(mutate=mutate)
+    (f,) = [f for f in validate(d, options=ALL3)["findings"] if f["code"] == code]
+    assert f["profiles"] == holds
+    others = [p for p in (MRV2_033, CPU_032, SGL) if p not in holds]
+    assert f["message"].startswith("; ".join(_title(p) for p in holds) + ": ")
+    assert f["message"].endswith(f"(not on {_title(others[0])})")
+    assert "the target captures each listed layer once, in ascending layer order" in f["message"]
+    # judged only where the list is not read: a finding about the list itself, no engine named as reading it
+    (alone,) = [f for f in validate(d, options=Options(profiles=tuple(others)))["findings"] if f["code"] == code]
+    assert "profiles" not in alone and "an engine that reads this list captures" in alone["message"]
+    assert "vLLM" not in alone["message"] and "SGLang" not in alone["message"]
+
+
+def test_the_default_aux_layers_are_every_engines(make_drafter, make_target):
+    """No id list: vLLM (both runners) and SGLang all ask the target for (2, N//2, N-3); with a 4-layer target
+    that repeats layer 2 everywhere, and I-AUX-DEFAULT names every judged profile."""
+    d = make_drafter(mutate=lambda cfg, t: cfg.pop(AUX))
+    report = validate(d, make_target(4), options=ALL3)
+    (dup,) = [f for f in report["findings"] if f["code"] == "E-AUX-DUPLICATE"]
+    assert dup["subject"] == f"{AUX} (default for N=4)" and dup["profiles"] == [MRV2_033, CPU_032, SGL]
+    assert "not on" not in dup["message"] and "[2, 2, 1] repeat [2]" in dup["message"]
+    (info,) = [f for f in validate(d, make_target(8), options=ALL3)["findings"] if f["code"] == "I-AUX-DEFAULT"]
+    assert info["profiles"] == [MRV2_033, CPU_032, SGL] and "[2, 4, 5]" in info["message"]
+    assert "vLLM captures" not in info["message"]
+
+
+def test_a_top_level_list_starting_at_1_is_read_as_c_in_by_vllm_only(make_drafter):
+    d = make_drafter(mutate=_set_top([1, 3, 4]))
+    (f,) = [f for f in validate(d, options=ALL3)["findings"] if f["code"] == "W-AUX-CONVENTION"]
+    assert f["profiles"] == [MRV2_033, CPU_032] and f["message"].endswith(f"(not on {_title(SGL)})")
 
 
 # --- the CLI --------------------------------------------------------------------------------------

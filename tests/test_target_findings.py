@@ -524,10 +524,21 @@ def test_nested_c_out_ids_are_compared_as_c_in(make_drafter, make_target):
         return mutate
 
     target = make_target(8)
-    assert pairing(make_drafter("default", mutate=nested([1, 3, 4])), target) == []
-    assert pairing(make_drafter("other", mutate=nested([1, 4, 6])), target) == [
-        ("W-AUX-NONDEFAULT", f"eagle_config.{AUX}")
-    ]
+    # the runners that capture the nested list: vLLM's V1 runner and SGLang
+    both = Options(profiles=("vllm-0.32-cpu", "sglang-0.5.23"))
+    assert pairing(make_drafter("default", mutate=nested([1, 3, 4])), target, options=both) == []
+    other = make_drafter("other", mutate=nested([1, 4, 6]))
+    assert pairing(other, target, options=both) == [("W-AUX-NONDEFAULT", f"eagle_config.{AUX}")]
+    # Model Runner V2 never reads the nested list: "this runner captures the drafter's ids" does not hold there
+    # (E-AUX-IGNORED says it captures the default layers instead), so the finding leaves it out and says so
+    report = validate(other, target, options=Options(profiles=("vllm-0.33-gpu", "sglang-0.5.23")))
+    (f,) = [f for f in report["findings"] if f["code"] == "W-AUX-NONDEFAULT"]
+    assert f["profiles"] == ["sglang-0.5.23"]
+    assert f["message"].startswith("SGLang 0.5.23: ") and f["message"].endswith(
+        "(not on vLLM 0.33.0 on GPU (Model Runner V2))"
+    )
+    assert [g["profiles"] for g in report["findings"] if g["code"] == "E-AUX-IGNORED"] == [["vllm-0.33-gpu"]]
+    assert pairing(other, target) == []  # the default profile alone: only E-AUX-IGNORED
 
 
 def test_no_nondefault_warning_without_ids_target_or_with_broken_ids(make_drafter, make_target):

@@ -61,6 +61,17 @@ def merge(said: dict[str, list[Said]], judged: list[str]) -> list[Finding]:
     return out
 
 
+def per_profile(ctx: Context, say: Callable[[Reading], list[Said]]) -> list[Finding]:
+    """:func:`merge` of what ``say`` states for each judged profile's reading: the checks outside this module
+    whose statement depends on what an engine does use it, so their findings name the profiles too."""
+    return merge({pid: say(r) for pid, r in ctx.readings.items()}, list(ctx.readings))
+
+
+def captures(r: Reading, key: str) -> bool:
+    """The profile's runner passes the id list stored at ``key`` to the target (``origin`` of its capture)."""
+    return r.aux_layer_ids is not None and r.origin.get("aux_layer_ids") == key
+
+
 def _said_elsewhere(ctx: Context, f: LoadFailure) -> bool:
     """One wrong field, one finding: a load failure another check already states. A stored shape the
     config's own reading contradicts too is the layout check's (E-TENSOR-SHAPE / E-CONFIG-DIM); fc's width
