@@ -934,11 +934,11 @@ def test_mla_without_query_lora(make_drafter):
 
     report = validate(make_drafter("plain-q", mutate=both(to_mla, plain_q)))
     assert [(f["code"], f["subject"]) for f in report["findings"]] == [("E-MLA-QLORA", "q_lora_rank")]
-    assert report["findings"][0]["message"].startswith("q_lora_rank is null:")
+    assert report["findings"][0]["message"].startswith("vLLM 0.33.0 on GPU (Model Runner V2): q_lora_rank is null:")
     report = validate(make_drafter("lost-rank", mutate=both(to_mla, delk("q_lora_rank"))))
     qlora = [f for f in report["findings"] if f["code"] == "E-MLA-QLORA"]
     assert len(qlora) == 1 and qlora[0]["hint"] == 'set "q_lora_rank": 32 (the rows of q_a_proj)'
-    assert qlora[0]["message"].startswith("q_lora_rank is absent:")
+    assert qlora[0]["message"].startswith("vLLM 0.33.0 on GPU (Model Runner V2): q_lora_rank is absent:")
 
 
 def test_mla_class_and_model_type_errors(make_drafter):

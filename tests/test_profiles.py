@@ -340,6 +340,11 @@ def test_mla_drafter_with_model_type_deepseek_v3_does_not_load_on_vllm():
     assert read(renamed, "vllm-0.33-gpu").loads
     report = validate(d.path, options=Options(profiles=("vllm-0.33-gpu", "sglang-0.5.23")))
     assert "E-MLA-MODELTYPE" in codes(report) and "E-ENGINE-LOAD" not in codes(report)  # said once
+    # SGLang rewrites draft configs by architectures, not model_type: the finding is vLLM's and says so
+    f = codes(report)["E-MLA-MODELTYPE"]
+    assert f["profiles"] == ["vllm-0.33-gpu"] and f["message"].endswith("(not on SGLang 0.5.23)")
+    sglang = validate(d.path, options=Options(profiles=("sglang-0.5.23",)))
+    assert not [f for f in sglang["findings"] if f["severity"] == "error"]
 
 
 # --- SGLang's Llama drafter: what it builds whatever the config says --------------------------------
@@ -478,6 +483,48 @@ def test_a_top_level_list_starting_at_1_is_read_as_c_in_by_vllm_only(make_drafte
     d = make_drafter(mutate=_set_top([1, 3, 4]))
     (f,) = [f for f in validate(d, options=ALL3)["findings"] if f["code"] == "W-AUX-CONVENTION"]
     assert f["profiles"] == [MRV2_033, CPU_032] and f["message"].endswith(f"(not on {_title(SGL)})")
+
+
+# --- config keys one engine reads and another does not (checks/config.py) ----------------------------
+
+VLLM_SGL = Options(profiles=(MRV2_033, SGL))
+
+
+def test_tie_word_embeddings_is_unread_on_vllm_and_ties_the_head_on_sglang(make_drafter):
+    d = make_drafter(mutate=lambda cfg, t: cfg.update(tie_word_embeddings=True, draft_vocab_size=cfg["vocab_size"]))
+    found = codes(validate(d, options=VLLM_SGL))
+    assert found["W-CONFIG-TIE"]["profiles"] == [MRV2_033]
+    assert found["W-CONFIG-TIE"]["message"].endswith(f"(not on {_title(SGL)})")
+    assert found["W-ENGINE-TIED"]["profiles"] == [SGL]
+    assert "W-CONFIG-TIE" not in codes(validate(d, options=Options(profiles=(SGL,))))
+
+
+def test_the_use_aux_norm_alias_is_read_by_sglang_only(make_drafter):
+    def alias(cfg, t):  # an EAGLE-3.1 drafter that names its fc_norm switch the SGLang way
+        cfg.pop("fc_norm")
+        cfg["use_aux_norm"] = True
+
+    d = make_drafter(mutate=alias, v31=True)
+    assert read(read_drafter(d), SGL).fc_norm and not read(read_drafter(d), MRV2_033).fc_norm
+    f = codes(validate(d, options=VLLM_SGL))["W-FCNORM-ALIAS"]
+    assert f["profiles"] == [MRV2_033] and f["message"].endswith(f"(not on {_title(SGL)})")
+    assert "W-FCNORM-ALIAS" not in codes(validate(d, options=Options(profiles=(SGL,))))
+
+
+@pytest.mark.parametrize(
+    "code,change",
+    [("E-MLA-QLORA", {"q_lora_rank": None}), ("E-MLA-NORMBEFOREFC", {"norm_before_fc": True})],
+)
+def test_mla_query_lora_and_pre_fc_norm_hold_on_both_engines(make_drafter, code, change):
+    from test_findings import to_mla
+
+    def mutate(cfg, t):
+        to_mla(cfg, t)
+        cfg.update(change)
+
+    f = codes(validate(make_drafter(mutate=mutate), options=VLLM_SGL))[code]
+    assert f["profiles"] == [MRV2_033, SGL] and "not on" not in f["message"]
+    assert "vLLM" in f["message"] and "SGLang" in f["message"]
 
 
 # --- the CLI --------------------------------------------------------------------------------------

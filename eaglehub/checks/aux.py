@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TypeGuard
 
 from eaglehub.checks.context import Context, set_command
-from eaglehub.checks.profiles import Said, captures, per_profile
+from eaglehub.checks.holds import Said, captures, holding, per_profile
 from eaglehub.drafter.canonical import AUX_KEY, C_IN, C_OUT, UNKNOWN, default_aux_ids, infer_convention
 from eaglehub.findings import Finding, finding
 from eaglehub.profiles.reading import Reading
@@ -68,24 +68,14 @@ def _capture_said(ids: list[int], subject: str, ordered: bool) -> list[Said]:
 
 
 def _capture(ctx: Context, said: list[Said], reads: Callable[[Reading], bool], alone: bool = True) -> list[Finding]:
-    """``said`` for the judged profiles whose runner captures the list (``reads``). Without one (those that do not
-    read it are E-/W-AUX-IGNORED's), ``alone``: a finding about the list itself, in words that hold for every engine."""
+    """``said`` (one statement) for the judged profiles whose runner captures the list (``reads``). Without one
+    (those that do not read it are E-/W-AUX-IGNORED's), ``alone``: a finding about the list itself, in words that
+    hold for every engine."""
     if not said:
         return []
-    if any(reads(r) for r in ctx.readings.values()):
-        return per_profile(ctx, lambda r: said if reads(r) else [])
-    if not alone:
-        return []
     engine = "an engine that reads this list captures"
-    return [
-        finding(
-            s.code,
-            s.subject,
-            s.message.replace("the target captures", engine, 1).replace("this runner captures", engine, 1),
-            s.hint,
-        )
-        for s in said
-    ]
+    message = said[0].message.replace("the target captures", engine, 1).replace("this runner captures", engine, 1)
+    return holding(ctx, said, reads, message if alone else None)
 
 
 def check_ids(ids: list[int], subject: str, n_layers: int | None, expected_count: int | None) -> list[Finding]:

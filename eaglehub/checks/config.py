@@ -4,11 +4,13 @@ switches live, MLA fields (sliding windows: :mod:`eaglehub.checks.windows`)."""
 from __future__ import annotations
 
 from eaglehub.checks.context import Context, set_command
+from eaglehub.checks.holds import Said, holding, per_profile
 from eaglehub.drafter.canonical import QWEN3, QWEN3_ARCHITECTURES, int_field, nested_config
 from eaglehub.drafter.shapes import MLA, MLA_ARCHITECTURES, layer_kind
 from eaglehub.findings import Finding, finding
 from eaglehub.formats.registry import LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, architecture
 from eaglehub.io.schemas import schema_errors
+from eaglehub.profiles.reading import Reading
 from eaglehub.profiles.vllm import MTP_REWRITES
 
 #: rope types vLLM's ``get_rope`` and transformers' ``ROPE_INIT_FUNCTIONS`` know (F14).
@@ -97,14 +99,19 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
         )
     mt = cfg.get("model_type")
     if isinstance(mt, str) and mt in MLA_MTP_MODEL_TYPES:
-        out.append(
-            finding(
+        # vLLM (0.32.0 config/speculative.py L663-700, 0.33.0 L733-770) rewrites a draft config by its model_type,
+        # so the profile reader records the failure; SGLang rewrites draft configs by architectures only
+        # (srt/configs/model_config.py L1032-1040), builds Eagle3DeepseekV2ForCausalLM and loads it
+        said = [
+            Said(
                 "E-MLA-MODELTYPE",
                 "model_type",
-                f"model_type {mt!r}: vLLM rewrites such draft configs into an MTP model, whose class cannot load an EAGLE-3 drafter",
+                f"model_type {mt!r}: vLLM rewrites such draft configs into an MTP model, whose class cannot load an "
+                "EAGLE-3 drafter",
                 _MLA_MODEL_TYPE_HINT,
             )
-        )
+        ]
+        out += per_profile(ctx, lambda r: said if any(f.field == "model_type" for f in r.failures) else [])
     elif not isinstance(mt, str) or mt not in MLA_MODEL_TYPES:
         out.append(
             finding(
@@ -115,6 +122,11 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
             )
         )
     return out
+
+
+def _mla_built(r: Reading) -> bool:
+    """The profile builds an MLA drafter class (vLLM's deepseek_eagle3.py, SGLang's kimi_k25_eagle3.py)."""
+    return r.layer_kind == MLA and r.model_class is not None
 
 
 def check_architecture(ctx: Context) -> list[Finding]:
@@ -288,9 +300,8 @@ def _yarn_effect(rope: dict, head_dim: int, theta: float) -> tuple[float, int, i
 def check_exported_rope(ctx: Context) -> list[Finding]:
     """W-ROPE-EXPORTED: a ModelOpt export carries the YaRN its exporter writes in place of the plain RoPE the
     drafter trained with; every judged engine that builds YaRN from it applies it at every position. One
-    finding per distinct statement, naming the profiles it holds for (as :func:`.profiles.merge` words them)."""
+    finding per distinct statement, naming the profiles it holds for (:func:`.holds.merge`)."""
     from eaglehub.io.provenance import producer
-    from eaglehub.profiles.registry import PROFILES, resolve
 
     d = ctx.drafter
     rope = d.config.get("rope_scaling")
@@ -298,30 +309,24 @@ def check_exported_rope(ctx: Context) -> list[Finding]:
         return []
     if {k: rope.get(k) for k in (*MODELOPT_EXPORT_ROPE, "type")} != {**MODELOPT_EXPORT_ROPE, "type": None}:
         return []
-    readings = ctx.readings
-    said: dict[str, list[str]] = {}
-    for pid, r in readings.items():
+    hint = "measure acceptance as exported and as trained before serving (eaglehub verify); the trained RoPE: " + (
+        set_command(ctx, "rope_scaling", None)
+    )
+
+    def say(r: Reading) -> list[Said]:
         if r.rope_type != "yarn" or not r.head_dim or not r.rope_theta:
-            continue
+            return []
         scale, changed, pairs = _yarn_effect(rope, r.head_dim, r.rope_theta)
-        said.setdefault(
+        message = (
             f"rope_scaling {rope} is what ModelOpt's exporter writes into a drafter trained with plain RoPE "
             "(eagle_export_rope_scaling, applied when the training rope_type is 'default'); the engine builds "
             f"YaRN from it for every position, so attention logits are scaled by {scale:.2f} and {changed} of the "
             f"{pairs} rotary frequencies are lowered (up to {rope['factor']:g}x): the drafter attends "
-            "differently from how it was trained, on short prompts too",
-            [],
-        ).append(pid)
-    hint = "measure acceptance as exported and as trained before serving (eaglehub verify); the trained RoPE: " + (
-        set_command(ctx, "rope_scaling", None)
-    )
-    out = []
-    for message, on in said.items():
-        title = "; ".join((PROFILES.get(p) or resolve(p)).title for p in on)
-        others = [(PROFILES.get(p) or resolve(p)).title for p in readings if p not in on]
-        tail = f" (not on {'; '.join(others)})" if others else ""
-        out.append(finding("W-ROPE-EXPORTED", "rope_scaling", f"{title}: {message}{tail}", hint, profiles=tuple(on)))
-    return out
+            "differently from how it was trained, on short prompts too"
+        )
+        return [Said("W-ROPE-EXPORTED", "rope_scaling", message, hint)]
+
+    return per_profile(ctx, say)
 
 
 def _heads(ctx: Context) -> list[Finding]:
@@ -376,22 +381,24 @@ def check_misc(ctx: Context) -> list[Finding]:
                 )
             )
         else:
-            out.append(
-                finding(
-                    "W-CONFIG-TIE",
-                    "tie_word_embeddings",
-                    "tie_word_embeddings is true but vLLM does not read it; the drafter's lm_head is used as stored",
-                )
-            )
+            # vLLM's drafter classes build their own lm_head and never read the key (0.33.0
+            # model_executor/models/llama_eagle3.py L329-334, identical in 0.32.0); SGLang ties the head to the
+            # embedding (srt/models/llama_eagle3.py L300-314), W-ENGINE-TIED's
+            tie = "tie_word_embeddings is true but vLLM does not read it; the drafter's lm_head is used as stored"
+            said = [Said("W-CONFIG-TIE", "tie_word_embeddings", tie)]
+            out += holding(ctx, said, lambda r: r.model_class is not None and not r.tie_word_embeddings)
     raw = stored_config(ctx)
     if raw.get("use_aux_norm") is True and raw.get("fc_norm") is not True:
-        out.append(
-            finding(
+        # vLLM reads fc_norm only (0.33.0 llama_eagle3.py L231, deepseek_eagle3.py L211); SGLang reads either key
+        # (srt/models/llama_eagle3.py L183-186, kimi_k25_eagle3.py L228-232): the reading's fc_norm says which
+        said = [
+            Said(
                 "W-FCNORM-ALIAS",
                 "use_aux_norm",
-                "use_aux_norm (SGLang alias) is true but fc_norm, which vLLM reads, is not",
+                "use_aux_norm (SGLang's alias) is true but fc_norm, which vLLM reads, is not: vLLM builds no fc_norm",
             )
-        )
+        ]
+        out += holding(ctx, said, lambda r: r.model_class is not None and not r.fc_norm)
     if d.Vd and d.V and d.Vd > d.V:
         out.append(finding("E-VOCAB-DRAFT", "draft_vocab_size", f"draft_vocab_size {d.Vd} > vocab_size {d.V}"))
     return out + _heads(ctx)
@@ -414,24 +421,24 @@ def check_mla(ctx: Context) -> list[Finding]:
             else "export the drafter with a query LoRA (q_lora_rank, q_a_proj, q_a_layernorm, q_b_proj)"
         )
         state = "null" if "q_lora_rank" in cfg else "absent"
-        out.append(
-            finding(
-                "E-MLA-QLORA",
-                "q_lora_rank",
-                f"q_lora_rank is {state}: vLLM's MLA drafter loader always fuses q_a_proj with kv_a_proj_with_mqa, so loading fails",
-                hint,
-            )
+        # both engines' MLA drafters need the query LoRA: vLLM's loader fuses q_a_proj into fused_qkv_a_proj
+        # (0.33.0 model_executor/models/deepseek_eagle3.py L264-265, identical in 0.32.0), SGLang raises
+        # (srt/models/kimi_k25_eagle3.py L114-117)
+        message = (
+            f"q_lora_rank is {state}: vLLM's MLA drafter loader always fuses q_a_proj with kv_a_proj_with_mqa, and "
+            "SGLang's raises 'Eagle3 MLA layer requires q_lora_rank', so loading fails"
         )
+        out += holding(ctx, [Said("E-MLA-QLORA", "q_lora_rank", message, hint)], _mla_built, message)
     if d.flags.norm_before_fc:
         key = (
             "eagle_config.norm_before_fc" if "norm_before_fc" in nested_config(stored_config(ctx)) else "norm_before_fc"
         )
-        out.append(
-            finding(
-                "E-MLA-NORMBEFOREFC",
-                key,
-                "norm_before_fc is true but deepseek_eagle3.py has no pre-FC norm: vLLM ignores the flag",
-                "an MLA drafter cannot use a pre-FC norm; retrain without it (or, for EAGLE 3.1, use fc_norm)",
-            )
+        # neither engine's MLA drafter has a pre-FC norm: vLLM 0.33.0 deepseek_eagle3.py (fc_norm only, L211-220;
+        # no norm_before_fc anywhere, as in 0.32.0), SGLang srt/models/kimi_k25_eagle3.py (fc_norm only, L228-241)
+        message = (
+            "norm_before_fc is true but neither engine's MLA drafter (vLLM's deepseek_eagle3.py, SGLang's "
+            "kimi_k25_eagle3.py) has a pre-FC norm: the flag is ignored"
         )
+        hint = "an MLA drafter cannot use a pre-FC norm; retrain without it (or, for EAGLE 3.1, use fc_norm)"
+        out += holding(ctx, [Said("E-MLA-NORMBEFOREFC", key, message, hint)], _mla_built, message)
     return out

@@ -8,13 +8,13 @@ disagree, says so.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from eaglehub.checks.config import MLA_MTP_MODEL_TYPES
 from eaglehub.checks.context import Context, convert_command, set_command
+from eaglehub.checks.holds import Said, merge, title
 from eaglehub.drafter.canonical import MLA, default_aux_ids, layer_kind
 from eaglehub.drafter.shapes import expected_tensors
-from eaglehub.findings import Finding, finding
+from eaglehub.findings import Finding
 from eaglehub.formats.registry import FORMATS
 from eaglehub.profiles.reading import FATAL, IGNORED, LoadFailure, Reading
 from eaglehub.profiles.reading import FIELDS as READING_FIELDS
@@ -22,54 +22,6 @@ from eaglehub.profiles.registry import MRV2, PROFILES, VLLM, resolve
 from eaglehub.profiles.weights import QUANT_SUFFIXES
 
 AUX = "eagle_aux_hidden_state_layer_ids"
-
-
-@dataclass(frozen=True)
-class Said:
-    """One profile's finding before profiles are merged: the same (code, subject, message, hint) from
-    several profiles becomes one finding naming all of them."""
-
-    code: str
-    subject: str
-    message: str
-    hint: str | None = None
-
-
-def _title(profile_id: str) -> str:
-    p = PROFILES.get(profile_id) or resolve(profile_id)
-    return p.title
-
-
-def merge(said: dict[str, list[Said]], judged: list[str]) -> list[Finding]:
-    """One finding per distinct statement, naming the profiles it holds for and those judged here it does
-    not hold for."""
-    order: list[Said] = []
-    holds: dict[Said, list[str]] = {}
-    for pid in judged:
-        for s in said.get(pid, []):
-            if s not in holds:
-                order.append(s)
-                holds[s] = []
-            holds[s].append(pid)
-    out = []
-    for s in order:
-        on = holds[s]
-        others = [p for p in judged if p not in on]
-        where = "; ".join(_title(p) for p in on)
-        tail = f" (not on {'; '.join(_title(p) for p in others)})" if others else ""
-        out.append(finding(s.code, s.subject, f"{where}: {s.message}{tail}", s.hint, profiles=tuple(on)))
-    return out
-
-
-def per_profile(ctx: Context, say: Callable[[Reading], list[Said]]) -> list[Finding]:
-    """:func:`merge` of what ``say`` states for each judged profile's reading: the checks outside this module
-    whose statement depends on what an engine does use it, so their findings name the profiles too."""
-    return merge({pid: say(r) for pid, r in ctx.readings.items()}, list(ctx.readings))
-
-
-def captures(r: Reading, key: str) -> bool:
-    """The profile's runner passes the id list stored at ``key`` to the target (``origin`` of its capture)."""
-    return r.aux_layer_ids is not None and r.origin.get("aux_layer_ids") == key
 
 
 def _said_elsewhere(ctx: Context, f: LoadFailure) -> bool:
@@ -130,7 +82,7 @@ def _bias_hint(ctx: Context, r: Reading, stored: str) -> str | None:
             if ".o_proj." in stored:
                 return "if the drafter was trained with attention biases: " + set_command(ctx, "attention_bias", True)
             return (
-                f"{_title(r.profile)} has no switch that builds it: serve the drafter on vLLM, where "
+                f"{title(r.profile)} has no switch that builds it: serve the drafter on vLLM, where "
                 f"{key} builds it (eaglehub validate {ctx.drafter.path} --profile vllm-0.33-gpu)"
             )
         if part in stored and not getattr(r, key):

@@ -62,8 +62,11 @@ def check_prefix(ctx: Context) -> list[Finding]:
 #: unused_code -> message for a tensor the layer kind lacks; a tensor whose enabling flag is off gets the
 #: flag's ``--set`` command instead (:data:`_ENABLING_FLAG`): a config edit loads trained weights, dropping loses them.
 _UNUSED = {
+    # neither engine's MLA drafter builds a pre-FC norm: vLLM 0.33.0 deepseek_eagle3.py (as 0.32.0) skips the name,
+    # SGLang 0.5.23 srt/models/kimi_k25_eagle3.py L494-496 logs "skipping unexpected weight" and skips it
     "E-MLA-NORMBEFOREFC": (
-        "{name} is present but deepseek_eagle3.py has no pre-FC norm: vLLM skips the weight silently",
+        "{name} is present but neither engine's MLA drafter has a pre-FC norm: vLLM (deepseek_eagle3.py) skips the "
+        "weight silently, SGLang (kimi_k25_eagle3.py) with a logged warning",
         "an MLA drafter cannot apply input_norm, and its other weights were trained after it: retrain the drafter "
         "without norm_before_fc",
     ),
