@@ -1,144 +1,22 @@
-"""The conversion plan: the source drafter repaired, upgraded or folded, and laid out in the output format."""
+"""The conversion plan: the source drafter (repaired by :mod:`eaglehub.convert.source`) upgraded or folded, and laid out
+in the output format."""
 
 from __future__ import annotations
 
-import json
 import struct
 from dataclasses import dataclass, replace
 
-from eaglehub.checks.config import MLA_MODEL_TYPES
 from eaglehub.drafter.canonical import (
     AUX_KEY,
     C_OUT,
-    LLAMA,
-    MLA,
-    MLA_ARCHITECTURES,
-    QWEN3,
-    QWEN3_ARCHITECTURES,
     Drafter,
-    derive_dims,
     read_flags,
 )
 from eaglehub.errors import EaglehubError
-from eaglehub.formats.base import default_arch
-from eaglehub.formats.registry import FORMATS, LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH, Loss, architecture
+from eaglehub.formats.registry import FORMATS, Loss
 from eaglehub.io.provenance import make_provenance
 from eaglehub.io.stformat import DTYPE_BY_TORCH
 from eaglehub.io.streaming import OutTensor
-
-#: source errors ``--force`` converts past (the user's stated intent; the output keeps the value, its check too)
-FORCEABLE = frozenset({"E-CONFIG-SCHEMA"})
-
-
-def refuse_source_errors(d: Drafter, force: bool = False) -> list:
-    """Refuse a source with error findings; with ``force``, a config that breaks its schema is converted all
-    the same and its findings are returned (the report warns with them)."""
-    from eaglehub.checks.validate import run_checks
-
-    # without --deep's value checks: a byte-level conversion does not decode weights. Findings about what an
-    # engine does with the source's layout (they name profiles) are the output's to answer: convert writes the
-    # destination layout and validates that
-    errors = [f for f in run_checks(d) if f.severity == "error" and not f.profiles]
-    accepted = [f for f in errors if force and f.code in FORCEABLE]
-    errors = [f for f in errors if f not in accepted]
-    if errors:
-        listed = ", ".join(sorted({f.code for f in errors}))
-        only_schema = {f.code for f in errors} <= FORCEABLE
-        raise EaglehubError(
-            f"{d.path} has {len(errors)} error finding(s) ({listed}); refusing to convert",
-            hint=f"run `eaglehub validate {d.path}` and fix them first"
-            + (", or pass --force to convert the config as it is" if only_schema else ""),
-            exit_code=1,
-        )
-    return accepted
-
-
-def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, dict]:
-    """F16/F17: switches stored only in a sub-config vLLM does not read them from
-    (:func:`eaglehub.checks.config.misplaced_flags`) move to the top level. Returns the repaired
-    stored config and the format's carried keys, so the writer and the re-check see them there."""
-    from eaglehub.checks.flags import misplaced_flags
-
-    raw, carried = json.loads(json.dumps(d.raw_config)), dict(d.carried.get(d.format, {}))
-    for where, key, value in misplaced_flags(d):
-        changes.append(
-            {
-                "key": key,
-                "old": None,
-                "new": value,
-                "why": f"stored only in {where}, where vLLM does not read it (F16, F17): moved to the top level",
-            }
-        )
-        raw[key] = raw[where].pop(key)
-        cfg[key] = value
-        if d.format == "speculators":  # the writer places keys by the stored layout it carried
-            carried["top_keys"] = [*carried.get("top_keys", ()), key]
-            carried["layer_keys"] = [k for k in carried.get("layer_keys", ()) if k != key]
-        elif isinstance(carried.get("eagle_config"), dict):
-            carried["eagle_config"] = {k: v for k, v in carried["eagle_config"].items() if k != key}
-    return raw, carried
-
-
-def repair_config(d: Drafter) -> tuple[Drafter, list[dict]]:
-    """Config-only faults that convert fixes because the tensors say what is right (docs/failure-kinds.md):
-    F1, a target class or ``model_type`` in a drafter config (engines would build a full LM); F10, an
-    undeclared ``target_hidden_size`` that the ``fc`` width gives away (``Ht = fc.in / A``); F16/F17,
-    switches stored where vLLM does not read them (:func:`_lift_misplaced`)."""
-    if d.format not in FORMATS:
-        raise EaglehubError(
-            f"{d.path} is not a convertible EAGLE-3 drafter ({d.format}: {'; '.join(d.evidence)})",
-            hint=f"run `eaglehub validate {d.path}`",
-            exit_code=1,
-        )
-    cfg = dict(d.config)
-    changes: list[dict] = []
-    raw, carried = _lift_misplaced(d, cfg, changes)
-
-    def change(key, new, why):
-        changes.append({"key": key, "old": cfg.get(key), "new": new, "why": why})
-        cfg[key] = new
-
-    kind, arch = d.layer_kind, architecture(cfg)
-    allowed = {MLA: MLA_ARCHITECTURES, QWEN3: QWEN3_ARCHITECTURES}.get(kind, LLAMA_EAGLE3_ARCHS | {RESEARCH_ARCH})
-    if arch not in allowed:
-        change("architectures", [default_arch(kind)], f"{arch} is not a drafter class (F1)")
-    if kind == LLAMA and cfg.get("model_type") != "llama":
-        change("model_type", "llama", "vLLM parses a Llama-style drafter as llama (F1)")
-    if kind == QWEN3 and cfg.get("model_type") not in ("qwen3", "llama"):
-        change("model_type", "qwen3", "vLLM parses a Qwen3-style drafter as qwen3 (F1)")
-    if kind == MLA and cfg.get("model_type") not in MLA_MODEL_TYPES:
-        # deepseek_v3-family types are rewritten into an MTP model for any draft config (vLLM 0.33
-        # config/speculative.py L749-754), which cannot load an EAGLE-3 drafter; SGLang takes the class from
-        # architectures either way
-        change(
-            "model_type",
-            "deepseek_v2",
-            f"vLLM parses an MLA drafter as deepseek_v2 or kimi_k2, not {cfg.get('model_type')!r} (F1)",
-        )
-    fc, dims = d.tensors.get("fc.weight"), d.dims
-    if (
-        not dims.Ht_declared
-        and fc is not None
-        and len(fc.shape) == 2
-        and dims.A
-        and fc.shape[1] % dims.A == 0
-        and fc.shape[1] // dims.A != dims.H
-    ):
-        change(
-            "target_hidden_size",
-            fc.shape[1] // dims.A,
-            f"fc.weight {list(fc.shape)} reads A = {dims.A} states of this width (F10)",
-        )
-    if not changes:
-        return d, []
-    return replace(
-        d,
-        config=cfg,
-        dims=derive_dims(cfg),
-        flags=read_flags(cfg),
-        raw_config=raw,
-        carried={**d.carried, d.format: carried},
-    ), changes
 
 
 def tensor_bytes(t, code: str) -> bytes:

@@ -18,10 +18,9 @@ from eaglehub.convert.plan import (
     aux_warnings,
     calibration_provenance,
     plan_conversion,
-    refuse_source_errors,
-    repair_config,
 )
 from eaglehub.convert.readings import check_readings, intended, profiles_to_check
+from eaglehub.convert.source import refuse_source_errors, repair_config
 from eaglehub.convert.write import destination, shard_size, write_drafter
 from eaglehub.drafter.canonical import (
     C_IN,

@@ -183,7 +183,7 @@ def quantize(
             untouched).
     """
     from eaglehub.checks.validate import Options, profiles_section
-    from eaglehub.convert.plan import refuse_source_errors, repair_config
+    from eaglehub.convert.source import refuse_source_errors, repair_config
     from eaglehub.convert.write import destination, write_drafter
     from eaglehub.formats.registry import read_drafter
     from eaglehub.io.schemas import check_output
