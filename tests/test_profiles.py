@@ -527,6 +527,29 @@ def test_mla_query_lora_and_pre_fc_norm_hold_on_both_engines(make_drafter, code,
     assert "vLLM" in f["message"] and "SGLang" in f["message"]
 
 
+# --- sliding windows (checks/windows.py): vLLM reads them from the config, SGLang from its server flag -------
+
+
+def test_windows_applied_and_declared_name_the_profiles(make_drafter):
+    applied = make_drafter(
+        "applied", mutate=lambda cfg, t: cfg.update(layer_types=["sliding_attention"], sliding_window=1024)
+    )
+    found = codes(validate(applied, options=VLLM_SGL))
+    assert found["I-WINDOW-APPLIED"]["profiles"] == [MRV2_033]
+    assert found["I-WINDOW-APPLIED"]["message"].endswith(f"(not on {_title(SGL)})")
+    assert found["W-ENGINE-WINDOW"]["profiles"] == [SGL]
+    # a window the Llama config class never applies: full attention on both engines
+    unread = make_drafter("unread", mutate=lambda cfg, t: cfg.update(use_sliding_window=True, sliding_window=2048))
+    f = codes(validate(unread, options=VLLM_SGL))["W-SLIDING-WINDOW"]
+    assert f["profiles"] == [MRV2_033, SGL] and "not on" not in f["message"]
+    # a malformed layer_types: where windows are read from the config; with none judged, a finding about the file
+    bad = make_drafter("bad", mutate=lambda cfg, t: cfg.update(layer_types=[], sliding_window=1024))
+    f = codes(validate(bad, options=VLLM_SGL))["E-WINDOW-INVALID"]
+    assert f["profiles"] == [MRV2_033] and f["message"].endswith(f"(not on {_title(SGL)})")
+    alone = codes(validate(bad, options=Options(profiles=(SGL,))))["E-WINDOW-INVALID"]
+    assert "profiles" not in alone
+
+
 # --- the CLI --------------------------------------------------------------------------------------
 
 
