@@ -355,3 +355,27 @@ def test_profile_chooses_what_is_checked_and_the_text_says_so(tmp_path):
     assert "sglang-0.5.23: reads the output, not the source: SGLang has no speculators reader" in text
     bad = CliRunner().invoke(main, ["convert", src, str(tmp_path / "c"), "--format", "vllm", "--profile", "trt"])
     assert bad.exit_code == 2 and "unknown engine profile 'trt'" in bad.output and not (tmp_path / "c").exists()
+
+
+def test_an_engine_failure_the_source_has_too_is_said_not_a_refusal(tmp_path):
+    """Four aux ids only in eagle_config (SpecForge's layout): Model Runner V2 never reads them (E-AUX-IGNORED on
+    vllm-0.33-gpu), the V1 runner and SGLang do. Editing such a drafter within its layout is no bug of convert's:
+    the copy is written, and the report and text say which profiles will not serve it."""
+    from helpers.formats_factory import write_format
+
+    src = write_format(tmp_path / "sf4", "specforge", aux_c_in=(2, 4, 5, 7)).path
+    assert "E-AUX-IGNORED" in [f["code"] for f in validate(src)["findings"]]
+    report = convert(src, tmp_path / "out", settings={"norm_output": False})
+    assert not schema_errors(report, "convert-report")
+    failing = {e["profile"]: [x["code"] for x in e["output_errors"]] for e in report["profiles"]["readings"]}
+    assert failing == {
+        "vllm-0.33-gpu": ["E-AUX-IGNORED"],
+        "vllm-0.33-v1": [],
+        "vllm-0.32-cpu": [],
+        "vllm-0.32-gpu": ["E-AUX-IGNORED"],
+        "sglang-0.5.23": [],
+    }
+    res = CliRunner().invoke(main, ["convert", str(src), str(tmp_path / "out2"), "--set", "norm_output=false"])
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.output.split())
+    assert "will not serve it: E-AUX-IGNORED" in text and "--profile vllm-0.33-gpu --profile vllm-0.32-gpu" in text

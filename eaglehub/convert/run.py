@@ -82,6 +82,19 @@ def _intended(d: Drafter, repaired: Drafter, plan, set_changes: list[dict], repa
     return intended(repaired.raw_config or {}, index, changes, added, removed)
 
 
+def engine_errors(out: Drafter, profiles) -> dict[str, list[dict]]:
+    """Per profile id, validate's error findings on ``out`` that hold for that profile."""
+    from eaglehub.checks.context import Options
+    from eaglehub.checks.validate import run_checks
+
+    found: dict[str, list[dict]] = {}
+    for f in run_checks(out, options=Options(profiles=tuple(p.id for p in profiles))):
+        if f.severity == "error":
+            for pid in f.profiles:
+                found.setdefault(pid, []).append({"code": f.code, "subject": f.subject})
+    return found
+
+
 def convert(
     src: str | Path,
     dst: str | Path,
@@ -192,6 +205,11 @@ def convert(
         readings.extend(
             check_readings(source_stored, want, stored_of(out), checked, plan.view.aux.c_in, plan.format, settings)
         )
+        # an engine that builds the output the way it built the source may still fail with it (aux ids its runner
+        # never reads): the output is written, as the source was, and the report says where it will not serve
+        failing = engine_errors(out, checked)
+        for entry in readings:
+            entry["output_errors"] = failing.get(entry["profile"], [])
 
     advance = progress(sum(t.nbytes for t in plan.tensors)) if progress else None
     written = write_drafter(

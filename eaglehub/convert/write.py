@@ -139,7 +139,10 @@ def check_written(tmp: Path, fmt: str, expected: set[str], accepted: frozenset[s
             hint="report this bug",
             exit_code=1,
         )
-    errors = [f for f in run_checks(out) if f.severity == "error" and f.code not in accepted]
+    # an engine's own failure on the output (a finding naming profiles) is not this write's: the reading check
+    # (convert/readings.py) has already held each profile's reading of the output to the source's, and says
+    # which profiles read neither
+    errors = [f for f in run_checks(out) if f.severity == "error" and f.code not in accepted and not f.profiles]
     if errors:
         raise EaglehubError(
             f"the converted drafter fails validation: {', '.join(f.code + ' ' + f.subject for f in errors)}",

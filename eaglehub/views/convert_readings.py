@@ -5,11 +5,15 @@ can be read by, and the source files left out."""
 from __future__ import annotations
 
 import json
+import shlex
 
 from rich.console import Console
 from rich.markup import escape
 
 from eaglehub.views.common import printable_report
+
+#: stands for the --profile flags of the profiles a line is printed for (known once lines are grouped)
+PROFILE_FLAGS = "\0profiles\0"
 
 
 def _value(v) -> str:
@@ -23,7 +27,7 @@ def _change(c: dict) -> str:
     return f"{c['field']} {_value(c['source'])} → {_value(c['output'])} ({c['why']})"
 
 
-def _status(e: dict) -> tuple[str, ...]:
+def _status(e: dict, dst: str) -> tuple[str, ...]:
     if e["source_reads"] and e["output_reads"]:
         lines = tuple(_change(c) for c in e["changes"]) or ("builds the same drafter",)
     elif e["source_reads"]:
@@ -32,6 +36,9 @@ def _status(e: dict) -> tuple[str, ...]:
         lines = (f"reads the output, not the source: {e['source_failure']}",)
     else:
         lines = (f"reads neither: {e['output_failure']}",)
+    if e.get("output_errors"):
+        listed = ", ".join(f"{x['code']} {x['subject']}" for x in e["output_errors"])
+        lines += (f"will not serve it: {listed} (`eaglehub validate {dst}{PROFILE_FLAGS}` says why)",)
     if e["unread_settings"]:
         lines += (f"does not read --set {', '.join(e['unread_settings'])} (it builds the same without it)",)
     return lines
@@ -45,8 +52,10 @@ def print_readings(report: dict, console: Console) -> None:
         console.print(f"  what each engine builds, source → output ({how}):", highlight=False)
         groups: dict[tuple[str, ...], list[str]] = {}
         for e in section["readings"]:
-            groups.setdefault(_status(e), []).append(e["profile"])
+            groups.setdefault(_status(e, shlex.quote(report["destination"])), []).append(e["profile"])
         for lines, profiles in groups.items():
+            flags = "".join(f" --profile {p}" for p in profiles)
+            lines = tuple(line.replace(PROFILE_FLAGS, flags) for line in lines)
             console.print(f"    {', '.join(profiles)}: {escape(lines[0])}", highlight=False)
             for line in lines[1:]:
                 console.print(f"      {escape(line)}", highlight=False)
