@@ -496,7 +496,7 @@ def servable_cases() -> list[str]:
     out = []
     for producer in ("speculators", "specforge", "modelopt", "torchspec"):
         data = json.loads((PRODUCERS / producer / "MANIFEST.json").read_text())
-        out += [f"{producer}/{c['dir']}" for c in data["cases"] if c.get("servable", True)]
+        out += [f"{producer}/{c['dir']}" for c in data["cases"] if c.get("servable", True) and c.get("committed", True)]
     return out
 
 
