@@ -550,6 +550,63 @@ def test_windows_applied_and_declared_name_the_profiles(make_drafter):
     assert "profiles" not in alone
 
 
+# --- tensors the loaders take differently (checks/tensors.py) ----------------------------------------
+
+
+def _by_code(report: dict, code: str) -> list[dict]:
+    return [f for f in report["findings"] if f["code"] == code]
+
+
+def test_model_prefixed_names_fail_on_vllm_and_lose_only_the_head_on_sglang(make_drafter):
+    def prefixed(cfg, t, head=True):
+        for n in [n for n in t if head or n != "lm_head.weight"]:
+            t["model." + n] = t.pop(n)
+
+    found = {
+        tuple(f["profiles"]): f["message"]
+        for f in _by_code(validate(make_drafter("all", mutate=prefixed), options=VLLM_SGL), "E-TENSOR-PREFIX")
+    }
+    assert "raises on the doubled name" in found[(MRV2_033,)]
+    assert "skips model.lm_head.weight" in found[(SGL,)] and found[(SGL,)].startswith(_title(SGL))
+    # the head stored as lm_head.weight: SGLang loads every prefixed name (its own carry model.), vLLM still fails
+    body = make_drafter("body", mutate=lambda cfg, t: prefixed(cfg, t, head=False))
+    assert [f["profiles"] for f in _by_code(validate(body, options=VLLM_SGL), "E-TENSOR-PREFIX")] == [[MRV2_033]]
+    assert _by_code(validate(body, options=Options(profiles=(SGL,))), "E-TENSOR-PREFIX") == []
+
+
+def test_unused_norm_weights_are_what_each_loader_does_with_them(make_drafter):
+    def inorm(cfg, t):
+        t["input_norm.weight"] = torch.ones(3 * cfg["hidden_size"], dtype=torch.bfloat16)
+
+    found = {
+        f["profiles"][0]: f
+        for f in _by_code(validate(make_drafter("in", mutate=inorm), options=VLLM_SGL), "E-INPUTNORM-UNUSED")
+    }
+    assert set(found) == {MRV2_033, SGL} and "skips it without a word" in found[SGL]["message"]
+
+    # fc_norm weights under SGLang's use_aux_norm: SGLang loads them, so nothing about them on SGLang
+    def unset(cfg, t, alias=False):
+        cfg.update(fc_norm=False, norm_output=False, **({"use_aux_norm": True} if alias else {}))
+
+    off = _by_code(validate(make_drafter("off", mutate=unset, v31=True), options=VLLM_SGL), "W-FCNORM-UNUSED")
+    assert {f["profiles"][0] for f in off} == {MRV2_033, SGL} and len(off) == 6
+    alias = make_drafter("alias", mutate=lambda cfg, t: unset(cfg, t, alias=True), v31=True)
+    assert _by_code(validate(alias, options=Options(profiles=(SGL,))), "W-FCNORM-UNUSED") == []
+
+
+def test_missing_norm_weights_hold_where_the_engine_builds_the_norm(make_drafter):
+    fc = make_drafter("fc", mutate=lambda cfg, t: t.pop("fc_norm.1.weight"), v31=True)
+    (f,) = _by_code(validate(fc, options=VLLM_SGL), "E-FCNORM-MISSING")  # every engine's: about the files
+    assert "profiles" not in f and "vLLM and SGLang alike" in f["message"] and "unit gains" in f["message"]
+    # a Qwen3-style drafter: SGLang has no such class (E-ENGINE-LOAD), so the q/k-norm gains are vLLM's
+    qwen3 = make_drafter("q", mutate=lambda cfg, t: cfg.update(architectures=["Eagle3Qwen3ForCausalLM"]))
+    found = _by_code(validate(qwen3, options=VLLM_SGL), "E-QKNORM-MISSING")
+    assert [f["profiles"] for f in found] == [[MRV2_033]] * 2
+    assert all(f["message"].endswith(f"(not on {_title(SGL)})") for f in found)
+    alone = _by_code(validate(qwen3, options=Options(profiles=(SGL,))), "E-QKNORM-MISSING")
+    assert [("profiles" in f, "unit" in f["message"]) for f in alone] == [(False, False)] * 2
+
+
 # --- the CLI --------------------------------------------------------------------------------------
 
 

@@ -2,7 +2,8 @@
 
 Every code a check emits is a registered rule of :mod:`eaglehub.findings`. Modules: :mod:`.config`
 (schema per layout, class, RoPE, flags and where they live, heads, MLA fields), :mod:`.tensors`
-(names, shapes, dtypes, init-looking and unit-gain weights), :mod:`.quant` (quantized layouts),
+(names, shapes, dtypes, init-looking and unit-gain weights), :mod:`.loaded` (tensors as each profile's loader
+takes them), :mod:`.quant` (quantized layouts),
 :mod:`.vocab` (``d2t``/``t2d``), :mod:`.aux` (aux-layer ids), :mod:`.target` (drafter ↔ target),
 :mod:`.engine` (vLLM version, tensor parallelism). Layout-level rejections (not a drafter,
 EAGLE-1/2, unsupported) live in :func:`eaglehub.checks.validate.run_checks`.
@@ -10,7 +11,7 @@ EAGLE-1/2, unsupported) live in :func:`eaglehub.checks.validate.run_checks`.
 
 from __future__ import annotations
 
-from eaglehub.checks import aux, config, engine, profiles, quant, target, tensors, vocab, windows
+from eaglehub.checks import aux, config, engine, loaded, profiles, quant, target, tensors, vocab, windows
 from eaglehub.checks.context import Context, Options, TargetInfo, read_target
 from eaglehub.checks.flags import check_flags
 
@@ -23,7 +24,7 @@ CHECKS = [
     config.check_misc,
     check_flags,
     config.check_mla,
-    tensors.check_prefix,
+    loaded.check_prefix,
     tensors.check_expected,
     tensors.check_dtypes,
     tensors.check_fc_norm_unit,

@@ -6,12 +6,15 @@ Tensor data is read as numpy (:func:`.context.drafter_array`), never through tor
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 
 from eaglehub.checks.context import Context, drafter_array, set_command
 from eaglehub.checks.dims import DimFix
-from eaglehub.drafter.canonical import config_dtype
+from eaglehub.checks.holds import Said, holding
+from eaglehub.checks.loaded import unused
+from eaglehub.drafter.canonical import QWEN3, config_dtype
 from eaglehub.drafter.shapes import (
     MAX_AUX_DESCRIBED,
     described_layers,
@@ -21,6 +24,7 @@ from eaglehub.drafter.shapes import (
     stored_layers,
 )
 from eaglehub.findings import Finding, finding
+from eaglehub.profiles.reading import Reading
 
 INIT_MIN_NUMEL = 4096  # smaller matrices are too noisy for the std test
 INIT_SAMPLE_NUMEL = 1 << 18  # rows loaded for the std test, bounded
@@ -43,22 +47,6 @@ def _fmt(shape) -> str:
     return "[" + ", ".join("?" if s is None else str(s) for s in shape) + "]"
 
 
-def check_prefix(ctx: Context) -> list[Finding]:
-    """Names stored with a leading ``model.``: vLLM prefixes again and fails (docs/vllm.md §4.2)."""
-    idx = ctx.drafter.index
-    if not idx.stripped_prefix:
-        return []
-    bad = [i.source_name for i in idx.tensors.values() if i.source_name != i.name]
-    return [
-        finding(
-            "E-TENSOR-PREFIX",
-            bad[0],
-            f"{len(bad)} tensor name(s) start with 'model.' (e.g. {bad[0]}); vLLM adds its own prefix",
-            "store un-prefixed names (fc.weight, midlayer.*, ...)",
-        )
-    ]
-
-
 #: unused_code -> message for a tensor the layer kind lacks; a tensor whose enabling flag is off gets the
 #: flag's ``--set`` command instead (:data:`_ENABLING_FLAG`): a config edit loads trained weights, dropping loses them.
 _UNUSED = {
@@ -71,18 +59,31 @@ _UNUSED = {
         "without norm_before_fc",
     ),
 }
-#: what vLLM does without the tensor, where it runs on silently
-_MISSING_EFFECT = {"E-QKNORM-MISSING": ": vLLM runs the Qwen3-style layer with unit q/k-norm gains, silently"}
+#: what an engine that builds the parameter does without the tensor: it runs on with the initial value, silently
+#: (neither engine reports a missing tensor: vLLM 0.33.0 Eagle3LlamaForCausalLM.load_weights, llama_eagle3.py
+#: L420-470, returns no loaded set, so default_loader.py L510-523 skips its check; SGLang 0.5.23
+#: DefaultModelLoader.load_weights_and_postprocess, srt/model_loader/loader.py L1028-1030, has none)
+_MISSING_EFFECT = {
+    "E-QKNORM-MISSING": ": the engine runs the Qwen3-style layer with unit q/k-norm gains, silently",
+    # every engine that reads fc_norm on builds it and runs it so: a statement about the files, no profile named
+    "E-FCNORM-MISSING": ": fc_norm is on, and vLLM and SGLang alike run it with unit gains for it, silently",
+}
+#: missing_code -> the profiles that build the parameter (vLLM's Qwen3 drafter class; SGLang has none, so it
+#: refuses the class, E-ENGINE-LOAD)
+_BUILT_BY: dict[str, Callable[[Reading], bool]] = {
+    "E-QKNORM-MISSING": lambda r: r.model_class is not None and r.layer_kind == QWEN3,
+}
+_MISSING_HINT = "export the tensor from the training checkpoint (no engine reports it missing)"
 #: unused_code -> (message, hint) built from the context (a config edit that makes the tensor load)
 _UNUSED_EDIT = {
     "E-QKNORM-UNUSED": (
-        "{name} is a Qwen3-style q/k-norm weight, but architectures {arch!r} names a Llama drafter class: "
-        "vLLM's Llama layer has no such parameter and fails to load it",
+        "{name} is a Qwen3-style q/k-norm weight, but architectures {arch!r} names a Llama drafter class, "
+        "whose layer has no q/k norms",
         "the q/k norms are trained: name the Qwen3-style drafter class, {command}",
         ("architectures", ["Eagle3Qwen3ForCausalLM"]),
     ),
 }
-_UNUSED_DEFAULT = "{name} is present but the config flag that enables it is off, so it is ignored"
+_UNUSED_DEFAULT = "{name} is present but the config flag that enables it is off"
 #: tensor-name prefix -> the config flag that makes vLLM load it
 _ENABLING_FLAG = {"fc_norm.": "fc_norm", "input_norm.": "norm_before_fc"}
 
@@ -146,15 +147,17 @@ def check_expected(ctx: Context) -> list[Finding]:
         if name in settled:  # its shape follows once the config field named above is fixed
             continue
         if info is None:
-            if spec.required:
-                out.append(
-                    finding(
-                        spec.missing_code,
-                        name,
-                        f"{name} {_fmt(spec.shape)} is missing" + _MISSING_EFFECT.get(spec.missing_code, ""),
-                        "export the tensor from the training checkpoint (vLLM would not report it)",
-                    )
+            if spec.required and spec.missing_code in _BUILT_BY:
+                said = Said(
+                    spec.missing_code,
+                    name,
+                    f"{name} {_fmt(spec.shape)} is missing" + _MISSING_EFFECT[spec.missing_code],
+                    _MISSING_HINT,
                 )
+                out += holding(ctx, [said], _BUILT_BY[spec.missing_code], alone=f"{name} {_fmt(spec.shape)} is missing")
+            elif spec.required:
+                message = f"{name} {_fmt(spec.shape)} is missing" + _MISSING_EFFECT.get(spec.missing_code, "")
+                out.append(finding(spec.missing_code, name, message, _MISSING_HINT))
             continue
         if spec.unused_code:
             if spec.unused_code in _UNUSED_EDIT:
@@ -166,7 +169,7 @@ def check_expected(ctx: Context) -> list[Finding]:
                 message, hint = _UNUSED[spec.unused_code]
             else:
                 message, hint = _UNUSED_DEFAULT, _unused_hint(ctx, name)
-            out.append(finding(spec.unused_code, name, message.format(name=name), hint))
+            out += unused(ctx, spec.unused_code, name, message.format(name=name), hint)
         if _aux_count_explains(ctx, name, info.shape, spec.shape):
             continue
         if len(info.shape) != len(spec.shape) or any(e is not None and e != a for e, a in zip(spec.shape, info.shape)):
