@@ -607,6 +607,16 @@ def test_missing_norm_weights_hold_where_the_engine_builds_the_norm(make_drafter
     assert [("profiles" in f, "unit" in f["message"]) for f in alone] == [(False, False)] * 2
 
 
+def test_t2d_is_read_by_no_engine_and_its_findings_say_so(make_drafter):
+    from test_findings import _t2d_other
+
+    d = make_drafter(mutate=lambda cfg, t: t.update(t2d=_t2d_other(t)))
+    for pid in (MRV2_033, SGL):  # both loaders drop it: a statement about the files, true of every engine
+        assert [w.fate for w in read(read_drafter(d), pid).weights if w.stored == "t2d"] == ["skipped"]
+    f = codes(validate(d, options=VLLM_SGL))["E-T2D-MISMATCH"]
+    assert "profiles" not in f and "SGLang tooling" not in f["message"] and "d2t only" in f["message"]
+
+
 # --- the CLI --------------------------------------------------------------------------------------
 
 

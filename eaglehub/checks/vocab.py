@@ -93,7 +93,10 @@ def check_vocab_maps(
                 finding(
                     "W-T2D-MISSING",
                     "t2d",
-                    "pruned vocabulary with d2t but no t2d (SGLang export and tools need it)",
+                    # no engine reads t2d: vLLM 0.33.0 llama_eagle3.py L426-427 and SGLang 0.5.23
+                    # srt/models/llama_eagle3.py L355-356 skip it at load; tools that take the map from it need it
+                    "pruned vocabulary with d2t but no t2d: the engines never read t2d (both skip it at load), "
+                    "tools that take the map from t2d rather than d2t need it",
                     "add t2d = bool[V] marking arange(Vd) + d2t",
                 )
             )
@@ -119,7 +122,8 @@ def check_vocab_maps(
             finding(
                 "E-T2D-MISMATCH",
                 "t2d",
-                f"{n} target id(s) named by d2t are not marked in t2d (vLLM uses d2t, SGLang tooling t2d)",
+                f"{n} target id(s) named by d2t are not marked in t2d: the engines map draft ids with d2t only (both "
+                "skip t2d at load), a tool that takes the map from t2d gets other ids",
                 "rebuild both maps from one sorted id list",
             )
         )
