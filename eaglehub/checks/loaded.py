@@ -52,7 +52,7 @@ def check_prefix(ctx: Context) -> list[Finding]:
 
 
 #: unused codes whose statement is what a loader does with the tensor, judged per profile from its fate
-_PER_FATE = frozenset({"E-QKNORM-UNUSED", "E-INPUTNORM-UNUSED", "W-FCNORM-UNUSED"})
+PER_FATE = frozenset({"E-QKNORM-UNUSED", "E-INPUTNORM-UNUSED", "W-FCNORM-UNUSED"})
 
 
 def unused(ctx: Context, code: str, name: str, message: str, hint: str) -> list[Finding]:
@@ -62,7 +62,7 @@ def unused(ctx: Context, code: str, name: str, message: str, hint: str) -> list[
     srt/models/llama_eagle3.py L358-378), where its reading of the switches leaves it unused; a profile that
     loads it (SGLang reads ``use_aux_norm`` as fc_norm) gets nothing. With no profile reaching its loader the
     statement stays about the files."""
-    if code not in _PER_FATE:
+    if code not in PER_FATE:
         return [finding(code, name, message, hint)]
     stored = ctx.drafter.index.tensors[name].source_name if name in ctx.drafter.index.tensors else name
     effect = {
@@ -73,7 +73,11 @@ def unused(ctx: Context, code: str, name: str, message: str, hint: str) -> list[
 
     def say(r: Reading) -> list[Said]:
         fate = next((w.fate for w in r.weights if w.stored == stored), None)
-        return [Said(code, name, f"{message}: {effect[fate]}", hint)] if fate in effect else []
+        if fate not in effect:
+            return []
+        # a loader that raises on it fails the load: an error on that profile whatever the file-level severity
+        said = "E-ENGINE-WEIGHT" if fate == FATAL and code.startswith("W-") else code
+        return [Said(said, name, f"{message}: {effect[fate]}", hint)]
 
     found = per_profile(ctx, say)
     return found if found or any(r.weights for r in ctx.readings.values()) else [finding(code, name, message, hint)]

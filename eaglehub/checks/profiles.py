@@ -12,6 +12,7 @@ from collections.abc import Callable
 from eaglehub.checks.config import MLA_MTP_MODEL_TYPES
 from eaglehub.checks.context import Context, convert_command, set_command
 from eaglehub.checks.holds import Said, merge, title
+from eaglehub.checks.loaded import PER_FATE
 from eaglehub.drafter.canonical import MLA, default_aux_ids, layer_kind
 from eaglehub.drafter.shapes import expected_tensors
 from eaglehub.findings import Finding
@@ -91,6 +92,14 @@ def _bias_hint(ctx: Context, r: Reading, stored: str) -> str | None:
     return None
 
 
+def _config_leaves_unused(ctx: Context, stored: str) -> bool:
+    """A stored tensor the layout defines but the config's switches give no use (fc_norm gains with fc_norm off,
+    input_norm without norm_before_fc, Qwen3 q/k norms on a Llama layer)."""
+    canonical = _canonical(ctx, stored)
+    spec = next((s for s in expected_tensors(ctx.drafter) if s.name == canonical), None)
+    return spec is not None and spec.unused_code in PER_FATE
+
+
 def _weights(ctx: Context, r: Reading) -> list[Said]:
     out = []
     for w in r.weights:
@@ -107,6 +116,8 @@ def _weights(ctx: Context, r: Reading) -> list[Said]:
                     + " writes the checkpoint without the maps"
                 )
             out.append(Said("E-ENGINE-WEIGHT", w.stored, w.why, hint))
+        elif w.fate == FATAL and _config_leaves_unused(ctx, w.stored):
+            continue  # checks/loaded.py says it per profile, with the config switch that uses it
         elif w.fate == FATAL and not w.stored.endswith(QUANT_SUFFIXES) and _layout_knows(ctx, w.stored):
             # a name this layout defines that vLLM's loader has no parameter for (TorchSpec's legacy
             # aux_norm_* gains): the vLLM layout's names load
