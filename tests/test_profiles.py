@@ -622,6 +622,65 @@ def test_t2d_is_read_by_no_engine_and_its_findings_say_so(make_drafter):
     assert "profiles" not in f and "SGLang tooling" not in f["message"] and "d2t only" in f["message"]
 
 
+# --- where the switches live (checks/flags.py): what each profile's drafter class reads -------------------
+
+
+def test_a_nested_switch_holds_where_the_class_runs_with_another_value(make_drafter, tmp_path):
+    # fc_norm only in eagle_config: neither engine reads it there, and both then build no fc_norm
+    def nested(cfg, t, alias=False):
+        cfg.pop("fc_norm")
+        cfg["eagle_config"] = {"fc_norm": True}
+        if alias:
+            cfg["use_aux_norm"] = True
+
+    f = codes(validate(make_drafter("n", mutate=nested, v31=True), options=VLLM_SGL))["E-FLAG-MISPLACED"]
+    assert f["profiles"] == [MRV2_033, SGL] and "not on" not in f["message"] and "fc_norm = False" in f["message"]
+    # with SGLang's use_aux_norm at the top level SGLang builds fc_norm after all: vLLM's finding only
+    alias = make_drafter("a", mutate=lambda cfg, t: nested(cfg, t, alias=True), v31=True)
+    f = codes(validate(alias, options=VLLM_SGL))["E-FLAG-MISPLACED"]
+    assert f["profiles"] == [MRV2_033] and f["message"].endswith(f"(not on {_title(SGL)})")
+    assert "E-FLAG-MISPLACED" not in codes(validate(alias, options=Options(profiles=(SGL,))))
+
+
+def test_a_nested_norm_before_fc_is_read_by_every_engine(make_drafter):
+    def nested(cfg, t, top=False):
+        cfg["eagle_config"] = {"norm_before_fc": True}
+        if top:
+            cfg["norm_before_fc"] = True
+        t["input_norm.weight"] = (1 + 0.1 * torch.randn(3 * cfg["hidden_size"])).to(torch.bfloat16)
+
+    d = make_drafter("n", mutate=nested)
+    assert all(read(read_drafter(d), pid).norm_before_fc for pid in (MRV2_033, SGL))
+    f = codes(validate(d, options=VLLM_SGL))["W-INPUTNORM-NESTED"]
+    assert f["profiles"] == [MRV2_033, SGL] and "not on" not in f["message"] and "applies input_norm" in f["message"]
+    top = make_drafter("t", mutate=lambda cfg, t: nested(cfg, t, top=True))
+    assert "W-INPUTNORM-NESTED" not in codes(validate(top, options=VLLM_SGL))
+
+
+def test_both_input_norms_hold_where_the_class_builds_both(make_drafter):
+    def both_norms(cfg, t, alias=False):
+        cfg["norm_before_fc"] = True
+        t["input_norm.weight"] = (1 + 0.1 * torch.randn(3 * cfg["hidden_size"])).to(torch.bfloat16)
+        if alias:  # fc_norm named the SGLang way: vLLM builds no fc_norm
+            cfg.pop("fc_norm")
+            cfg["use_aux_norm"] = True
+
+    f = codes(validate(make_drafter("b", mutate=both_norms, v31=True), options=VLLM_SGL))["W-NORMS-BOTH"]
+    assert f["profiles"] == [MRV2_033, SGL] and "not on" not in f["message"]
+    alias = make_drafter("a", mutate=lambda cfg, t: both_norms(cfg, t, alias=True), v31=True)
+    f = codes(validate(alias, options=VLLM_SGL))["W-NORMS-BOTH"]
+    assert f["profiles"] == [SGL] and f["message"].endswith(f"(not on {_title(MRV2_033)})")
+    assert "W-NORMS-BOTH" not in codes(validate(alias, options=Options(profiles=(MRV2_033,))))
+
+
+def test_a_producer_flag_names_every_engine_that_reads_it_so(tmp_path):
+    sf = write_format(tmp_path / "sf", "specforge", fc_norm=True, norm_output=True).path
+    f = codes(validate(sf, options=VLLM_SGL))["W-PRODUCER-FLAG"]
+    assert f["profiles"] == [MRV2_033, SGL] and "the engine reads it as EAGLE-3.1's post-norm" in f["message"]
+    off = write_format(tmp_path / "off", "specforge", fc_norm=True, norm_output=False).path
+    assert "W-PRODUCER-FLAG" not in codes(validate(off, options=VLLM_SGL))
+
+
 # --- the CLI --------------------------------------------------------------------------------------
 
 
