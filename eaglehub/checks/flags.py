@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -108,6 +109,10 @@ def _held(ctx: Context, said: list[Said], holds: Callable[[Reading], bool], alon
     return holding(ctx, said, lambda r: _built(r) and holds(r), None if built else alone)
 
 
+def _reads_as(change: ProducerChange, r: Reading) -> bool:
+    return bool(getattr(r, change.key) == change.value)
+
+
 def _producer_changes(ctx: Context) -> list[Finding]:
     """W-PRODUCER-FLAG: a switch whose producer once wrote it with another meaning; the weights know which, so
     the hint is the probe that asks them and the config edit for the old meaning. Per judged profile that
@@ -141,7 +146,7 @@ def _producer_changes(ctx: Context) -> list[Finding]:
         out += _held(
             ctx,
             said,
-            lambda r, c=change: getattr(r, c.key) == c.value,
+            functools.partial(_reads_as, change),
             alone=f"{head}; vLLM and SGLang read it as {change.reads}",
         )
     return out
