@@ -681,6 +681,44 @@ def test_a_producer_flag_names_every_engine_that_reads_it_so(tmp_path):
     assert "W-PRODUCER-FLAG" not in codes(validate(off, options=VLLM_SGL))
 
 
+# --- the pair as each engine serves it (checks/served.py) ------------------------------------------------
+
+
+def test_an_own_embedding_is_kept_by_vllm_and_replaced_by_sglang(make_drafter, make_target):
+    def own(cfg, t):  # a table trained with the drafter, not the target's
+        t["embed_tokens.weight"] = (torch.randn(cfg["vocab_size"], cfg["hidden_size"]) * 0.05).to(torch.bfloat16)
+
+    d, t = make_drafter(mutate=own), make_target(8, weights=True)
+    found = codes(validate(d, t, options=VLLM_SGL))
+    assert (
+        found["I-EMBED-TRAINED"]["profiles"] == [MRV2_033]
+        and "keeps the drafter's own" in found["I-EMBED-TRAINED"]["message"]
+    )
+    assert (
+        found["W-ENGINE-EMBED"]["profiles"] == [SGL]
+        and "replaces it with the target's" in found["W-ENGINE-EMBED"]["message"]
+    )
+    assert found["W-ENGINE-EMBED"]["message"].endswith(f"(not on {_title(MRV2_033)})")
+    assert "W-ENGINE-EMBED" not in codes(validate(d, t, options=Options(profiles=(MRV2_033,))))
+    assert "I-EMBED-TRAINED" not in codes(validate(d, t, options=Options(profiles=(SGL,))))
+
+
+def test_a_shorter_drafter_context_is_raised_by_vllm_and_refused_by_sglang(make_drafter, make_target):
+    d = make_drafter("short", mutate=lambda cfg, t: cfg.update(max_position_embeddings=2048))
+    report = validate(d, make_target(8), options=VLLM_SGL)
+    short = _by_code(report, "W-CONTEXT-SHORT")
+    assert [f["profiles"] for f in short] == [[MRV2_033]] and "vLLM raises" in short[0]["message"]
+    (load,) = [f for f in _by_code(report, "E-ENGINE-LOAD") if f["subject"] == "max_position_embeddings"]
+    assert load["profiles"] == [SGL] and "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN" in load["message"]
+    assert load["hint"].endswith("--set max_position_embeddings=4096")
+    # only the training was shorter: SGLang loads it, and both engines serve past what it saw
+    trained = make_drafter("trained")
+    (trained / "training.json").write_text(json.dumps({"max_seq_len": 1024}))
+    report = validate(trained, make_target(8, name="t2"), options=VLLM_SGL)
+    assert [f["profiles"] for f in _by_code(report, "W-CONTEXT-SHORT")] == [[MRV2_033, SGL]]
+    assert [f for f in _by_code(report, "E-ENGINE-LOAD") if f["subject"] == "max_position_embeddings"] == []
+
+
 # --- the CLI --------------------------------------------------------------------------------------
 
 

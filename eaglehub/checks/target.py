@@ -1,12 +1,11 @@
 """Drafter ↔ target checks (``--target``): what the pair must agree on, read from the target's
 config and side files only (:data:`.context.TARGET_SIDE_FILES`; weights only when already on disk).
 
-* hidden size, vocabulary, dtype, embedding sharing, RoPE (docs/vllm.md §6, §14; F9, F14, F18);
+* hidden size, vocabulary, dtype, RoPE (docs/vllm.md §6, §14; F14, F18); the embedding each engine uses and
+  the context length it runs the drafter at (F9, F13) per judged profile in :mod:`.served`;
 * the target architecture against vLLM's registry (F4; docs/vllm.md §7, §8; table
   the engine table of each judged profile's release, :mod:`eaglehub.engines.tables`);
 * attention family, MLA vs MHA (F22; docs/vllm.md §5);
-* context length (F13; vLLM ``config/speculative.py``
-  ``SpeculativeConfig._maybe_override_draft_max_position_embeddings``, #48894);
 * special-token ids, tokenizer size and identity (docs/formats.md §8; docs/vllm.md §8, §14);
 * the chat template the training data was rendered with (F25);
 * a quantized target with an unquantized drafter (F19).
@@ -20,91 +19,18 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from eaglehub.checks.context import Context, TargetInfo
-from eaglehub.checks.profiles import Said, merge
-from eaglehub.checks.tokenizer import drafter_record, special_token_findings, template_findings, tokenizer_findings
+from eaglehub.checks.holds import Said, merge
+from eaglehub.checks.served import context, embedding
+from eaglehub.checks.tokenizer import special_token_findings, template_findings, tokenizer_findings
 from eaglehub.drafter.canonical import MLA, int_field
-from eaglehub.errors import EaglehubError
 from eaglehub.findings import Finding, finding
 from eaglehub.io import jsonio
-from eaglehub.io.tensorio import READ_CHUNK, TensorIndex
 from eaglehub.profiles.registry import MRV2, SGLANG, V1, Profile
 
-EMBED = "embed_tokens.weight"
-#: longest training sequence in tokens (F13); only an explicit record counts, never a guess from batch settings
-TRAIN_LENGTH_KEY = "max_seq_len"
 #: multimodal wrappers whose outer model_type stands for an MLA language model (Kimi-K2.5); the text
 #: model types come from vLLM (the ``mla_model_types`` of the default profile's engine table)
 MLA_WRAPPER_TYPES = frozenset({"kimi_k25"})
-
-
-def tensors_equal(a: TensorIndex, a_name: str, b: TensorIndex, b_name: str) -> bool:
-    """Element-wise equality of two same-shape tensors, like ``torch.equal`` (NaN != NaN, -0 == +0),
-    compared in row blocks of about :data:`READ_CHUNK` bytes so two big embedding tables
-    ([V, H], often > 1 GB) are never in memory at once. Reads with numpy only (safetensors inputs)."""
-    info = a.tensors[a_name]
-    if not info.shape:
-        return bool(np.array_equal(a.load_numpy(a_name), b.load_numpy(b_name)))
-    rows = max(1, READ_CHUNK // max(1, info.nbytes // max(1, info.shape[0])))
-    for start in range(0, info.shape[0], rows):
-        if not np.array_equal(
-            a.load_numpy(a_name, max_rows=rows, start_row=start),
-            b.load_numpy(b_name, max_rows=rows, start_row=start),
-        ):
-            return False
-    return True
-
-
-def _embedding(ctx: Context) -> list[Finding]:
-    d, t = ctx.drafter, ctx.target
-    assert t is not None  # check() runs these with a target only
-    if EMBED not in d.names:
-        if d.dims.H == d.dims.Ht and d.dims.H != t.hidden:  # not already required by shapes.py
-            return [
-                finding(
-                    "E-EMBED-MISSING",
-                    EMBED,
-                    f"drafter hidden {d.dims.H} != target hidden {t.hidden}: vLLM can only share the target embedding when they match",
-                    "ship embed_tokens.weight [V, H] trained with the drafter",
-                )
-            ]
-        return []
-    info = d.tensors[EMBED]
-    try:
-        tidx = t.index()
-    except EaglehubError as exc:  # the target's files, not the drafter's: say so in the finding
-        exc.subject = f"target {exc.subject or 'weight files'}"
-        raise
-    if tidx is None:  # no target weights on disk (a hub id resolves config + side files only): nothing to compare
-        return []
-    tinfo = tidx.tensors.get(EMBED)
-    if tinfo is None or tinfo.shape != info.shape:
-        return [
-            finding(
-                "I-EMBED-TRAINED",
-                EMBED,
-                f"drafter ships its own embed_tokens {list(info.shape)} (target's: {list(tinfo.shape) if tinfo else 'absent'}); vLLM keeps it",
-            )
-        ]
-    same = tinfo.dtype == info.dtype and tensors_equal(d.index, d.names[EMBED], tidx, EMBED)
-    if same:
-        return [
-            finding(
-                "I-EMBED-SHARED",
-                EMBED,
-                "embed_tokens equals the target's; vLLM shares the target's table",
-                "the tensor can be dropped to save space",
-            )
-        ]
-    return [
-        finding(
-            "I-EMBED-TRAINED",
-            EMBED,
-            "embed_tokens differs from the target's; vLLM keeps the drafter's own table",
-        )
-    ]
 
 
 def rope_settings(cfg: dict) -> tuple[Any, dict | None]:
@@ -274,48 +200,6 @@ def _family(ctx: Context) -> list[Finding]:
     return []
 
 
-def _context(ctx: Context) -> list[Finding]:
-    """F13: a drafter configured or trained for fewer positions than the target serves.
-
-    vLLM 0.32 raises the draft's ``max_position_embeddings`` to the target's ``max_model_len`` at load
-    (``SpeculativeConfig._maybe_override_draft_max_position_embeddings``: without it the draft's rotary
-    cache is indexed out of bounds, #48894), so long prompts are served; but positions past what the
-    drafter saw in training are out of distribution and acceptance falls with prompt length
-    (speculators PR #684: AL 2.30 at 2k → 1.09 at 16–20k tokens).
-    """
-    d, t = ctx.drafter, ctx.target
-    assert t is not None  # check() runs these with a target only
-    serves = int_field(t.text_config, "max_position_embeddings") or int_field(t.config, "max_position_embeddings")
-    if not serves:
-        return []
-    limits = []
-    if (n := int_field(d.config, "max_position_embeddings")) is not None:
-        limits.append((n, "max_position_embeddings", f"drafter max_position_embeddings {n}"))
-    rec = drafter_record(d, TRAIN_LENGTH_KEY)
-    if rec and isinstance(rec[0], int) and not isinstance(rec[0], bool) and rec[0] > 0:
-        limits.append(
-            (
-                rec[0],
-                f"{rec[1]} {TRAIN_LENGTH_KEY}",
-                f"training sequences of at most {rec[0]} tokens ({rec[1]} {TRAIN_LENGTH_KEY})",
-            )
-        )
-    if not limits:
-        return []
-    n, subject, what = min(limits)
-    if n >= serves:
-        return []
-    return [
-        finding(
-            "W-CONTEXT-SHORT",
-            subject,
-            f"{what} < the target's {serves} positions: vLLM 0.32 raises the drafter's max_position_embeddings to the "
-            f"target's max_model_len (SpeculativeConfig._maybe_override_draft_max_position_embeddings, #48894), so "
-            f"serving works, but positions past {n} are outside the drafter's training: acceptance falls on longer prompts",
-        )
-    ]
-
-
 def _quant_method(cfg: dict, hf_quant: dict | None) -> str | None:
     """``quant_method`` of a ``quantization_config``, else ModelOpt's ``hf_quant_config.json`` algorithm."""
     qc = cfg.get("quantization_config")
@@ -418,7 +302,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
     if t.hidden is not None:
-        out += _embedding(ctx)
+        out += embedding(ctx)
     mine, theirs = (
         rope_settings(d.config),
         rope_settings(t.text_config),
@@ -435,7 +319,7 @@ def check(ctx: Context) -> list[Finding]:
     for part in (
         _architecture,
         _family,
-        _context,
+        context,
         special_token_findings,
         tokenizer_findings,
         template_findings,
