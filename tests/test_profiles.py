@@ -719,6 +719,28 @@ def test_a_shorter_drafter_context_is_raised_by_vllm_and_refused_by_sglang(make_
     assert [f for f in _by_code(report, "E-ENGINE-LOAD") if f["subject"] == "max_position_embeddings"] == []
 
 
+def test_a_drafter_tokenizer_is_read_by_no_engine(make_drafter, make_target):
+    from test_target_findings import write_tokenizer
+
+    target, drafter = make_target(8), make_drafter()
+    write_tokenizer(target / "tokenizer.json", 250)
+    write_tokenizer(drafter / "tokenizer.json", 250, rename={17: "hello"})
+    f = codes(validate(drafter, target, options=VLLM_SGL))["W-TOKENIZER-MISMATCH"]
+    assert "profiles" not in f and "vLLM and SGLang draft on the target's token ids" in f["message"]
+    write_tokenizer(drafter / "tokenizer.json", 250)  # the target's own: nothing to say
+    assert "W-TOKENIZER-MISMATCH" not in codes(validate(drafter, target, options=VLLM_SGL))
+
+
+def test_a_drafter_model_type_is_parsed_alike_by_every_engine(make_drafter):
+    d = make_drafter("m", mutate=lambda cfg, t: cfg.update(model_type="mistral"))
+    (f,) = [f for f in _by_code(validate(d, options=VLLM_SGL), "E-CONFIG-ARCH") if f["subject"] == "model_type"]
+    assert "profiles" not in f and "vLLM and SGLang parse the config" in f["message"] and "'llama'" in f["message"]
+    llama = make_drafter("l")
+    assert [
+        f for f in _by_code(validate(llama, options=VLLM_SGL), "E-CONFIG-ARCH") if f["subject"] == "model_type"
+    ] == []
+
+
 # --- the CLI --------------------------------------------------------------------------------------
 
 

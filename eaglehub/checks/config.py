@@ -84,6 +84,11 @@ def _evidence(ctx: Context) -> str:
     return ", ".join(bits)
 
 
+#: every engine parses a drafter config with its model_type's config class, the model class from architectures
+#: (vLLM 0.33.0 transformers_utils/config.py L445; SGLang 0.5.23 srt/utils/hf_transformers/config.py L228)
+_PARSED = "vLLM and SGLang parse the config with that type's config class (an unknown type does not load), so"
+
+
 def _mla_architecture(ctx: Context) -> list[Finding]:
     cfg = ctx.drafter.config
     arch = architecture(cfg)
@@ -117,7 +122,7 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
             finding(
                 "E-CONFIG-ARCH",
                 "model_type",
-                f"model_type {mt!r}: vLLM parses an MLA drafter config as 'kimi_k2' or 'deepseek_v2'",
+                f"model_type {mt!r}: {_PARSED} an MLA drafter config loads as 'kimi_k2' or 'deepseek_v2'",
                 _MLA_MODEL_TYPE_HINT,
             )
         )
@@ -180,7 +185,7 @@ def check_architecture(ctx: Context) -> list[Finding]:
                 finding(
                     "E-CONFIG-ARCH",
                     "model_type",
-                    f"model_type {mt!r}: vLLM parses a Qwen3-style drafter config as 'qwen3' (or 'llama')",
+                    f"model_type {mt!r}: {_PARSED} a Qwen3-style drafter config loads as 'qwen3' (or 'llama')",
                     'set "model_type": "qwen3"',
                 )
             )
@@ -189,7 +194,7 @@ def check_architecture(ctx: Context) -> list[Finding]:
             finding(
                 "E-CONFIG-ARCH",
                 "model_type",
-                f"model_type {mt!r}: vLLM parses a Llama-style drafter config as 'llama'",
+                f"model_type {mt!r}: {_PARSED} a Llama-style drafter config loads as 'llama'",
                 'set "model_type": "llama"',
             )
         )

@@ -102,8 +102,8 @@ def tokenizer_findings(ctx: Context) -> list[Finding]:
     """E-TOKENIZER-SIZE: ids the target's tokenizer can produce must index the embedding table and the
     drafter's vocabulary (``t2d`` has ``vocab_size`` rows, vLLM scatters draft logits into a row of that
     width; docs/vllm.md §3, §14). Added tokens count, those of ``tokenizer_config.json``
-    ``added_tokens_decoder`` too (transformers adds them on load). W-TOKENIZER-MISMATCH: vLLM runs the
-    draft with the target's tokenizer (docs/vllm.md §8), so a different tokenizer shipped with the drafter
+    ``added_tokens_decoder`` too (transformers adds them on load). W-TOKENIZER-MISMATCH: every engine runs the
+    draft on the target's token ids (docs/vllm.md §8; SGLang's one tokenizer is the served model's), so a different tokenizer shipped with the drafter
     means its token ids were learned for another vocabulary (F25)."""
     d, t = ctx.drafter, ctx.target
     assert t is not None  # check() runs these with a target only
@@ -145,7 +145,8 @@ def tokenizer_findings(ctx: Context) -> list[Finding]:
                 f"the drafter's tokenizer.json ({len(mine.vocab)} tokens) is not the target's ({len(facts.vocab)} tokens; "
                 f"{differ} token/id pairs differ"
                 + (")" if differ else ", added-token flags differ)")
-                + ": vLLM drafts with the target's tokenizer, so a drafter trained with this one predicts other token ids",
+                + ": no engine reads the drafter's tokenizer (vLLM and SGLang draft on the target's token ids), so a "
+                "drafter trained with this one predicts other token ids",
             )
         )
     return out
