@@ -741,6 +741,14 @@ def test_a_drafter_model_type_is_parsed_alike_by_every_engine(make_drafter):
     ] == []
 
 
+def test_a_quantized_target_with_a_plain_drafter_is_history_on_every_engine(make_drafter, make_target):
+    d = make_drafter()
+    fp8 = make_target(8, name="fp8", quantization_config={"quant_method": "fp8"})
+    f = codes(validate(d, fp8, options=VLLM_SGL))["I-QUANT-PAIRING"]
+    assert "profiles" not in f and "the engines judged here take the drafter's from its own config" in f["message"]
+    assert "I-QUANT-PAIRING" not in codes(validate(d, make_target(8, name="bf16"), options=VLLM_SGL))
+
+
 # --- the CLI --------------------------------------------------------------------------------------
 
 

@@ -214,7 +214,8 @@ def _quant_method(cfg: dict, hf_quant: dict | None) -> str | None:
 def _quant_pairing(ctx: Context) -> list[Finding]:
     """F19: before vLLM PR #25883 the drafter's layers took the verifier's quant config and expected
     quantized weights the BF16 drafter lacks (KeyError ``layers.0.mlp.down_proj.weight``). Info only:
-    the versions this tool targets carry the fix."""
+    the versions this tool targets carry the fix (vLLM 0.33.0 llama_eagle3.py L176 ``get_draft_quant_config``),
+    and SGLang takes the drafter's from its own flag and config (0.5.23 srt/configs/model_config.py L945-949)."""
     d, t = ctx.drafter, ctx.target
     assert t is not None  # check() runs these with a target only
     method = _quant_method(t.config, t.side_json("hf_quant_config.json")) or _quant_method(t.text_config, None)
@@ -234,7 +235,8 @@ def _quant_pairing(ctx: Context) -> list[Finding]:
             "I-QUANT-PAIRING",
             subject,
             f"the target is quantized ({method}), the drafter is not: vLLM before PR #25883 built the drafter with the "
-            "target's quant config and failed on its unquantized weights (KeyError layers.0.mlp.down_proj.weight)",
+            "target's quant config and failed on its unquantized weights (KeyError layers.0.mlp.down_proj.weight); "
+            "the engines judged here take the drafter's from its own config",
         )
     ]
 
