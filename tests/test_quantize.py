@@ -571,3 +571,22 @@ def test_the_output_is_judged_for_the_profiles_asked_before_it_appears(tmp_path,
     assert quantize(make_drafter("dry"), None, dry_run=True)["findings"] is None
     res = CliRunner().invoke(main, ["quantize", str(src), str(tmp_path / "cli"), "--profile", "nope-1"])
     assert res.exit_code == 2 and "unknown engine profile 'nope-1'" in res.output
+
+
+def test_a_quantized_fc_is_refused_for_sglang_which_builds_fc_unquantized(tmp_path, make_drafter):
+    """SGLang 0.5.23 builds fc as a plain torch.nn.Linear and skips fc.weight_scale without a word, so an FP8 fc
+    would compute unscaled: --quantize-fc for SGLang is refused, nothing written; fc kept (the default) is fine,
+    and so is a quantized fc for vLLM, which builds fc quantized."""
+    src = make_drafter("plain")
+    with pytest.raises(EaglehubError) as exc:
+        quantize(src, tmp_path / "sgl", keep_fc=False, profiles=("sglang-0.5.23",))
+    assert "E-ENGINE-WEIGHT" in exc.value.message and not (tmp_path / "sgl").exists()
+    kept = quantize(src, tmp_path / "kept", profiles=("sglang-0.5.23",))
+    assert "E-ENGINE-WEIGHT" not in [f["code"] for f in kept["findings"]]
+    vllm = quantize(src, tmp_path / "vllm", keep_fc=False)
+    assert [f["code"] for f in vllm["findings"] if f["severity"] == "error"] == []
+    found = validate(tmp_path / "vllm", options=Options(profiles=("sglang-0.5.23", "vllm-0.33-gpu")))["findings"]
+    (f,) = [f for f in found if f["code"] == "E-ENGINE-WEIGHT"]
+    assert (
+        f["subject"] == "fc.weight_scale" and f["profiles"] == ["sglang-0.5.23"] and "without the scale" in f["message"]
+    )

@@ -122,6 +122,21 @@ def _weights(ctx: Context, r: Reading) -> list[Said]:
             # a name this layout defines that vLLM's loader has no parameter for (TorchSpec's legacy
             # aux_norm_* gains): the vLLM layout's names load
             out.append(Said("E-ENGINE-WEIGHT", w.stored, w.why, convert_command(ctx, "--format", "vllm")))
+        elif w.fate == IGNORED and _canonical(ctx, w.stored).startswith("fc.weight_") and not r.failures:
+            # SGLang 0.5.23 builds fc as a plain torch.nn.Linear whatever the quantization config
+            # (srt/models/llama_eagle3.py L163-167) and skips names it has no parameter for (L358-378): the
+            # quantized fc.weight is copied in without its scale (its decoder layers do take the quant config)
+            layer = "fc"
+            out.append(
+                Said(
+                    "E-ENGINE-WEIGHT",
+                    w.stored,
+                    f"{w.why}: this engine builds {layer} unquantized and loads its quantized weight without the "
+                    "scale, so the layer computes with wrong values and nothing is reported",
+                    "quantize the unquantized drafter with fc kept (`eaglehub quantize` keeps it by default, --keep-fc), "
+                    "or serve this one on a profile that loads it (vLLM builds fc quantized)",
+                )
+            )
         elif w.fate == IGNORED and w.stored.endswith(".bias") and not r.failures:
             out.append(
                 Said(
