@@ -169,12 +169,9 @@ def test_modelopt_fp32_export_converts(tmp_path):
 
 TORCHSPEC_RUN = PRODUCERS / "torchspec" / "train-run"
 TORCHSPEC_ITER = TORCHSPEC_RUN / "checkpoints" / "iter_0000001"
-TORCHSPEC_EXPORT = (
-    f"python tools/convert_to_hf.py --input-dir {TORCHSPEC_ITER} "
-    "--config /tmp/eaglehub-producer-fixtures/torchspec/tiny/draft_config.json "
-    "--target-model-path /tmp/eaglehub-producer-fixtures/torchspec/targets/tiny-llama-8l "
-    f"--output-dir {TORCHSPEC_ITER}_hf"
-)
+#: the --config / --target-model-path values depend on whether config.yaml's paths exist on this machine (tested
+#: below on copies of the run, where they are made to exist or not)
+TORCHSPEC_EXPORT = f"python tools/convert_to_hf.py --input-dir {TORCHSPEC_ITER} --config "
 
 
 def _speculators_save_path(tmp_path: Path) -> Path:
@@ -196,7 +193,7 @@ def _speculators_save_path(tmp_path: Path) -> Path:
 RAW = [
     (
         "specforge/train-run",
-        "is a SpecForge training checkpoint (tiny-step1/training_state.pt), not a servable drafter",
+        "is a SpecForge training checkpoint (tiny-latest -> tiny-step1/training_state.pt), not a servable drafter",
         f"specforge export --to sglang --checkpoint {PRODUCERS / 'specforge/train-run'} --draft-config "
         f"DRAFT_CONFIG.json --output-dir {PRODUCERS / 'specforge/train-run'}-sglang",
     ),
@@ -236,6 +233,102 @@ def test_torchspec_export_command_is_the_producers_own():
     assert named[:2] == how[:2] == ["python", "tools/convert_to_hf.py"]
     assert sorted(a for a in named if a.startswith("--")) == sorted(a for a in how if a.startswith("--"))
     assert named[named.index("--input-dir") + 1] == str(TORCHSPEC_ITER)
+
+
+def _torchspec_run(tmp_path: Path, draft_config: str, target: str) -> Path:
+    """A copy of the committed TorchSpec run whose config.yaml records these two paths instead (as a run copied
+    from another machine records that machine's)."""
+    import yaml
+
+    run = tmp_path / "train-run"
+    shutil.copytree(TORCHSPEC_RUN, run)
+    text = (run / "config.yaml").read_text()
+    model = yaml.safe_load(text)["model"]
+    text = text.replace(model["draft_model_config"], draft_config).replace(model["target_model_path"], target)
+    (run / "config.yaml").write_text(text)
+    assert yaml.safe_load(text)["model"]["draft_model_config"] == draft_config
+    return run
+
+
+def _export_hint(path: Path) -> tuple[str, str]:
+    rep = json.loads(run_cli("validate", path, "--json").stdout)
+    assert [f["code"] for f in rep["findings"]] == ["E-INPUT-RAW"]
+    hint = rep["findings"][0]["hint"]
+    return hint.split("`")[1], hint.split("`")[2]
+
+
+def test_torchspec_export_names_no_recorded_path_missing_here(tmp_path):
+    """config.yaml's paths are the training machine's: where they are not here, the command has placeholders and
+    the hint says what config.yaml recorded."""
+    gone = tmp_path / "training-box"
+    run = _torchspec_run(tmp_path, f"{gone}/tiny/draft_config.json", f"{gone}/targets/tiny-llama-8l")
+    iter_dir = run / "checkpoints" / "iter_0000001"
+    for path in (run, iter_dir, iter_dir / "model"):
+        command, notes = _export_hint(path)
+        assert command == (
+            f"python tools/convert_to_hf.py --input-dir {iter_dir} --config DRAFT_CONFIG.json "
+            f"--target-model-path TARGET_MODEL_DIR --output-dir {iter_dir}_hf"
+        )
+        assert str(gone) not in command
+        assert f"config.yaml recorded {gone}/tiny/draft_config.json, which is not on this machine" in notes
+        assert f"config.yaml recorded {gone}/targets/tiny-llama-8l, which is not on this machine" in notes
+    r = run_cli("inspect", run)
+    assert r.exit_code == 2 and "--config DRAFT_CONFIG.json" in " ".join(r.output.split())
+
+
+def test_torchspec_export_uses_recorded_paths_that_exist(tmp_path):
+    """An absolute path that exists is named as recorded; a relative one is read from the run directory."""
+    draft = tmp_path / "elsewhere" / "draft_config.json"
+    draft.parent.mkdir()
+    shutil.copy(fixture("torchspec/eagle3") / "config.json", draft)
+    run = _torchspec_run(tmp_path, str(draft), "targets/tiny-llama-8l")
+    (run / "targets" / "tiny-llama-8l").mkdir(parents=True)
+    iter_dir = run / "checkpoints" / "iter_0000001"
+    command, notes = _export_hint(run)
+    assert command == (
+        f"python tools/convert_to_hf.py --input-dir {iter_dir} --config {draft} "
+        f"--target-model-path {run / 'targets' / 'tiny-llama-8l'} --output-dir {iter_dir}_hf"
+    )
+    assert "not on this machine" not in notes and "DRAFT_CONFIG" not in command
+
+
+def test_torchspec_export_keeps_a_hub_target(tmp_path):
+    """convert_to_hf.py --target-model-path also takes a Hub id (it downloads it): that is no missing path."""
+    run = _torchspec_run(tmp_path, str(tmp_path / "gone.json"), "HuggingFaceTB/SmolLM2-135M")
+    command, notes = _export_hint(run)
+    assert "--config DRAFT_CONFIG.json --target-model-path HuggingFaceTB/SmolLM2-135M --output-dir" in command
+    assert "TARGET_MODEL_DIR" not in notes and f"config.yaml recorded {tmp_path / 'gone.json'}" in notes
+
+
+def test_specforge_run_export_cites_the_step_specforge_resolves(tmp_path):
+    """`specforge export --checkpoint RUN_DIR` reads the step its one *-latest link points at, else the highest
+    step number (SpecForge 0.2.0 resolve_training_state): the message cites that step, not an older one."""
+    run = tmp_path / "train-run"
+    shutil.copytree(fixture("specforge/train-run"), run, symlinks=True)
+    for step in (2, 10):
+        shutil.copytree(run / "tiny-step1", run / f"tiny-step{step}")
+    (run / "tiny-latest").unlink()
+    (run / "tiny-latest").symlink_to("tiny-step10", target_is_directory=True)
+
+    def cited(path: Path) -> tuple[str, str]:
+        rep = json.loads(run_cli("validate", path, "--json").stdout)
+        assert [f["code"] for f in rep["findings"]] == ["E-INPUT-RAW"]
+        return rep["findings"][0]["message"], rep["findings"][0]["hint"].split("`")[1]
+
+    message, command = cited(run)
+    assert "(tiny-latest -> tiny-step10/training_state.pt)" in message
+    assert command.startswith(f"specforge export --to sglang --checkpoint {run} --draft-config DRAFT_CONFIG.json")
+    (run / "tiny-latest").unlink()
+    message, command = cited(run)
+    assert "(tiny-step10/training_state.pt, the highest step)" in message
+    assert f"--checkpoint {run} " in command
+    (run / "tiny-latest").symlink_to("tiny-step2", target_is_directory=True)
+    assert "(tiny-latest -> tiny-step2/training_state.pt)" in cited(run)[0]
+    shutil.copytree(run / "tiny-step1", run / "other-step3")  # two runs: the export refuses the directory
+    (run / "tiny-latest").unlink()
+    message, command = cited(run)
+    assert "tiny-step10/training_state.pt, the highest step of runs ['other', 'tiny']" in message
+    assert f"--checkpoint {run / 'tiny-step10'} " in command
 
 
 def test_a_speculators_save_path_points_at_its_epoch(tmp_path):
