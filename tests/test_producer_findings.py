@@ -625,3 +625,24 @@ def test_an_engine_that_stops_at_the_config_is_one_finding():
     assert "norm_before_residual" in sglang[0]["message"] and "--format specforge" not in sglang[0]["hint"]
     api = [f for f in report(fixture("speculators/api-eagle3"))["findings"] if "sglang-0.5.23" in f.get("profiles", [])]
     assert len(api) == 1 and api[0]["hint"].endswith("--format specforge")
+
+
+def test_a_null_draft_vocab_size_is_one_finding_with_the_edit_that_works(tmp_path):
+    """draft_vocab_size null in a speculators drafter with a 128-entry d2t: vLLM then sizes the head for the whole
+    vocabulary and has no d2t parameter. The field at fault is named once (E-CONFIG-DIM, with the edit); no
+    E-ENGINE-WEIGHT proposing to drop the trained maps. The hinted command writes a copy that validates."""
+    src = tmp_path / "e3"
+    shutil.copytree(fixture("speculators/api-eagle3"), src)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["draft_vocab_size"] = None
+    (src / "config.json").write_text(json.dumps(cfg))
+    found = report(src)["findings"]
+    assert "E-ENGINE-WEIGHT" not in [f["code"] for f in found]
+    (dim,) = [f for f in found if f["code"] == "E-CONFIG-DIM"]
+    assert dim["hint"].endswith("--set draft_vocab_size=128")
+    res = run_cli("convert", src, tmp_path / "e3-fixed", "--set", "draft_vocab_size=128")
+    assert res.exit_code == 0, res.output
+    errors = [
+        f for f in report(tmp_path / "e3-fixed", profiles=("vllm-0.33-gpu",))["findings"] if f["severity"] == "error"
+    ]
+    assert errors == []

@@ -106,6 +106,8 @@ def _weights(ctx: Context, r: Reading) -> list[Said]:
         # an unknown name is E-TENSOR-UNEXPECTED's (the layout check); here: tensors the layout knows that the
         # engine still refuses (d2t without a vocabulary map; quantization tensors are checks/quant.py's)
         if w.fate == FATAL and "d2t" in w.stored:
+            if any(fix.field == "draft_vocab_size" for fix in ctx.dimension_fixes):
+                continue  # the config's draft_vocab_size is what is wrong: E-CONFIG-DIM names it with the edit
             hint = None
             if "d2t" in w.stored and not r.vocab_map:
                 hint = (
