@@ -40,8 +40,11 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts' shared common.py
+from common import TINY_SHORT, observed
+
 SEED = 0
-TINY = dict(hidden=64, heads=4, kv=2, head_dim=16, inter=128, layers=8, vocab=512, draft=128)
+TINY = TINY_SHORT
 SMOL = dict(hidden=576, heads=9, kv=3, head_dim=64, inter=1536, layers=30, vocab=49152, draft=2048)
 
 
@@ -201,43 +204,6 @@ def export(ckpt: Path, export_dir: Path) -> None:
     with torch.inference_mode():
         export_speculative_decoding(model, export_dir=str(export_dir))
     del model
-
-
-def observed(dst: Path) -> str:
-    """What the written files say, read back (so the manifest states facts, not intentions)."""
-    from safetensors import safe_open
-
-    cfg = json.loads((dst / "config.json").read_text())
-    nulls = sorted(k for k, v in cfg.items() if v is None)
-    tl = cfg.get("transformer_layer_config") or {}
-    nulls += sorted(f"transformer_layer_config.{k}" for k, v in tl.items() if v is None)
-    dtypes: dict = {}
-    with safe_open(str(dst / "model.safetensors"), "pt") as f:
-        keys = list(f.keys())
-        for k in keys:
-            dtypes.setdefault(str(f.get_slice(k).get_dtype()), 0)
-            dtypes[str(f.get_slice(k).get_dtype())] += 1
-        order = "none"
-        if "d2t" in keys:
-            d2t = f.get_tensor("d2t")
-            ids = d2t + torch.arange(d2t.numel())
-            order = "sorted" if bool((ids[1:] > ids[:-1]).all()) else f"not sorted (first ids {ids[:4].tolist()})"
-    declared = cfg.get("torch_dtype", cfg.get("dtype"))
-    parts = [
-        f"config nulls: {nulls or 'none'}",
-        f"config dtype: {declared}",
-        f"tensor dtypes: {dtypes}",
-        f"embed_tokens stored: {'embed_tokens.weight' in keys}",
-        f"d2t: {order}",
-        f"t2d stored: {'t2d' in keys}",
-    ]
-    if "eagle_config" in cfg:
-        parts.append(f"eagle_config (nested): {sorted(cfg['eagle_config'])}")
-    if tl.get("layer_types"):
-        parts.append(f"layer_types {tl['layer_types']}, sliding_window {tl.get('sliding_window')}")
-    if cfg.get("rope_scaling"):
-        parts.append(f"rope_scaling {cfg['rope_scaling']}")
-    return "Observed: " + "; ".join(parts) + "."
 
 
 def case_record(dst: Path, how: str, dims: dict, notes: str) -> dict:

@@ -37,6 +37,9 @@ from types import SimpleNamespace
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts' shared common.py
+from common import SMOLLM2, TINY
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 ENV_DIR = REPO / ".work" / "producers" / "torchspec"
@@ -44,32 +47,6 @@ ENV_DIR = REPO / ".work" / "producers" / "torchspec"
 WORK = Path("/tmp/eaglehub-producer-fixtures/torchspec")
 BIN = Path(sys.executable).parent
 
-TINY = dict(
-    hidden_size=64,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    intermediate_size=128,
-    vocab_size=512,
-    rms_norm_eps=1e-5,
-    rope_theta=10000.0,
-    max_position_embeddings=2048,
-    num_hidden_layers=8,
-)
-SMOLLM2 = dict(
-    hidden_size=576,
-    num_attention_heads=9,
-    num_key_value_heads=3,
-    head_dim=64,
-    intermediate_size=1536,
-    vocab_size=49152,
-    rms_norm_eps=1e-5,
-    rope_theta=100000.0,
-    max_position_embeddings=8192,
-    num_hidden_layers=30,
-    # SmolLM2's own special-token ids, so the drafter's config matches the real target's.
-    special_ids={"bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 2},
-)
 LLAMA3_CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}"
     "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] + '<|eot_id|>' }}"
