@@ -154,6 +154,15 @@ STANDINS = {
 STOOD_IN: dict[str, set[str]] = {}
 
 
+def _free_port() -> int:
+    """A port on 127.0.0.1 nothing listens on, for the one-process gloo group the drafter classes need."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class _Inert:
     """An attribute of a stood-in package: can be subclassed, called, iterated; does nothing."""
 
@@ -394,13 +403,9 @@ class VllmReader:
     def _init_distributed(self) -> None:
         if self.distributed:
             return
-        import socket
-
         from vllm.distributed import init_distributed_environment, initialize_model_parallel
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = _free_port()
         init_distributed_environment(
             world_size=1, rank=0, local_rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}", backend="gloo"
         )
@@ -582,13 +587,9 @@ class SglangReader:
     def _init_distributed(self) -> None:
         if self.distributed:
             return
-        import socket
-
         from sglang.srt.distributed.parallel_state import init_distributed_environment, initialize_model_parallel
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = _free_port()
         init_distributed_environment(
             backend="gloo", world_size=1, rank=0, local_rank=0, distributed_init_method=f"tcp://127.0.0.1:{port}"
         )
