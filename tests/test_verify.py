@@ -11,6 +11,7 @@ from helpers.scripted import BASE, DEAD, GOOD, ScriptedEngine, write_prompts
 
 from eaglehub.checks.validate import validate
 from eaglehub.cli import main
+from eaglehub.cli.verify import verify_cmd
 from eaglehub.engines.base import Engine, SpecCounters
 from eaglehub.errors import EaglehubError
 from eaglehub.findings import rule_catalogue
@@ -496,7 +497,7 @@ def test_cli_bad_reference_and_tolerance_exit_2(setup, reference, monkeypatch):
 
 
 def test_cli_default_tolerance_is_the_library_default():
-    option = next(p for p in main.commands["verify"].params if p.name == "al_tolerance")
+    option = next(p for p in verify_cmd.params if p.name == "al_tolerance")
     assert option.default == acceptance.DEFAULT_AL_TOLERANCE == verify.VerifyOptions("t", []).al_tolerance
 
 

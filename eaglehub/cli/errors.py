@@ -13,11 +13,8 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TypeVar
 
 import click
-from rich.markup import escape
 
-from eaglehub.cli.output import err_console
 from eaglehub.errors import EaglehubError
-from eaglehub.findings import printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -33,6 +30,12 @@ EXTRAS = {
 
 
 def fail(message: str, hint: str | None, code: int) -> NoReturn:
+    # imported here: rich is not needed by `eaglehub --version` / `--help`, which import this module
+    from rich.markup import escape
+
+    from eaglehub.cli.output import err_console
+    from eaglehub.findings import printable
+
     # escape(): messages carry paths and package names like `vllm[cpu]` that rich would eat as markup
     err_console.print(f"[bold red]error:[/] {escape(printable(message))}", highlight=False, soft_wrap=True)
     if hint:
