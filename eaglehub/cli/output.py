@@ -10,8 +10,10 @@ from typing import Any
 import click
 from rich.console import Console
 
-console = Console()
-err_console = Console(stderr=True)
+from eaglehub.views.console import TextConsole
+
+console = TextConsole()
+err_console = TextConsole(stderr=True)
 
 #: (writer(report, path), path or None, label printed before the path); the writer is given the path as passed
 Output = tuple[Callable[[dict, "str | Path"], Any], "str | None", str]
