@@ -223,14 +223,54 @@ def check_readings(
                 why = _why(name, want.causes)
             entry["changes"].append({"field": name, "source": before, "output": after, "why": why})
         for key, value in (settings or {}).items():
-            alone = intended(source.config, source.tensors, [{"key": key, "new": value}], {}, {})
-            if comparable(read(alone.stored, p)) == a and _changes_config(source.config, key, value):
+            if _changes_config(source.config, key, value) and not _reads(source, p, key, value, a):
                 entry["unread_settings"].append(key)
+    return out
+
+
+def unread_warnings(readings: list[dict], settings: dict | None) -> list[str]:
+    """One warning per ``--set`` key that no checked profile reading both the source and the output reads (a
+    misspelt key, or one only other tools read): written all the same, but said by name."""
+    judged = [e for e in readings if e["source_reads"] and e["output_reads"]]
+    out = []
+    for key in settings or {}:
+        if judged and all(key in e["unread_settings"] for e in judged):
+            names = ", ".join(e["profile"] for e in judged)
+            out.append(
+                f"--set {key}: no engine profile checked ({names}) reads {key}, so the edit changes nothing they "
+                "build; it is written to config.json all the same (check the key's spelling)"
+            )
     return out
 
 
 def _changes_config(raw: dict, key: str, value) -> bool:
     return bool(apply_settings(raw, place_settings(raw, {key: value}))[1])
+
+
+def _other(value: Any) -> Any:
+    """A value of the same kind as ``value`` that differs from it, to ask whether an engine reads a key at all."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int | float):
+        return value * 2 + 1
+    if isinstance(value, list):
+        return [i + 1 if isinstance(i, int) and not isinstance(i, bool) else i for i in value] + [len(value) + 1]
+    if isinstance(value, str):
+        return value + "-other"
+    if isinstance(value, dict):
+        return {**value, "__other__": 1}
+    return 1
+
+
+def _reads(source: Stored, p: Profile, key: str, value: Any, before: dict) -> bool:
+    """Whether ``p`` reads ``--set key``: this value or another one changes what it builds. A value that gives
+    what the profile built from the source already (the same aux layers under another key) is read all the
+    same, so it is not said to be ignored."""
+    for v in (value, _other(value)):
+        alone = intended(source.config, source.tensors, [{"key": key, "new": v}], {}, {})
+        if comparable(read(alone.stored, p)) != before:
+            return True
+    return False
 
 
 def _show(v) -> str:

@@ -19,7 +19,7 @@ from eaglehub.convert.plan import (
     calibration_provenance,
     plan_conversion,
 )
-from eaglehub.convert.readings import check_readings, intended, profiles_to_check
+from eaglehub.convert.readings import check_readings, intended, profiles_to_check, unread_warnings
 from eaglehub.convert.source import refuse_source_errors, repair_config
 from eaglehub.convert.write import destination, shard_size, write_drafter
 from eaglehub.drafter.canonical import (
@@ -172,7 +172,14 @@ def convert(
             hint="drop --aux-convention",
         )
     repaired, repairs = repair_config(d)
-    accepted = refuse_source_errors(repaired, force)
+    accepted = refuse_source_errors(
+        repaired,
+        force,
+        settings,
+        lambda edits: read_drafter(
+            path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention), settings=edits
+        ),
+    )
     if calibration is not None:
         norm_output = calibration.norm_output
     plan = plan_conversion(
@@ -236,6 +243,7 @@ def convert(
     warnings += [f"converted with --force despite {f.code} {f.subject}: {f.message}" for f in accepted]
     warnings += aux_warnings(d)
     warnings += verifier_warnings(plan.config)
+    warnings += unread_warnings(readings, settings)
     return {
         "schema": REPORT_SCHEMA,
         "source": str(src),

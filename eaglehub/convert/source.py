@@ -5,6 +5,7 @@ stored where vLLM does not read them)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 
 from eaglehub.checks.config import MLA_MODEL_TYPES
@@ -26,17 +27,32 @@ from eaglehub.formats.registry import FORMATS, LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH
 FORCEABLE = frozenset({"E-CONFIG-SCHEMA"})
 
 
-def refuse_source_errors(d: Drafter, force: bool = False) -> list:
-    """Refuse a source with error findings; with ``force``, a config that breaks its schema is converted all
-    the same and its findings are returned (the report warns with them)."""
+def _errors(d: Drafter) -> list:
     from eaglehub.checks.validate import run_checks
 
     # without --deep's value checks: a byte-level conversion does not decode weights. Findings about what an
     # engine does with the source's layout (they name profiles) are the output's to answer: convert writes the
     # destination layout and validates that
-    errors = [f for f in run_checks(d) if f.severity == "error" and not f.profiles]
+    return [f for f in run_checks(d) if f.severity == "error" and not f.profiles]
+
+
+def refuse_source_errors(
+    d: Drafter,
+    force: bool = False,
+    settings: dict | None = None,
+    reread: Callable[[dict | None], Drafter] | None = None,
+) -> list:
+    """Refuse a source with error findings; with ``force``, a config that breaks its schema is converted all
+    the same and its findings are returned (the report warns with them).
+
+    ``d`` is the source read with the ``--set`` edits ``settings``; ``reread(settings)`` reads it again with
+    other edits (``None``: as stored). An error the stored source does not have is the edits': the refusal
+    names the edit that makes it, not the source."""
+    errors = _errors(d)
     accepted = [f for f in errors if force and f.code in FORCEABLE]
     errors = [f for f in errors if f not in accepted]
+    if errors and settings and reread is not None:
+        _refuse_edits(d, errors, settings, reread)
     if errors:
         listed = ", ".join(sorted({f.code for f in errors}))
         only_schema = {f.code for f in errors} <= FORCEABLE
@@ -47,6 +63,31 @@ def refuse_source_errors(d: Drafter, force: bool = False) -> list:
             exit_code=1,
         )
     return accepted
+
+
+def _refuse_edits(d: Drafter, errors: list, settings: dict, reread: Callable[[dict | None], Drafter]) -> None:
+    """Raise for the errors only the edits make (the source as stored has none of them), naming the edits."""
+    from eaglehub.drafter.settings import setting_arg
+
+    def found(edits: dict | None) -> set[tuple[str, str]]:
+        return {(f.code, f.subject) for f in _errors(repair_config(reread(edits))[0])}
+
+    stored = found(None)
+    made = [f for f in errors if (f.code, f.subject) not in stored]
+    if not made:
+        return
+    keys = {(f.code, f.subject) for f in made}
+    culprits = [k for k, v in settings.items() if found({k: v}) & keys] or list(settings)
+    edits = " ".join(f"--set {setting_arg(k, settings[k])}" for k in culprits)
+    first = made[0]
+    more = f" (and {len(made) - 1} more: {', '.join(sorted({f.code for f in made[1:]}))})" if len(made) > 1 else ""
+    rest = "" if stored else "; the source as stored has no error finding"
+    raise EaglehubError(
+        f"{edits} {'make' if len(culprits) > 1 else 'makes'} the config invalid: {first.code} {first.subject}: {first.message}{more}",
+        hint=f"drop {edits} or give {'them values' if len(culprits) > 1 else 'it a value'} the tensors agree "
+        f"with{rest}",
+        exit_code=2,  # the option is at fault, not the source
+    )
 
 
 def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, dict]:

@@ -332,10 +332,16 @@ def read_drafter(
             raise
         prov, prov_error = None, exc
     recorded = ((prov or {}).get("conversion") or {}).get("format")
+    # the layout is the stored checkpoint's: an edit that adds a key another layout keeps (top-level aux ids on
+    # a SpecForge config) changes what the config says, not which producer wrote the files; only a checkpoint
+    # that is not a drafter as stored is judged by what the edits make of it
+    seen = stored if settings else raw
     if fmt is not None:
-        name, evidence = _given_format(fmt, raw, index, recorded)
+        name, evidence = _given_format(fmt, seen, index, recorded)
     else:
-        name, evidence = detect(raw, index, recorded)
+        name, evidence = detect(seen, index, recorded)
+    if settings and name in REJECTED:
+        name, evidence = _given_format(fmt, raw, index, recorded) if fmt is not None else detect(raw, index, recorded)
     carried = dict((prov or {}).get("carried") or {})
     target = (prov or {}).get("target")
     if name in FORMATS:
