@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-from eaglehub.drafter.canonical import Drafter, config_dtype
+from eaglehub.drafter.canonical import MLA, Drafter, config_dtype
 from eaglehub.drafter.shapes import quantization_tensors
 from eaglehub.formats.registry import architecture, read_drafter
 from eaglehub.io.source import resolve_source
@@ -26,6 +26,22 @@ def stored_dtype(d: Drafter) -> str | None:
     if floats:
         return floats.most_common(1)[0][0]
     return next((i.dtype for i in d.tensors.values()), None)
+
+
+MLA_DIMS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def mla_dims(d: Drafter) -> dict | None:
+    """The latent-attention ranks and head widths of an MLA drafter (``None`` for other layer kinds): its
+    attention is sized by these, and ``head_dim`` means nothing for it (vLLM 0.33.0
+    vllm/model_executor/models/deepseek_v2.py:1000, ``DeepseekV2MLAAttention``)."""
+    if d.layer_kind != MLA:
+        return None
+    out = {}
+    for key in MLA_DIMS:
+        value = d.config.get(key)
+        out[key] = value if isinstance(value, int) and not isinstance(value, bool) else None
+    return out
 
 
 def inspect_drafter(src: str | Path, source_format: str | None = None, revision: str | None = None) -> dict:
@@ -67,6 +83,7 @@ def inspect_drafter(src: str | Path, source_format: str | None = None, revision:
         "target": d.target,
         "provenance": d.provenance,
         "dims": asdict(dims),
+        "mla": mla_dims(d),
         "flags": asdict(d.flags),
         "aux": asdict(d.aux),
         "vocab": {

@@ -61,11 +61,16 @@ def print_inspect(report: dict, console: Console) -> None:
     console.print(f"evidence: {escape('; '.join(report['format_evidence']))}", highlight=False)
     if report["target"]:
         console.print(f"target: {escape(str(report['target'].get('name_or_path')))}", highlight=False)
+    # an MLA drafter's attention is sized by its ranks: head_dim is not one of its dimensions
+    mla = report.get("mla")
     console.print(
-        f"dims: H={d['H']} Ht={d['Ht']} A={d['A']} heads={d['nh']}/{d['nkv']} head_dim={d['head_dim']} "
-        f"I={d['I']} layers={d['layers']}",
+        f"dims: H={d['H']} Ht={d['Ht']} A={d['A']} heads={d['nh']}/{d['nkv']} "
+        + ("" if mla else f"head_dim={d['head_dim']} ")
+        + f"I={d['I']} layers={d['layers']}",
         highlight=False,
     )
+    if mla:
+        console.print("MLA: " + " ".join(f"{k}={v}" for k, v in mla.items()), highlight=False)
     windows = report.get("attention_windows") or []
     if any(windows):
         shown = ", ".join(str(w) if w else "full" for w in windows)
