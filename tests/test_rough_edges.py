@@ -4,7 +4,11 @@ and a mistyped local path taken as a Hub id when the Hub cannot be reached."""
 from __future__ import annotations
 
 import json
+import os
+import stat
+from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from helpers.formats_factory import write_format
 
@@ -42,3 +46,26 @@ def test_inspect_shows_an_mla_drafters_ranks_not_head_dim(tmp_path):
         and report["dims"]["head_dim"] == json.loads((llama / "config.json").read_text())["head_dim"]
     )
     assert f"head_dim={report['dims']['head_dim']} " in cli("inspect", llama).stdout
+
+
+@pytest.mark.slow
+def test_target_build_leaves_the_cache_readable_by_other_users(tmp_path, monkeypatch):
+    """The weights were 0600 (written through a temporary file and renamed): another user's `vllm serve` of
+    the shared cache got "No such file". Files get the umask's mode, as a plain write would."""
+    monkeypatch.setenv("EAGLEHUB_CACHE", str(tmp_path / "cache"))
+    old = os.umask(0o022)
+    try:
+        res = cli("target", "build", "smollm2", "--json")
+        assert res.exit_code == 0, res.output
+        built = Path(json.loads(res.stdout)["path"])
+        assert built.is_relative_to(tmp_path)
+        modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in built.iterdir() if p.is_file()}
+        assert "model.safetensors" in modes and set(modes.values()) == {0o644}, modes
+        # a cache built before this fix: `target build` finds it and repairs the modes
+        (built / "model.safetensors").chmod(0o600)
+        os.umask(0o027)  # the mode follows the umask, not a fixed 0644
+        res = cli("target", "build", "smollm2")
+        assert res.exit_code == 0, res.output
+        assert stat.S_IMODE((built / "model.safetensors").stat().st_mode) == 0o640
+    finally:
+        os.umask(old)
