@@ -1,15 +1,25 @@
 """The one table from failures to what the user sees: a one-line error, a fix hint, an exit code.
 
-Every command is wrapped by :func:`handle_errors`; Click's own usage errors go through
-:class:`Group`. Nothing reaches the user as a traceback.
+Every command is wrapped by :func:`handle_errors`; Click's own usage errors, an interrupt and a broken pipe
+go through :class:`Group`. Nothing reaches the user as a traceback.
+
+Exit codes (docs/cli.md, ``eaglehub --help``): 0 ok, 1 a check ran and failed, 2 a usage or input error,
+130 interrupted (SIGINT, Ctrl-C) and 143 terminated (SIGTERM), as a shell reports a command a signal
+stopped, and 141 when the reader of the output went away (a broken pipe, as ``| head`` does), silently.
+With ``--json`` an error is also printed on stdout as one JSON object (schemas/error.schema.json).
 """
 
 from __future__ import annotations
 
 import errno
 import functools
+import json
+import os
+import signal
 import sys
+import threading
 from collections.abc import Callable
+from types import FrameType
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -17,6 +27,24 @@ import click
 from eaglehub.errors import EaglehubError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK = 0
+EXIT_CHECK_FAILED = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
+EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141
+
+EXIT_GRACE_S = 1.5
+"""After a stop signal, the seconds the interpreter's own exit (atexit handlers, joins of worker threads still
+blocked in a request until its timeout) may take before the process ends anyway: the clean-up of the
+command itself (atomic writes, engines, the watch summary) has already run by then."""
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 ok; 1 a check ran and failed; 2 a usage or input error; 130 interrupted (Ctrl-C, SIGINT); "
+    "143 terminated (SIGTERM); 141 the output's reader went away (a broken pipe, as with | head). With "
+    "--json, an error is also one JSON object on stdout (schemas/error.schema.json)."
+)
 
 #: optional packages → the extra that installs them (pyproject.toml [project.optional-dependencies])
 EXTRAS = {
@@ -29,13 +57,42 @@ EXTRAS = {
 }
 
 
-def fail(message: str, hint: str | None, code: int) -> NoReturn:
-    # imported here: rich is not needed by `eaglehub --version` / `--help`, which import this module
+class _Run:
+    """What the running command asked for and what stopped it, for the error paths (one CLI run at a time)."""
+
+    json_errors = False
+    stop_signal: int | None = None
+
+
+def interrupt_exit_code() -> int:
+    """130 after SIGINT (or a KeyboardInterrupt raised any other way), 143 after SIGTERM."""
+    return 128 + (_Run.stop_signal or signal.SIGINT)
+
+
+def _json_error(message: str, hint: str | None, code: int, finding: str | None = None) -> None:
+    from eaglehub.findings import printable
+
+    obj = {"kind": "error", "error": printable(message), "hint": printable(hint) if hint else None, "exit_code": code}
+    if finding:
+        obj["code"] = finding
+    try:
+        click.echo(json.dumps(obj))
+        sys.stdout.flush()
+    except OSError:  # stdout itself is what failed: the text on stderr still says it
+        pass
+
+
+def fail(message: str, hint: str | None, code: int, finding: str | None = None, as_json: bool = True) -> NoReturn:
+    """The one-line error and its hint on stderr, with ``--json`` also the JSON object on stdout (``as_json``
+    false: stdout already holds the report), then exit ``code``."""
+    # imported here: `eaglehub --version` / `--help` import this module and need no rich
     from rich.markup import escape
 
     from eaglehub.cli.output import err_console
     from eaglehub.findings import printable
 
+    if _Run.json_errors and as_json:
+        _json_error(message, hint, code, finding)
     # escape(): messages carry paths and package names like `vllm[cpu]` that rich would eat as markup
     err_console.print(f"[bold red]error:[/] {escape(printable(message))}", highlight=False, soft_wrap=True)
     if hint:
@@ -43,17 +100,57 @@ def fail(message: str, hint: str | None, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def exit_broken_pipe() -> NoReturn:
+    """The reader of stdout went away (``| head``): stop quietly with 141, as a shell reports a command SIGPIPE
+    ended (1 would say a check failed)."""
+    # later writes and the interpreter's final flush go nowhere instead of raising again (Python's signal
+    # module docs, "Note on SIGPIPE")
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # a captured stdout (tests) has no descriptor
+        pass
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
+def _stdout_broken() -> bool:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def _interrupted() -> NoReturn:
+    from eaglehub.cli.output import err_console
+
+    code = interrupt_exit_code()
+    what = "interrupted (SIGINT)" if code == EXIT_INTERRUPTED else "terminated (SIGTERM)"
+    if _Run.json_errors:
+        _json_error(what, None, code)
+    try:
+        err_console.print(f"[bold red]{what}[/]", highlight=False)
+    except OSError:
+        pass
+    sys.exit(code)
+
+
 def handle_errors(fn: F) -> F:
     """Turn EaglehubError into a one-line error plus hint, never a traceback; an output stream that
-    cannot be written (a full disk, a closed pipe) is one line too, and so is a missing optional
-    package (the hint names the extra that installs it)."""
+    cannot be written (a full disk) is one line too, and so is a missing optional package (the hint
+    names the extra that installs it). A closed pipe on stdout ends the run quietly (exit 141)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("as_json"):
+            _Run.json_errors = True
         try:
             return fn(*args, **kwargs)
         except EaglehubError as exc:
-            fail(exc.message, exc.hint, exc.exit_code)
+            # a report already printed on stdout (--json) is not followed by a second JSON document
+            fail(exc.message, exc.hint, exc.exit_code, exc.code, not getattr(exc, "shown", False))
         except ModuleNotFoundError as exc:
             top = (exc.name or "").split(".")[0]
             if top not in EXTRAS:
@@ -65,6 +162,8 @@ def handle_errors(fn: F) -> F:
                 2,
             )
         except OSError as exc:  # mostly output (reads raise EaglehubError); a path the OS refuses outright too
+            if exc.errno == errno.EPIPE and _stdout_broken():
+                exit_broken_pipe()
             if exc.errno == errno.ENAMETOOLONG:
                 fail(f"a path is too long: {exc.strerror}", "shorten the file or directory names given", 2)
             fail(
@@ -85,11 +184,67 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature F describes
 
 
-class Group(click.Group):
-    """Click's usage errors as eaglehub's own errors: one line and a hint, exit 2."""
+def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
+    if _Run.stop_signal is not None:  # asked twice: no more clean-up
+        os._exit(128 + _Run.stop_signal)
+    _Run.stop_signal = signum
+    # the one exception every loop and context manager already unwinds on, Ctrl-C's
+    raise KeyboardInterrupt
 
-    def main(self, *args: Any, **kwargs: Any) -> Any:
+
+def _install_stop_handlers() -> dict[int, Any]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt (the command cleans up, the watch prints its summary) and
+    set the exit code; a signal the parent process left ignored (a background job of a script ignores
+    SIGINT, POSIX) stays ignored, as it would for any program. Returns the handlers to put back."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if handler is signal.SIG_IGN:
+            continue
+        previous[sig] = handler
+        signal.signal(sig, _on_stop_signal)
+    return previous
+
+
+def _exit_watchdog(code: int) -> None:
+    """End the process ``EXIT_GRACE_S`` from now whatever the interpreter's exit is waiting on (module doc)."""
+    timer = threading.Timer(EXIT_GRACE_S, os._exit, args=(code,))
+    timer.daemon = True
+    timer.start()
+
+
+class Group(click.Group):
+    """Click's usage errors as eaglehub's own errors (one line and a hint, exit 2); an interrupt, a
+    termination and a broken pipe as their own exit codes (module doc)."""
+
+    def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
+        # the process's own command line only: a caller that passes args (CliRunner) keeps its signal handlers
+        as_process = args is None
+        argv = list(sys.argv[1:] if args is None else args)
+        argv = argv[: argv.index("--")] if "--" in argv else argv
+        _Run.json_errors, _Run.stop_signal = "--json" in argv, None
+        previous = _install_stop_handlers() if as_process else {}
         kwargs["standalone_mode"] = False
+        try:
+            result = self._main(args, *rest, **kwargs)
+            if _stdout_broken():
+                exit_broken_pipe()
+            return result
+        except SystemExit as exc:
+            # what is still buffered for a reader that went away: the interpreter's own flush would print a
+            # traceback-like "Exception ignored" and exit 120
+            if exc.code != EXIT_BROKEN_PIPE and _stdout_broken():
+                exit_broken_pipe()
+            if as_process and _Run.stop_signal is not None:
+                _exit_watchdog(interrupt_exit_code())
+            raise
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _main(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return super().main(*args, **kwargs)
         except click.exceptions.NoArgsIsHelpError as exc:  # bare `eaglehub`: the help, as click itself prints it
@@ -97,6 +252,33 @@ class Group(click.Group):
             sys.exit(2)
         except click.UsageError as exc:
             cmd = exc.ctx.command_path if exc.ctx else "eaglehub"
-            fail(exc.format_message(), f"see `{cmd} --help`", 2)
-        except click.Abort:
-            fail("aborted", None, 1)
+            fail(exc.format_message(), getattr(exc, "hint", None) or f"see `{cmd} --help`", 2)
+        except click.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt) or _Run.stop_signal is not None:
+                _interrupted()
+            if isinstance(exc.__cause__, EOFError):
+                fail("the input ended before an answer was read", "give the answer as an option instead", 2)
+            fail("aborted", None, 2)
+        except KeyboardInterrupt:  # raised outside click's own handling
+            _interrupted()
+
+    # click turns a broken pipe into exit 1 itself (core.py, BaseCommand.main): caught here first, where --help
+    # and the commands write
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except OSError as exc:
+            _raise_unless_pipe(exc)
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            _raise_unless_pipe(exc)
+            raise
+
+
+def _raise_unless_pipe(exc: OSError) -> None:
+    if exc.errno == errno.EPIPE and _stdout_broken():
+        exit_broken_pipe()

@@ -31,6 +31,30 @@ def stack(*decorators: Decorator) -> Decorator:
     return apply
 
 
+class OutputPathError(click.BadParameter):
+    """An output path refused before the command starts; ``hint`` replaces the generic "see --help"."""
+
+    hint = "give a path whose existing parent is a directory you can write (missing directories are created)"
+
+
+def output_path(kind: str = "file") -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A Click callback that refuses an output path that cannot be written (:func:`eaglehub.io.atomic.output_problem`:
+    a parent that is a file, a directory that cannot be written, a directory in a file's place) while the
+    options are parsed, before any model, engine or download starts: an hour's run is not lost to a typo."""
+
+    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        from eaglehub.io.atomic import output_problem
+
+        if value is None or ctx.resilient_parsing:
+            return value
+        problem = output_problem(value, kind)
+        if problem is not None:
+            raise OutputPathError(problem, ctx=ctx, param=param)
+        return value
+
+    return check
+
+
 def json_option(what: str = "the report", schema: str | None = None) -> Decorator:
     extra = f" (schemas/{schema})" if schema else ""
     return click.option("--json", "as_json", is_flag=True, help=f"Print {what} as JSON{extra}.")
@@ -138,16 +162,31 @@ def engine_log_option() -> Decorator:
         "--engine-log",
         type=click.Path(file_okay=False),
         default=None,
+        callback=output_path("dir"),
         help="Keep the engine logs in this directory.",
     )
 
 
 def report_option(help: str) -> Decorator:
-    return click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help=help)
+    return click.option(
+        "--report",
+        "report_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        callback=output_path("file"),
+        help=help,
+    )
 
 
 def plot_option(help: str) -> Decorator:
-    return click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help=help)
+    return click.option(
+        "--plot",
+        "plot_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        callback=output_path("file"),
+        help=help,
+    )
 
 
 def hub_endpoint_option() -> Decorator:

@@ -8,6 +8,7 @@ belongs to a run that was killed (SIGKILL, power loss) and is removed before the
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
@@ -32,6 +33,7 @@ def atomic_dir(dst: Path, overwrite: bool = False) -> Iterator[Path]:
     dst = Path(dst)
     if dst.exists() and not overwrite:
         raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
+    _raise_problem(dst, "dst")
     dst.parent.mkdir(parents=True, exist_ok=True)
     with _writer_lock(dst):
         remove_stale(dst)
@@ -100,8 +102,14 @@ def _replace_dir(dst: Path) -> Iterator[Path]:
 
 @contextlib.contextmanager
 def atomic_file(dst: Path) -> Iterator[Path]:
-    """Yield a temporary path next to ``dst``; on success it replaces ``dst`` by rename."""
+    """Yield a temporary path next to ``dst``; on success it replaces ``dst`` by rename.
+
+    Raises:
+        OSError: ``dst`` cannot be written; where the cause is known before writing (a parent that is a file,
+            a directory in ``dst``'s place, a directory that cannot be written) ``strerror`` says it.
+    """
     dst = Path(dst)
+    _raise_problem(dst, "file")
     dst.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f".{dst.name}.", dir=dst.parent)
     os.close(fd)
@@ -113,3 +121,44 @@ def atomic_file(dst: Path) -> Iterator[Path]:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def output_problem(path: str | Path, kind: str = "file") -> str | None:
+    """Why ``path`` cannot be written as an output, or ``None`` when nothing known before writing stops it.
+
+    ``kind``: ``"file"`` (a file written by :func:`atomic_file`), ``"dir"`` (a directory files are written
+    in, created when missing), ``"dst"`` (a directory :func:`atomic_dir` puts in ``path``'s place). Checked:
+    a directory in a file's place or a file in a directory's; the nearest existing ancestor (the directories
+    missing below it are created by the writers) is a directory this process may create entries in.
+    """
+    p = Path(path)
+    if str(path) == "":
+        return "the path is empty"
+    try:
+        if kind == "file" and p.is_dir():
+            return f"{p} is a directory"
+        if kind == "dir" and p.exists() and not p.is_dir():
+            return f"{p} is a file, not a directory"
+        start = p if kind == "dir" and p.is_dir() else p.parent
+        # the nearest ancestor that exists: a regular file there is the usual "parent is a file" mistake
+        # (mkdir's own error would say "File exists" about the path given)
+        existing = start
+        while not os.path.lexists(existing) and existing != existing.parent:
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"parent {existing} is {'a file' if existing.is_file() else 'not a directory'}"
+        if not os.access(existing, os.W_OK | os.X_OK):
+            return f"cannot write in {existing}: permission denied"
+    except OSError as exc:  # an ancestor that cannot even be looked at (no search permission, a link loop)
+        return f"cannot reach {p}: {exc.strerror or exc}"
+    return None
+
+
+def _raise_problem(dst: Path, kind: str) -> None:
+    problem = output_problem(dst, kind)
+    if problem is not None:
+        if "permission" in problem:
+            code = errno.EACCES
+        else:
+            code = errno.EISDIR if problem.endswith(" is a directory") else errno.ENOTDIR
+        raise OSError(code, problem, str(dst))
