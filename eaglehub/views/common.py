@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-from typing import cast
 
-from rich.console import Console, JustifyMethod
+from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
@@ -36,6 +36,105 @@ def titled_table(title: str, columns: list[str], right: tuple[str, ...] | str = 
         justified = right == "all" or (right == "numbers" and i > 0) or (isinstance(right, tuple) and col in right)
         t.add_column(col, justify="right" if justified else "left")
     return t
+
+
+ELLIPSIS = "…"
+NAME_MIN_WIDTH = 20
+"""The narrowest a name column gets before rich may squeeze it further: enough for ``…`` and a tensor's
+distinguishing end (``self_attn.q_proj.weight`` loses only its start)."""
+
+
+def abbreviate_middle(name: str, width: int, head: int) -> str:
+    """``name`` in ``width`` characters: its first ``head`` characters, ``…``, and as much of its end as fits."""
+    if len(name) <= width:
+        return name
+    head = max(0, min(head, width - 2))
+    return name[:head] + ELLIPSIS + name[len(name) - (width - head - 1) :]
+
+
+def fit_names(names: list[str], width: int) -> dict[str, str]:
+    """How each of ``names`` (a table column's) is shown ``width`` characters wide: whole when it fits, else
+    with its middle cut to ``…``. The end is what tells rows apart (``midlayer.self_attn.q_proj.weight`` and
+    ``….k_proj.weight``; ``/runs/a/drafter-good`` and ``…/drafter-bad``), so the cut keeps all the end that
+    fits beside the start's first component (less of the start where the shown names would not stay
+    distinct); where no cut keeps them apart (or ``width`` is under 8) a name is shown whole, folded."""
+    long = [n for n in dict.fromkeys(names) if len(n) > width]
+    if width < 8 or not long:
+        return {n: n for n in names}
+    for cap in (width // 3, 4, 1, 0):
+        shown = {n: abbreviate_middle(n, width, min(cap, _first_part(n))) for n in names}
+        if len(set(shown.values())) == len(set(names)):
+            return shown
+    return {n: n for n in names}
+
+
+def _first_part(name: str) -> int:
+    """Length of ``name``'s first component with its separator (``midlayer.``, ``/tmp/``)."""
+    for i, ch in enumerate(name[1:], 1):
+        if ch in "./":
+            return i + 1
+    return len(name)
+
+
+def names_table(
+    console: Console,
+    columns: list[str],
+    rows: list[list],
+    *,
+    names: int = 0,
+    right: tuple[str, ...] | str = (),
+    title: str | None = None,
+    **table_options,
+) -> Table:
+    """A table whose column ``names`` holds what tells its rows apart (tensor names, drafter paths, as plain
+    strings): the other columns get the least width that breaks none of their words, the name column the
+    rest, and names longer than that are shown by :func:`fit_names` (middle cut, end kept). ``right``: as in
+    :func:`titled_table`; ``table_options``: rich ``Table`` options (``show_edge``...)."""
+    t = Table(title=title, title_justify="left", **table_options)
+    for i, col in enumerate(columns):
+        justified = right == "all" or (right == "numbers" and i > 0) or (isinstance(right, tuple) and col in right)
+        t.add_column(col, justify="right" if justified else "left")
+    shown_names = [printable(str(r[names])) for r in rows]
+    widths = _widths(console, t, columns, rows, names, shown_names)
+    fitted = fit_names(shown_names, widths[names] or len(max(shown_names, key=len, default="")))
+    for col, w in zip(t.columns, widths, strict=True):
+        col.width = w
+    # where no cut keeps the names apart they are shown whole, folded over lines
+    t.columns[names].overflow = "fold"
+    for row, name in zip(rows, shown_names, strict=True):
+        cells = list(row)
+        cells[names] = Text(fitted[name])
+        t.add_row(*cells)
+    return t
+
+
+def _widths(console: Console, t: Table, columns: list[str], rows: list[list], names: int, shown: list[str]) -> list:
+    """The column widths of :func:`names_table` (``None``: rich's own, when everything fits). The name column
+    gets what the console's width leaves once the table's rules and padding are paid and each other column
+    has the narrowest width that breaks none of its words (never under :data:`NAME_MIN_WIDTH`, nor over
+    the longest name); what is left after that widens the other columns, the narrowest need first."""
+    options = console.options
+    need: list[tuple[int, int]] = []  # (minimum, maximum) per column
+    for i, header in enumerate(columns):
+        cells = [header, *(r[i] for r in rows)] if i != names else [header, *shown]
+        sizes = [Measurement.get(console, options, c) for c in cells]
+        need.append((max(m.minimum for m in sizes), max(m.maximum for m in sizes)))
+    _top, pad_right, _bottom, pad_left = Padding.unpack(t.padding)
+    padding = (pad_left + pad_right) * len(columns) - (0 if t.pad_edge else pad_left + pad_right)
+    rules = (len(columns) - 1 + (2 if t.show_edge else 0)) if t.box else 0
+    room = console.width - padding - rules
+    if sum(hi for _, hi in need) <= room:
+        return [None] * len(columns)
+    longest = need[names][1]
+    others_min = sum(lo for i, (lo, _) in enumerate(need) if i != names)
+    widths = [lo for lo, _ in need]
+    widths[names] = min(longest, max(room - others_min, NAME_MIN_WIDTH))
+    spare = room - sum(widths)
+    for i in sorted((i for i in range(len(columns)) if i != names), key=lambda i: need[i][1] - need[i][0]):
+        grow = min(max(spare, 0), need[i][1] - widths[i])
+        widths[i] += grow
+        spare -= grow
+    return widths
 
 
 def human_size(n: float) -> str:
@@ -89,13 +188,12 @@ def print_inspect(report: dict, console: Console) -> None:
     console.print(f"flags: {flags}", highlight=False)
     if report["stripped_prefix"]:
         console.print(f"names stored with prefix {report['stripped_prefix']!r} (read without it)", highlight=False)
-    table = Table(show_edge=False)
-    for col, just in (("tensor", "left"), ("shape", "left"), ("dtype", "left"), ("size", "right")):
-        table.add_column(col, justify=cast(JustifyMethod, just))
     # the names as the file stores them (layers.0.* where the producer wrote that), in the file's order of names
-    for t in sorted(report["tensors"], key=lambda t: t["stored_name"]):
-        table.add_row(escape(t["stored_name"]), str(t["shape"]), escape(t["dtype"]), human_size(t["bytes"]))
-    console.print(table)
+    rows = [
+        [t["stored_name"], str(t["shape"]), escape(t["dtype"]), human_size(t["bytes"])]
+        for t in sorted(report["tensors"], key=lambda t: t["stored_name"])
+    ]
+    console.print(names_table(console, ["tensor", "shape", "dtype", "size"], rows, right=("size",), show_edge=False))
     console.print(f"{report['parameters']:,} parameters, {human_size(report['bytes'])}", highlight=False)
 
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 def render_report(report: dict, console) -> None:
     """The plan or result as a rich table: one row per tensor (action, reason, bytes), then the totals."""
-    from rich.table import Table
-
-    from eaglehub.views.common import human_size
+    from eaglehub.views.common import human_size, names_table
 
     head = "would quantize" if report["dry_run"] else "quantized"
     console.print(
@@ -16,22 +14,23 @@ def render_report(report: dict, console) -> None:
         + (f" → {report['destination']} (vllm-native layout)" if report["destination"] else ""),
         highlight=False,
     )
-    table = Table("tensor", "shape", "dtype", "action", "bytes", "why")
+    # one short key per distinct reason, spelled out under the table: the reasons repeat over rows, and
+    # prose in a sixth column leaves the names too little of 80 columns
+    reasons = list(dict.fromkeys(t["reason"] for t in report["tensors"]))
+    rows = []
     for t in report["tensors"]:
         size = (
             f"{human_size(t['bytes_before'])} → {human_size(t['bytes_after'])}"
             if t["action"] == "quantized"
             else human_size(t["bytes_before"])
         )
-        table.add_row(
-            t["name"],
-            str(t["shape"]),
-            "float8_e4m3fn" if t["action"] == "quantized" else t["dtype"],
-            t["action"],
-            size,
-            t["reason"],
-        )
+        dtype = "float8_e4m3fn" if t["action"] == "quantized" else t["dtype"]
+        rows.append([t["name"], str(t["shape"]), dtype, t["action"], size, f"({reasons.index(t['reason']) + 1})"])
+    columns = ["tensor", "shape", "dtype", "action", "bytes", "why"]
+    table = names_table(console, columns, rows, show_edge=False)
     console.print(table)
+    for i, reason in enumerate(reasons, 1):
+        console.print(f"({i}) {reason}", highlight=False, markup=False)
     for x in report["kept_not_block_divisible"]:
         console.print(f"kept (not block-divisible): {x['layer']}: {x['reason']}", highlight=False)
     s = report["sizes"]
