@@ -12,6 +12,7 @@ from eaglehub.cli.errors import handle_errors
 from eaglehub.cli.options import (
     FORMAT_CHOICE,
     json_option,
+    output_path,
     overwrite_option,
     profile_option,
     revision_option,
@@ -23,7 +24,7 @@ from eaglehub.cli.output import console, err_console, print_json
 
 @click.command("convert")
 @click.argument("src")
-@click.argument("dst")
+@click.argument("dst", callback=output_path("dst"))
 @click.option(
     "--to",
     "to",

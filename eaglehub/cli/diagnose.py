@@ -13,6 +13,7 @@ from eaglehub.cli.options import (
     dtype_option,
     limit_option,
     max_tokens_option,
+    output_path,
     padding_option,
     prompts_option,
     report_option,
@@ -66,6 +67,7 @@ from eaglehub.cli.output import console, err_console, print_json
     "--plot-dir",
     type=click.Path(file_okay=False),
     default=None,
+    callback=output_path("dir"),
     help="Write PNG plots here: conditional acceptance per position, AL vs context, and with the "
     "reference engine hidden-state norm and sink attention mass per depth.",
 )

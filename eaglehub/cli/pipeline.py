@@ -7,7 +7,7 @@ import sys
 import click
 
 from eaglehub.cli.errors import handle_errors
-from eaglehub.cli.options import hub_endpoint_option
+from eaglehub.cli.options import hub_endpoint_option, output_path
 from eaglehub.cli.output import err_console, write_and_show
 
 
@@ -17,6 +17,7 @@ from eaglehub.cli.output import err_console, write_and_show
     "--work-dir",
     type=click.Path(file_okay=False),
     default="pipeline-work",
+    callback=output_path("dir"),
     show_default=True,
     help="Where converted / quantized checkpoints and verify reports go (DIR/<target>--<drafter>/).",
 )
@@ -38,6 +39,7 @@ from eaglehub.cli.output import err_console, write_and_show
     "report_path",
     type=click.Path(dir_okay=False),
     default=None,
+    callback=output_path("file"),
     help="Write the summary here (schemas/pipeline-report.schema.json).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")

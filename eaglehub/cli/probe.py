@@ -14,6 +14,7 @@ from eaglehub.cli.options import (
     k_option,
     limit_option,
     max_tokens_option,
+    output_path,
     overwrite_option,
     plot_option,
     prompts_option,
@@ -51,6 +52,7 @@ from eaglehub.probe.run import DEFAULT_LIMIT, DEFAULT_MARGIN, DEFAULT_MAX_TOKENS
     "write_dst",
     type=click.Path(file_okay=False),
     default=None,
+    callback=output_path("dst"),
     help="Write the drafter with the trained readings here (config edits only; recorded in eaglehub.json).",
 )
 @overwrite_option()

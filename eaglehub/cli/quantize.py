@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from eaglehub.cli.errors import handle_errors
-from eaglehub.cli.options import json_option, overwrite_option, profile_option, revision_option
+from eaglehub.cli.options import json_option, output_path, overwrite_option, profile_option, revision_option
 from eaglehub.cli.output import console, print_json
 
 
 @click.command("quantize")
 @click.argument("src")
-@click.argument("dst", required=False)
+@click.argument("dst", required=False, callback=output_path("dst"))
 @click.option(
     "--scheme",
     type=click.Choice(["fp8-dynamic", "fp8-block"]),

@@ -19,6 +19,7 @@ from eaglehub.cli.options import (
     k_option,
     limit_option,
     max_tokens_option,
+    output_path,
     padding_option,
     plot_option,
     profile_option,
@@ -95,6 +96,7 @@ PROMPTS_HELP = (
     "--report-dir",
     type=click.Path(file_okay=False),
     default=None,
+    callback=output_path("dir"),
     help="With a manifest: write each pair's report as DIR/<target>--<drafter>.json and DIR/summary.json "
     "(schemas/verify-summary.schema.json).",
 )
