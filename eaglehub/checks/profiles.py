@@ -100,6 +100,27 @@ def _config_leaves_unused(ctx: Context, stored: str) -> bool:
     return spec is not None and spec.unused_code in PER_FATE
 
 
+def _full_vocab_d2t_hint(ctx: Context, r: Reading) -> str:
+    """A d2t shipped with a full vocabulary (no map parameter in the class): an identity map is left out by the
+    vllm layout's writer; any other one orders lm_head's rows differently from the target ids, which no config
+    or map edit serves."""
+    import numpy as np
+
+    from eaglehub.checks.context import convert_command, drafter_array
+
+    full = f"draft_vocab_size equals the target's vocabulary ({r.draft_vocab_size})"
+    try:
+        identity = not bool(np.asarray(drafter_array(ctx.drafter, "d2t")).any())
+    except (KeyError, OSError, ValueError):
+        identity = True  # unreadable: the tensor checks say so; the layout without maps is still the fix
+    if identity:
+        return f"{full}, so d2t is the identity, which the vllm layout leaves out: {convert_command(ctx, '--format', 'vllm')}"
+    return (
+        f"{full}, but d2t is not the identity: lm_head row i scores target id i + d2t[i], and a full-vocabulary "
+        "drafter has no map in vLLM; export lm_head with its rows in target-id order (row i = token i)"
+    )
+
+
 def _weights(ctx: Context, r: Reading) -> list[Said]:
     out = []
     for w in r.weights:
@@ -110,13 +131,7 @@ def _weights(ctx: Context, r: Reading) -> list[Said]:
                 continue  # the config's draft_vocab_size is what is wrong: E-CONFIG-DIM names it with the edit
             hint = None
             if "d2t" in w.stored and not r.vocab_map:
-                hint = (
-                    f"draft_vocab_size equals the target's vocabulary ({r.draft_vocab_size}), so d2t is the identity: "
-                    + " ".join(
-                        ["eaglehub convert", str(ctx.drafter.path), str(ctx.drafter.path) + "-fixed", "--format vllm"]
-                    )
-                    + " writes the checkpoint without the maps"
-                )
+                hint = _full_vocab_d2t_hint(ctx, r)
             out.append(Said("E-ENGINE-WEIGHT", w.stored, w.why, hint))
         elif w.fate == FATAL and _config_leaves_unused(ctx, w.stored):
             continue  # checks/loaded.py says it per profile, with the config switch that uses it

@@ -142,7 +142,39 @@ def check(ctx: Context) -> list[Finding]:
     if d.format == "modelopt":  # ModelOpt exports d2t only, by design (docs/formats.md §5)
         found = [f for f in found if f.code != "W-T2D-MISSING"]
     # d2t shipped unpruned (Vd == V) fails to load in vLLM >= 0.30: checks/profiles.py says so per engine
-    return found
+    return _rebuild_hints(ctx, found)
+
+
+#: map findings that ``convert --rebuild-vocab-maps`` fixes wherever the checkpoint holds one usable map
+REBUILDS = frozenset(
+    {
+        "E-D2T-MISSING",
+        "E-D2T-DTYPE",
+        "E-D2T-DUPLICATE",
+        "E-D2T-RANGE",
+        "W-T2D-MISSING",
+        "E-T2D-DTYPE",
+        "E-T2D-COUNT",
+        "E-T2D-MISMATCH",
+    }
+)
+
+
+def _rebuild_hints(ctx: Context, found: list[Finding]) -> list[Finding]:
+    """The exact conversion that writes both maps afresh from the one the checkpoint holds usable (the d2t the
+    engines serve with, else t2d's ids), for the findings it fixes."""
+    from dataclasses import replace
+
+    from eaglehub.checks.context import convert_command
+    from eaglehub.vocab.maps import rebuildable
+
+    if not any(f.code in REBUILDS for f in found):
+        return found
+    rebuilt = rebuildable(ctx.drafter)
+    if rebuilt is None:
+        return found
+    hint = f"write the maps afresh from {rebuilt.source}: {convert_command(ctx, '--rebuild-vocab-maps')}"
+    return [replace(f, hint=hint) if f.code in REBUILDS else f for f in found]
 
 
 #: rows of lm_head read per step by :func:`check_lm_head_rows` (bounded memory on a large head)

@@ -49,6 +49,12 @@ from eaglehub.cli.output import console, err_console, print_json
     help="Edit one config field in DST (repeatable; VALUE is JSON, e.g. norm_output=false, "
     "eagle_aux_hidden_state_layer_ids=[2,15,27]; dotted keys reach nested objects); recorded in eaglehub.json.",
 )
+@click.option(
+    "--rebuild-vocab-maps",
+    is_flag=True,
+    help="Write d2t and t2d afresh from what SRC holds: its d2t when valid (the map the engines serve), else the "
+    "ids its t2d marks in ascending order, else (full vocabulary) the identity.",
+)
 @click.option("--max-shard-size", default=None, help="Shard the weights, e.g. 5GB (default: one model.safetensors).")
 @revision_option()
 @click.option(

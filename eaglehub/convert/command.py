@@ -37,6 +37,8 @@ class ConvertOptions:
     overwrite: bool = False
     settings: tuple[str, ...] = ()
     """``--set KEY=VALUE`` config edits (:mod:`eaglehub.drafter.settings`), plain conversions only."""
+    rebuild_vocab_maps: bool = False
+    """``--rebuild-vocab-maps``: d2t / t2d written afresh from what the source holds (plain conversions only)."""
     profiles: tuple[str, ...] = ()
     """``--profile``: the engine profiles whose readings the output must keep (none: every named profile)."""
 
@@ -75,6 +77,12 @@ class ConvertOptions:
             raise UsageError(
                 "--set edits the config of a plain conversion; a calibration or fold reads the source as it is",
                 hint="write the edited drafter first (eaglehub convert SRC EDITED --set KEY=VALUE), then calibrate EDITED",
+            )
+        if self.rebuild_vocab_maps and self.mode != "plain":
+            raise UsageError(
+                "--rebuild-vocab-maps is a plain conversion; a calibration or fold reads the source's maps as they are",
+                hint="write the rebuilt drafter first (eaglehub convert SRC REBUILT --rebuild-vocab-maps), then "
+                "calibrate REBUILT",
             )
         for text in self.settings:
             parse_setting(text)
@@ -125,6 +133,7 @@ def run_convert(
             norm_output=True if opts.norm_output is None else opts.norm_output,
             progress=progress,
             settings=parse_settings(opts.settings),
+            rebuild_vocab_maps=opts.rebuild_vocab_maps,
             **opts.common(),
         )
     from eaglehub.convert.calibrate import CalibrationOptions, calibrated_upgrade, fold_to_eagle3

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from eaglehub.drafter.canonical import (
     AUX_KEY,
@@ -17,6 +18,9 @@ from eaglehub.formats.registry import FORMATS, Loss
 from eaglehub.io.provenance import make_provenance
 from eaglehub.io.stformat import DTYPE_BY_TORCH
 from eaglehub.io.streaming import OutTensor
+
+if TYPE_CHECKING:
+    from eaglehub.vocab.maps import Rebuilt
 
 
 def tensor_bytes(t, code: str) -> bytes:
@@ -130,18 +134,47 @@ def _replaced_tensor(d: Drafter, canonical: str, stored: str, value) -> OutTenso
     return OutTensor(stored, code, info.shape, info.nbytes, data=tensor_bytes(value, code))
 
 
-def _vocab_maps(d: Drafter, fmt: str, original: set[str]) -> tuple[dict[str, OutTensor], list[str], list[str]]:
+def _identity_or_refuse(d: Drafter, fmt: str, rebuilt: Rebuilt | None) -> None:
+    """A d2t the output leaves out (a full vocabulary) must be the identity: any other one says lm_head's rows are
+    in another order than the target ids, and leaving it out would score every draft row as another token."""
+    import numpy as np
+
+    if rebuilt is not None:
+        moved = bool((rebuilt.ids != np.arange(len(rebuilt.ids))).any())
+    else:
+        moved = bool(np.asarray(d.index.load_numpy(d.names["d2t"])).any())
+    if moved:
+        raise EaglehubError(
+            f"{d.path}: d2t is not the identity although the vocabulary is full (draft_vocab_size = vocab_size = "
+            f"{d.dims.V}): lm_head row i scores target id i + d2t[i], and {fmt} stores no map for a full "
+            "vocabulary (vLLM has no map parameter then), so leaving d2t out would score each row as another token",
+            hint="export lm_head with its rows in target-id order (row i = token i) from the training checkpoint",
+            exit_code=1,
+        )
+
+
+def _vocab_maps(
+    d: Drafter, fmt: str, original: set[str], rebuilt: Rebuilt | None = None
+) -> tuple[dict[str, OutTensor], list[str], list[str]]:
     """Maps to synthesise and maps to omit for ``fmt`` (docs/formats.md §2): identity maps when
     ``Vd == V``; ``t2d`` from ``d2t``. Both are derivable, so adding or omitting them loses nothing
-    (the source passed the d2t/t2d consistency checks)."""
+    (the source passed the d2t/t2d consistency checks). ``rebuilt`` (``--rebuild-vocab-maps``): every map the
+    format writes is made from those ids, none copied, and ``t2d`` is written wherever the format may hold it."""
     V, Vd = d.dims.V, d.dims.Vd
     assert V is not None and Vd is not None  # the source passed validation (_source_errors)
-    want_d2t, want_t2d = FORMATS[fmt].wants_maps(V, Vd, original)
+    want_d2t, want_t2d = FORMATS[fmt].wants_maps(V, Vd, original | ({"t2d"} if rebuilt is not None else set()))
     new, omit = {}, []
     if "d2t" in d.names and not want_d2t:
+        _identity_or_refuse(d, fmt, rebuilt)
         omit.append("d2t")
     if "t2d" in d.names and not want_t2d:
         omit.append("t2d")
+    if rebuilt is not None:
+        if want_d2t:
+            new["d2t"] = OutTensor("d2t", "I64", (Vd,), 8 * Vd, data=rebuilt.d2t().astype("<i8").tobytes())
+        if want_t2d:
+            new["t2d"] = OutTensor("t2d", "BOOL", (V,), V, data=rebuilt.t2d(V).tobytes())
+        return new, omit, sorted(new)
     if want_d2t and "d2t" not in d.names:  # only reachable with Vd == V: the identity map
         new["d2t"] = OutTensor("d2t", "I64", (Vd,), 8 * Vd, data=bytes(8 * Vd))
     if want_t2d and "t2d" not in d.names:
@@ -273,6 +306,7 @@ def plan_conversion(
     verifier: str | None,
     gains: list | None = None,
     replaced: dict | None = None,
+    rebuilt: Rebuilt | None = None,
 ) -> Plan:
     """Everything the write needs, computed from headers and config only (plus ``d2t`` when a format
     needs ``t2d`` derived): the output config, the tensor list, the provenance document.
@@ -303,13 +337,13 @@ def plan_conversion(
         "tensors": sorted(d.names),
         "config_keys": sorted(d.config),
     }
-    maps, omitted, synthesized = _vocab_maps(view, out_fmt, set(original["tensors"]))
+    maps, omitted, synthesized = _vocab_maps(view, out_fmt, set(original["tensors"]), rebuilt)
     writer, carried = FORMATS[out_fmt], dict(view.carried)
     cfg = writer.write_config(view, carried.get(out_fmt, {}), target)
     _drop_defaulted(cfg, out_fmt, set(original["config_keys"]))
     # in source byte order, so consecutive tensors go out in one kernel copy
     canon = sorted(
-        (n for n in view.names if n not in omitted and n not in added),
+        (n for n in view.names if n not in omitted and n not in added and n not in maps),
         key=lambda n: (view.tensors[n].file, view.tensors[n].offset or 0),
     )
     stored = writer.stored_names([*canon, *added, *maps], carried.get(out_fmt, {}))

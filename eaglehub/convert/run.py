@@ -82,6 +82,18 @@ def _intended(d: Drafter, repaired: Drafter, plan, set_changes: list[dict], repa
     return intended(repaired.raw_config or {}, index, changes, added, removed)
 
 
+def _moot_maps(d: Drafter, fmt: str, rebuilt) -> frozenset[str]:
+    """The stored maps whose faults the output does not carry: both when they are rebuilt; ``t2d`` when the output
+    layout writes none for this vocabulary (no engine reads it: the d2t findings still count)."""
+    if rebuilt is not None:
+        return frozenset({"d2t", "t2d"})
+    V, Vd = d.dims.V, d.dims.Vd
+    if "t2d" not in d.names or V is None or Vd is None or fmt not in FORMATS:
+        return frozenset()
+    had = set(((d.provenance or {}).get("original") or {}).get("tensors") or d.names)
+    return frozenset() if FORMATS[fmt].wants_maps(V, Vd, had)[1] else frozenset({"t2d"})
+
+
 def engine_errors(out: Drafter, profiles) -> dict[str, list[dict]]:
     """Per profile id, validate's error findings on ``out`` that hold for that profile."""
     from eaglehub.checks.context import Options
@@ -112,6 +124,7 @@ def convert(
     calibration=None,
     settings: dict | None = None,
     profiles: tuple[str, ...] | list[str] | None = None,
+    rebuild_vocab_maps: bool = False,
 ) -> dict:
     """Convert ``src`` (directory or hub repo id) into ``dst`` and return the report
     (``schemas/convert-report.schema.json``).
@@ -128,6 +141,8 @@ def convert(
     ``config_changes`` and the provenance's ``conversion.config_set``. ``profiles`` (``--profile``): the engine
     profiles whose readings the output must keep (:mod:`eaglehub.convert.readings`; default: every named
     profile); the report's ``profiles`` section says what each reads and what changed for it.
+    ``rebuild_vocab_maps``: ``d2t`` / ``t2d`` written afresh from what the source holds
+    (:mod:`eaglehub.vocab.maps`), so findings about the stored maps do not stop the conversion.
 
     Raises:
         EaglehubError: nothing to do; unknown format; ``dst`` exists without ``overwrite`` or is the
@@ -137,10 +152,12 @@ def convert(
             ``max_shard_size``, an unwritable DST (exit 2); a result that fails validation (exit 1,
             ``dst`` untouched).
     """
-    if to is None and fmt is None and max_shard_size is None and not settings:
+    if to is None and fmt is None and max_shard_size is None and not settings and not rebuild_vocab_maps:
         raise EaglehubError(
             "nothing to do",
-            hint="pass --to 3.1, --format " + "|".join(FORMATS) + ", --set KEY=VALUE and/or --max-shard-size",
+            hint="pass --to 3.1, --format "
+            + "|".join(FORMATS)
+            + ", --set KEY=VALUE, --rebuild-vocab-maps and/or --max-shard-size",
         )
     max_shard_size = shard_size(max_shard_size)
     if to is not None and to not in VERSIONS:
@@ -172,6 +189,12 @@ def convert(
             hint="drop --aux-convention",
         )
     repaired, repairs = repair_config(d)
+    rebuilt = None
+    if rebuild_vocab_maps:
+        from eaglehub.vocab.maps import rebuild_ids
+
+        rebuilt = rebuild_ids(repaired)
+    moot = _moot_maps(repaired, fmt or d.format, rebuilt)
     accepted = refuse_source_errors(
         repaired,
         force,
@@ -179,6 +202,7 @@ def convert(
         lambda edits: read_drafter(
             path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention), settings=edits
         ),
+        moot=moot,
     )
     if calibration is not None:
         norm_output = calibration.norm_output
@@ -193,6 +217,7 @@ def convert(
         verifier,
         calibration.gains if calibration is not None else None,
         calibration.weights if calibration is not None else None,
+        rebuilt=rebuilt,
     )
     if set_changes:
         plan.provenance["conversion"]["config_set"] = [{k: c[k] for k in ("key", "old", "new")} for c in set_changes]
@@ -244,6 +269,14 @@ def convert(
     warnings += aux_warnings(d)
     warnings += verifier_warnings(plan.config)
     warnings += unread_warnings(readings, settings)
+    if rebuilt is not None:
+        made = " and ".join(plan.synthesized) or "no map (the layout stores none for this vocabulary)"
+        warnings.append(f"--rebuild-vocab-maps: wrote {made} from {rebuilt.source}")
+    elif moot:
+        warnings.append(
+            f"{' and '.join(sorted(moot))} not written ({plan.format} stores none for this vocabulary): the source's "
+            "findings about it do not apply to the output"
+        )
     return {
         "schema": REPORT_SCHEMA,
         "source": str(src),

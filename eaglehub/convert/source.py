@@ -27,13 +27,13 @@ from eaglehub.formats.registry import FORMATS, LLAMA_EAGLE3_ARCHS, RESEARCH_ARCH
 FORCEABLE = frozenset({"E-CONFIG-SCHEMA"})
 
 
-def _errors(d: Drafter) -> list:
+def _errors(d: Drafter, moot: frozenset[str] = frozenset()) -> list:
     from eaglehub.checks.validate import run_checks
 
     # without --deep's value checks: a byte-level conversion does not decode weights. Findings about what an
     # engine does with the source's layout (they name profiles) are the output's to answer: convert writes the
     # destination layout and validates that
-    return [f for f in run_checks(d) if f.severity == "error" and not f.profiles]
+    return [f for f in run_checks(d) if f.severity == "error" and not f.profiles and f.subject not in moot]
 
 
 def refuse_source_errors(
@@ -41,18 +41,20 @@ def refuse_source_errors(
     force: bool = False,
     settings: dict | None = None,
     reread: Callable[[dict | None], Drafter] | None = None,
+    moot: frozenset[str] = frozenset(),
 ) -> list:
     """Refuse a source with error findings; with ``force``, a config that breaks its schema is converted all
     the same and its findings are returned (the report warns with them).
 
     ``d`` is the source read with the ``--set`` edits ``settings``; ``reread(settings)`` reads it again with
     other edits (``None``: as stored). An error the stored source does not have is the edits': the refusal
-    names the edit that makes it, not the source."""
-    errors = _errors(d)
+    names the edit that makes it, not the source. Findings about a stored tensor in ``moot`` (a vocabulary map
+    the output does not carry as stored) do not count."""
+    errors = _errors(d, moot)
     accepted = [f for f in errors if force and f.code in FORCEABLE]
     errors = [f for f in errors if f not in accepted]
     if errors and settings and reread is not None:
-        _refuse_edits(d, errors, settings, reread)
+        _refuse_edits(d, errors, settings, reread, moot)
     if errors:
         listed = ", ".join(sorted({f.code for f in errors}))
         only_schema = {f.code for f in errors} <= FORCEABLE
@@ -65,12 +67,14 @@ def refuse_source_errors(
     return accepted
 
 
-def _refuse_edits(d: Drafter, errors: list, settings: dict, reread: Callable[[dict | None], Drafter]) -> None:
+def _refuse_edits(
+    d: Drafter, errors: list, settings: dict, reread: Callable[[dict | None], Drafter], moot: frozenset[str]
+) -> None:
     """Raise for the errors only the edits make (the source as stored has none of them), naming the edits."""
     from eaglehub.drafter.settings import setting_arg
 
     def found(edits: dict | None) -> set[tuple[str, str]]:
-        return {(f.code, f.subject) for f in _errors(repair_config(reread(edits))[0])}
+        return {(f.code, f.subject) for f in _errors(repair_config(reread(edits))[0], moot)}
 
     stored = found(None)
     made = [f for f in errors if (f.code, f.subject) not in stored]
