@@ -2,7 +2,7 @@
 
 Every code a check emits is a registered rule of :mod:`eaglehub.findings`. Modules: :mod:`.config`
 (schema per layout, class, RoPE, flags and where they live, heads, MLA fields), :mod:`.tensors`
-(names, shapes, dtypes, init-looking and unit-gain weights), :mod:`.loaded` (tensors as each profile's loader
+(names, shapes, dtypes, init-looking and unit-gain weights), :mod:`.zeros` (all-zero tensors and FP8 blocks), :mod:`.loaded` (tensors as each profile's loader
 takes them), :mod:`.quant` (quantized layouts),
 :mod:`.vocab` (``d2t``/``t2d``), :mod:`.aux` (aux-layer ids), :mod:`.target` (drafter ↔ target),
 :mod:`.engine` (vLLM version, tensor parallelism). Layout-level rejections (not a drafter,
@@ -11,7 +11,7 @@ EAGLE-1/2, unsupported) live in :func:`eaglehub.checks.validate.run_checks`.
 
 from __future__ import annotations
 
-from eaglehub.checks import aux, config, engine, loaded, profiles, quant, target, tensors, vocab, windows
+from eaglehub.checks import aux, config, engine, loaded, profiles, quant, target, tensors, vocab, windows, zeros
 from eaglehub.checks.context import Context, Options, TargetInfo, read_target
 from eaglehub.checks.flags import check_flags
 
@@ -30,6 +30,7 @@ CHECKS = [
     tensors.check_fc_norm_unit,
     tensors.check_finite,
     tensors.check_init,
+    zeros.check,
     quant.check,
     vocab.check,
     vocab.check_lm_head_rows,
@@ -39,8 +40,8 @@ CHECKS = [
     engine.check,
 ]
 
-#: value checks that read weight data (``validate --deep``): non-finite values, untrained-looking weights, lm_head
-#: rows cut by offset
-STATISTICS_CHECKS = (tensors.check_finite, tensors.check_init, vocab.check_lm_head_rows)
+#: value checks that read weight data (``validate --deep``): non-finite values, untrained-looking weights, all-zero
+#: gains, matrices, embeddings and FP8 blocks, lm_head rows cut by offset
+STATISTICS_CHECKS = (tensors.check_finite, tensors.check_init, zeros.check, vocab.check_lm_head_rows)
 
 __all__ = ["CHECKS", "STATISTICS_CHECKS", "Context", "Options", "TargetInfo", "read_target"]
