@@ -38,6 +38,9 @@ def progress_runner(console):
     if console is None:
         yield lambda engine, spec, ids, groups, label: engine.run(spec, ids, groups)
         return
+    if not console.is_terminal:  # a log: one plain line per finished batch, no bar drawn over itself
+        yield _plain_run
+        return
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -61,3 +64,20 @@ def progress_runner(console):
             return engine.run(spec, ids, groups, progress=lambda _g, n: bar.advance(task, n))
 
         yield run
+
+
+def _plain_run(engine, spec, ids, groups, label):
+    """One run of :func:`progress_runner` off a terminal: a line on stderr as it starts and per finished batch."""
+    import time
+
+    from eaglehub.views.console import print_progress
+
+    start, done = time.monotonic(), 0
+    print_progress(f"{label}: {len(ids)} requests")
+
+    def step(group, n):
+        nonlocal done
+        done += n
+        print_progress(f"{label}: {done}/{len(ids)} requests ({group} done, {time.monotonic() - start:.0f} s)")
+
+    return engine.run(spec, ids, groups, progress=step)

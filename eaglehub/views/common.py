@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 
 from rich.console import Console
 from rich.markup import escape
@@ -137,6 +139,34 @@ def _widths(console: Console, t: Table, columns: list[str], rows: list[list], na
     return widths
 
 
+_COMMAND = re.compile(
+    r"(?:^|[\s`(])(?:eaglehub|vllm serve|python -m|pip install|huggingface-cli|[A-Z_]+=\S+ eaglehub) "
+)
+"""Where a text holds a command someone will paste (a hint's ``eaglehub convert … --set …``)."""
+
+
+def holds_command(text: str) -> bool:
+    return _COMMAND.search(text) is not None
+
+
+def print_prose(console: Console, text: str, indent: int = 0, style: str | None = None) -> None:
+    """``text`` (plain, not markup) indented by ``indent``: wrapped at words to the console's width, unless it
+    holds a command (:func:`holds_command`): then on one line, unwrapped, so the command is never split
+    (a terminal folds it for the eye; a copy or a log keeps it whole)."""
+    if holds_command(text):
+        console.print(Text(" " * indent + text, style=style or ""), soft_wrap=True)
+    else:
+        console.print(Padding(Text(text, style=style or ""), (0, 0, 0, indent), expand=False))
+
+
+def show_value(value) -> str:
+    """A config value as text: a string as it is, ``unset`` for an absent one, anything else as JSON
+    (``true``, ``[2, 15, 27]``), never a Python repr (``None``, ``True``, ``['a']``)."""
+    if value is None:
+        return "unset"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 def human_size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
@@ -214,9 +244,9 @@ def print_findings(report: dict, console: Console) -> None:
     for f in report["findings"]:
         style = SEVERITY_STYLE[f["severity"]]
         console.print(f"[{style}]{f['severity']:<7}[/] [bold]{f['code']}[/]  {escape(f['subject'])}", highlight=False)
-        console.print(Padding(Text(f["message"]), (0, 0, 0, 8), expand=False))
+        print_prose(console, f["message"], indent=8)
         if f["hint"]:
-            console.print(Padding(Text(f"fix: {f['hint']}", style="dim"), (0, 0, 0, 8), expand=False))
+            print_prose(console, f"fix: {f['hint']}", indent=8, style="dim")
     c = report["counts"]
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
     console.print(f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info", highlight=False)
@@ -271,7 +301,7 @@ def print_convert(report: dict, console: Console, err_console: Console) -> None:
     for n in report["omitted_tensors"]:
         console.print(f"  - {n} (derivable: the format leaves it out)", highlight=False)
     for c in report["config_changes"]:
-        console.print(f"  config {c['key']}: {c['old']} → {c['new']}", highlight=False)
+        console.print(f"  config {c['key']}: {show_value(c['old'])} → {show_value(c['new'])}", highlight=False)
     aux = report["aux"]
     if aux["source_key"] and aux["source_key"] != aux["output_key"]:
         console.print(
@@ -360,8 +390,10 @@ def byte_progress(console: Console, label: str, min_bytes: int = 64 << 20):
     )
 
     def start(total: int):
-        if total < min_bytes or not console.is_terminal:
+        if total < min_bytes:
             return lambda n: None
+        if not console.is_terminal:  # a log: a line at the start and at each further quarter
+            return _plain_bytes(label, total)
         bar.start()
         task = bar.add_task(label, total=total)
         return lambda n: bar.advance(task, n)
@@ -371,3 +403,21 @@ def byte_progress(console: Console, label: str, min_bytes: int = 64 << 20):
     finally:
         if bar.live.is_started:
             bar.stop()
+
+
+def _plain_bytes(label: str, total: int):
+    """``advance(n)`` of :func:`byte_progress` off a terminal: one line on stderr now and per quarter done."""
+    from eaglehub.views.console import print_progress
+
+    done, shown = 0, 0
+    print_progress(f"{label}: {human_size(total)}")
+
+    def advance(n: int) -> None:
+        nonlocal done, shown
+        done += n
+        quarter = 4 * done // total
+        if quarter > shown:
+            shown = quarter
+            print_progress(f"{label}: {human_size(done)} of {human_size(total)} ({25 * quarter} %)")
+
+    return advance

@@ -7,7 +7,7 @@ import json
 from rich.console import Console
 from rich.markup import escape
 
-from eaglehub.views.common import printable_report, titled_table
+from eaglehub.views.common import print_prose, printable_report, titled_table
 
 GIB = 2**30
 
@@ -72,31 +72,49 @@ def render_plan(report: dict, console: Console) -> None:
     )
     check = r["drafter_check"]
     if check is not None:
-        verdict = "[bold green]loads[/]" if check["ok"] else "[bold red]refused[/]"
-        console.print(f"drafter on {escape(prof['title'])}: {verdict}", highlight=False)
+        verdict = "[bold green]passes[/]" if check["ok"] else "[bold red]fails[/]"
+        console.print(
+            f"drafter on {escape(prof['title'])}: {verdict} the preflight (validate --deep against the target)",
+            highlight=False,
+        )
         for f in check["findings"]:
-            console.print(
-                f"  {f['severity']} {f['code']}  {escape(f['subject'])}: {escape(f['message'])}", highlight=False
-            )
+            print_prose(console, f"{f['severity']} {f['code']}  {f['subject']}: {f['message']}", indent=2)
             if f["hint"]:
-                console.print(f"    fix: {escape(f['hint'])}", highlight=False)
+                print_prose(console, f"fix: {f['hint']}", indent=4)
     plan = r["plan"]
     if plan is None:
         refusal = r["refusal"]
         console.print(f"[bold red]refused:[/] {escape(refusal['message'])}", highlight=False)
-        console.print(f"hint: {escape(refusal['hint'])}", highlight=False)
+        print_prose(console, f"hint: {refusal['hint']}")
         return
     capacity = (
         f"; the usable memory holds {plan['kv_tokens_capacity']:,} tokens of KV" if plan["kv_tokens_capacity"] else ""
     )
+    ready = check is None or check["ok"]
+    head = "[bold green]plan:[/]" if ready else "[bold red]plan (not ready: the drafter fails the preflight above):[/]"
     console.print(
-        f"[bold green]plan:[/] TP {plan['tp']} x PP {plan['pp']} = {plan['gpus']} GPU(s) on {plan['nodes']} node(s), "
+        f"{head} TP {plan['tp']} x PP {plan['pp']} = {plan['gpus']} GPU(s) on {plan['nodes']} node(s), "
         f"backend {plan['backend']}; {gib(plan['per_gpu']['total_bytes'])} GiB per GPU, headroom "
         f"{gib(plan['headroom_bytes'])} GiB{capacity}",
         highlight=False,
     )
     console.print(f"why: {escape(plan['reason'])}", highlight=False)
-    console.print("serve:" + ("" if plan["serve_has_drafter"] else " (target alone: no --drafter given)"))
+    console.print(
+        ("serve:" if ready else "serve (once the drafter passes the preflight):")
+        + ("" if plan["serve_has_drafter"] else " (target alone: no --drafter given)")
+    )
     console.print(plan["serve_command"], highlight=False, soft_wrap=True, markup=False)
     console.print("LLM(...) arguments eaglehub's vLLM engine builds:")
     console.print(json.dumps(plan["llm_kwargs"], indent=2), highlight=False, markup=False)
+    if not ready:  # the last line agrees with the exit code (1)
+        import shlex
+
+        codes = ", ".join(sorted({f["code"] for f in check["findings"] if f["severity"] == "error"}))
+        command = shlex.join(
+            ["eaglehub", "validate", r["drafter"]["spec"], "--target", r["target"], "--deep", "--profile", check["profile"]]
+        )
+        console.print("details and fixes: " + command, highlight=False, soft_wrap=True, markup=False)
+        console.print(
+            f"[bold red]FAILED:[/] the drafter fails the preflight on {escape(prof['title'])} ({codes})",
+            highlight=False,
+        )

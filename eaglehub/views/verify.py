@@ -12,7 +12,7 @@ from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 
-from eaglehub.views.common import titled_table
+from eaglehub.views.common import names_table, print_prose, titled_table
 
 
 def fmt_number(x: float | None, digits: int = 3) -> str:
@@ -31,9 +31,9 @@ def acceptance_table(d: dict, k: int) -> Table:
         ("matched", "right"),
         ("drafts", "right"),
         ("AL", "right"),
-        ("per position (uncond.)", "right"),
-        ("conditional", "right"),
-        ("draft acc. rate", "right"),
+        ("accepted per position", "right"),
+        ("given the one before", "right"),
+        ("drafts accepted", "right"),
     ):
         t.add_column(col, justify=cast(JustifyMethod, just))
     matched: dict[str, list[int]] = {}
@@ -55,6 +55,14 @@ def acceptance_table(d: dict, k: int) -> Table:
             style="bold" if name == "overall" else None,
         )
     return t
+
+
+ACCEPTANCE_LEGEND = (
+    "matched: prompts token-identical to the target alone; AL: tokens per target step (1 + accepted / "
+    "drafts); accepted per position: share of drafts whose token at each position was accepted (AL = 1 + "
+    "their sum); given the one before: that share among drafts whose previous position was accepted; "
+    "drafts accepted: accepted / drafted tokens"
+)
 
 
 def _histogram_text(h: dict | None) -> str:
@@ -171,8 +179,9 @@ def print_findings(d: dict, console: Console) -> None:
     )
     for f in d["findings"]:
         style = _SEVERITY_STYLE[f["severity"]]
-        console.print(f"  [{style}]{f['code']}[/] ({escape(f['subject'])}): {escape(f['message'])}", highlight=False)
-        console.print(f"  [dim]hint: {escape(f['hint'])}[/]", highlight=False)
+        console.print(f"  [{style}]{f['code']}[/] ({escape(f['subject'])})", highlight=False)
+        print_prose(console, f["message"], indent=4)
+        print_prose(console, f"hint: {f['hint']}", indent=4, style="dim")
 
 
 def print_reference(d: dict, console: Console) -> None:
@@ -187,27 +196,29 @@ def print_reference(d: dict, console: Console) -> None:
         )
 
 
-def cross_engine_table(report: dict) -> Table | None:
+def cross_engine_table(report: dict, console: Console) -> Table | None:
     """AL per engine and their relative difference, per drafter (None with one engine)."""
     section = report.get("cross_engine")
     if not section:
         return None
     primary = report["engine"]["name"]
     columns = ["drafter", "engine", f"AL {primary}", "AL engine", "relative difference", "outputs identical", "agree"]
-    t = titled_table(f"engines compared (tolerance {section['tolerance']:.0%})", columns)
+    rows = []
     for e in section["engines"]:
         for row in e["comparison"]:
             name = row["engine"]
-            t.add_row(
-                escape(row["drafter"]),
-                f"{name} {e['engine']['version']}",
-                fmt_number(row["acceptance_length"][primary]),
-                fmt_number(row["acceptance_length"][name]),
-                "—" if row["relative_difference"] is None else f"{row['relative_difference']:+.2%}",
-                f"{row['outputs_identical']}/{row['num_prompts']}",
-                "yes" if row["agree"] else "[red]no[/]",
+            rows.append(
+                [
+                    row["drafter"],
+                    f"{name} {e['engine']['version']}",
+                    fmt_number(row["acceptance_length"][primary]),
+                    fmt_number(row["acceptance_length"][name]),
+                    "—" if row["relative_difference"] is None else f"{row['relative_difference']:+.2%}",
+                    f"{row['outputs_identical']}/{row['num_prompts']}",
+                    "yes" if row["agree"] else "[red]no[/]",
+                ]
             )
-    return t
+    return names_table(console, columns, rows, title=f"engines compared (tolerance {section['tolerance']:.0%})")
 
 
 def context_line(c: dict) -> str:
@@ -250,6 +261,7 @@ def render_report(report: dict, console: Console) -> None:
     for d in report["drafters"]:
         console.print()
         console.print(acceptance_table(d, s["num_speculative_tokens"]))
+        console.print(f"[dim]{ACCEPTANCE_LEGEND}[/]", highlight=False)
         dist = distribution_table(d, s["num_speculative_tokens"])
         if dist is not None:
             console.print(dist)
@@ -277,7 +289,7 @@ def render_report(report: dict, console: Console) -> None:
         if d["serve_command"]:  # None for a served drafter (verify --endpoint): it is served already
             console.print("serve with:", highlight=False)
             console.print(d["serve_command"], highlight=False, soft_wrap=True, markup=False)
-    table = cross_engine_table(report)
+    table = cross_engine_table(report, console)
     if table is not None:
         console.print()
         console.print(table)
@@ -285,8 +297,6 @@ def render_report(report: dict, console: Console) -> None:
 
 def render_baseline(report: dict, console) -> None:
     """One table row per drafter against the baseline (AL, ratio, bytes on disk)."""
-    from rich.table import Table
-
     section = report.get("baseline_drafter")
     if not section:
         return
@@ -294,26 +304,23 @@ def render_baseline(report: dict, console) -> None:
     def num(x, fmt):
         return "n/a" if x is None else format(x, fmt)
 
-    table = Table(
-        "drafter",
-        "AL",
-        "AL / baseline",
-        "weight bytes",
-        "size / baseline",
-        "lossless",
-        title=f"against baseline {section['drafter']} (AL {num(section['acceptance_length'], '.3f')}, "
-        f"{section['weight_bytes']:,} bytes)",
-    )
-    for r in section["comparisons"]:
-        table.add_row(
+    rows = [
+        [
             r["drafter"],
             num(r["acceptance_length"], ".3f"),
             num(r["al_ratio"], ".4f"),
             f"{r['weight_bytes']:,}",
             num(r["size_ratio"], ".4f"),
             "yes" if r["lossless"] else "no",
-        )
-    console.print(table)
+        ]
+        for r in section["comparisons"]
+    ]
+    columns = ["drafter", "AL", "AL / baseline", "weight bytes", "size / baseline", "lossless"]
+    title = (
+        f"against baseline {escape(section['drafter'])} (AL {num(section['acceptance_length'], '.3f')}, "
+        f"{section['weight_bytes']:,} bytes)"
+    )
+    console.print(names_table(console, columns, rows, title=title))
 
 
 def render_report_and_baseline(report: dict, console) -> None:

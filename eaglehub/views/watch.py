@@ -10,12 +10,11 @@ from contextlib import AbstractContextManager
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
-from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from eaglehub.findings import printable
-from eaglehub.views.common import SEVERITY_STYLE
+from eaglehub.views.common import SEVERITY_STYLE, print_prose
 
 STATUS_STYLE = {"ok": "", "restart": "bold cyan", "unreachable": "yellow", "no_spec_metrics": "yellow", "gauge": "dim"}
 LEFT = ("time (UTC)", "status", "vs ref", "note")
@@ -123,8 +122,8 @@ def print_summary(report: dict, console: Console) -> None:
     for f in report["findings"]:
         style = SEVERITY_STYLE[f["severity"]]
         console.print(f"[{style}]{f['severity']:<7}[/] [bold]{f['code']}[/]  {escape(f['subject'])}", highlight=False)
-        console.print(Padding(Text(f["message"]), (0, 0, 0, 8), expand=False))
-        console.print(Padding(Text(f"fix: {f['hint']}", style="dim"), (0, 0, 0, 8), expand=False))
+        print_prose(console, f["message"], indent=8)
+        print_prose(console, f"fix: {f['hint']}", indent=8, style="dim")
     if report["reference"]:
         verdict = "[bold green]OK[/]: no AL drop" if report["passed"] else "[bold red]FAILED[/]: AL drop"
         console.print(f"{verdict} ({report['num_judged']} interval(s) judged)", highlight=False)
