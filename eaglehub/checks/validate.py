@@ -15,7 +15,7 @@ from pathlib import Path
 
 from eaglehub.checks import CHECKS, STATISTICS_CHECKS, Context, Options, TargetInfo, read_target
 
-__all__ = ["Options", "make_report", "run_checks", "validate"]
+__all__ = ["Options", "make_report", "preflight", "preflight_report", "run_checks", "validate"]
 from eaglehub.checks.engine import parse_version
 from eaglehub.drafter.canonical import Drafter
 from eaglehub.errors import EaglehubError
@@ -212,6 +212,14 @@ def validate(
     return report
 
 
+def preflight_report(drafter: Path | str, target: Path | str, profiles: tuple[str, ...] | None = None) -> dict:
+    """The validate report the preflight judges by: ``drafter`` against ``target`` for ``profiles`` (``None``:
+    the default profile), with every weight's values read (``--deep``): NaN or all-zero weights would waste an
+    engine run as surely as a wrong dimension. ``verify`` refuses on its errors before a run
+    (:func:`preflight`), and ``verify --dry-run`` before it prints a plan as ready."""
+    return validate(drafter, target, deep=True, options=Options(profiles=tuple(profiles) if profiles else None))
+
+
 def preflight(drafter: Path, target: Path, profiles: tuple[str, ...] | None = None) -> None:
     """Refuse, before minutes of engine work, a drafter that ``eaglehub validate`` finds broken for
     ``profiles`` (engine profile ids; ``None``: the default profile). ``verify`` passes the profile of the
@@ -226,8 +234,7 @@ def preflight(drafter: Path, target: Path, profiles: tuple[str, ...] | None = No
     """
     import shlex
 
-    # NaN weights would waste an engine run too
-    report = validate(drafter, target, deep=True, options=Options(profiles=tuple(profiles) if profiles else None))
+    report = preflight_report(drafter, target, profiles)
     errors = [f for f in report["findings"] if f["severity"] == "error"]
     if errors:
         codes = sorted({f["code"] for f in errors})

@@ -153,12 +153,14 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
 
 
 def drafter_check(drafter: Path, target: str, profile: str) -> dict:
-    """What ``eaglehub validate`` finds for the plan's release (headers and the small tensors only): whether that
-    release loads the drafter as the plan would serve it, e.g. a ``d2t`` shipped with an unpruned vocabulary,
-    which vLLM refuses from 0.30 on (E-ENGINE-WEIGHT)."""
-    from eaglehub.checks.validate import Options, validate
+    """The preflight a real ``verify`` run makes (:func:`eaglehub.checks.validate.preflight_report`: every weight
+    read, against the target), judged for the plan's release, the one engine the plan serves: whether that
+    release loads the drafter as the plan would serve it and the drafter can accept anything there, e.g. a
+    ``d2t`` shipped with an unpruned vocabulary, which vLLM refuses from 0.30 on (E-ENGINE-WEIGHT), or an
+    all-zero norm gain (E-TENSOR-ZERO). ``ok`` false makes the dry run exit 1."""
+    from eaglehub.checks.validate import preflight_report
 
-    report = validate(drafter, target, options=Options(profiles=(profile,)))
+    report = preflight_report(drafter, target, (profile,))
     shown = [
         {k: f[k] for k in ("code", "severity", "subject", "message", "hint")}
         for f in report["findings"]

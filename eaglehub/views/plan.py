@@ -111,7 +111,16 @@ def render_plan(report: dict, console: Console) -> None:
 
         codes = ", ".join(sorted({f["code"] for f in check["findings"] if f["severity"] == "error"}))
         command = shlex.join(
-            ["eaglehub", "validate", r["drafter"]["spec"], "--target", r["target"], "--deep", "--profile", check["profile"]]
+            [
+                "eaglehub",
+                "validate",
+                r["drafter"]["spec"],
+                "--target",
+                r["target"],
+                "--deep",
+                "--profile",
+                check["profile"],
+            ]
         )
         console.print("details and fixes: " + command, highlight=False, soft_wrap=True, markup=False)
         console.print(
