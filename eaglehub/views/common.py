@@ -83,42 +83,45 @@ def names_table(
     columns: list[str],
     rows: list[list],
     *,
-    names: int = 0,
+    names: int | tuple[int, ...] = 0,
     right: tuple[str, ...] | str = (),
     title: str | None = None,
     **table_options,
 ) -> Table:
-    """A table whose column ``names`` holds what tells its rows apart (tensor names, drafter paths, as plain
-    strings): the other columns get the least width that breaks none of their words, the name column the
-    rest, and names longer than that are shown by :func:`fit_names` (middle cut, end kept). ``right``: as in
-    :func:`titled_table`; ``table_options``: rich ``Table`` options (``show_edge``...)."""
+    """A table whose columns ``names`` hold what tells its rows apart (tensor names, drafter and report paths,
+    as plain strings, not markup): the other columns get the least width that breaks none of their words,
+    the name columns the rest, and names longer than that are shown by :func:`fit_names` (middle cut, end
+    kept). ``right``: as in :func:`titled_table`; ``table_options``: rich ``Table`` options (``show_edge``...)."""
     t = Table(title=title, title_justify="left", **table_options)
     for i, col in enumerate(columns):
         justified = right == "all" or (right == "numbers" and i > 0) or (isinstance(right, tuple) and col in right)
         t.add_column(col, justify="right" if justified else "left")
-    shown_names = [printable(str(r[names])) for r in rows]
-    widths = _widths(console, t, columns, rows, names, shown_names)
-    fitted = fit_names(shown_names, widths[names] or len(max(shown_names, key=len, default="")))
+    name_cols = (names,) if isinstance(names, int) else names
+    shown = {i: [printable(str(r[i])) for r in rows] for i in name_cols}
+    widths = _widths(console, t, columns, rows, shown)
+    fitted = {i: fit_names(shown[i], widths[i] or max(map(len, shown[i]), default=0)) for i in name_cols}
     for col, w in zip(t.columns, widths, strict=True):
         col.width = w
-    # where no cut keeps the names apart they are shown whole, folded over lines
-    t.columns[names].overflow = "fold"
-    for row, name in zip(rows, shown_names, strict=True):
+    for i in name_cols:  # where no cut keeps the names apart they are shown whole, folded over lines
+        t.columns[i].overflow = "fold"
+    for n, row in enumerate(rows):
         cells = list(row)
-        cells[names] = Text(fitted[name])
+        for i in name_cols:
+            cells[i] = Text(fitted[i][shown[i][n]])
         t.add_row(*cells)
     return t
 
 
-def _widths(console: Console, t: Table, columns: list[str], rows: list[list], names: int, shown: list[str]) -> list:
-    """The column widths of :func:`names_table` (``None``: rich's own, when everything fits). The name column
-    gets what the console's width leaves once the table's rules and padding are paid and each other column
-    has the narrowest width that breaks none of its words (never under :data:`NAME_MIN_WIDTH`, nor over
-    the longest name); what is left after that widens the other columns, the narrowest need first."""
+def _widths(console: Console, t: Table, columns: list[str], rows: list[list], shown: dict[int, list[str]]) -> list:
+    """The column widths of :func:`names_table` (``None``: rich's own, when everything fits). The name columns
+    (``shown``: their names by column) share what the console's width leaves once the table's rules and
+    padding are paid and each other column has the narrowest width that breaks none of its words, the
+    shortest names first served (each never under :data:`NAME_MIN_WIDTH`, nor over its longest name); what
+    is left after that widens the other columns, the narrowest need first."""
     options = console.options
     need: list[tuple[int, int]] = []  # (minimum, maximum) per column
     for i, header in enumerate(columns):
-        cells = [header, *(r[i] for r in rows)] if i != names else [header, *shown]
+        cells = [header, *(shown[i] if i in shown else (r[i] for r in rows))]
         sizes = [Measurement.get(console, options, c) for c in cells]
         need.append((max(m.minimum for m in sizes), max(m.maximum for m in sizes)))
     _top, pad_right, _bottom, pad_left = Padding.unpack(t.padding)
@@ -127,12 +130,15 @@ def _widths(console: Console, t: Table, columns: list[str], rows: list[list], na
     room = console.width - padding - rules
     if sum(hi for _, hi in need) <= room:
         return [None] * len(columns)
-    longest = need[names][1]
-    others_min = sum(lo for i, (lo, _) in enumerate(need) if i != names)
     widths = [lo for lo, _ in need]
-    widths[names] = min(longest, max(room - others_min, NAME_MIN_WIDTH))
+    left = room - sum(lo for i, (lo, _) in enumerate(need) if i not in shown)
+    by_length = sorted(shown, key=lambda i: need[i][1])
+    for n, i in enumerate(by_length):  # an even share each, a short column's unused share to the longer ones
+        share = left // (len(by_length) - n)
+        widths[i] = min(need[i][1], max(share, NAME_MIN_WIDTH))
+        left -= widths[i]
     spare = room - sum(widths)
-    for i in sorted((i for i in range(len(columns)) if i != names), key=lambda i: need[i][1] - need[i][0]):
+    for i in sorted((i for i in range(len(columns)) if i not in shown), key=lambda i: need[i][1] - need[i][0]):
         grow = min(max(spare, 0), need[i][1] - widths[i])
         widths[i] += grow
         spare -= grow

@@ -60,7 +60,11 @@ def render_report(report: dict, console) -> None:
     for d in drafters:
         # headings as lines, not table titles: rich wraps a title to the (narrow) table's width
         console.print(f"[bold]{escape(d['label'])}[/] [dim]{escape(d['drafter'])}[/]", highlight=False)
-        console.print("conditional acceptance rate per draft position", highlight=False)
+        console.print(
+            "conditional acceptance rate per draft position: accepted at i / accepted at i − 1 (the share "
+            "accepted given the position before was)",
+            highlight=False,
+        )
         t = Table()
         t.add_column("context", justify="right")
         for i in range(k):

@@ -3,51 +3,42 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from eaglehub.verify.pairing import SUMMARY_FILE
 
 if TYPE_CHECKING:
-    from rich.console import JustifyMethod
+    pass
 
 
-def summary_table(summary: dict):
+def summary_table(summary: dict, console):
     """A rich Table, one row per pair: target, drafter, k, lossless (matched/total), AL, acceptance
-    rate per position (unconditional), passed, report path."""
+    rate per position (unconditional), passed, report path; the paths keep their distinguishing ends
+    at any width (:func:`eaglehub.views.common.names_table`)."""
     from rich.markup import escape
-    from rich.table import Table
 
+    from eaglehub.views.common import names_table
     from eaglehub.views.verify import fmt_number, rates_text
 
-    t = Table(
-        title=f"verify {escape(_source(summary))}: {summary['num_passed']}/{summary['num_pairs']} pairs passed",
-        title_justify="left",
-    )
-    for col, just in (
-        ("target", "left"),
-        ("drafter", "left"),
-        ("k", "right"),
-        ("lossless", "right"),
-        ("AL", "right"),
-        ("rate per position", "right"),
-        ("passed", "left"),
-        ("report", "left"),
-    ):
-        t.add_column(col, justify=cast("JustifyMethod", just))
+    columns = ["target", "drafter", "k", "lossless", "AL", "rate per position", "passed", "report"]
+    rows = []
     for r in summary["pairs"]:
         lossless = "—" if r["num_prompts"] is None else f"{r['num_prompts_matched']}/{r['num_prompts']}"
         verdict = "[green]PASS[/]" if r["passed"] else "[red]ERROR[/]" if r["error"] else "[red]FAIL[/]"
-        t.add_row(
-            escape(r["target"]),
-            escape(r["drafter"]),
-            str(r["settings"]["num_speculative_tokens"]),
-            lossless,
-            fmt_number(r["acceptance_length"]),
-            rates_text(r["acceptance_rate_per_position"]),
-            verdict,
-            escape(r["report"] or "—"),
+        rows.append(
+            [
+                r["target"],
+                r["drafter"],
+                str(r["settings"]["num_speculative_tokens"]),
+                lossless,
+                fmt_number(r["acceptance_length"]),
+                rates_text(r["acceptance_rate_per_position"]),
+                verdict,
+                r["report"] or "—",
+            ]
         )
-    return t
+    title = f"verify {escape(_source(summary))}: {summary['num_passed']}/{summary['num_pairs']} pairs passed"
+    return names_table(console, columns, rows, names=(0, 1, 7), right=("k", "lossless", "AL"), title=title)
 
 
 def _source(summary: dict) -> str:
@@ -63,7 +54,7 @@ def render_summary(summary: dict, console) -> None:
 
     from eaglehub.findings import printable
 
-    console.print(summary_table(summary))
+    console.print(summary_table(summary, console))
     for r in summary["pairs"]:
         name = escape(f"{r['target']}--{r['drafter']}")
         if r["error"]:

@@ -48,6 +48,13 @@ def render_report(report: dict, console) -> None:
         )
     console.print(t)
     console.print(
+        "[dim]conc.: concurrency, prompts per batch; α: the per-token acceptance rate the AL implies; "
+        "exp. Leviathan: the speedup expected from α and the draft cost c (Leviathan et al.); exp. general: "
+        "the speedup expected from AL and the measured costs, AL · T_target(1) / (T_verify(k+1) + k · "
+        "T_draft(1))[/]",
+        highlight=False,
+    )
+    console.print(
         f"costs ({c['device']}, {c['threads']} threads, {c['prefix_tokens']}-token prefix, median of "
         f"{c['repeats']}): T_target(1) {c['t_target_1_ms']:.2f} ms, T_verify(k+1) {c['t_verify_k1_ms']:.2f} ms, "
         f"T_draft(1) {c['t_draft_1_ms']:.2f} ms; c = {c['c']:.3f}, v = {c['v']:.2f}; bound "
