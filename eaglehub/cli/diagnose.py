@@ -19,7 +19,7 @@ from eaglehub.cli.options import (
     report_option,
     target_option,
 )
-from eaglehub.cli.output import console, err_console, print_json
+from eaglehub.cli.output import console, err_console, print_json, report_unwritten, write_outputs
 
 
 @click.command("diagnose")
@@ -101,14 +101,14 @@ def diagnose_cmd(
         **options,
     )
     report = run_diagnose(opts, console=err_console)
-    if report_path:
-        write_report(report, report_path)
+    failed = write_outputs(report, ((write_report, report_path, "report"),))
     plots = write_plots(report, plot_dir) if plot_dir else []
     if as_json:
         print_json(report)
-        return
-    render_report(report, console)
-    if report_path:
-        console.print(f"report: {report_path}", highlight=False)
-    for path in plots:
-        console.print(f"plot: {path}", highlight=False)
+    else:
+        render_report(report, console)
+        if report_path and not failed:
+            console.print(f"report: {report_path}", highlight=False)
+        for path in plots:
+            console.print(f"plot: {path}", highlight=False)
+    report_unwritten(report, failed, as_json)

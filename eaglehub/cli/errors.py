@@ -35,7 +35,7 @@ EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
 EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141
 
-EXIT_GRACE_S = 1.5
+EXIT_GRACE_S = 1.0
 """After a stop signal, the seconds the interpreter's own exit (atexit handlers, joins of worker threads still
 blocked in a request until its timeout) may take before the process ends anyway: the clean-up of the
 command itself (atomic writes, engines, the watch summary) has already run by then."""

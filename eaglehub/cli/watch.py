@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from eaglehub.cli.errors import handle_errors
+from eaglehub.cli.errors import handle_errors, interrupt_exit_code
 from eaglehub.cli.options import (
     al_tolerance_option,
     api_key_option,
@@ -14,7 +14,7 @@ from eaglehub.cli.options import (
     reference_report_option,
     report_option,
 )
-from eaglehub.cli.output import console
+from eaglehub.cli.output import console, report_unwritten, write_outputs
 from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
 
 
@@ -76,9 +76,11 @@ def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
     interval, the drafts, the acceptance length (AL) and the acceptance rate per position.
 
     Sends no requests but GET /metrics. A server restart (the counters start again from 0) is shown as
-    such, never as a negative rate; a poll that fails mid-watch is noted and the watch goes on. Exit
-    code 1 when an AL drop against --reference-report is confirmed (E-WATCH-AL-DROP) or the server cannot
-    be read at the start; 0 otherwise; 2 for usage errors and an unusable reference report.
+    such, never as a negative rate; a poll that fails mid-watch is noted and the watch goes on. Ctrl-C
+    (SIGINT) or SIGTERM ends the watch at once, with the summary and the report of the intervals so far.
+    Exit code 1 when an AL drop against --reference-report is confirmed (E-WATCH-AL-DROP) or the server
+    cannot be read at the start; else 130 when stopped by Ctrl-C (143 by SIGTERM); 0 otherwise; 2 for
+    usage errors and an unusable reference report.
     """
     from eaglehub.views.watch import WatchDisplay
     from eaglehub.watch.run import WatchOptions, run_watch, write_report
@@ -88,7 +90,10 @@ def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
         report = run_watch(WatchOptions(**options), display.start, display.reading)
     finally:
         display.close()
-    if report_path:
-        write_report(report, report_path)
-    display.summary(report, report_path)
-    sys.exit(0 if report["passed"] else 1)
+    failed = write_outputs(report, ((write_report, report_path, "report"),))
+    display.summary(report, None if failed else report_path)
+    report_unwritten(report, failed, as_json)
+    if not report["passed"]:
+        sys.exit(1)
+    # stopped by Ctrl-C / SIGTERM with no drop confirmed: the summary is whole, the watch was not
+    sys.exit(interrupt_exit_code() if report["stopped"] == "interrupted" else 0)

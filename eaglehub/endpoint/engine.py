@@ -25,7 +25,9 @@ When no request of a run is answered, :meth:`EndpointEngine.run` raises the firs
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -163,7 +165,7 @@ class EndpointEngine:
         prompt_counters = [SpecCounters() for _ in calls]
         group_seconds: dict[str, float] = {}
         answered = 0
-        with ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="eaglehub-endpoint") as pool:
+        with _pool(self.concurrency) as pool:
             for group in dict.fromkeys(groups):  # first-appearance order, as the offline engines batch
                 idx = [i for i, g in enumerate(groups) if g == group]
                 before = self._read_metrics(run)
@@ -253,6 +255,21 @@ class EndpointEngine:
                 return delta
             previous = delta
             time.sleep(SETTLE_POLL_S)
+
+
+@contextlib.contextmanager
+def _pool(workers: int) -> Iterator[ThreadPoolExecutor]:
+    """A thread pool that, on an interrupt (Ctrl-C) or any error, drops the requests not yet sent and does not
+    wait for the ones in flight: ``with ThreadPoolExecutor`` would wait for every queued request, each up to
+    --timeout, before the interrupt reached the user. The threads left in a request end with the process
+    (the CLI ends it shortly after its clean-up, cli/errors.py)."""
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="eaglehub-endpoint")
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
 
 
 def _attempt(call) -> Completion | RequestFailed:
