@@ -233,9 +233,10 @@ def print_inspect(report: dict, console: Console) -> None:
     console.print(f"{report['parameters']:,} parameters, {human_size(report['bytes'])}", highlight=False)
 
 
-def print_findings(report: dict, console: Console) -> None:
+def print_findings(report: dict, console: Console, verdict: str | None = None) -> None:
     """One block per finding (severity, code, subject; then the message and the fix hint, indented), so
-    long messages stay readable at any terminal width; then the verdict line."""
+    long messages stay readable at any terminal width; then the verdict line (``verdict``, rich markup: a
+    verb's own last line where OK / FAILED would not say what its exit code says)."""
     report = printable_report(report)
     console.print(
         f"[bold]{escape(report['drafter'])}[/]  layout [bold]{report['layout']}[/]"
@@ -254,11 +255,14 @@ def print_findings(report: dict, console: Console) -> None:
         if f["hint"]:
             print_prose(console, f"fix: {f['hint']}", indent=8, style="dim")
     c = report["counts"]
+    if verdict is not None:
+        console.print(verdict, highlight=False)
+        return
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
     console.print(f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info", highlight=False)
 
 
-def print_report_findings(report: dict, console: Console) -> None:
+def print_report_findings(report: dict, console: Console, verdict: str | None = None) -> None:
     """:func:`print_findings` for a measuring report (probe, vocab): its ``format`` is the layout, ``passed`` the
     verdict."""
     print_findings(
@@ -271,6 +275,7 @@ def print_report_findings(report: dict, console: Console) -> None:
             "ok": report["passed"],
         },
         console,
+        verdict,
     )
 
 
