@@ -9,18 +9,22 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 import torch
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from eaglehub.cli import main
 from eaglehub.io import streaming
 from eaglehub.io.stformat import DTYPE_BY_TORCH, read_header
 from eaglehub.io.streaming import OutTensor, plan_shards, write_checkpoint, write_file
+from eaglehub.io.tensorio import read_index
 
 DTYPES = [torch.bfloat16, torch.float16, torch.float32, torch.int64, torch.bool, torch.uint8]
 
@@ -144,3 +148,74 @@ def test_byte_level_convert_does_not_import_torch(make_drafter, tmp_path):
     )
     assert torch.equal(after["layers.0.mlp.up_proj.weight"], before["midlayer.mlp.up_proj.weight"])
     assert torch.equal(after["fc_norm.2.weight"], torch.ones(64, dtype=torch.bfloat16))
+
+
+def _two_sizes(tmp_path: Path) -> tuple[Path, dict]:
+    """A source with a big tensor (copied in the background once SMALL is 1000) and a small one after it."""
+    t = {"big": torch.arange(4000, dtype=torch.int64), "small": torch.arange(7, dtype=torch.int64)}
+    save_file(t, str(tmp_path / "src.safetensors"))
+    return tmp_path / "src.safetensors", t
+
+
+def test_a_read_of_bytes_still_being_copied_waits_for_them(tmp_path, monkeypatch):
+    src, t = _two_sizes(tmp_path)
+    monkeypatch.setattr(streaming, "SMALL", 1000)
+    gate, waiting = threading.Event(), threading.Event()
+    real = os.copy_file_range
+
+    def held(*args):
+        if threading.current_thread().name == "eaglehub-copy":
+            assert gate.wait(60)
+        return real(*args)
+
+    class Watched(threading.Condition):
+        def wait(self, timeout=None):
+            waiting.set()
+            return super().wait(timeout)
+
+    monkeypatch.setattr(os, "copy_file_range", held)
+    monkeypatch.setattr(streaming, "_state", Watched())
+    (tmp_path / "out").mkdir()
+    files, copying = streaming.start_checkpoint(tmp_path / "out", _copy_plan(src))
+    index = read_index(tmp_path / "out")
+    # the small tensor is in place when start_checkpoint returns; the big one is not copied yet
+    assert files == ["model.safetensors"] and index.load_numpy("copy.small").tolist() == list(range(7))
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(index.load_numpy("copy.big")))
+    reader.start()
+    assert waiting.wait(60)  # the reader waits for the copy instead of reading zeros
+    gate.set()
+    reader.join(60)
+    copying.finish()
+    assert got[0].tolist() == t["big"].tolist()
+    assert torch.equal(load_file(str(tmp_path / "out" / "model.safetensors"))["copy.big"], t["big"])
+
+
+def test_background_and_inline_copies_write_the_same_checkpoint(make_drafter, tmp_path, monkeypatch):
+    src = make_drafter()
+    outs = []
+    for small in (1, 1 << 40):  # every copied tensor in the background, then none
+        monkeypatch.setattr(streaming, "SMALL", small)
+        out = tmp_path / f"out{small}"
+        res = CliRunner().invoke(main, ["convert", str(src), str(out), "--to", "3.1"])
+        assert res.exit_code == 0, res.output
+        outs.append((out / "model.safetensors").read_bytes())
+    assert outs[0] == outs[1]
+
+
+def test_a_failed_background_copy_is_the_error_convert_reports(make_drafter, tmp_path, monkeypatch):
+    src = make_drafter()
+    monkeypatch.setattr(streaming, "SMALL", 1)
+    real = os.copy_file_range
+
+    def full(*args):
+        if threading.current_thread().name == "eaglehub-copy":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(*args)
+
+    monkeypatch.setattr(os, "copy_file_range", full)
+    res = CliRunner().invoke(main, ["convert", str(src), str(tmp_path / "out"), "--to", "3.1"])
+    assert res.exit_code == 2
+    assert f"cannot write {tmp_path / 'out'}: No space left on device" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]  # no DST, no temporary left behind
+    assert not streaming._pending and not streaming._failed

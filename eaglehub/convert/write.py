@@ -15,7 +15,7 @@ from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import FORMATS, read_drafter
 from eaglehub.io.atomic import atomic_dir
 from eaglehub.io.provenance import PROVENANCE_FILE, safetensors_metadata, write_provenance
-from eaglehub.io.streaming import INDEX_FILE, OutTensor, write_checkpoint
+from eaglehub.io.streaming import INDEX_FILE, OutTensor, start_checkpoint
 
 #: weights of any kind are never side files: a stale copy next to the new weights would be loaded by mistake
 WEIGHT_SUFFIXES = (
@@ -198,17 +198,27 @@ def write_drafter(
     }
     try:
         with atomic_dir(dst, overwrite=overwrite) as tmp:
-            files = write_checkpoint(
+            # the big tensors' bytes copy in the background (in the kernel, as cp's do) while the rest is
+            # written and checked: the checks read headers, config and small tensors, and a read of bytes
+            # still being copied waits for them (io/streaming.py)
+            files, copying = start_checkpoint(
                 tmp, tensors, safetensors_metadata(provenance, keep_meta), max_shard_size, advance or (lambda n: None)
             )
-            (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-            write_provenance(tmp, provenance)
-            side, skipped = copy_side_files(
-                source_dir, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *source_files}
-            )
-            out = check_written(tmp, fmt, expected, accepted)
-            if check is not None:  # the caller's own check of what was written (convert: the engine readings)
-                check(out)
+            try:
+                (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+                write_provenance(tmp, provenance)
+                side, skipped = copy_side_files(
+                    source_dir, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *source_files}
+                )
+                out = check_written(tmp, fmt, expected, accepted)
+                if check is not None:  # the caller's own check of what was written (convert: the engine readings)
+                    check(out)
+            except BaseException:
+                failed = copying.stop()
+                if failed is not None:  # the copy's own failure (a full disk) is the cause of whatever followed
+                    raise failed from None
+                raise
+            copying.finish()
             weight_bytes = sum((tmp / f).stat().st_size for f in files)
     except OSError as exc:
         raise EaglehubError(

@@ -6,6 +6,9 @@ spaces to a multiple of 8) and the raw little-endian buffers (safetensors ``docs
 has no streaming writer). Every file written here is read back by the safetensors library in the
 tests. Bytes move with ``os.copy_file_range`` (in-kernel, like ``cp``), falling back to chunked
 ``pread``/``write``; consecutive source ranges are copied in one call, so memory stays flat.
+:func:`start_checkpoint` leaves the big tensors' bytes copying in a background thread (the kernel copy
+releases the GIL), so the caller's checks of the output run meanwhile; a read of a range still being
+copied waits for it (:func:`wait_copied`, called by :mod:`eaglehub.io.tensorio`).
 Sharding uses huggingface_hub's ``split_state_dict_into_shards_factory`` and writes the usual
 ``model.safetensors.index.json``.
 """
@@ -15,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +26,10 @@ from pathlib import Path
 INDEX_FILE = "model.safetensors.index.json"
 CHUNK = 16 << 20  # fallback copy chunk: 16 MiB bounds memory, big enough to stay I/O bound
 KERNEL_CHUNK = 1 << 30  # per copy_file_range call (the kernel may copy less; the loop goes on)
+BACKGROUND_CHUNK = 64 << 20  # per call in the background copy: a cancelled write stops within one
+#: copied tensors from this size up are copied in the background by start_checkpoint; smaller ones (norms,
+#: d2t/t2d: what checks without --deep read) are in place when it returns
+SMALL = 4 << 20
 ALIGN = 8  # safetensors pads the header so buffers start 8-byte aligned
 PAGE = 4096
 
@@ -77,12 +85,23 @@ def _page_phase(tensors: list[OutTensor]) -> int | None:
     return None
 
 
-def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, advance: Callable[[int], None]) -> None:
+def _copy_range(
+    src_fd: int,
+    dst_fd: int,
+    offset: int,
+    dst_offset: int,
+    count: int,
+    advance: Callable[[int], None],
+    chunk: int = KERNEL_CHUNK,
+    cancelled: threading.Event | None = None,
+) -> None:
     use_kernel = hasattr(os, "copy_file_range")
     while count > 0:
+        if cancelled is not None and cancelled.is_set():
+            return
         if use_kernel:
             try:
-                n = os.copy_file_range(src_fd, dst_fd, min(count, KERNEL_CHUNK), offset)
+                n = os.copy_file_range(src_fd, dst_fd, min(count, chunk), offset, dst_offset)
             except OSError as exc:  # other file systems / kernels: fall back to plain reads
                 if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
                     raise
@@ -91,30 +110,138 @@ def _copy_range(src_fd: int, dst_fd: int, offset: int, count: int, advance: Call
             if n == 0:
                 raise OSError(errno.EIO, "source file ended early")
         else:
-            chunk = os.pread(src_fd, min(count, CHUNK), offset)
-            if not chunk:
+            data = os.pread(src_fd, min(count, CHUNK), offset)
+            if not data:
                 raise OSError(errno.EIO, "source file ended early")
-            n = os.write(dst_fd, chunk)
+            n = os.pwrite(dst_fd, data, dst_offset)
         offset += n
+        dst_offset += n
         count -= n
         advance(n)
 
 
-def _runs(tensors: list[OutTensor]) -> Iterable[tuple[OutTensor, int]]:
-    """Group tensors into (first tensor, total bytes) runs that are contiguous in one source file."""
+@dataclass(frozen=True)
+class _Range:
+    """``count`` bytes from ``src`` at ``src_offset`` to ``dst`` at ``dst_offset``."""
+
+    src: Path
+    dst: Path
+    src_offset: int
+    dst_offset: int
+    count: int
+
+
+# The ranges of files being written that are not copied yet, and the copies that failed (by real path): a
+# reader of such a file waits for the bytes it needs, or gets the copy's error.
+_state = threading.Condition()
+_pending: dict[str, list[_Range]] = {}
+_failed: dict[str, OSError] = {}
+
+
+def wait_copied(path: Path, begin: int = 0, end: int | None = None) -> None:
+    """Return once bytes ``[begin, end)`` of ``path`` (all of it without ``end``) are written, if a
+    background copy (:func:`start_checkpoint`) still writes them.
+
+    Raises: OSError: the copy of those bytes failed."""
+    if not _pending and not _failed:  # nothing copies in the background (every read but convert's checks)
+        return
+    key = os.path.realpath(path)
+    with _state:
+        while True:
+            if key in _failed:
+                raise _failed[key]
+            if not any(
+                r.dst_offset < (end if end is not None else r.dst_offset + r.count) and begin < r.dst_offset + r.count
+                for r in _pending.get(key, ())
+            ):
+                return
+            _state.wait()
+
+
+class Copying:
+    """The big tensors' bytes :func:`start_checkpoint` left copying in a background thread."""
+
+    def __init__(self, ranges: list[_Range], advance: Callable[[int], None]):
+        self._ranges = ranges
+        self._advance = advance
+        self._cancelled = threading.Event()
+        self.error: OSError | None = None
+        self._keys = {os.path.realpath(r.dst): r.dst for r in ranges}
+        with _state:
+            for r in ranges:
+                _pending.setdefault(os.path.realpath(r.dst), []).append(r)
+        self._thread = threading.Thread(target=self._run, name="eaglehub-copy", daemon=True) if ranges else None
+        if self._thread is not None:
+            self._thread.start()
+
+    def _run(self) -> None:
+        fds: dict[Path, int] = {}
+        try:
+            for r in self._ranges:
+                for p, flags in ((r.src, os.O_RDONLY), (r.dst, os.O_WRONLY)):
+                    if p not in fds:
+                        fds[p] = os.open(p, flags)
+                _copy_range(
+                    fds[r.src], fds[r.dst], r.src_offset, r.dst_offset, r.count, self._advance,
+                    BACKGROUND_CHUNK, self._cancelled,
+                )  # fmt: skip
+                if self._cancelled.is_set():
+                    break
+                with _state:
+                    _pending[os.path.realpath(r.dst)].remove(r)
+                    _state.notify_all()
+        except OSError as exc:
+            self.error = exc
+            with _state:
+                for key in self._keys:
+                    _failed[key] = exc
+                _state.notify_all()
+        finally:
+            for fd in fds.values():
+                os.close(fd)
+
+    def _forget(self) -> None:
+        with _state:
+            for key in self._keys:
+                _pending.pop(key, None)
+                _failed.pop(key, None)
+            _state.notify_all()
+
+    def finish(self) -> None:
+        """Wait for the copy. Raises: OSError: it failed."""
+        if self._thread is not None:
+            self._thread.join()
+        self._forget()
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> OSError | None:
+        """Cancel the copy (the write is abandoned) and wait for it; return its error, if it failed."""
+        self._cancelled.set()
+        if self._thread is not None:
+            self._thread.join()
+        self._forget()
+        return self.error
+
+
+def _runs(tensors: list[OutTensor], split: int | None = None) -> Iterable[tuple[OutTensor, int, int]]:
+    """Group tensors into (first tensor, its index, total bytes) runs that are contiguous in one source
+    file; with ``split``, tensors under that size and the others never share a run."""
     i = 0
     while i < len(tensors):
         first, total = tensors[i], tensors[i].nbytes
+        big = split is not None and first.nbytes >= split
         j = i + 1
         while (
             first.src_file is not None
             and j < len(tensors)
             and tensors[j].src_file == first.src_file
             and tensors[j].src_offset == first.src_offset + total
+            and (split is None or (tensors[j].nbytes >= split) == big)
         ):
             total += tensors[j].nbytes
             j += 1
-        yield first, total
+        yield first, i, total
         i = j
 
 
@@ -123,21 +250,32 @@ def write_file(
     tensors: list[OutTensor],
     metadata: dict[str, str] | None = None,
     advance: Callable[[int], None] = lambda n: None,
+    background: list[_Range] | None = None,
 ) -> int:
     """Write one safetensors file; returns its size in bytes.
 
-    ``advance(n)`` is called with the number of tensor bytes written (progress bars).
+    ``advance(n)`` is called with the number of tensor bytes written (progress bars). ``background``:
+    copied tensors of :data:`SMALL` bytes and up are not copied but appended to it as ranges to copy
+    (the file has its full size, with those bytes still zero).
     Raises: OSError on I/O failure (callers write into a temporary directory).
     """
     handles: dict[Path, int] = {}
+    head = header_bytes(tensors, metadata, _page_phase(tensors))
+    starts = [len(head)]
+    for t in tensors:
+        starts.append(starts[-1] + t.nbytes)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, header_bytes(tensors, metadata, _page_phase(tensors)))
-        for first, total in _runs(tensors):
+        os.ftruncate(fd, starts[-1])  # full size first: the header reads as valid while ranges are copied
+        os.pwrite(fd, head, 0)
+        for first, i, total in _runs(tensors, SMALL if background is not None else None):
             if first.src_file is not None:
+                if background is not None and first.nbytes >= SMALL:
+                    background.append(_Range(first.src_file, Path(path), first.src_offset, starts[i], total))
+                    continue
                 if first.src_file not in handles:
                     handles[first.src_file] = os.open(first.src_file, os.O_RDONLY)
-                _copy_range(handles[first.src_file], fd, first.src_offset, total, advance)
+                _copy_range(handles[first.src_file], fd, first.src_offset, starts[i], total, advance)
                 continue
             if first.data is not None:
                 buf = memoryview(first.data).cast("B")
@@ -148,7 +286,7 @@ def write_file(
                 raise ValueError(f"{first.name}: {len(buf)} bytes, header says {first.nbytes}")
             written = 0
             while written < len(buf):
-                written += os.write(fd, buf[written : written + CHUNK])
+                written += os.pwrite(fd, buf[written : written + CHUNK], starts[i] + written)
             advance(len(buf))
         return os.fstat(fd).st_size
     finally:
@@ -191,15 +329,39 @@ def write_checkpoint(
     Returns the weight file names written (the index included). Callers provide atomicity
     (:func:`eaglehub.io.atomic.atomic_dir`).
     """
+    files, copying = start_checkpoint(dst, tensors, metadata, max_shard_size, advance)
+    copying.finish()
+    return files
+
+
+def start_checkpoint(
+    dst: Path,
+    tensors: list[OutTensor],
+    metadata: dict[str, str] | None = None,
+    max_shard_size: int | str | None = None,
+    advance: Callable[[int], None] = lambda n: None,
+) -> tuple[list[str], Copying]:
+    """:func:`write_checkpoint`, except that the bytes of copied tensors of :data:`SMALL` bytes and up
+    are still being copied when it returns: the caller checks the output meanwhile (reads through
+    :mod:`eaglehub.io.tensorio` wait for the bytes they need) and must call :meth:`Copying.finish`
+    (or :meth:`Copying.stop` when it abandons the write) before the directory is used. ``advance`` is
+    called from the copying thread too.
+    """
     dst = Path(dst)
     plan = plan_shards(tensors, max_shard_size)
+    ranges: list[_Range] = []
     for file, part in plan.items():
-        write_file(dst / file, part, metadata, advance)
+        write_file(dst / file, part, metadata, advance, ranges)
+    copying = Copying(ranges, advance)
     if len(plan) == 1 and "model.safetensors" in plan:
-        return ["model.safetensors"]
-    index = {
-        "metadata": {"total_size": sum(t.nbytes for t in tensors), **(metadata or {})},
-        "weight_map": {t.name: f for f, part in plan.items() for t in part},
-    }
-    (dst / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
-    return [*plan, INDEX_FILE]
+        return ["model.safetensors"], copying
+    try:
+        index = {
+            "metadata": {"total_size": sum(t.nbytes for t in tensors), **(metadata or {})},
+            "weight_map": {t.name: f for f, part in plan.items() for t in part},
+        }
+        (dst / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
+    except BaseException:
+        copying.stop()
+        raise
+    return [*plan, INDEX_FILE], copying

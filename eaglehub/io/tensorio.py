@@ -139,7 +139,7 @@ class TensorIndex:
         size = (hi - lo) * row_bytes if info.shape else info.nbytes
         buf = bytearray(size)  # writable, so the returned array is too
         path = self.root / info.file
-        with _reading(path), open(path, "rb") as f:
+        with _reading(path, begin, begin + size), open(path, "rb") as f:
             f.seek(begin)
             got = f.readinto(buf)
         if got != size:
@@ -180,12 +180,18 @@ class TensorIndex:
 
 
 class _reading:
-    """Context manager turning low-level read failures into one-line EaglehubErrors (exit 2)."""
+    """Context manager turning low-level read failures into one-line EaglehubErrors (exit 2). Bytes
+    ``[begin, end)`` (the whole file without ``end``) that a background copy still writes
+    (:func:`eaglehub.io.streaming.wait_copied`: convert checks its output meanwhile) are waited for."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, begin: int = 0, end: int | None = None):
         self.path = path
+        self.begin, self.end = begin, end
 
     def __enter__(self):
+        from eaglehub.io.streaming import wait_copied
+
+        wait_copied(self.path, self.begin, self.end)
         return self
 
     def __exit__(self, exc_type, exc, tb):
