@@ -30,6 +30,10 @@ def resolve_source(spec: str, revision: str | None = None, endpoint: str | None 
     Raises: EaglehubError (exit 2): neither a directory nor a repo id; repo, revision or file not
     found (offline: not in the cache); ``--revision`` given for a local directory.
     """
+    if not spec.strip():  # Path("") is the current directory: an empty argument (an unset variable) names nothing
+        raise EaglehubError(
+            "an empty path names no drafter", hint="pass a checkpoint directory (`.` for the current one) or org/name"
+        )
     path = Path(spec).expanduser()
     if path.exists():
         if revision:
