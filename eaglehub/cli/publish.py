@@ -32,7 +32,8 @@ from eaglehub.cli.output import console, err_console, print_json
 @click.option(
     "--dry-run",
     is_flag=True,
-    help="Print the plan (files, sizes, status, repo, revision, parent commit); read only, nothing is written.",
+    help="Print the plan (files, sizes, status, repo, revision, parent commit) and the model card; read only, "
+    "nothing is written.",
 )
 @click.option(
     "--report",

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from eaglehub.constants import VERIFY_FILE
 from eaglehub.engines.vllm_engine import serve_command
+from eaglehub.publish.paths import scrub_text
 
 
 def _n(count: int, noun: str) -> str:
@@ -104,7 +105,71 @@ def _verify_section(entry: dict, report: dict, others: list[dict]) -> list[str]:
     return lines
 
 
-def _made_section(inspect: dict, config: dict, provenance: dict | None) -> list[str]:
+def _ids(ids) -> str:
+    return ", ".join(str(i) for i in ids)
+
+
+def _aux_words(aux: dict, captured: tuple[str, list[int] | None] | None) -> str:
+    """The aux-layer ids row: the ids the config names and their convention, or, when it names none, the
+    engine's default written as a default, with the layers it comes to for the target when it is known.
+    ``captured``: ``(profile title, ids its runner has the target capture or None when the target is
+    unknown)`` for the drafter whose config names no ids the runner passes."""
+    if captured is None:
+        return f"`{aux['raw']}` via `{aux['key']}` ({aux['convention']}; vLLM reads C-in: `{aux['c_in']}`)"
+    title, ids = captured
+    default = (
+        f"layers {_ids(ids)} for this target" if ids else "layers (2, N//2, N-3) of the target's N (target not known)"
+    )
+    stored = (
+        f" (the config's `{aux['key']}` `{aux['raw']}` is not what it passes)" if aux.get("raw") is not None else ""
+    )
+    return f"engine default: {default}, as {title} captures them when the drafter names none{stored}"
+
+
+def _calibration_words(conv: dict) -> str:
+    """What a calibrated ``--to 3.1`` upgrade did (``conversion.calibration`` of ``eaglehub.json``): the fit and
+    its held-out acceptance, the fine-tuning and its loss, the prompts it used (by file name)."""
+    cal = conv.get("calibration")
+    if not cal:
+        return ""
+    p = cal.get("prompts") or {}
+    gains = ", ".join(f"`{t}`" for t in conv.get("added_tensors") or [] if t.startswith("fc_norm"))
+    words = (
+        f"; calibrated on {cal.get('target') or 'the target'}: {gains or 'the fc_norm gains'} fitted by least "
+        f"squares per channel to the target's aux states on {_n(p.get('fit', 0), 'prompt')} "
+        f"({p.get('tokens', '?')} target tokens, `{Path(p.get('file') or '?').name}`), `norm_output` {str(cal.get('norm_output')).lower()}"
+    )
+    tune = cal.get("fine_tuning")
+    if tune:
+        words += (
+            f"; fine-tuned ({tune['train']}) for {_n(tune['steps'], 'step')} at lr {tune['lr']:g}, "
+            f"{tune['objective']}: loss {_fmt(tune.get('loss_first'))} → {_fmt(tune.get('loss_last'))}"
+        )
+    al = cal.get("held_out_acceptance_length") or {}
+    names = {
+        "source": "source",
+        "plain_upgrade": "plain upgrade (unit gains)",
+        "closed_form": "fitted gains",
+        "calibrated": "calibrated",
+    }
+    if al:
+        shown = ", ".join(f"{names.get(k, k)} {_fmt(v)}" for k, v in al.items())
+        words += f"; acceptance length on {_n(p.get('held_out', 0), 'held-out prompt')} (reference engine): {shown}"
+    return words
+
+
+def _rewritten_words(conv: dict) -> str:
+    """The trained tensors a step rewrote (a calibrated upgrade's fine-tuning, a fold), by name."""
+    replaced = conv.get("replaced_tensors") or []
+    if not replaced:
+        return ""
+    why = " by fine-tuning" if (conv.get("calibration") or {}).get("fine_tuning") else ""
+    return f"; rewrote {_n(len(replaced), 'trained tensor')}{why}: " + ", ".join(f"`{t}`" for t in replaced)
+
+
+def _made_section(
+    inspect: dict, config: dict, provenance: dict | None, captured: tuple[str, list[int] | None] | None = None
+) -> list[str]:
     lines = ["## How it was made", ""]
     if provenance:
         chain = list(provenance.get("history") or []) + [provenance]
@@ -126,6 +191,8 @@ def _made_section(inspect: dict, config: dict, provenance: dict | None) -> list[
                     if quant
                     else ""
                 )
+                + _calibration_words(conv)
+                + _rewritten_words(conv)
                 + "".join(f"; dropped {d['what']}" for d in conv.get("dropped") or [])
             )
     else:
@@ -143,7 +210,7 @@ def _made_section(inspect: dict, config: dict, provenance: dict | None) -> list[
         "|---|---|",
         f"| layout | {inspect['format']} (`{inspect['architecture']}`), EAGLE-{inspect['eagle_version']}, {inspect['dtype']} |",
         f"| attention | {_attention_words(inspect)} |",
-        f"| aux-layer ids | `{aux['raw']}` via `{aux['key']}` ({aux['convention']}; vLLM reads C-in: `{aux['c_in']}`) |",
+        f"| aux-layer ids | {_aux_words(aux, captured)} |",
         f"| widths | hidden {dims['H']}, target hidden {dims['Ht']}, {dims['layers']} decoder layer(s) |",
         f"| vocabulary | draft {vocab['Vd']} of {vocab['V']}" + (" (`d2t` map)" if vocab.get("d2t") else "") + " |",
         f"| `lm_head` | {'own, stored' if lm_head else 'not stored: the target head is shared'} |",
@@ -258,7 +325,7 @@ def build_card(
     ]
     if entry is not None and report is not None:
         lines += _verify_section(entry, report, others)
-    lines += _made_section(inspect, config, provenance)
+    lines += _made_section(inspect, config, provenance, _captured(inspect, validate_report, checked))
     tmpl = (training or {}).get("chat_template_sha256")
     lines += [
         "",
@@ -293,5 +360,32 @@ def build_card(
             ]
         else:
             lines += ["", "## Notes from the checkpoint", "", body]
-    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + "\n".join(lines) + "\n")
+    # figures quoted from reports and findings may hold local paths: the card names none
+    card = ModelCard(f"---\n{data.to_yaml()}\n---\n\n" + scrub_text("\n".join(lines)) + "\n")
     return str(card)
+
+
+def _captured(inspect: dict, validate_report: dict, checked: list[dict]) -> tuple[str, list[int] | None] | None:
+    """``(profile title, ids)`` when the first profile the gate checked has the target capture its default
+    aux layers for this drafter (the config names none it passes): the ids for the target's layer count,
+    ``None`` when no target was read. ``None`` when the runner passes the config's ids."""
+    from eaglehub.drafter.canonical import default_aux_ids
+    from eaglehub.errors import EaglehubError
+    from eaglehub.profiles import DEFAULT_PROFILE, ServedTarget, read
+
+    profile = checked[0] if checked else {"id": DEFAULT_PROFILE, "title": DEFAULT_PROFILE}
+    layers = None
+    if validate_report.get("target"):
+        from eaglehub.checks.context import read_target
+
+        try:
+            layers = read_target(validate_report["target"]).layers
+        except EaglehubError:
+            layers = None
+    try:
+        reading = read(inspect["path"], profile["id"], ServedTarget(num_layers=layers))
+    except EaglehubError:
+        return None
+    if reading.aux_layer_ids is not None or reading.num_aux_hidden_states is None:
+        return None
+    return profile["title"], default_aux_ids(layers) if layers else None

@@ -19,7 +19,9 @@ from eaglehub.constants import VERIFY_FILE
 from eaglehub.errors import EaglehubError
 from eaglehub.io.digest import CHUNK, files_sha256, sha256_file
 from eaglehub.io.hub import StaleParentError, hub_errors
+from eaglehub.io.provenance import PROVENANCE_FILE
 from eaglehub.publish.card import build_card, card_tags
+from eaglehub.publish.paths import scrub, uploaded_report
 from eaglehub.target import hub_id
 
 CARD_FILE = "README.md"
@@ -141,7 +143,8 @@ def _status(local: Path | bytes, sha256: str, remote) -> str:
 
 def local_files(src: Path) -> list[str]:
     """Every regular file of the checkpoint, relative, sorted; hidden files and folders and
-    ``__pycache__`` left out, and the checkpoint's own ``README.md`` (the generated card replaces it)."""
+    ``__pycache__`` left out, and the checkpoint's own ``README.md`` (the generated card replaces it), verify
+    report and ``eaglehub.json`` (uploaded as generated copies without local paths)."""
     out = []
     for p in sorted(src.rglob("*")):
         rel = p.relative_to(src)
@@ -151,7 +154,7 @@ def local_files(src: Path) -> list[str]:
             or any(part.startswith(".") or part == "__pycache__" for part in rel.parts)
         ):
             continue
-        if rel.as_posix() in (CARD_FILE, VERIFY_FILE):
+        if rel.as_posix() in (CARD_FILE, VERIFY_FILE, PROVENANCE_FILE):  # generated: card, report, scrubbed copy
             continue
         out.append(rel.as_posix())
     return out
@@ -317,7 +320,10 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
     if entry is not None:
         assert report is not None  # the entry is one of its drafters
         single = next(r for r in split_report(report) if r["drafters"][0] is entry)
-        generated[VERIFY_FILE] = (json.dumps(single, indent=2) + "\n").encode()
+        generated[VERIFY_FILE] = (json.dumps(uploaded_report(single, opts.repo), indent=2) + "\n").encode()
+    provenance = read_provenance(src)
+    if provenance is not None:  # uploaded without the local paths it records (source, calibration target, prompts)
+        generated[PROVENANCE_FILE] = (json.dumps(scrub(provenance), indent=2) + "\n").encode()
     rows = []
     contents: dict[str, Path | bytes] = {}
     for rel in local_files(src):

@@ -9,8 +9,8 @@ from eaglehub.views.common import human_size
 
 
 def render_publish(doc: dict, console) -> None:
-    """Print the plan (target repo, revision, parent, gate, files with status and size) and, after a
-    real run, the commit and pull request."""
+    """Print the plan (target repo, revision, parent, gate, files with status and size), on a dry run the
+    model card it would upload, and after a real run the commit and pull request."""
     repo, gate = doc["repo"], doc["gate"]
     mode = "pull request against" if doc["create_pr"] else "commit to"
     head = doc["parent_commit"] or "(new repo)"
@@ -66,6 +66,12 @@ def render_publish(doc: dict, console) -> None:
             highlight=False,
             soft_wrap=True,
         )
+    if doc["dry_run"]:  # the card is part of what is reviewed before publishing
+        card = doc["card"]["text"].rstrip("\n")
+        console.print(
+            f"model card (uploaded as README.md, {len(card.splitlines())} lines):", highlight=False, soft_wrap=True
+        )
+        console.print(card, markup=False, highlight=False, soft_wrap=True, emoji=False)
     r = doc["result"]
     if r:
         if r["commit_oid"] is None:
