@@ -3,6 +3,8 @@ switches live, MLA fields (sliding windows: :mod:`eaglehub.checks.windows`)."""
 
 from __future__ import annotations
 
+import json
+
 from eaglehub.checks.context import Context, set_command
 from eaglehub.checks.holds import Said, holding, per_profile
 from eaglehub.drafter.canonical import QWEN3, QWEN3_ARCHITECTURES, int_field, nested_config
@@ -323,7 +325,7 @@ def check_exported_rope(ctx: Context) -> list[Finding]:
             return []
         scale, changed, pairs = _yarn_effect(rope, r.head_dim, r.rope_theta)
         message = (
-            f"rope_scaling {rope} is what ModelOpt's exporter writes into a drafter trained with plain RoPE "
+            f"rope_scaling {json.dumps(rope)} is what ModelOpt's exporter writes into a drafter trained with plain RoPE "
             "(eagle_export_rope_scaling, applied when the training rope_type is 'default'); the engine builds "
             f"YaRN from it for every position, so attention logits are scaled by {scale:.2f} and {changed} of the "
             f"{pairs} rotary frequencies are lowered (up to {rope['factor']:g}x): the drafter attends "

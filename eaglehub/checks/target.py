@@ -33,6 +33,12 @@ from eaglehub.profiles.registry import MRV2, SGLANG, V1, Profile
 MLA_WRAPPER_TYPES = frozenset({"kimi_k25"})
 
 
+def _rope_text(settings: tuple[Any, dict | None]) -> str:
+    """``(theta, scaling)`` as a message says it: the scaling as JSON (never a Python repr)."""
+    theta, scaling = settings
+    return f"theta {json.dumps(theta)}, scaling {json.dumps(scaling) if scaling else 'none'}"
+
+
 def rope_settings(cfg: dict) -> tuple[Any, dict | None]:
     """``(theta, scaling)`` from ``rope_theta``/``rope_scaling`` or transformers-5 ``rope_parameters``;
     ``type`` is read as ``rope_type`` and a plain ``default`` schedule counts as no scaling. ``theta`` is a
@@ -314,7 +320,7 @@ def check(ctx: Context) -> list[Finding]:
             finding(
                 "W-ROPE-MISMATCH",
                 "rope_scaling",
-                f"drafter RoPE (theta, scaling) {mine} differs from the target's {theirs}",
+                f"drafter RoPE {_rope_text(mine)} differs from the target's {_rope_text(theirs)}",
                 "keep RoPE fields as trained; if a converter dropped them, copy them from the training config",
             )
         )
