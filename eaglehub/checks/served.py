@@ -4,8 +4,6 @@ embedding table it uses (the drafter's own or the target's) and the context leng
 
 from __future__ import annotations
 
-import numpy as np
-
 from eaglehub.checks.context import Context, set_command
 from eaglehub.checks.holds import Said, per_profile
 from eaglehub.checks.tokenizer import drafter_record
@@ -25,6 +23,8 @@ def tensors_equal(a: TensorIndex, a_name: str, b: TensorIndex, b_name: str) -> b
     """Element-wise equality of two same-shape tensors, like ``torch.equal`` (NaN != NaN, -0 == +0),
     compared in row blocks of about :data:`READ_CHUNK` bytes so two big embedding tables
     ([V, H], often > 1 GB) are never in memory at once. Reads with numpy only (safetensors inputs)."""
+    import numpy as np
+
     info = a.tensors[a_name]
     if not info.shape:
         return bool(np.array_equal(a.load_numpy(a_name), b.load_numpy(b_name)))

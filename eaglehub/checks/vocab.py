@@ -5,8 +5,6 @@ Works on numpy arrays (no torch): the maps are read with :func:`.context.drafter
 
 from __future__ import annotations
 
-import numpy as np
-
 from eaglehub.checks.context import Context, drafter_array
 from eaglehub.findings import Finding, finding
 
@@ -15,6 +13,8 @@ _INT_DTYPES = frozenset({"int64", "int32", "int16", "int8", "uint8"})
 
 
 def _dtype_name(arr, given: str | None) -> str:
+    import numpy as np
+
     return given or np.asarray(arr).dtype.name
 
 
@@ -32,6 +32,8 @@ def check_vocab_maps(
     ``Vd < V`` is suspicious unless ``t2d`` confirms the first ``Vd`` ids; ``d2t`` with ``Vd == V``
     breaks vLLM >= 0.30; ``t2d.sum() == Vd`` and ``t2d[ids]`` all true. Length mismatches are left to the shape check.
     """
+    import numpy as np
+
     out: list[Finding] = []
     ids = None
     d2t = None if d2t is None else np.asarray(d2t)
@@ -185,6 +187,8 @@ def _row_digests(d, name: str) -> list[bytes]:
     """One digest per row of tensor ``name`` (equal rows, equal digests), read in blocks of about 16 MiB."""
     import hashlib
 
+    import numpy as np
+
     info = d.tensors[name]
     rows = info.shape[0]
     step = max(1, ROWS_BYTES // max(1, info.nbytes // max(1, rows)))
@@ -206,6 +210,8 @@ def check_lm_head_rows(ctx: Context) -> list[Finding]:
     so rows are identical exactly where offsets are. A trained or initialised head never has that pattern; the
     check needs at least one repeated offset to see it (the full-vocabulary head, when it is at hand, shows the
     same directly: see tests/test_producer_findings.py)."""
+    import numpy as np
+
     d = ctx.drafter
     V, Vd = d.dims.V, d.dims.Vd
     head = d.tensors.get("lm_head.weight")

@@ -21,8 +21,6 @@ from __future__ import annotations
 import math
 import re
 
-import numpy as np
-
 from eaglehub.checks.context import Context
 from eaglehub.checks.holds import Said, per_profile
 from eaglehub.drafter.shapes import quantization_tensors
@@ -119,6 +117,8 @@ def _kind(name: str, shape: tuple) -> str:
 
 def _all_zero(ctx: Context, name: str) -> bool:
     """Every value of ``name`` is 0 (read in row blocks of about :data:`ROWS_BYTES`; NaN is not 0)."""
+    import numpy as np
+
     d = ctx.drafter
     info = d.tensors[name]
     if not info.shape:
@@ -205,6 +205,8 @@ def _grid(ctx: Context, shape: tuple, scale_shape: tuple) -> tuple[int, int]:
 def _dead_blocks(ctx: Context, name: str) -> tuple[int, int, int, int, tuple[int, int], tuple[int, int]]:
     """``(dead, total, zero values, zero scale, (bn, bk), first dead block (row, col))`` of FP8 weight
     ``name``: blocks whose stored values are all 0 or whose scale is 0."""
+    import numpy as np
+
     d = ctx.drafter
     shape = tuple(d.tensors[name].shape)
     scale = _scale_of(ctx, name)

@@ -107,6 +107,37 @@ def engine_errors(out: Drafter, profiles) -> dict[str, list[dict]]:
     return found
 
 
+def _plan(
+    d, repaired, repairs, source, to, fmt, force, norm_output, verifier, calibration, rebuilt, set_changes, profiles
+):
+    """The output planned (convert's steps between the source's repairs and the write)."""
+    plan = plan_conversion(
+        d,
+        repaired,
+        source,
+        to,
+        fmt or d.format,
+        force,
+        norm_output,
+        verifier,
+        calibration.gains if calibration is not None else None,
+        calibration.weights if calibration is not None else None,
+        rebuilt=rebuilt,
+    )
+    if set_changes:
+        plan.provenance["conversion"]["config_set"] = [{k: c[k] for k in ("key", "old", "new")} for c in set_changes]
+    config_changes = set_changes + repairs + plan.changes
+    if config_changes:  # what eaglehub wrote with its own value (W-PRODUCER-FLAG leaves those alone)
+        plan.provenance["conversion"]["config_changes"] = [
+            {k: c[k] for k in ("key", "old", "new", "why") if k in c} for c in config_changes
+        ]
+    if calibration is not None and calibration.report:
+        plan.provenance["conversion"]["calibration"] = calibration_provenance(calibration.report)
+    checked, default_profiles = profiles_to_check(profiles)
+    want = _intended(d, repaired, plan, set_changes, repairs, to)
+    return plan, want, checked, default_profiles, config_changes
+
+
 def convert(
     src: str | Path,
     dst: str | Path,
@@ -195,41 +226,35 @@ def convert(
 
         rebuilt = rebuild_ids(repaired)
     moot = _moot_maps(repaired, fmt or d.format, rebuilt)
-    accepted = refuse_source_errors(
-        repaired,
-        force,
-        settings,
-        lambda edits: read_drafter(
-            path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention), settings=edits
-        ),
-        moot=moot,
-    )
+    accepted: list = []
+
+    def check_source() -> frozenset[str]:
+        accepted[:] = refuse_source_errors(
+            repaired,
+            force,
+            settings,
+            lambda edits: read_drafter(
+                path,
+                fmt=source_format,
+                aux_convention=ALIASES.get(aux_convention or "", aux_convention),
+                settings=edits,
+            ),
+            moot=moot,
+        )
+        return frozenset(f.code for f in accepted)
+
     if calibration is not None:
         norm_output = calibration.norm_output
-    plan = plan_conversion(
-        d,
-        repaired,
-        source,
-        to,
-        fmt or d.format,
-        force,
-        norm_output,
-        verifier,
-        calibration.gains if calibration is not None else None,
-        calibration.weights if calibration is not None else None,
-        rebuilt=rebuilt,
-    )
-    if set_changes:
-        plan.provenance["conversion"]["config_set"] = [{k: c[k] for k in ("key", "old", "new")} for c in set_changes]
-    config_changes = set_changes + repairs + plan.changes
-    if config_changes:  # what eaglehub wrote with its own value (W-PRODUCER-FLAG leaves those alone)
-        plan.provenance["conversion"]["config_changes"] = [
-            {k: c[k] for k in ("key", "old", "new", "why") if k in c} for c in config_changes
-        ]
-    if calibration is not None and calibration.report:
-        plan.provenance["conversion"]["calibration"] = calibration_provenance(calibration.report)
-    checked, default_profiles = profiles_to_check(profiles)
-    want = _intended(d, repaired, plan, set_changes, repairs, to)
+    # the source's checks run while its bytes are copied (write_drafter); what fails before the copy starts
+    # is reported after them, so a source with errors is refused by them first, as ever
+    try:
+        plan, want, checked, default_profiles, config_changes = _plan(
+            d, repaired, repairs, source, to, fmt, force, norm_output, verifier, calibration, rebuilt, set_changes,
+            profiles,
+        )  # fmt: skip
+    except Exception:
+        check_source()
+        raise
     readings: list[dict] = []
 
     def keeps_readings(out: Drafter) -> None:
@@ -258,7 +283,7 @@ def convert(
         max_shard_size=max_shard_size,
         advance=advance,
         check=keeps_readings,
-        accepted=frozenset(f.code for f in accepted),
+        accepted=check_source,
     )
     files, side, skipped = written.files, written.copied_files, written.skipped_files
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""

@@ -8,7 +8,6 @@ import json
 from collections.abc import Callable
 from dataclasses import replace
 
-from eaglehub.checks.config import MLA_MODEL_TYPES
 from eaglehub.drafter.canonical import (
     LLAMA,
     MLA,
@@ -147,6 +146,8 @@ def repair_config(d: Drafter) -> tuple[Drafter, list[dict]]:
         change("model_type", "llama", "vLLM parses a Llama-style drafter as llama (F1)")
     if kind == QWEN3 and cfg.get("model_type") not in ("qwen3", "llama"):
         change("model_type", "qwen3", "vLLM parses a Qwen3-style drafter as qwen3 (F1)")
+    from eaglehub.checks.config import MLA_MODEL_TYPES  # here: the checks (numpy, jsonschema) load during the copy
+
     if kind == MLA and cfg.get("model_type") not in MLA_MODEL_TYPES:
         # deepseek_v3-family types are rewritten into an MTP model for any draft config (vLLM 0.33
         # config/speculative.py L749-754), which cannot load an EAGLE-3 drafter; SGLang takes the class from

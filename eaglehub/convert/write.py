@@ -177,7 +177,7 @@ def write_drafter(
     max_shard_size: int | None = None,
     advance: Callable[[int], None] | None = None,
     check: Callable[[Drafter], None] | None = None,
-    accepted: frozenset[str] = frozenset(),
+    accepted: frozenset[str] | Callable[[], frozenset[str]] = frozenset(),
 ) -> Written:
     """Write a drafter checkpoint to ``dst`` atomically: the tensors (sharded above ``max_shard_size``),
     ``config.json``, ``eaglehub.json`` and the source's side files, then read it back (it must read as
@@ -186,7 +186,8 @@ def write_drafter(
     other formats (:attr:`eaglehub.formats.base.Format.metadata_stamps`).
 
     ``check`` gets the written drafter as read back and may refuse it (raise) before ``dst`` appears;
-    ``accepted``: error codes the source had and ``--force`` converted past.
+    ``accepted``: error codes the source had and ``--force`` converted past, or the source's checks that
+    return them, run while the tensor bytes are copied (raising abandons the write).
 
     Raises:
         EaglehubError: ``dst`` cannot be written (exit 2) or the result fails validation or ``check``
@@ -210,7 +211,7 @@ def write_drafter(
                 side, skipped = copy_side_files(
                     source_dir, tmp, {"config.json", PROVENANCE_FILE, INDEX_FILE, *source_files}
                 )
-                out = check_written(tmp, fmt, expected, accepted)
+                out = check_written(tmp, fmt, expected, accepted() if callable(accepted) else accepted)
                 if check is not None:  # the caller's own check of what was written (convert: the engine readings)
                     check(out)
             except BaseException:
