@@ -217,7 +217,11 @@ def _exit_watchdog(code: int) -> None:
 
 class Group(click.Group):
     """Click's usage errors as eaglehub's own errors (one line and a hint, exit 2); an interrupt, a
-    termination and a broken pipe as their own exit codes (module doc)."""
+    termination and a broken pipe as their own exit codes (module doc), listed under its --help."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", EXIT_CODES_HELP)
+        super().__init__(*args, **kwargs)
 
     def main(self, args: Any = None, *rest: Any, **kwargs: Any) -> Any:
         # the process's own command line only: a caller that passes args (CliRunner) keeps its signal handlers

@@ -97,7 +97,9 @@ def report_unwritten(report: dict, failed: list[Unwritten], as_json: bool) -> No
     for label, asked, fallback, reason in failed:
         where = f"written to {fallback} instead" if fallback else "written nowhere else either"
         err_console.print(
-            f"warning: cannot write the {escape(label)} to {escape(str(asked))}: {escape(reason)}; {escape(where)}"
+            f"warning: cannot write the {escape(label)} to {escape(str(asked))}: {escape(reason)}; {escape(where)}",
+            highlight=False,
+            soft_wrap=True,  # a path cut over two lines cannot be copied
         )
         lost = lost or (fallback is None and label == "report")
     if lost and not as_json:
