@@ -197,3 +197,178 @@ def test_a_full_vocabulary_d2t_that_is_not_the_identity_is_never_left_out_silent
         ):
             convert(src, tmp_path / "out", **kw)
         assert not (tmp_path / "out").exists()
+
+
+# -- findings whose hint is the exact command that fixes them ---------------------------------------------------
+
+
+def _validate(path: Path, target: Path | None = None, profiles: tuple[str, ...] | None = None) -> dict:
+    from eaglehub.checks.context import Options
+    from eaglehub.checks.validate import validate
+
+    return validate(path, target, options=Options(profiles=profiles) if profiles else None)
+
+
+def _fixed_by_its_hint(f: dict) -> Path:
+    """Run the command the finding's hint ends with, exactly as printed; the copy it wrote."""
+    argv = _hint_command(f)
+    assert argv[0] == "convert" and argv[2].endswith("-fixed"), f["hint"]
+    if Path(argv[2]).exists():  # a copy a former hint of the same source wrote
+        shutil.rmtree(argv[2])
+    res = _run(*argv)
+    assert res.exit_code == 0, (f["code"], f["hint"], res.output)
+    return Path(argv[2])
+
+
+def _copy_with(tmp_path: Path, name: str, src: Path, **changes) -> Path:
+    out = tmp_path / name
+    shutil.copytree(src, out)
+    cfg = json.loads((out / "config.json").read_text())
+    for k, v in changes.items():
+        if v is ...:
+            cfg.pop(k, None)
+        else:
+            cfg[k] = v
+    (out / "config.json").write_text(json.dumps(cfg, indent=2))
+    return out
+
+
+MLA_KEYS = {"q_lora_rank": 32, "kv_lora_rank": 32, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 32}
+
+
+def test_an_mla_config_over_llama_attention_is_told_the_class_and_the_command_that_fixes_it(tmp_path):
+    """A Llama-attention drafter (q/k/v_proj) whose config was given an MLA target's type, class and ranks: once told
+    ``--set v_head_dim=16`` (o_proj's width over the heads) and to store q/k/v_proj "under midlayer.*", where they
+    are. The class is named as the cause, with one exact command; every finding it causes carries that command,
+    no dimension edit is proposed, and the command's output validates clean."""
+    src = _copy_with(
+        tmp_path,
+        "kimi-llama",
+        SPECFORGE,
+        architectures=["Eagle3DeepseekV2ForCausalLM"],
+        model_type="deepseek_v3",
+        **MLA_KEYS,
+    )
+    report = _validate(src)
+    errors = [f for f in report["findings"] if f["severity"] == "error"]
+    arch = [f for f in errors if f["code"] == "E-CONFIG-ARCH"]
+    assert len(arch) == 1 and "the attention tensors are Llama's" in arch[0]["message"], report["findings"]
+    assert "E-CONFIG-DIM" not in {f["code"] for f in errors} and "E-MLA-MODELTYPE" not in {f["code"] for f in errors}
+    assert not any("v_head_dim" in f["hint"] or "store it under" in f["hint"] for f in report["findings"])
+    assert all(f["hint"] == arch[0]["hint"] for f in errors), [(f["code"], f["hint"]) for f in errors]
+    assert arch[0]["hint"].endswith(
+        """--set 'architectures=["LlamaForCausalLMEagle3"]' --set model_type=llama --set kv_lora_rank=null"""
+    )
+    fixed = _fixed_by_its_hint(arch[0])
+    assert [f for f in _validate(fixed)["findings"] if f["severity"] == "error"] == []
+    # the class alone (a Kimi type, no ranks): the same cause, the same kind of command
+    bare = _copy_with(
+        tmp_path, "kimi-class", SPECFORGE, architectures=["Eagle3DeepseekV2ForCausalLM"], model_type="kimi_k2"
+    )
+    (arch,) = [f for f in _validate(bare)["findings"] if f["code"] == "E-CONFIG-ARCH"]
+    assert "Llama's" in arch["message"]
+    assert [f for f in _validate(_fixed_by_its_hint(arch))["findings"] if f["severity"] == "error"] == []
+
+
+def test_an_unexpected_tensor_already_under_midlayer_is_not_told_to_move_there(make_drafter):
+    import torch
+
+    src = make_drafter("stray", mutate=lambda cfg, t: t.update({"midlayer.self_attn.rotary.weight": torch.ones(16)}))
+    (f,) = [f for f in _validate(src)["findings"] if f["code"] == "E-TENSOR-UNEXPECTED"]
+    assert f["subject"] == "midlayer.self_attn.rotary.weight"
+    assert "store it under" not in f["hint"] and "already the layout's" in f["hint"]
+
+
+def _hint_clears(f: dict, code: str, target: Path | None = None, profiles=None) -> None:
+    fixed = _fixed_by_its_hint(f)
+    after = [g for g in _validate(fixed, target, profiles)["findings"] if g["code"] == code]
+    assert after == [], (f["hint"], after)
+
+
+def test_aux_count_hints_are_commands_that_clear_the_finding(make_drafter, make_target):
+    """Four ids for an fc sized for three: with the target known, its default layers; without, the first three."""
+    src = make_drafter("four", mutate=lambda cfg, t: cfg.update(eagle_aux_hidden_state_layer_ids=[2, 4, 5, 6]))
+    target = make_target(8)
+    (f,) = [f for f in _validate(src, target)["findings"] if f["code"] == "E-AUX-COUNT"]
+    assert f["hint"].endswith("--set 'eagle_aux_hidden_state_layer_ids=[2,4,5]'") and "default layers" in f["hint"]
+    _hint_clears(f, "E-AUX-COUNT", target)
+    (f,) = [f for f in _validate(src)["findings"] if f["code"] == "E-AUX-COUNT"]
+    assert "the first 3" in f["hint"]
+    _hint_clears(f, "E-AUX-COUNT")
+
+
+def test_aux_convention_hints_are_commands_that_clear_the_finding(make_drafter, tmp_path):
+    # top-level ids starting at 1: C-out ids under the C-in key
+    src = make_drafter("one", mutate=lambda cfg, t: cfg.update(eagle_aux_hidden_state_layer_ids=[1, 3, 4]))
+    (f,) = [f for f in _validate(src)["findings"] if f["code"] == "W-AUX-CONVENTION"]
+    assert f["hint"].endswith("--set 'eagle_aux_hidden_state_layer_ids=[2,4,5]'")
+    _hint_clears(f, "W-AUX-CONVENTION")
+    # SpecForge's nested C-out list, which vLLM's V1 runner captures as written (one layer early)
+    v1 = ("vllm-0.33-v1",)
+    (f,) = [f for f in _validate(SPECFORGE, profiles=v1)["findings"] if f["code"] == "W-AUX-CONVENTION"]
+    copy = tmp_path / "sf"
+    shutil.copytree(SPECFORGE, copy)
+    (f,) = [f for f in _validate(copy, profiles=v1)["findings"] if f["code"] == "W-AUX-CONVENTION"]
+    _hint_clears(f, "W-AUX-CONVENTION", profiles=v1)
+
+    # nested ids no rule reads (vllm layout: no producer convention to fall back on)
+    def nested(cfg, t):
+        cfg.pop("eagle_aux_hidden_state_layer_ids")
+        cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": [3, 4, 6]}
+
+    src = make_drafter("nested", mutate=nested)
+    found = [f for f in _validate(src)["findings"] if f["code"] == "W-AUX-CONVENTION"]
+    assert len(found) == 1 and "cannot tell" in found[0]["message"], _validate(src)["findings"]
+    _hint_clears(found[0], "W-AUX-CONVENTION")
+
+
+def test_config_schema_and_mla_model_type_hints_are_commands_that_clear_the_finding(tmp_path):
+    for name, changes in {
+        "text-width": {"hidden_size": "64"},
+        "no-width": {"hidden_size": ...},
+        "text-bool": {"tie_word_embeddings": "false"},
+        "no-layers": {"num_hidden_layers": 0},
+    }.items():
+        src = _copy_with(tmp_path, name, SPECFORGE, **changes)
+        schema = [f for f in _validate(src)["findings"] if f["code"] == "E-CONFIG-SCHEMA"]
+        assert len(schema) == 1 and ": eaglehub convert " in schema[0]["hint"], (name, schema)
+        _hint_clears(schema[0], "E-CONFIG-SCHEMA")
+    mla = tmp_path / "mla"
+    shutil.copytree(PRODUCERS / "torchspec" / "mla-eagle3", mla)
+    (f,) = [f for f in _validate(mla)["findings"] if f["code"] == "E-MLA-MODELTYPE"]
+    assert f["hint"].endswith("--set model_type=deepseek_v2")
+    _hint_clears(f, "E-MLA-MODELTYPE")
+
+
+def test_missing_fc_norm_gains_are_one_finding_listing_them():
+    found = [
+        f
+        for f in _validate(PRODUCERS / "speculators" / "convert-eagle3.1-flags")["findings"]
+        if f["code"] == "E-FCNORM-MISSING"
+    ]
+    assert len(found) == 1, found
+    assert (
+        all(f"fc_norm.{i}.weight [64]" in found[0]["message"] for i in range(3))
+        and " are missing" in found[0]["message"]
+    )
+
+
+def test_an_empty_source_path_is_refused_not_read_as_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for args in (["validate", ""], ["inspect", ""], ["convert", "", str(tmp_path / "out"), "--to", "3.1"]):
+        res = _run(*args)
+        assert res.exit_code == 2 and "an empty path names no drafter" in res.output, (args, res.output)
+
+
+def test_the_dtype_warning_says_what_each_engine_does(make_drafter, make_target):
+    src, target = make_drafter(), make_target(8, torch_dtype="float16")
+    found = {
+        f["profiles"][0]: f
+        for f in _validate(src, target, ("vllm-0.33-gpu", "sglang-0.5.23"))["findings"]
+        if f["code"] == "W-DTYPE-MISMATCH"
+    }
+    assert set(found) == {"vllm-0.33-gpu", "sglang-0.5.23"}
+    assert "vLLM builds the drafter in the target's float16" in found["vllm-0.33-gpu"]["message"]
+    sglang = found["sglang-0.5.23"]
+    assert "SGLang runs the drafter in its own bfloat16" in sglang["message"] and "vLLM" not in sglang["hint"]
+    assert "--dtype float16" in sglang["hint"]

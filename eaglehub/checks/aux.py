@@ -120,7 +120,8 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
                 "W-AUX-CONVENTION",
                 aux.key,
                 f"top-level ids {aux.raw} start at 1 like a C-out list, but this runner captures them as C-in (input to layer)",
-                f"if the trainer used C-out ids (SpecForge, TorchSpec, ModelOpt), write {[i + 1 for i in aux.raw]}",
+                "if the trainer used C-out ids (SpecForge, TorchSpec, ModelOpt): "
+                + set_command(ctx, AUX_KEY, [i + 1 for i in aux.raw]),
             )
         ]
         return _capture(ctx, said, lambda r: captures(r, AUX_KEY))
@@ -132,8 +133,8 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
                 "W-AUX-CONVENTION",
                 aux.key,
                 f"nested ids {aux.raw} look C-out ({reason}); this runner captures them as C-in, one layer early",
-                f'for vLLM, `eaglehub convert --format vllm` (writes top-level "{AUX_KEY}": {[i + 1 for i in aux.raw]}); '
-                "SGLang and this format's own tools read the nested list as written",
+                "write the C-in list vLLM captures as written at the top level (the nested list SGLang reads stays "
+                f"as it is): {set_command(ctx, AUX_KEY, [i + 1 for i in aux.raw])}",
             )
         ]
         return per_profile(ctx, lambda r: said if r.engine == VLLM and captures(r, NESTED) else [])
@@ -143,7 +144,8 @@ def _convention(ctx: Context, n_layers: int | None) -> list[Finding]:
                 "W-AUX-CONVENTION",
                 aux.key,
                 f"cannot tell whether nested ids {aux.raw} are C-in or C-out ({reason})",
-                f'write the C-in list at the top level ("{AUX_KEY}")',
+                "write the C-in list at the top level; if the trainer wrote C-out ids (SpecForge, TorchSpec and "
+                f"ModelOpt do): {set_command(ctx, AUX_KEY, [i + 1 for i in aux.raw])}",
             )
         ]
     assert conv == C_IN
@@ -206,15 +208,25 @@ def _nondefault(ctx: Context, n_layers: int) -> list[Finding]:
     return per_profile(ctx, lambda r: said if captures(r, aux.key or "") else [])
 
 
-def _count_hint(ctx: Context, f: Finding, listed: int) -> Finding:
-    """E-AUX-COUNT where fc is as wide as the id list: the count is what is missing, and setting it is the fix."""
-    fc, ht = ctx.drafter.tensors.get("fc.weight"), ctx.drafter.dims.Ht
-    if f.code != "E-AUX-COUNT" or fc is None or len(fc.shape) != 2 or not ht or fc.shape[1] != listed * ht:
+def _count_hint(ctx: Context, f: Finding, ids: list[int]) -> Finding:
+    """E-AUX-COUNT with the exact edit: where fc is as wide as the id list, the count is what is missing; where it is
+    as wide as the count, the list is: the target's default layers when they are that many, else the first ids."""
+    fc, ht, listed = ctx.drafter.tensors.get("fc.weight"), ctx.drafter.dims.Ht, len(ids)
+    if f.code != "E-AUX-COUNT" or fc is None or len(fc.shape) != 2 or not ht or fc.shape[1] % ht:
         return f
-    return replace(
-        f,
-        hint=f"fc.weight {list(fc.shape)} is sized for the {listed} ids: {set_command(ctx, 'num_aux_hidden_states', listed)}",
-    )
+    shape, a = list(fc.shape), fc.shape[1] // ht
+    if a == listed:
+        return replace(
+            f, hint=f"fc.weight {shape} is sized for the {listed} ids: {set_command(ctx, 'num_aux_hidden_states', a)}"
+        )
+    n = ctx.target.layers if ctx.target else None
+    if n is not None and len(default_aux_ids(n)) == a:
+        why = f"fc.weight {shape} reads {a} states; the {n}-layer target's default layers (list the trained ones if other)"
+        return replace(f, hint=f"{why}: {set_command(ctx, AUX_KEY, default_aux_ids(n))}")
+    if listed > a and "(default" not in f.subject:
+        why = f"fc.weight {shape} reads {a} states; if the drafter was trained on the first {a} of the ids"
+        return replace(f, hint=f"{why}: {set_command(ctx, f.subject, ids[:a])}")
+    return f
 
 
 def check(ctx: Context) -> list[Finding]:
@@ -229,7 +241,7 @@ def check(ctx: Context) -> list[Finding]:
         assert aux.key is not None  # set with raw
         key = aux.key
         found = _capture(ctx, _capture_said(aux.raw, key, True), lambda r: captures(r, key))
-        found += [_count_hint(ctx, f, len(aux.raw)) for f in check_ids(aux.raw, key, n, count)]
+        found += [_count_hint(ctx, f, aux.raw) for f in check_ids(aux.raw, key, n, count)]
         # broken ids (duplicate, out of range, miscounted) are errors already; the default comparison
         # is about a list that works in vLLM but not in default-only engines
         usable = n is not None and not any(f.severity == "error" for f in found)
@@ -255,7 +267,7 @@ def check(ctx: Context) -> list[Finding]:
     defaults = default_aux_ids(n)
     subject = f"{AUX_KEY} (default for N={n})"
     found = _capture(ctx, _capture_said(defaults, subject, False), _default)
-    found += check_ids(defaults, subject, n, count)
+    found += [_count_hint(ctx, f, defaults) for f in check_ids(defaults, subject, n, count)]
     if not found:
         said = [
             Said(

@@ -165,6 +165,11 @@ def _candidates(drafter: Drafter) -> Iterator[tuple[str, int, dict[str, list[int
         yield field, value, evidence
 
 
+def implied_values(drafter: Drafter, field: str) -> set[int]:
+    """Every value the stored shapes imply for ``field`` that differs from the one in use (none used: all of them)."""
+    return {value for f, value, _ in _candidates(drafter) if f == field}
+
+
 def config_key(drafter: Drafter, field: str) -> str:
     """Where ``field`` is written in the stored config.json: top level, or dotted inside the one nested
     object that holds it (a speculators ``transformer_layer_config``); top level when it is absent."""
@@ -176,7 +181,13 @@ def config_key(drafter: Drafter, field: str) -> str:
 
 
 def dimension_fixes(drafter: Drafter) -> list[DimFix]:
-    """The config fields the tensors contradict, in the order they were settled (module doc)."""
+    """The config fields the tensors contradict, in the order they were settled (module doc). None where the
+    config names another attention than the tensors are (:mod:`eaglehub.checks.attention`): the class is at
+    fault, and no dimension of the wrong kind is a fix."""
+    from eaglehub.checks.attention import foreign_attention
+
+    if foreign_attention(drafter) is not None:
+        return []
     bad = disagreeing(drafter)
     fixes: list[DimFix] = []
     current = drafter

@@ -20,12 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from eaglehub.checks.context import Context, TargetInfo
-from eaglehub.checks.holds import Said, merge
+from eaglehub.checks.holds import Said, merge, per_profile
 from eaglehub.checks.served import context, embedding
 from eaglehub.checks.tokenizer import special_token_findings, template_findings, tokenizer_findings
 from eaglehub.drafter.canonical import MLA, int_field
 from eaglehub.findings import Finding, finding
 from eaglehub.io import jsonio
+from eaglehub.profiles.reading import Reading
 from eaglehub.profiles.registry import MRV2, SGLANG, V1, Profile
 
 #: multimodal wrappers whose outer model_type stands for an MLA language model (Kimi-K2.5); the text
@@ -277,6 +278,36 @@ def _malformed_sizes(t: TargetInfo) -> list[Finding]:
     return out
 
 
+def _dtype_mismatch(ctx: Context, mine: str, theirs: str) -> list[Finding]:
+    """W-DTYPE-MISMATCH in each engine's terms. vLLM builds the draft model config with the target's dtype (0.33.0
+    config/speculative.py L1418), so the drafter's weights are cast to it; SGLang builds it with the server's
+    --dtype (0.5.23 srt/configs/model_config.py L965), "auto" unless given, which keeps each config's own dtype
+    (L2284-2320), so the drafter runs in its own and meets the target's aux states in another."""
+    head = f"drafter is {mine}, target is {theirs}"
+
+    def say(r: Reading) -> list[Said]:
+        if r.engine == SGLANG:
+            return [
+                Said(
+                    "W-DTYPE-MISMATCH",
+                    "torch_dtype",
+                    f"{head}: SGLang runs the drafter in its own {mine} (--dtype auto) and the target's aux states "
+                    f"and embeddings reach it in {theirs}",
+                    f"serve both in one dtype: pass --dtype {theirs} to sglang.launch_server",
+                )
+            ]
+        return [
+            Said(
+                "W-DTYPE-MISMATCH",
+                "torch_dtype",
+                f"{head}: vLLM builds the drafter in the target's {theirs}, casting its {mine} weights",
+                f"nothing to change for vLLM: it casts the drafter to {theirs} when it loads it",
+            )
+        ]
+
+    return per_profile(ctx, say)
+
+
 def check(ctx: Context) -> list[Finding]:
     t = ctx.target
     if t is None:
@@ -301,14 +332,7 @@ def check(ctx: Context) -> list[Finding]:
             )
         )
     if t.dtype and d.dtype and t.dtype != d.dtype:
-        out.append(
-            finding(
-                "W-DTYPE-MISMATCH",
-                "torch_dtype",
-                f"drafter is {d.dtype}, target is {t.dtype}; both meet in one op (embeddings, aux states)",
-                "serve both in one dtype (vLLM casts the drafter to the model dtype)",
-            )
-        )
+        out += _dtype_mismatch(ctx, d.dtype, t.dtype)
     if t.hidden is not None:
         out += embedding(ctx)
     mine, theirs = (

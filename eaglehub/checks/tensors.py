@@ -8,13 +8,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-import numpy as np
-
 from eaglehub.checks.context import Context, drafter_array, set_command
 from eaglehub.checks.dims import DimFix
 from eaglehub.checks.holds import Said, holding
 from eaglehub.checks.loaded import unused
-from eaglehub.drafter.canonical import QWEN3, config_dtype
+from eaglehub.drafter.canonical import LAYER0, QWEN3, config_dtype
 from eaglehub.drafter.shapes import (
     MAX_AUX_DESCRIBED,
     described_layers,
@@ -36,6 +34,8 @@ def _rows_look_iid(t) -> bool:
     """Row norms as even as i.i.d. entries make them: their coefficient of variation is about
     1/sqrt(2·cols) for a random matrix, while training spreads them far wider. Guards the std test
     against a trained matrix whose std happens to sit at ``initializer_range``."""
+    import numpy as np
+
     if t.shape[0] < 8:
         return True
     norms = np.linalg.norm(t, axis=1)
@@ -141,7 +141,13 @@ def check_expected(ctx: Context) -> list[Finding]:
     on_unknown = "vLLM raises ValueError on it; SGLang's Llama drafter skips it silently"
     fixes = ctx.dimension_fixes
     settled = {name for fix in fixes for name in fix.settles}
+    from eaglehub.checks.attention import fix_hint, foreign_attention
+
+    # an MLA config over Llama attention: the MLA tensors it lacks and the Llama ones it has follow from the class
+    foreign = foreign_attention(ctx.drafter)
+    missing_hint = fix_hint(ctx, foreign) if foreign is not None else _MISSING_HINT
     out += [_dim_finding(ctx, fix) for fix in fixes]
+    fc_norm_missing: list[str] = []
     for name, spec in specs.items():
         info = tensors.get(name)
         if name in settled:  # its shape follows once the config field named above is fixed
@@ -152,12 +158,14 @@ def check_expected(ctx: Context) -> list[Finding]:
                     spec.missing_code,
                     name,
                     f"{name} {_fmt(spec.shape)} is missing" + _MISSING_EFFECT[spec.missing_code],
-                    _MISSING_HINT,
+                    missing_hint,
                 )
                 out += holding(ctx, [said], _BUILT_BY[spec.missing_code], alone=f"{name} {_fmt(spec.shape)} is missing")
+            elif spec.required and spec.missing_code == "E-FCNORM-MISSING":
+                fc_norm_missing.append(f"{name} {_fmt(spec.shape)}")  # one finding for the drafter, below
             elif spec.required:
                 message = f"{name} {_fmt(spec.shape)} is missing" + _MISSING_EFFECT.get(spec.missing_code, "")
-                out.append(finding(spec.missing_code, name, message, _MISSING_HINT))
+                out.append(finding(spec.missing_code, name, message, missing_hint))
             continue
         if spec.unused_code:
             if spec.unused_code in _UNUSED_EDIT:
@@ -178,10 +186,24 @@ def check_expected(ctx: Context) -> list[Finding]:
                     "E-TENSOR-SHAPE",
                     name,
                     f"{name} is {_fmt(info.shape)}, the config implies {_fmt(spec.shape)}",
-                    "no config dimension explains it (validate tries each): re-export the tensor from the training "
-                    "checkpoint",
+                    fix_hint(ctx, foreign)
+                    if foreign is not None and name.startswith(f"{LAYER0}self_attn.")
+                    else "no config dimension explains it (validate tries each): re-export the tensor from the "
+                    "training checkpoint",
                 )
             )
+    if fc_norm_missing:
+        subject = fc_norm_missing[0].split(" ")[0] if len(fc_norm_missing) == 1 else "fc_norm.{i}.weight"
+        verb = "is" if len(fc_norm_missing) == 1 else "are"
+        message = f"{', '.join(fc_norm_missing)} {verb} missing" + _MISSING_EFFECT["E-FCNORM-MISSING"]
+        out.append(
+            finding(
+                "E-FCNORM-MISSING",
+                subject,
+                message,
+                "export the trained gains from the training checkpoint (no engine reports them missing)",
+            )
+        )
     declared, described = ctx.drafter.dims.layers, described_layers(ctx.drafter)
     if declared > described:  # one finding, however many layers the config claims
         span = f"layer {described} has" if declared == described + 1 else f"layers {described}..{declared - 1} have"
@@ -200,6 +222,16 @@ def check_expected(ctx: Context) -> list[Finding]:
             if layer is not None and layer >= declared:  # trained layers the config does not count
                 message = f"{name} belongs to layer {layer}, but the config declares num_hidden_layers {declared}"
                 hint = f"count the stored layers: {set_command(ctx, 'num_hidden_layers', stored)}"
+            elif foreign is not None and name in foreign.tensors:
+                message = f"{name} is {foreign.kind} attention, which the config's MLA class has no parameter for"
+                hint = fix_hint(ctx, foreign)
+            elif name.startswith((LAYER0, "fc.", "norm.", "lm_head.", "embed_tokens.")):
+                # already spelled as the layout spells a drafter's own tensors: storing it elsewhere is no fix
+                message = f"{name} is not a tensor of this drafter's {ctx.drafter.layer_kind} layer ({on_unknown})"
+                hint = (
+                    "the name is already the layout's; no engine's drafter class has this parameter: check that the "
+                    "config names the class the drafter was trained as (architectures, model_type)"
+                )
             else:
                 message = f"{name} is not a tensor of this layout ({on_unknown})"
                 hint = (
@@ -271,6 +303,8 @@ def check_init(ctx: Context) -> list[Finding]:
     std equals ``initializer_range`` (what ``strict=False`` loaders save, F2), all-zero quantization
     scales (every value dequantizes to 0). ``fc_norm.*`` are skipped
     (the 3.1 upgrade initialises them to ones by design), so is ``embed_tokens`` (copied from the target)."""
+    import numpy as np
+
     d = ctx.drafter
     ir = d.config.get("initializer_range", 0.02)
     out = []
@@ -369,6 +403,8 @@ NONFINITE_ROWS_BYTES = 16 << 20  # rows read per step: bounded memory on multi-G
 def check_finite(ctx: Context) -> list[Finding]:
     """``--deep``: every float tensor is finite, read in row blocks of about 16 MiB (bf16/fp8 widened
     to float32 by :meth:`TensorIndex.load_numpy`). One finding per tensor, with the count."""
+    import numpy as np
+
     d, out = ctx.drafter, []
     for name, info in d.tensors.items():
         if not info.is_float or not info.numel:

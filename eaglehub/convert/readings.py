@@ -233,12 +233,13 @@ def unread_warnings(readings: list[dict], settings: dict | None) -> list[str]:
     misspelt key, or one only other tools read): written all the same, but said by name."""
     judged = [e for e in readings if e["source_reads"] and e["output_reads"]]
     out = []
-    for key in settings or {}:
+    for key, value in (settings or {}).items():
         if judged and all(key in e["unread_settings"] for e in judged):
             names = ", ".join(e["profile"] for e in judged)
+            spelling = "" if value is None else " (check the key's spelling)"
             out.append(
                 f"--set {key}: no engine profile checked ({names}) reads {key}, so the edit changes nothing they "
-                "build; it is written to config.json all the same (check the key's spelling)"
+                f"build; it is written to config.json all the same{spelling}"
             )
     return out
 

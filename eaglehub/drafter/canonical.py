@@ -326,7 +326,7 @@ def layer_kind(cfg: dict) -> str:
     (docs/formats.md §6.2); ``"qwen3"`` iff it is ``Eagle3Qwen3ForCausalLM`` (vLLM picks the layer by
     class, so a ``model_type`` alone changes nothing); else ``"llama"``."""
     arch = architecture(cfg)
-    if arch in MLA_ARCHITECTURES or "kv_lora_rank" in cfg:
+    if arch in MLA_ARCHITECTURES or cfg.get("kv_lora_rank") is not None:  # null states no MLA rank
         return MLA
     return QWEN3 if arch in QWEN3_ARCHITECTURES else LLAMA
 

@@ -72,6 +72,13 @@ def apply_settings(cfg: dict, settings: dict[str, Any] | None) -> tuple[dict, li
 
 
 def setting_arg(key: str, value: Any) -> str:
-    """The ``--set`` argument that gives ``value`` to ``key``, quoted for a POSIX shell where needed."""
+    """The ``--set`` argument that gives ``value`` to ``key``, quoted for a POSIX shell where needed. A string that
+    does not read as other JSON is written bare (``model_type=llama``): :func:`parse_setting` reads it back as that
+    string."""
     text = f"{key}={json.dumps(value, separators=(',', ':'))}"
+    if isinstance(value, str) and value and value == value.strip():
+        try:
+            json.loads(value)
+        except json.JSONDecodeError:
+            text = f"{key}={value}"
     return text if all(c.isalnum() or c in "_.=:-," for c in text) else "'" + text.replace("'", "'\\''") + "'"
