@@ -36,7 +36,27 @@ Every command's `--help`, as the installed version prints it. The pages beside t
 what each command does and why: [inspect](inspect.md), [validate](validate.md),
 [convert](convert.md), [quantize](quantize.md), [verify](verify.md), [diagnose](diagnose.md),
 [speedup](speedup.md), [publish](publish.md), [pipeline](pipeline.md), [target](target.md).
-Exit codes everywhere: 0 success, 1 a check ran and failed, 2 a usage or input error.
+
+Exit codes, the same for every command: **0** success; **1** a check ran and failed (or an engine or
+a served endpoint failed the job); **2** a usage or input error, including an output path that cannot
+be written; **130** interrupted by Ctrl-C (SIGINT) and **143** stopped by SIGTERM, as a shell reports
+a command a signal ended; **141** the reader of the output went away (`eaglehub … | head`: a broken
+pipe), with nothing printed. An interrupt stops a command within a second or two whatever it waits
+on (a request to a server, a poll); `watch` still prints its summary and writes its report, and exits
+1 rather than 130 when it had confirmed an AL drop. A process started with SIGINT ignored (a
+script's background job, `cmd &`) keeps it ignored, as any program does: stop it with SIGTERM.
+
+With `--json`, an error is also printed on stdout as one JSON object, `{"kind": "error", "error":
+…, "hint": …, "exit_code": …}` (`schemas/error.schema.json`), with the exit code the same error has
+without `--json`; the text stays on stderr.
+
+Every path a command writes (`--report`, `--plot`, `--plot-dir`, `--report-dir`, `--engine-log`,
+`--write`, `--work-dir`, the `DST` of `convert` and `quantize`) is checked while the options are
+read, before any model or engine is loaded: a parent that is a regular file, a directory that cannot
+be written, or a directory where a file goes is refused at once (exit 2, with the reason). A report
+the disk still refuses at the end of a run (full, or its directory removed meanwhile) is written to
+the temporary directory instead, or printed on stdout when that fails too; the warning says where,
+and the exit code is 2.
 """
 
 
