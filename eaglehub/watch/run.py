@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 
@@ -230,7 +231,7 @@ class Watch:
         self.client.close()
 
 
-def write_report(report: dict, path: str) -> None:
+def write_report(report: dict, path: str | Path) -> None:
     """Validate, then write the watch ``report`` to ``path`` atomically (``schemas/watch-report.schema.json``)."""
     write_output(report, path, REPORT_SCHEMA, "watch report")
 
