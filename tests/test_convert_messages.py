@@ -372,3 +372,17 @@ def test_the_dtype_warning_says_what_each_engine_does(make_drafter, make_target)
     sglang = found["sglang-0.5.23"]
     assert "SGLang runs the drafter in its own bfloat16" in sglang["message"] and "vLLM" not in sglang["hint"]
     assert "--dtype float16" in sglang["hint"]
+
+
+def test_an_undeclared_target_width_hint_is_a_command_that_clears_it(make_drafter):
+    import torch
+
+    def narrow(cfg, t):  # fc reads 3 states of width 32, and the config leaves target_hidden_size out
+        cfg.pop("target_hidden_size")
+        t["fc.weight"] = torch.zeros(64, 96, dtype=torch.bfloat16) + 0.01
+
+    (f,) = [
+        f for f in _validate(make_drafter("narrow", mutate=narrow))["findings"] if f["code"] == "E-HIDDEN-UNDECLARED"
+    ]
+    assert f["hint"].endswith("--set target_hidden_size=32")
+    _hint_clears(f, "E-HIDDEN-UNDECLARED")

@@ -29,7 +29,7 @@ def _hidden_undeclared(ctx: Context) -> list[Finding]:
             "E-HIDDEN-UNDECLARED",
             "target_hidden_size",
             f"fc.weight is {list(fc.shape)}: Ht = {fc.shape[1]}/{d.A} = {ht}, but config has no target_hidden_size (engines then use hidden_size {d.H})",
-            f'add "target_hidden_size": {ht}',
+            f"the fc width gives it: {set_command(ctx, 'target_hidden_size', ht)}",
         )
     ]
 
