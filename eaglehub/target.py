@@ -163,6 +163,10 @@ def resolve_target(spec: str, build: bool = True) -> Path:
         if not build:
             raise EaglehubError(f"{cached} is not built yet", hint="run `eaglehub target build smollm2`")
         return build_smollm2_cache(cached)
+    from eaglehub.io.source import looks_like_path, no_such_directory
+
+    if looks_like_path(spec):  # a mistyped path is not looked up as a Hub id
+        raise no_such_directory(spec, "target ")
     if spec.count("/") == 1 and not spec.startswith((".", "/")):
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import LocalEntryNotFoundError
@@ -171,8 +175,9 @@ def resolve_target(spec: str, build: bool = True) -> Path:
             return Path(snapshot_download(spec, local_files_only=True))
         except (LocalEntryNotFoundError, OSError, ValueError) as exc:
             raise EaglehubError(
-                f"target {spec!r} is not in the local Hugging Face cache",
-                hint="download it where you have network access, or pass a local directory",
+                f"target {spec!r} is not in the local Hugging Face cache (its weights are never downloaded here)",
+                hint=f"download it (`hf download {spec}`; where there is no network, into a cache HF_HUB_CACHE then "
+                "points at), or pass a local directory",
             ) from exc
     raise EaglehubError(f"target {spec!r} not found", hint="pass a model directory, a cached Hub id, or `smollm2`")
 
@@ -188,10 +193,10 @@ def resolve_target_files(spec: str, side_files: tuple[str, ...]) -> tuple[Path, 
     Raises:
         EaglehubError: the spec names nothing available (exit 2).
     """
-    from eaglehub.io.source import REPO_ID, fetch
+    from eaglehub.io.source import REPO_ID, fetch, looks_like_path
 
     path = Path(spec).expanduser()
-    local = path.is_dir() or spec.lower() in SMOLLM2_ALIASES or not REPO_ID.match(spec)
+    local = path.is_dir() or spec.lower() in SMOLLM2_ALIASES or not REPO_ID.match(spec) or looks_like_path(spec)
     if local:
         root = resolve_target(spec, build=False)
         return root, {n: root / n for n in side_files if (root / n).is_file()}

@@ -268,3 +268,22 @@ def test_drafters_are_judged_per_profile_from_the_config_files(hub_tree, tmp_pat
     default = json.loads(cli("drafters", "--target", BASE_ID, "--endpoint", hub.url, "--json").stdout)
     assert [(p["id"], p["default"], p["target_eagle3"]) for p in default["profiles"]] == [("vllm-0.33-gpu", True, True)]
     assert default["drafters"][0]["engines"] == [{"profile": "vllm-0.33-gpu", "builds": True, "error": None}]
+
+
+def test_offline_hints_carry_hf_hub_offline(hub_tree, monkeypatch):
+    """Where the Hub cannot be reached, the hint is the command that works without it; offline, the verify
+    command the listing proposes runs offline too."""
+    from huggingface_hub import constants
+
+    res = cli("drafters", "--target", QUANT_ID, "--endpoint", "http://127.0.0.1:9")
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"hint: check --endpoint / HF_ENDPOINT and the network; without one: `HF_HUB_OFFLINE=1 eaglehub drafters "
+        f"--target {QUANT_ID}`"
+    )
+    for repo in (QUANT_ID, "org/good-eagle3"):
+        snapshot_download(repo, endpoint=hub_tree["hub"].url)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    res = cli("drafters", "--target", QUANT_ID)
+    assert res.exit_code == 0, res.output
+    assert f"verify them: HF_HUB_OFFLINE=1 eaglehub verify --target {QUANT_ID}" in res.stdout

@@ -528,3 +528,21 @@ def test_the_gate_judges_the_profiles_asked_and_the_card_names_only_those(
         {"id": "vllm-0.33-gpu", "title": "vLLM 0.33.0 on GPU (Model Runner V2)", "default": True}
     ]
     assert "(`vllm-0.33-gpu`)" in default["card"]["text"]
+
+
+def test_offline_hints_carry_hf_hub_offline(verified, fake_hub, hf_env, monkeypatch, make_drafter):
+    """An unreachable Hub: the dry run's hint is the offline dry run; offline, a refusal's commands run offline."""
+    from huggingface_hub import constants
+
+    src, _ = verified
+    res = CliRunner().invoke(
+        main, ["publish", str(src), "--repo", "org/tiny", "--endpoint", "http://127.0.0.1:9", "--dry-run"]
+    )
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"hint: check --endpoint / HF_ENDPOINT and the network; without one: `HF_HUB_OFFLINE=1 eaglehub publish "
+        f"{src} --repo org/tiny --dry-run`"
+    )
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    res = publish(fake_hub, make_drafter("unverified", seed=5), "--dry-run")
+    assert res.exit_code == 1 and "fix it and run `HF_HUB_OFFLINE=1 eaglehub verify --target" in res.stderr

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from helpers.formats_factory import write_format
+from helpers.paths import ROOT
 
 from eaglehub.cli import main
 from eaglehub.io.schemas import validate_json
@@ -69,3 +70,81 @@ def test_target_build_leaves_the_cache_readable_by_other_users(tmp_path, monkeyp
         assert stat.S_IMODE((built / "model.safetensors").stat().st_mode) == 0o640
     finally:
         os.umask(old)
+
+
+@pytest.fixture
+def no_hub(monkeypatch):
+    """Fail the test on any Hub lookup: a mistyped path must never become one."""
+    import huggingface_hub
+
+    def refuse(*args, **kwargs):
+        pytest.fail(f"looked up on the Hub: {args}")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refuse)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", refuse)
+    monkeypatch.chdir(ROOT)
+
+
+@pytest.mark.parametrize(
+    "args, spec",
+    [
+        (["inspect", "./fixtures/smolm2-eagle3"], "./fixtures/smolm2-eagle3"),
+        (["validate", "fixtures/smolm2-eagle3"], "fixtures/smolm2-eagle3"),
+        (["convert", "runs/a/drafter", "out", "--to", "3.1"], "runs/a/drafter"),
+        (
+            ["validate", "fixtures/smollm2-eagle3", "--target", "fixtures/smolm2-eagle3"],
+            "target fixtures/smolm2-eagle3",
+        ),
+        (["drafters", "--target", "fixtures/smolm2-eagle3"], "target fixtures/smolm2-eagle3"),
+        (
+            ["verify", "--target", "smollm2", "--drafter", "fixtures/smolm2-eagle3", "--dry-run"],
+            "fixtures/smolm2-eagle3",
+        ),
+    ],
+)
+def test_a_mistyped_path_is_no_such_directory_at_once(no_hub, hf_env, args, spec):
+    res = cli(*args)
+    assert res.exit_code == 2, res.output
+    error, hint = res.stderr.strip().splitlines()
+    assert error == f"error: {spec}: no such directory"
+    assert hint.startswith("hint: ") and "download" not in hint
+    if "smolm2-eagle3" in spec:
+        assert hint.startswith("hint: did you mean fixtures/smollm2-eagle3")
+
+
+def test_a_path_under_an_existing_directory_lists_what_it_holds(no_hub, hf_env):
+    res = cli("inspect", "fixtures/nope")
+    assert res.exit_code == 2
+    assert res.stderr.splitlines() == [
+        "error: fixtures/nope: no such directory",
+        "hint: fixtures holds no nope (it holds configs, manifests, producers, prompts, smollm2-eagle3, "
+        "smollm2-eagle3-qwen3, …): pass an existing directory",
+    ]
+
+
+def test_a_hub_id_offline_is_one_line_naming_hf_hub_offline(hf_env, monkeypatch, capfd):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    res = cli("inspect", "org/drafter")
+    assert res.exit_code == 2
+    error, hint = res.stderr.strip().splitlines()
+    assert error == (
+        "error: org/drafter is not a local directory, and HF_HUB_OFFLINE=1 keeps to the local Hugging Face cache, "
+        "where org/drafter has no config.json"
+    )
+    assert "hf download org/drafter" in hint
+    # no network (the endpoint refuses): huggingface_hub's retries say nothing, the error names the switch
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr("time.sleep", lambda s: None)  # its backoff between the retries
+    capfd.readouterr()
+    res = cli("inspect", "org/drafter")
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines() == [
+        "error: org/drafter is not a local directory, and the Hub cannot be reached for org/drafter (config.json is "
+        "not in the local cache either)",
+        "hint: check the network; without one, set HF_HUB_OFFLINE=1 (no retries, the local cache only) and pass a "
+        "local directory or a repo the cache holds",
+    ]
+    assert capfd.readouterr().err == ""  # nothing from huggingface_hub's logger either

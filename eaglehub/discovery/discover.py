@@ -14,6 +14,7 @@ The report: ``schemas/drafters-report.schema.json``.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,10 +66,14 @@ def hub_offline() -> bool:
 def start_id(target: str) -> tuple[str | None, list[str]]:
     """The Hub id discovery starts from, and a note when it had to be derived: a Hub id is itself,
     ``smollm2`` is SmolLM2-135M-Instruct, a directory is the base its card names."""
+    from eaglehub.io.source import looks_like_path, no_such_directory
+
+    path = Path(target).expanduser()
+    if not path.is_dir() and looks_like_path(target):  # a mistyped path is not searched for as a Hub id
+        raise no_such_directory(target, "target ")
     known = hub_id(target)
     if known is not None:
         return known, [] if known == target else [f"{target} is {known} on the Hub"]
-    path = Path(target).expanduser()
     if path.is_dir():
         card = _read_card(path / "README.md")
         bases = bases_from_card(card, read_object(path / "config.json"))
@@ -154,7 +159,9 @@ def _from_hub(root: str, endpoint: str) -> tuple[list[dict], list[dict], list[st
     notes: list[str] = []
     lineage = [{"repo_id": root, "relation": None, "of": None}]
     root_config = None
-    with hub_errors(root, "main", endpoint, token, writing=False):
+    # without a network, the same search runs over the local Hugging Face cache
+    offline = f"HF_HUB_OFFLINE=1 eaglehub drafters --target {shlex.quote(root)}"
+    with hub_errors(root, "main", endpoint, token, writing=False, offline=offline):
         current = root
         while len(lineage) <= MAX_DEPTH:
             try:

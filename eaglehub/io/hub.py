@@ -67,12 +67,15 @@ def _server_line(exc) -> str:
 
 
 @contextlib.contextmanager
-def hub_errors(repo_id: str, revision: str, endpoint: str, token: str | None, writing: bool) -> Iterator[None]:
+def hub_errors(
+    repo_id: str, revision: str, endpoint: str, token: str | None, writing: bool, offline: str | None = None
+) -> Iterator[None]:
     """Map huggingface_hub / HTTP failures inside the block to one-line EaglehubErrors.
 
     401 → token missing or invalid; 403 → no write permission (or read access to a private repo);
     412 → :class:`StaleParentError`; 404 → repo or revision not found; a network failure → endpoint
-    unreachable. ``writing``: whether the block writes (it words the 401/403 hints).
+    unreachable. ``writing``: whether the block writes (it words the 401/403 hints). ``offline``: the
+    command that works without the Hub (``HF_HUB_OFFLINE=1 …``), added to the hint when it cannot be reached.
     """
     import httpx2
     from huggingface_hub.errors import (
@@ -142,5 +145,5 @@ def hub_errors(repo_id: str, revision: str, endpoint: str, token: str | None, wr
     except httpx2.HTTPError as exc:  # connection refused, DNS, timeouts: transport-level
         raise EaglehubError(
             f"cannot reach the Hub at {endpoint} ({type(exc).__name__})",
-            hint="check --endpoint / HF_ENDPOINT and the network",
+            hint="check --endpoint / HF_ENDPOINT and the network" + (f"; without one: `{offline}`" if offline else ""),
         ) from None

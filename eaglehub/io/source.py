@@ -9,7 +9,9 @@ eaglehub's own ``eaglehub.json`` and the two small side files ``validate`` compa
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Literal, overload
 
@@ -39,6 +41,8 @@ def resolve_source(spec: str, revision: str | None = None, endpoint: str | None 
         if revision:
             raise EaglehubError(f"--revision applies to hub repo ids, {spec} is a local path", hint="drop --revision")
         return path, {"path": str(path)}
+    if looks_like_path(spec):
+        raise no_such_directory(spec)
     if not REPO_ID.match(spec):
         raise EaglehubError(
             f"{spec} is neither a directory nor a hub repo id", hint="pass a checkpoint directory or org/name"
@@ -64,6 +68,61 @@ def resolve_source(spec: str, revision: str | None = None, endpoint: str | None 
         fetch(spec, name, revision, endpoint=endpoint)
     snapshot = Path(config).parent
     return snapshot, {"repo_id": spec, "revision": snapshot.name}
+
+
+def looks_like_path(spec: str) -> bool:
+    """Whether ``spec`` is meant as a local path, so that it is never looked up on the Hub (a typo in
+    ``./runs/drafter`` must not cost the Hub's retries): it starts with ``./``, ``../``, ``/`` or ``~``, has
+    more than one ``/`` (a Hub id has exactly one), or its first component exists here (``fixtures/nope``)."""
+    s = spec.replace("\\", "/")
+    if s in (".", "..") or s.startswith(("./", "../", "/", "~")) or s.count("/") > 1:
+        return True
+    return "/" in s and Path(s.split("/", 1)[0]).exists()
+
+
+def no_such_directory(spec: str, what: str = "") -> EaglehubError:
+    """The error for a local path that does not exist (exit 2), with the nearest names that do."""
+    import difflib
+
+    path = Path(spec).expanduser()
+    parent = next((p for p in path.parents if p.is_dir()), Path("."))
+    try:
+        names = [p.name for p in parent.iterdir() if p.is_dir() and not p.name.startswith(".")]
+    except OSError:
+        names = []
+    # the first component under the deepest existing directory is where the path went wrong
+    wrong = path.relative_to(parent).parts[0] if path.is_relative_to(parent) and path != parent else path.name
+    close = difflib.get_close_matches(wrong, names, n=2, cutoff=0.6)
+    shown = str(parent) if str(parent) != "." else "the current directory"
+    if close:
+        alike = " or ".join(str(parent / c) for c in close)
+        hint = f"did you mean {alike}?"
+    else:
+        held = ", ".join(sorted(names)[:6]) + (", …" if len(names) > 6 else "")
+        hint = f"{shown} holds no {wrong}" + (f" (it holds {held})" if held else "") + ": pass an existing directory"
+    return EaglehubError(f"{what}{spec}: no such directory", hint=hint)
+
+
+@contextlib.contextmanager
+def quiet_hub() -> Iterator[None]:
+    """huggingface_hub's own log lines (a retry per failed request, each with its URL) kept from the user:
+    the outcome is reported as one line by the caller."""
+    import logging
+
+    logger = logging.getLogger("huggingface_hub")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def hub_offline() -> bool:
+    """huggingface_hub's offline switch (``HF_HUB_OFFLINE``, read when it was imported)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
 
 
 @overload
@@ -97,7 +156,8 @@ def fetch(
     )
 
     try:
-        return hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint)
+        with quiet_hub():
+            return hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint)
     except (RepositoryNotFoundError, GatedRepoError) as exc:
         raise EaglehubError(
             f"hub repo {repo_id} is not accessible: {type(exc).__name__}",
@@ -110,11 +170,22 @@ def fetch(
     except (EntryNotFoundError, LocalEntryNotFoundError) as exc:
         if not required:
             return None
-        offline = isinstance(exc, LocalEntryNotFoundError)
+        where = f"{repo_id}{'@' + revision if revision else ''}"
+        if not isinstance(exc, LocalEntryNotFoundError):
+            raise EaglehubError(
+                f"{repo_id} is not a local directory, and the hub repo {where} has no {filename}",
+                hint="check the repo id and revision",
+            ) from exc
+        if hub_offline():
+            raise EaglehubError(
+                f"{repo_id} is not a local directory, and HF_HUB_OFFLINE=1 keeps to the local Hugging Face cache, "
+                f"where {where} has no {filename}",
+                hint=f"download it where the Hub can be reached (`hf download {repo_id}`) and point HF_HUB_CACHE at "
+                "that cache, or pass a local directory",
+            ) from exc
         raise EaglehubError(
-            f"{repo_id} is not a local directory, and in the hub repo {repo_id}{'@' + revision if revision else ''} {filename} is "
-            + ("not in the local cache (offline or unreachable hub)" if offline else "missing"),
-            hint="download it once with network access, or point HF_HUB_CACHE at a cache that has it"
-            if offline
-            else "check the repo id and revision",
+            f"{repo_id} is not a local directory, and the Hub cannot be reached for {where} ({filename} is not in "
+            "the local cache either)",
+            hint="check the network; without one, set HF_HUB_OFFLINE=1 (no retries, the local cache only) and pass a "
+            "local directory or a repo the cache holds",
         ) from exc

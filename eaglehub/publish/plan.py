@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,12 +183,15 @@ def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[d
         reasons.append(f"verify failed ({', '.join(failed)}) in {shown(report_path, src)}")
     if reasons and not opts.force:
         flags = "".join(f" --profile {p}" for p in opts.profiles)
+        from eaglehub.io.source import hub_offline
+
+        env = "HF_HUB_OFFLINE=1 " if hub_offline() else ""  # offline, the commands must not try the Hub either
         raise EaglehubError(
             f"refusing to publish {src}: " + "; ".join(reasons),
             hint=(
-                f"run `eaglehub validate {src} --target {target or 'T'}{flags}` for the fixes"
+                f"run `{env}eaglehub validate {src} --target {target or 'T'}{flags}` for the fixes"
                 if errors
-                else f"fix it and run `eaglehub verify --target {target or 'T'} --drafter {src} --report "
+                else f"fix it and run `{env}eaglehub verify --target {target or 'T'} --drafter {src} --report "
                 f"{src.parent / (src.name + '.verify.json')}`"
             )
             + ", or pass --force (recorded in the card)",
@@ -240,7 +244,11 @@ def _remote(api, opts: PublishOptions, endpoint: str, token: str | None):
                 hint="unset HF_HUB_OFFLINE, or add --dry-run",
             )
         return None, None, {}, {}
-    with hub_errors(opts.repo, opts.revision, endpoint, token, writing=False):
+    # a dry run plans without the Hub when told so (the files' status is then unknown)
+    offline = f"HF_HUB_OFFLINE=1 eaglehub publish {shlex.quote(opts.src)} --repo {opts.repo} --dry-run"
+    with hub_errors(
+        opts.repo, opts.revision, endpoint, token, writing=False, offline=offline if opts.dry_run else None
+    ):
         try:
             info = api.repo_info(opts.repo, revision=opts.revision)
         except RevisionNotFoundError:

@@ -54,8 +54,9 @@ def render_drafters(report: dict, console: Console) -> None:
     for note in report["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if report["drafters"]:
+        env = "HF_HUB_OFFLINE=1 " if report["offline"] else ""  # found offline: verified offline too
         console.print(
-            f"verify them: eaglehub verify --target {escape(report['target'])}", highlight=False, soft_wrap=True
+            f"verify them: {env}eaglehub verify --target {escape(report['target'])}", highlight=False, soft_wrap=True
         )
 
 
