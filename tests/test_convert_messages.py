@@ -380,6 +380,7 @@ def test_an_undeclared_target_width_hint_is_a_command_that_clears_it(make_drafte
     def narrow(cfg, t):  # fc reads 3 states of width 32, and the config leaves target_hidden_size out
         cfg.pop("target_hidden_size")
         t["fc.weight"] = torch.zeros(64, 96, dtype=torch.bfloat16) + 0.01
+        t["embed_tokens.weight"] = torch.zeros(256, 64, dtype=torch.bfloat16) + 0.01  # Ht != H: its own table
 
     (f,) = [
         f for f in _validate(make_drafter("narrow", mutate=narrow))["findings"] if f["code"] == "E-HIDDEN-UNDECLARED"
