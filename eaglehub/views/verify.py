@@ -11,6 +11,7 @@ from typing import cast
 from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from eaglehub.views.common import names_table, print_prose, titled_table
 
@@ -24,8 +25,9 @@ def rates_text(xs: list[float | None]) -> str:
 
 
 def acceptance_table(d: dict, k: int) -> Table:
-    """Per-category and overall: prompts matched, AL, per-position rates, draft acceptance rate."""
-    t = Table(title=f"{escape(d['drafter'])}  (k = {k})", title_justify="left")
+    """Per-category and overall: prompts matched, AL, per-position rates, draft acceptance rate (untitled:
+    :func:`render_report` prints the drafter's path above it on one line, which a title would wrap)."""
+    t = Table()
     for col, just in (
         ("category", "left"),
         ("matched", "right"),
@@ -264,6 +266,7 @@ def render_report(report: dict, console: Console) -> None:
         console.print(f"[yellow]note:[/] {escape(figures['note'])}", highlight=False)
     for d in report["drafters"]:
         console.print()
+        console.print(Text(f"{d['drafter']}  (k = {s['num_speculative_tokens']})", style="bold"), soft_wrap=True)
         console.print(acceptance_table(d, s["num_speculative_tokens"]))
         console.print(f"[dim]{ACCEPTANCE_LEGEND}[/]", highlight=False)
         dist = distribution_table(d, s["num_speculative_tokens"])
@@ -320,11 +323,12 @@ def render_baseline(report: dict, console) -> None:
         for r in section["comparisons"]
     ]
     columns = ["drafter", "AL", "AL / baseline", "weight bytes", "size / baseline", "lossless"]
-    title = (
-        f"against baseline {escape(section['drafter'])} (AL {num(section['acceptance_length'], '.3f')}, "
+    heading = (
+        f"against baseline {section['drafter']} (AL {num(section['acceptance_length'], '.3f')}, "
         f"{section['weight_bytes']:,} bytes)"
     )
-    console.print(names_table(console, columns, rows, title=title))
+    console.print(Text(heading), soft_wrap=True)  # a line, not a title: a title folds a long path
+    console.print(names_table(console, columns, rows))
 
 
 def render_report_and_baseline(report: dict, console) -> None:

@@ -1,0 +1,419 @@
+"""Every verb's text output as a log gets it: stdout piped (not a terminal) at COLUMNS=80, on real inputs (the
+committed fixture drafter, every producer fixture, tiny checkpoints made here). Checked on each: no name that
+tells rows apart is cut (each tensor / drafter name the input has appears whole, or with its middle cut to
+``…`` and an end no other name has), no command is wrapped inside (a line that starts one, and each command a
+finding's hint or a serve line holds, is whole on one line, balanced for the shell and parsed by eaglehub's own
+CLI), no Python repr (``None``, ``True``, ``['a']``, ``{'k': 1}``), no trailing blank; and progress is
+plain lines on stderr, one per step, when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shlex
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from helpers.paths import FIXTURE, ROOT
+from helpers.scripted import BASE, GOOD, ScriptedEngine, write_prompts
+
+from eaglehub.cli import main
+from eaglehub.errors import EaglehubError
+from eaglehub.views.console import TextConsole
+
+WIDTH = 80
+PRODUCERS = sorted(p.parent for p in (ROOT / "fixtures" / "producers").glob("*/*/config.json"))
+REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\['|\{'|'\]|': '|': [\d\[{]")
+"""What only a Python repr prints: its constants, a quoted string in a list or dict, a dict's quoted key
+(``model_type 'deepseek_v3': vLLM ...`` is prose)."""
+COMMAND = re.compile(r"(?:[A-Z_]+=\S+ )*(?:eaglehub|vllm serve) ")
+RULES = "│┃║|"
+
+
+def run80(*args, **env) -> tuple[str, str, int]:
+    """The verb as piped at 80 columns: stdout, stderr, exit code (never a traceback)."""
+    res = CliRunner(env={"COLUMNS": str(WIDTH), **env}).invoke(main, [str(a) for a in args])
+    assert res.exception is None or isinstance(res.exception, SystemExit), res.exception
+    return res.stdout, res.stderr, res.exit_code
+
+
+def tensor_names(drafter: Path) -> list[str]:
+    """The tensor names a drafter's safetensors files store (read from their headers)."""
+    names = []
+    for f in sorted(drafter.glob("*.safetensors")):
+        with f.open("rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            names += [k for k in json.loads(fh.read(n)) if k != "__metadata__"]
+    return names
+
+
+def _tokens(text: str) -> set[str]:
+    return {t for t in re.split(rf"[\s{RULES}]+", text) if t}
+
+
+def cut_names(text: str, names: list[str]) -> list[str]:
+    """The names ``text`` shows neither whole nor as ``head…tail`` with an end that no other name has."""
+    tokens = _tokens(text)
+    cuts = [tuple(t.split("…", 1)) for t in tokens if "…" in t]
+    bad = []
+    for name in dict.fromkeys(names):
+        if name in tokens:
+            continue
+        ok = any(
+            name.startswith(h) and name.endswith(t) and len(h) + len(t) < len(name)
+            for h, t in cuts
+            if not any(o != name and o.startswith(h) and o.endswith(t) for o in names)
+        )
+        if not ok:
+            bad.append(name)
+    return bad
+
+
+def commands_in(text: str) -> list[str]:
+    """The commands ``text`` (a hint, a line) holds: from ``eaglehub`` / ``vllm serve`` to the end of the
+    command (a `` ` ``, a ``;`` or a clause in parentheses after it, or the end of the text)."""
+    out = []
+    for m in COMMAND.finditer(text):
+        if m.start() and text[m.start() - 1] not in " `(\t":
+            continue
+        rest = text[m.start() :]
+        end = len(rest)
+        quote = None
+        for i, ch in enumerate(rest):  # the command ends where the prose resumes, outside any quotes
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "'\"":
+                quote = ch
+            elif ch in "`;)" or rest.startswith(" (", i) or rest.startswith(", ", i):
+                end = i
+                break
+        out.append(rest[:end].rstrip(". "))
+    return out
+
+
+def parse_command(command: str) -> None:
+    """Fails unless ``command`` is whole: shell quotes balanced, and an eaglehub command eaglehub's own
+    parser accepts (its verb, its options with their values), a serve line's JSON whole."""
+    argv = shlex.split(command)
+    while argv and re.fullmatch(r"[A-Z_]+=\S*", argv[0]):
+        argv = argv[1:]
+    if argv[0] == "vllm":
+        assert argv[1] == "serve", command
+        if "--speculative-config" in argv:
+            json.loads(argv[argv.index("--speculative-config") + 1])
+        return
+    assert argv[0] == "eaglehub", command
+    group: click.Command = main
+    args = argv[1:]
+    ctx = click.Context(main, info_name="eaglehub")
+    while isinstance(group, click.Group) and args and not args[0].startswith("-"):
+        sub = group.get_command(ctx, args[0])
+        assert sub is not None, f"no verb {args[0]!r} in: {command}"
+        ctx = click.Context(sub, info_name=args[0], parent=ctx)
+        group, args = sub, args[1:]
+    try:
+        group.make_parser(ctx).parse_args(args)
+    except click.UsageError as exc:
+        raise AssertionError(f"{command}: {exc}") from exc
+
+
+def check(text: str, names: list[str] = (), hints: list[str] = ()) -> None:  # type: ignore[assignment]
+    """The checks of the module doc on one verb's text output (``names``: what tells its rows apart;
+    ``hints``: the hints and serve lines of its report, whose commands must each be whole on one line)."""
+    lines = text.splitlines()
+    assert [line for line in lines if line != line.rstrip()] == [], "trailing blanks"
+    assert REPR.findall(text) == [], [line for line in lines if REPR.search(line)]
+    assert cut_names(text, list(names)) == [], text
+    for line in lines:
+        if COMMAND.match(line.strip()):
+            parse_command(line.strip())
+    for hint in hints:
+        for command in commands_in(hint):
+            assert any(command in line for line in lines), f"wrapped inside: {command}\n{text}"
+            parse_command(command)
+
+
+def hints_of(report: dict) -> list[str]:
+    found = [f["hint"] for f in report.get("findings") or [] if f.get("hint")]
+    for d in report.get("drafters") or []:
+        found += hints_of(d)
+        found += [d["serve_command"]] if d.get("serve_command") else []
+    return found
+
+
+# --- the checks themselves, on text that breaks each rule -----------------------------------------------
+
+
+def test_the_checks_catch_what_they_are_for():
+    names = ["midlayer.self_attn.q_proj.weight", "midlayer.self_attn.k_proj.weight"]
+    assert cut_names(" midl…q_proj.weight │ x\n midl…k_proj.weight │ y", names) == []
+    assert cut_names(" midlayer.self_at… │ x\n midlayer.self_at… │ y", names) == names
+    assert cut_names(" midl…weight\n midlayer.self_attn.k_proj.weight", names) == names[:1]  # the end is shared
+    hint = (
+        "ask the weights: eaglehub probe D --target T --field norm_output; if it wins, eaglehub convert S D --set x=1"
+    )
+    assert commands_in(hint) == ["eaglehub probe D --target T --field norm_output", "eaglehub convert S D --set x=1"]
+    check("fix: " + hint, hints=[hint])
+    with pytest.raises(AssertionError, match="wrapped inside"):
+        check("fix: ask the weights: eaglehub probe D --target\nT --field norm_output", hints=[hint])
+    with pytest.raises(AssertionError):
+        parse_command("eaglehub probe D --target")  # cut before its value
+    with pytest.raises(AssertionError):
+        parse_command("eaglehub convert S D --no-such-option")
+    with pytest.raises(ValueError):
+        parse_command('vllm serve T --speculative-config \'{"model": ')
+    for bad in ("config norm_output: None → True", "aux ['a', 'b']", "{'k': 1}", "table row   "):
+        with pytest.raises(AssertionError):
+            check(bad)
+
+
+# --- inspect, validate, quantize, convert on the committed drafters ------------------------------------
+
+
+@pytest.mark.parametrize("drafter", [FIXTURE, *PRODUCERS], ids=lambda p: "/".join(Path(p).parts[-2:]))
+def test_inspect_validate_and_quantize_plan_at_80_columns(drafter):
+    names = tensor_names(drafter)
+    out, _, code = run80("inspect", drafter)
+    assert code == 0 and names
+    check(out, names)
+    out, _, code = run80("validate", drafter)
+    report, _, _ = run80("validate", drafter, "--json")
+    check(out, hints=hints_of(json.loads(report)))
+    out, _, code = run80("quantize", drafter, "--dry-run")
+    if code == 0:  # a drafter quantize refuses has said why in one line (its own tests)
+        plan = json.loads(run80("quantize", drafter, "--dry-run", "--json")[0])
+        check(out, [t["name"] for t in plan["tensors"]])  # the output's names (vllm-native)
+
+
+def test_quantize_and_convert_write_at_80_columns(tmp_path):
+    out, _, code = run80("quantize", FIXTURE, tmp_path / "fp8")
+    assert code == 0
+    check(out, tensor_names(FIXTURE))
+    # the rows the issue saw cut to one look: every midlayer.* name of the fixture, told apart
+    assert len([n for n in tensor_names(FIXTURE) if n.startswith("midlayer.")]) == 10
+    out, err, code = run80("convert", FIXTURE, tmp_path / "v31", "--to", "3.1")
+    assert code == 0
+    check(out)
+    assert "config norm_output: unset → true" in out or "norm_output" not in out
+    out, _, code = run80("inspect", tmp_path / "v31")
+    check(out, tensor_names(tmp_path / "v31"))
+
+
+def test_names_table_keeps_the_ends_that_differ():
+    """Narrower than the names: each loses its middle, keeps an end no other has; where only the start
+    differs, no cut keeps them apart and they are shown whole (folded), never made to look the same."""
+
+    from eaglehub.views.common import fit_names, names_table
+
+    names = tensor_names(FIXTURE)
+    console = TextConsole(width=50, file=io.StringIO())
+    console.print(names_table(console, ["tensor", "shape"], [[n, "[576, 1536]"] for n in names]))
+    text = console.file.getvalue()
+    check(text, names)
+    assert max(map(len, text.splitlines())) <= 50
+    assert "midlayer.post_attention_layernorm.weight" not in text  # cut, as 50 columns need
+    starts = ["run-a/checkpoint/final", "run-b/checkpoint/final"]
+    assert fit_names(starts, 12) == {n: n for n in starts}
+
+
+def test_piped_for_real(tmp_path):
+    """The same as a shell pipe gives it: a process whose stdout is a pipe, COLUMNS=80."""
+    env = {**os.environ, "COLUMNS": str(WIDTH)}
+    for args in (["inspect", str(FIXTURE)], ["quantize", str(FIXTURE), str(tmp_path / "q")]):
+        res = subprocess.run(
+            [sys.executable, "-m", "eaglehub", *args], capture_output=True, text=True, env=env, check=False
+        )
+        assert res.returncode == 0, res.stderr
+        check(res.stdout, tensor_names(FIXTURE))
+
+
+# --- verify: drafters told apart by the ends of long paths, hints and the serve line whole, CPU figures ---
+
+
+@pytest.fixture
+def verify_setup(tmp_path, monkeypatch, make_target):
+    """A tiny target; three drafters under one long directory (the start of every path the same); the
+    scripted engine as vLLM on a CPU."""
+    from helpers.checkpoints import make_drafter_in
+
+    target = make_target(n_layers=8)
+    root = tmp_path / "experiments" / "llama-3.1-8b-instruct-eagle3-sweep-2026-12" / "checkpoints"
+    root.mkdir(parents=True)
+    drafters = [make_drafter_in(root, name) for name in ("drafter-lr-3e-4", "drafter-lr-1e-4", "drafter-lr-1e-3")]
+    prompts = tmp_path / "p.jsonl"
+    write_prompts(prompts)
+    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, 3]] * len(msgs))
+    engine = ScriptedEngine({d.name: (BASE, GOOD) for d in drafters})
+    monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: engine)
+    monkeypatch.setattr("eaglehub.verify.report._vllm_cpu_build", lambda: True)
+    return target, drafters, prompts
+
+
+def test_verify_at_80_columns(verify_setup):
+    target, drafters, prompts = verify_setup
+    args = ["verify", "--target", target, "--prompts", prompts, "--max-tokens", "4"]
+    for d in drafters[:2]:
+        args += ["--drafter", d]
+    args += ["--baseline-drafter", drafters[2]]
+    out, err, code = run80(*args)
+    report = json.loads(run80(*args, "--json")[0])
+    assert code == 0, out + err
+    paths = [str(d) for d in drafters]
+    check(out, paths, hints_of(report))
+    assert "vllm serve" in out
+    # the CPU figures are labelled in the text and in --json
+    assert report["speed_figures"] == {
+        "device": "cpu",
+        "speed_claim": False,
+        "note": report["speed_figures"]["note"],
+    }
+    assert "not a speed claim" in report["speed_figures"]["note"]
+    flat = " ".join(out.split())  # prose wraps at words
+    assert "on a CPU 6.0 tok/s" in flat and "CPU figures, not a speed claim" in flat
+    assert "on a CPU, not a speedup claim: 6.0 tok/s, 1.00 × the target alone's" in flat
+    # every column heading defined: no abbreviations left unexplained
+    for undefined in ("uncond.", "acc. rate"):
+        assert undefined not in out
+    assert "given the one before:" in flat and "accepted per position:" in flat
+
+
+def test_verify_on_a_gpu_makes_no_cpu_caveat(verify_setup, monkeypatch):
+    target, drafters, prompts = verify_setup
+    monkeypatch.setattr("eaglehub.verify.report._vllm_cpu_build", lambda: False)
+    args = ["verify", "--target", target, "--prompts", prompts, "--max-tokens", "4", "--drafter", drafters[0]]
+    out, _, code = run80(*args)
+    assert code == 0 and "CPU" not in out
+    assert json.loads(run80(*args, "--json")[0])["speed_figures"]["speed_claim"] is True
+
+
+def test_verify_findings_hints_whole(verify_setup, make_drafter, monkeypatch):
+    """A drafter whose d2t breaks acceptance (W-VERIFY-LOW-AL and its probe / convert hints) at 80 columns."""
+    target, drafters, prompts = verify_setup
+    from helpers.scripted import DEAD
+
+    engine = ScriptedEngine({drafters[0].name: (BASE, DEAD)})
+    monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: engine)
+    args = ["verify", "--target", target, "--prompts", prompts, "--max-tokens", "4", "--drafter", drafters[0]]
+    out, _, _ = run80(*args)
+    report = json.loads(run80(*args, "--json")[0])
+    assert hints_of(report)
+    check(out, [str(drafters[0])], hints_of(report))
+
+
+# --- speedup's and diagnose's headings ----------------------------------------------------------------
+
+
+def test_speedup_headings_are_defined():
+
+    from eaglehub.views import speedup
+
+    source = Path(speedup.__file__).read_text()
+    console = TextConsole(width=WIDTH, file=io.StringIO())
+    level = {
+        "concurrency": 1,
+        "target_alone": {"output_tokens_per_second": 10.0},
+        "with_drafter": {"output_tokens_per_second": 12.0},
+        "measured_speedup": 1.2,
+        "acceptance": {"acceptance_length": 2.0},
+        "implied_alpha": 0.6,
+        "expected_speedup_leviathan": 1.5,
+        "expected_speedup_general": 1.4,
+    }
+    costs = dict(
+        device="cpu", threads=2, prefix_tokens=256, repeats=10, t_target_1_ms=1, t_verify_k1_ms=2, t_draft_1_ms=0.5
+    )
+    report = {
+        "drafter": "d",
+        "settings": {"num_speculative_tokens": 3, "max_tokens": 8, "dtype": "float32"},
+        "engine": {"name": "vllm", "version": "0.32.0"},
+        "levels": [level],
+        "costs": {**costs, "c": 0.5, "v": 2.0},
+        "speedup_bound": 1.1,
+        "notes": [],
+        "serve_command": "vllm serve T",
+    }
+    speedup.render_report(report, console)
+    text = console.file.getvalue()
+    for heading in ("conc.", "α", "exp. Leviathan", "exp. general"):
+        assert heading in source and f"{heading}:" in text, heading
+    check(text)
+
+
+# --- progress on stderr, a plain line per step, off a terminal -----------------------------------------
+
+
+def test_progress_is_plain_lines_on_stderr_off_a_terminal(monkeypatch, tmp_path):
+    """``probe`` (and ``convert --calibrate``, ``vocab``: the same status console) print each step as a line."""
+
+    def fake_probe(drafter, opts, progress=None):
+        for step in ("loading the target", "recording 6 prompts", "round 1: norm_output (2 readings)"):
+            progress(step)
+        raise EaglehubError("stopped here", hint="nothing to do")
+
+    monkeypatch.setattr("eaglehub.probe.run.probe", fake_probe)
+    out, err, code = run80("probe", FIXTURE, "--target", "smollm2")
+    assert code != 0
+    lines = [line for line in err.splitlines() if not line.startswith(("error", "hint"))]
+    assert [re.sub(r" \(\d+ s\)$", "", line) for line in lines] == [
+        "probing",
+        "loading the target",
+        "recording 6 prompts",
+        "round 1: norm_output (2 readings)",
+    ], err
+    assert "\r" not in err and "\x1b" not in err
+
+
+def test_engine_runs_report_a_line_per_batch_off_a_terminal(verify_setup):
+    target, drafters, prompts = verify_setup
+    _, err, code = run80(
+        "verify", "--target", target, "--prompts", prompts, "--max-tokens", "4", "--drafter", drafters[0]
+    )
+    assert code == 0
+    assert "\r" not in err and "\x1b" not in err
+    steps = [line for line in err.splitlines() if "requests" in line]
+    assert any(line.startswith("target alone: 2/4 requests") for line in steps), err
+    assert any(f"target + drafter {drafters[0].name} (k=3): 4/4 requests" in line for line in steps), err
+
+
+def test_status_off_a_terminal_is_a_line_per_new_step(capsys):
+    """convert --calibrate's phases and vocab's steps go through the consoles' status: a line each, piped."""
+    from eaglehub.cli.output import console, err_console
+
+    with err_console.status("calibration data: 4 prompts x 8 target tokens") as status:
+        status.update("measuring the source and the plain upgrade on held-out prompts")
+        status.update("measuring the source and the plain upgrade on held-out prompts")  # the same: once
+    with console.status("converting the target"):  # a stdout console's status goes to stderr too
+        pass
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert [re.sub(r" \(\d+ s\)$", "", line) for line in captured.err.splitlines()] == [
+        "calibration data: 4 prompts x 8 target tokens",
+        "measuring the source and the plain upgrade on held-out prompts",
+        "converting the target",
+    ]
+
+
+def test_byte_progress_off_a_terminal(capsys):
+    from rich.console import Console
+
+    from eaglehub.views.common import byte_progress
+
+    with byte_progress(Console(file=sys.stderr), "converting", min_bytes=10) as start:
+        advance = start(100)
+        for _ in range(4):
+            advance(25)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        "converting: 100 B",
+        "converting: 25 B of 100 B (25 %)",
+        "converting: 50 B of 100 B (50 %)",
+        "converting: 75 B of 100 B (75 %)",
+        "converting: 100 B of 100 B (100 %)",
+    ]
