@@ -79,7 +79,12 @@ def test_verify_report_under_a_file_is_refused_before_any_engine_and_in_under_5_
     afile.write_text("x")
     t0 = time.monotonic()
     proc = start("verify", "--target", "smollm2", "--drafter", FIXTURE, "--report", afile / "x.json")
-    out, err = proc.communicate(timeout=60)
+    try:
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # it went on to the run: the process this test started, by its id
+            proc.kill()
+            proc.wait()
     took = time.monotonic() - t0
     assert proc.returncode == 2 and took < 5, (took, err)
     assert f"parent {afile} is a file" in err and out == ""
