@@ -54,7 +54,7 @@ def render_publish(doc: dict, console) -> None:
         )
     console.print(table)
     console.print(
-        f"to upload: {human_size(doc['bytes_to_upload'])}; card base_model {doc['card']['base_model']}, tags "
+        f"to upload: {human_size(doc['bytes_to_upload'])}; card base_model {doc['card']['base_model'] or 'none'}, tags "
         f"{', '.join(doc['card']['tags'])}",
         highlight=False,
         soft_wrap=True,
