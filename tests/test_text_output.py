@@ -417,3 +417,76 @@ def test_byte_progress_off_a_terminal(capsys):
         "converting: 75 B of 100 B (75 %)",
         "converting: 100 B of 100 B (100 %)",
     ]
+
+
+# --- speedup, diagnose, publish --dry-run, watch: their own tests' inputs, at 80 columns -----------------
+
+
+def test_speedup_at_80_columns(tmp_path, monkeypatch, make_drafter, make_target):
+    """speedup on its own tests' fake engine (test_speedup.FakeEngine): table, legend, notes, serve line."""
+    from test_speedup import FakeEngine
+
+    target = make_target(n_layers=8, weights=True)
+    drafter = make_drafter("drafter-with-a-long-name")
+    prompts = tmp_path / "p.jsonl"
+    write_prompts(prompts)
+    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, n] for n in range(len(msgs))])
+    monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: FakeEngine())
+    args = ["speedup", "--target", target, "--drafter", drafter, "--prompts", prompts, "--concurrency", "4,1"]
+    args += ["--max-tokens", "8", "--prefix-tokens", "16", "--repeats", "2"]
+    out, err, code = run80(*args)
+    assert code == 0, out + err
+    report = json.loads(run80(*args, "--json")[0])
+    check(out, hints=[report["serve_command"]])
+    assert "conc.: concurrency" in " ".join(out.split())
+
+
+def test_diagnose_at_80_columns(tmp_path, monkeypatch, make_drafter, make_target):
+    """diagnose on its own tests' fake engine (test_diagnose.FakeEngine) and tiny tokenizer."""
+    from test_diagnose import FakeEngine, add_tokenizer
+    from test_diagnose import write_prompts as diagnose_prompts
+
+    target = add_tokenizer(make_target(n_layers=8, max_position_embeddings=1200))
+    d3, d31 = make_drafter("d3"), make_drafter("d31", v31=True)
+    prompts = diagnose_prompts(tmp_path / "p.jsonl")
+    monkeypatch.setattr("eaglehub.diagnose.run.make_engine", lambda name, device: FakeEngine())
+    args = ["diagnose", "--target", target, "--drafter", d3, "--drafter", d31, "--prompts", prompts]
+    out, err, code = run80(*args, "--depth", "3", "--contexts", "0,512", "--max-tokens", "8")
+    assert code == 0, out + err
+    check(out, [str(d3), str(d31)])
+    assert "accepted at i / accepted at i − 1" in " ".join(out.split())
+
+
+def test_publish_dry_run_at_80_columns(tmp_path, monkeypatch, make_drafter, make_target, fake_hub, hf_env):
+    """publish --dry-run: the file table, the card, the gate; the drafter verified by the scripted engine."""
+    from eaglehub.verify import run as verify
+    from eaglehub.verify.report import write_report
+
+    target = make_target(n_layers=8)
+    prompts = tmp_path / "p.jsonl"
+    write_prompts(prompts)
+    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, 3]] * len(msgs))
+    drafter = make_drafter("good")
+    (drafter / "README.md").write_text("---\nlicense: apache-2.0\n---\n# good\n\nTrained on tests.\n")
+    opts = verify.VerifyOptions(
+        target=str(target), drafters=[str(drafter)], k=3, max_tokens=4, prompts_file=str(prompts)
+    )
+    write_report(verify.run_verify(opts, engine=ScriptedEngine({"good": (BASE, GOOD)})), tmp_path / "good.verify.json")
+    args = ["publish", drafter, "--repo", "org/tiny", "--endpoint", fake_hub.url, "--dry-run"]
+    out, err, code = run80(*args)
+    assert code == 0, out + err
+    report = json.loads(run80(*args, "--json")[0])
+    check(out, [f["path"] for f in report["files"]], hints_of(report))
+
+
+def test_watch_at_80_columns():
+    """watch on a scripted metrics server (helpers/metrics_text.py) with a failed poll in the middle."""
+    from helpers.metrics_text import MetricsServer
+    from test_watch import Script, text
+
+    script = Script(text(0, (0, 0, 0)), text(40, (20, 8, 0)), 500, text(80, (40, 16, 0)))
+    with MetricsServer(script) as srv:
+        out, err, code = run80("watch", "--endpoint", srv.base_url + "/v1", "--interval", "0.2", "--count", "3")
+    assert code == 0, out + err
+    check(out)
+    assert "W-WATCH-UNREACHABLE" in out
