@@ -219,3 +219,17 @@ def test_a_failed_background_copy_is_the_error_convert_reports(make_drafter, tmp
     assert f"cannot write {tmp_path / 'out'}: No space left on device" in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]  # no DST, no temporary left behind
     assert not streaming._pending and not streaming._failed
+
+
+def test_a_source_with_errors_is_refused_by_them_though_its_checks_now_run_during_the_copy(make_drafter, tmp_path):
+    """The source's checks run while the bytes are copied; a plan that fails first (no verifier for the
+    speculators format) still leaves the refusal to the source's own findings, and nothing is left behind."""
+
+    def duplicate_ids(cfg, t):
+        t["d2t"] = t["d2t"] * 0 + 5
+
+    bad = make_drafter("bad", mutate=duplicate_ids)
+    for extra in ([], ["--format", "speculators"]):
+        res = CliRunner().invoke(main, ["convert", str(bad), str(tmp_path / "out"), "--to", "3.1", *extra])
+        assert res.exit_code == 1 and "error finding(s) (E-T2D-MISMATCH); refusing to convert" in res.output
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bad"]
