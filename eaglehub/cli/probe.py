@@ -76,11 +76,12 @@ def probe_cmd(
     continuations through the reference engine (drafter passes only), and name the reading the weights
     were trained for.
 
-    Exit 0 when every configured reading is the trained one (or --write wrote the corrected drafter);
-    1 when a configured reading is clearly beaten (E-PROBE-READING); 2 for usage errors.
+    Exit 0 when every configured reading is the trained one at 95 % confidence (or --write wrote the
+    corrected drafter); 1 when a configured reading is clearly beaten (E-PROBE-READING) or the sample cannot
+    decide a field (W-PROBE-INCONCLUSIVE: too few prompts or tokens); 2 for usage errors.
     """
     from eaglehub.probe.run import ProbeOptions, probe, write_report
-    from eaglehub.views.probe import plot_probe, render_report
+    from eaglehub.views.probe import plot_probe, probe_exit_code, render_report
 
     opts = ProbeOptions(target=target_spec, fields=fields or FIELDS, write=write_dst, **options)
     with err_console.status("probing") as status:
@@ -92,4 +93,4 @@ def probe_cmd(
         (write_report, report_path, "report"),
         (plot_probe, plot_path, "plot"),
     )
-    sys.exit(0 if report["passed"] or report.get("written") else 1)
+    sys.exit(probe_exit_code(report))

@@ -20,7 +20,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from eaglehub import __version__
 from eaglehub.errors import EaglehubError
@@ -51,6 +51,14 @@ CONFIDENCE = 0.95
 """One-sided confidence that the better reading's AL is above the current one's, over prompts
 (:func:`eaglehub.measure.distribution.paired_difference_low`: paired delta method)."""
 MAX_ROUNDS = 3
+TRAINED, BEATEN, INCONCLUSIVE = "trained", "beaten", "inconclusive"
+VERDICT_DEFINITION = (
+    "per field: beaten when another reading's AL is above the configured one's by more than the margin and with "
+    "95 % one-sided confidence over prompts (paired delta method on the same recorded continuations); trained "
+    "when the chosen reading is above every other one, or within the margin of it, with that confidence; "
+    "inconclusive when the sample can rule out neither (too few prompts or tokens), and then nothing is called "
+    "trained. Overall: beaten if any field is, else inconclusive if any field is, else trained"
+)
 
 
 @dataclass
@@ -216,7 +224,9 @@ def probe(drafter: str | Path, opts: ProbeOptions, progress=None) -> dict:
     base = _public(measure({}))
     trained = _public(measure(settings_of(current)))
     report_fields = [_field_report(name, rows, current[name], opts.margin) for name, rows in tables.items()]
-    findings = _findings(path, opts, report_fields, current)
+    answer_tokens = int(sum(r["ids"].shape[0] - r["answer_start"] for r in records))
+    sample = {"prompts": len(records), "answer_tokens": answer_tokens}
+    findings = _findings(path, opts, report_fields, current) + _inconclusive(path, opts, report_fields, sample)
     settings = settings_of(current)
     report = {
         "schema": REPORT_SCHEMA,
@@ -231,7 +241,7 @@ def probe(drafter: str | Path, opts: ProbeOptions, progress=None) -> dict:
             "file": str(Path(opts.prompts_file) if opts.prompts_file else default_prompts_path()),
             "limit_per_category": opts.limit,
             "max_tokens": opts.max_tokens,
-            "answer_tokens": int(sum(r["ids"].shape[0] - r["answer_start"] for r in records)),
+            "answer_tokens": answer_tokens,
         },
         "margin": opts.margin,
         "configured": {name: configured[name] for name in fields} if fields else {},
@@ -242,7 +252,9 @@ def probe(drafter: str | Path, opts: ProbeOptions, progress=None) -> dict:
         "rounds": rounds,
         "converged": converged,
         "readings_measured": measure.count,
-        "passed": not any(f.severity == "error" for f in findings),
+        "verdict": _verdict(report_fields),
+        # an inconclusive field is not a pass: nothing was shown to be the trained reading
+        "passed": not any(f.severity == "error" for f in findings) and _verdict(report_fields) != INCONCLUSIVE,
         "findings": [f.as_dict() for f in findings],
         "counts": count_by_severity(findings),
         "definitions": {
@@ -251,13 +263,42 @@ def probe(drafter: str | Path, opts: ProbeOptions, progress=None) -> dict:
             "reading's config edits",
             "margin": "relative AL by which the best reading must beat the current one to be taken as trained",
             "reading": "one value of a field that changes the drafter's function without changing its tensors",
+            "verdict": VERDICT_DEFINITION,
         },
         "seconds": {"recording": round(record_s, 1), "total": round(time.perf_counter() - t0, 1)},
     }
     if opts.write:
         report = write_corrected(report, opts.write, opts.overwrite)
+        written = report["written"]
+        if isinstance(written, dict):  # the source's findings stand, but their fix is done: say where it went
+            dst = written["destination"]
+            for f in cast(list, report["findings"]):
+                if f["code"] == "E-PROBE-READING":
+                    f["hint"] = f"written by this run: {dst} holds the trained reading (the source is unchanged)"
     check_output(report, "probe-report", "probe report")
     return report
+
+
+def _rivals(
+    rows: list[tuple[Reading, dict]], chosen: Reading, margin: float
+) -> list[tuple[Reading, dict, float | None]]:
+    """The readings the sample cannot rule out as better than ``chosen`` by more than ``margin`` (relative AL):
+    ``(reading, measurement, bound)``, ``bound`` the upper end of the one-sided :data:`CONFIDENCE` interval of
+    AL(reading) - AL(chosen) over prompts (paired delta method), ``None`` where the sample cannot bound it (fewer
+    than two prompts). A reading that drafts exactly as ``chosen`` on every prompt computes the same drafts here
+    and is no rival; best first."""
+    from eaglehub.measure.distribution import paired_difference_low
+
+    chosen_m = next(m for r, m in rows if r == chosen)
+    out = []
+    for r, m in rows:
+        if r == chosen or m["_per_prompt"] == chosen_m["_per_prompt"]:
+            continue
+        low = paired_difference_low(chosen_m["_per_prompt"], m["_per_prompt"], CONFIDENCE)
+        bound = None if low is None else -low
+        if bound is None or bound > margin * _al(chosen_m):
+            out.append((r, m, bound))
+    return sorted(out, key=lambda rmb: -_al(rmb[1]))
 
 
 def _field_report(name: str, rows: list[tuple[Reading, dict]], chosen: Reading, margin: float) -> dict:
@@ -265,7 +306,21 @@ def _field_report(name: str, rows: list[tuple[Reading, dict]], chosen: Reading, 
     configured = next(m for r, m in rows if r.configured)
     chosen_m = next(m for r, m in rows if r == chosen)
     runner_up = next((m for r, m in ranked if r != chosen), None)
+    rivals = _rivals(rows, chosen, margin)
+    verdict = BEATEN if not chosen.configured else INCONCLUSIVE if rivals else TRAINED
+    rival = None
+    if verdict == INCONCLUSIVE:
+        r, m, bound = rivals[0]
+        rival = {
+            "value": r.value,
+            "label": r.label,
+            "acceptance_length": m["acceptance_length"],
+            "difference_upper_bound": None if bound is None else round(bound, 4),
+        }
     return {
+        "verdict": verdict,
+        "confidence_level": CONFIDENCE,
+        "rival": rival,
         "field": name,
         "config_keys": FIELD_KEYS[name],
         "configured": next(r.value for r, _m in rows if r.configured),
@@ -303,6 +358,57 @@ def _findings(path: Path, opts: ProbeOptions, fields: list[dict], current: dict[
                 f"the weights were trained for {_show(f['trained'])} (AL {tr_al:.3f}, {tr_al / cfg_al - 1:+.0%})",
                 hint=f"eaglehub probe {path} --target {opts.target} --write {_sibling(path)} "
                 f"(or: eaglehub convert {path} {_sibling(path)} {sets})",
+            )
+        )
+    return out
+
+
+def _verdict(fields: list[dict]) -> str:
+    verdicts = {f["verdict"] for f in fields}
+    return BEATEN if BEATEN in verdicts else INCONCLUSIVE if INCONCLUSIVE in verdicts else TRAINED
+
+
+def _inconclusive(path: Path, opts: ProbeOptions, fields: list[dict], sample: dict) -> list:
+    """W-PROBE-INCONCLUSIVE for each field whose sample cannot tell its reading from a rival, with the sample
+    size, the confidence and the command that measures more."""
+    import shlex
+
+    out = []
+    size = f"{sample['prompts']} prompt{'s' * (sample['prompts'] != 1)} ({sample['answer_tokens']} target tokens)"
+    for f in fields:
+        if f["verdict"] != INCONCLUSIVE:
+            continue
+        rival, mine = f["rival"], f["trained_acceptance_length"] or 1.0
+        theirs = rival["acceptance_length"] or 1.0
+        bound = rival["difference_upper_bound"]
+        why = (
+            "one prompt gives no spread to bound the difference with"
+            if bound is None
+            else f"at {CONFIDENCE:.0%} confidence {_show(rival['value'])} may be up to {bound:.3f} AL better, more "
+            f"than the {opts.margin:.0%} margin"
+        )
+        more = [
+            "eaglehub",
+            "probe",
+            str(path),
+            "--target",
+            opts.target,
+            *(["--prompts", opts.prompts_file] if opts.prompts_file else []),
+            "--field",
+            f["field"],
+            "--limit",
+            str(max(DEFAULT_LIMIT, 2 * (opts.limit or DEFAULT_LIMIT))),
+            "--max-tokens",
+            str(max(DEFAULT_MAX_TOKENS, opts.max_tokens)),
+        ]
+        out.append(
+            finding(
+                "W-PROBE-INCONCLUSIVE",
+                FIELD_KEYS[f["field"]],
+                f"{FIELD_KEYS[f['field']]}: inconclusive on {size}: the configured reading {_show(f['configured'])} "
+                f"(AL {mine:.3f}) cannot be told from {_show(rival['value'])} ({rival['label']}, AL {theirs:.3f}, "
+                f"{theirs / mine - 1:+.0%}): {why}; neither is called trained",
+                hint=f"measure more prompts and tokens: {shlex.join(more)}",
             )
         )
     return out

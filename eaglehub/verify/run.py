@@ -340,9 +340,9 @@ def _target_loader(engines: list[Engine], target: Path, opts: VerifyOptions):
 def _refresh_passed(report: dict) -> None:
     for d in report["drafters"]:
         d["findings"].sort(key=lambda f: f["severity"] != "error")
-        d["passed"] = not any(f["severity"] == "error" for f in d["findings"]) and d.get("probe", {}).get(
-            "passed", True
-        )
+        # a probe fails the drafter on its errors (a beaten reading); an inconclusive field is its warning
+        probed = d.get("probe", {}).get("findings", [])
+        d["passed"] = not any(f["severity"] == "error" for f in d["findings"] + probed)
     report["passed"] = all(d["passed"] for d in report["drafters"])
 
 

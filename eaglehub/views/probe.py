@@ -35,10 +35,14 @@ def render_report(report: dict, console: Console) -> None:
         console.print("no field of this drafter has more than one reading its tensors allow", highlight=False)
     for f in report["fields"]:
         t = titled_table(
-            f"{f['field']} ({f['config_keys']})", ["reading", "", "AL", "rate per position", "drafts"], "numbers"
+            f"{f['field']} ({f['config_keys']}): {f['verdict']}",
+            ["reading", "", "AL", "rate per position", "drafts"],
+            "numbers",
         )
         for r in f["readings"]:
-            mark = ("configured " if r["configured"] else "") + ("← trained" if r["trained"] else "")
+            # an inconclusive field names no trained reading
+            chosen = "← trained" if f["verdict"] != "inconclusive" else "← kept (undecided)"
+            mark = ("configured " if r["configured"] else "") + (chosen if r["trained"] else "")
             al = r["acceptance_length"]
             t.add_row(
                 f"{escape(_value(r['value']))}  [dim]{escape(r['label'])}[/]",
@@ -49,14 +53,44 @@ def render_report(report: dict, console: Console) -> None:
             )
         console.print(t)
     a = report["acceptance"]
-    console.print(
-        f"AL as configured {a['configured']['acceptance_length'] or 1:.3f}; "
-        f"with every trained reading {a['trained']['acceptance_length'] or 1:.3f}",
-        highlight=False,
-    )
-    if report.get("written"):
-        console.print(f"written: {escape(report['written']['destination'])}", highlight=False)
-    print_report_findings(report, console)
+    changed = f"; with the trained readings {a['trained']['acceptance_length'] or 1:.3f}" if report["settings"] else ""
+    console.print(f"AL as configured {a['configured']['acceptance_length'] or 1:.3f}{changed}", highlight=False)
+    print_report_findings(report, console, verdict_line(report))
+
+
+def probe_exit_code(report: dict) -> int:
+    """0 when every configured reading is the trained one, or ``--write`` wrote the drafter with the trained
+    readings; 1 when a reading is beaten and nothing was written, or a field is inconclusive."""
+    return 0 if report["passed"] or report.get("written") else 1
+
+
+def verdict_line(report: dict) -> str:
+    """The last line of the text output, saying what the exit code (:func:`probe_exit_code`) says."""
+    p = report["prompts"]
+    size = f"{p['count']} prompts x {p['max_tokens']} tokens"
+    undecided = [f["field"] for f in report["fields"] if f["verdict"] == "inconclusive"]
+    pending = f"; still inconclusive: {', '.join(undecided)}" if undecided else ""
+    written = report.get("written")
+    if written:
+        edits = ", ".join(f"{c['key']} {_value(c['old'])} -> {_value(c['new'])}" for c in written["config_changes"])
+        return (
+            f"[bold green]WRITTEN:[/] {escape(written['destination'])} with the trained readings ({escape(edits)}); "
+            f"the source is unchanged{pending}"
+        )
+    if report["verdict"] == "beaten":
+        beaten = [f["field"] for f in report["fields"] if f["verdict"] == "beaten"]
+        return (
+            f"[bold red]FAILED:[/] the configured reading of {', '.join(beaten)} is beaten on {size}; "
+            f"--write DST writes the fix{pending}"
+        )
+    if undecided:
+        return (
+            f"[bold yellow]INCONCLUSIVE:[/] {size} cannot decide {', '.join(undecided)} at 95 % confidence; "
+            "nothing is called trained (the warnings give the command that measures more)"
+        )
+    if not report["fields"]:
+        return "[bold green]OK:[/] no field has a second reading its tensors allow"
+    return f"[bold green]OK:[/] every configured reading is the trained one on {size} (95 % confidence)"
 
 
 def plot_probe(report: dict, path: str | Path) -> Path:
