@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 from eaglehub.engines.base import RunResult, SpecCounters
 from eaglehub.findings import Finding, finding
 from eaglehub.measure import acceptance
@@ -65,23 +68,100 @@ def _lossless_findings(rows: list[dict]) -> list[Finding]:
     ]
 
 
-def _low_al_findings(overall: SpecCounters, per_category: dict[str, SpecCounters]) -> list[Finding]:
-    """One W-VERIFY-LOW-AL for the overall AL and one per category below the bar (F13)."""
-    scopes = [("acceptance.overall", "overall", overall)]
-    scopes += [(f"acceptance.per_category.{g}", f"category {g}", c) for g, c in per_category.items()]
+def _low_al_findings(
+    overall: SpecCounters,
+    per_category: dict[str, SpecCounters],
+    rows: list[dict],
+    run: RunResult,
+    hint: Callable[[], str | None] | None = None,
+) -> list[Finding]:
+    """One W-VERIFY-LOW-AL for the overall AL and one per category below the bar (F13), each with its sample:
+    drafts, prompts and, with per-prompt counters, the 95 % interval of the AL over prompts
+    (:func:`~eaglehub.measure.distribution.acceptance_length_ci`); an interval that reaches the bar says the
+    sample cannot tell. ``hint()``: the fix for this drafter (:func:`low_al_hint`), asked once, when needed."""
+    from eaglehub.measure.distribution import acceptance_length_ci
+
+    categories = [r["category"] for r in rows]
+    per_prompt = run.prompt_counters if run.prompt_counters and len(run.prompt_counters) == len(rows) else None
+    scopes: list[tuple[str, str, SpecCounters, str | None]] = [("acceptance.overall", "overall", overall, None)]
+    scopes += [(f"acceptance.per_category.{g}", f"category {g}", c, g) for g, c in per_category.items()]
     out = []
-    for subject, label, c in scopes:
+    fix: list[str | None] = []
+    for subject, label, c, group in scopes:
         al = acceptance.acceptance_length(c)
-        if acceptance.low_acceptance_length(al):
-            out.append(
-                finding(
-                    "W-VERIFY-LOW-AL",
-                    subject,
-                    f"{label}: acceptance length {al:.3f} < {acceptance.LOW_AL_THRESHOLD} over {c.num_drafts} drafts "
-                    f"(tokens per verify pass, bonus included)",
-                )
+        if not acceptance.low_acceptance_length(al):
+            continue
+        n = sum(1 for g in categories if group is None or g == group)
+        sample = f"over {c.num_drafts} drafts of {n} prompt{'s' * (n != 1)}"
+        if per_prompt is not None:
+            ci = acceptance_length_ci([p for p, g in zip(per_prompt, categories) if group is None or g == group])
+            if ci["high"] is not None:
+                sample += f" (95 % interval {ci['low']:.3f} to {ci['high']:.3f} over prompts)"
+                if ci["high"] >= acceptance.LOW_AL_THRESHOLD:
+                    sample += f": the interval reaches {acceptance.LOW_AL_THRESHOLD}, too few prompts to tell"
+            else:
+                sample += " (one prompt: no interval)"
+        if hint is not None and not fix:
+            fix.append(hint())
+        out.append(
+            finding(
+                "W-VERIFY-LOW-AL",
+                subject,
+                f"{label}: acceptance length {al:.3f} < {acceptance.LOW_AL_THRESHOLD} {sample} "
+                f"(tokens per verify pass, bonus included)",
+                fix[0] if fix else None,
             )
+        )
     return out
+
+
+def low_al_hint(drafter: Path, target: Path) -> str | None:
+    """The fix W-VERIFY-LOW-AL proposes for ``drafter`` on ``target``: ``convert --calibrate`` where the
+    fc_norm gains are all 1 (an uncalibrated 3 → 3.1 upgrade, W-FCNORM-UNIT: calibrating is the fix), else
+    ``eaglehub probe``, which measures the config readings the tensors cannot settle (aux ids, norm_output,
+    the pre-FC norm), the likely cause when the prompts are like the training data; ``None`` (the rule's
+    hint) when the drafter cannot be read."""
+    import shlex
+
+    from eaglehub.checks.context import Context, Options
+    from eaglehub.checks.tensors import check_fc_norm_unit
+    from eaglehub.errors import EaglehubError
+    from eaglehub.formats.registry import read_drafter
+
+    try:
+        d = read_drafter(drafter, strict_provenance=False)
+        unit = bool(check_fc_norm_unit(Context(d, None, Options())))
+    except (EaglehubError, OSError, ValueError):
+        return None
+    if unit:
+        source = (d.provenance or {}).get("source")
+        src = source.get("path") if isinstance(source, dict) else None
+        if src and Path(src).is_dir():
+            command = shlex.join(
+                [
+                    "eaglehub",
+                    "convert",
+                    src,
+                    f"{drafter}-calibrated",
+                    "--to",
+                    "3.1",
+                    "--calibrate",
+                    "--target",
+                    str(target),
+                ]
+            )
+            return (
+                f"the fc_norm gains are all 1 (an uncalibrated 3.1 upgrade, W-FCNORM-UNIT): calibrate them: {command}"
+            )
+        return (
+            "the fc_norm gains are all 1 (an uncalibrated 3.1 upgrade, W-FCNORM-UNIT): upgrade the EAGLE-3 source "
+            f"again with eaglehub convert SRC DST --to 3.1 --calibrate --target {shlex.quote(str(target))}"
+        )
+    command = shlex.join(["eaglehub", "probe", str(drafter), "--target", str(target)])
+    return (
+        "a config reading the tensors cannot settle (aux-layer ids, norm_output, the pre-FC norm) may not be the one "
+        f"the weights were trained for (the likely cause when these prompts are like the training data): {command}"
+    )
 
 
 def _counts(c: SpecCounters, k: int) -> tuple:
@@ -132,7 +212,9 @@ def per_request_counter_findings(categories: list[str], run: RunResult, scope: s
     return out
 
 
-def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
+def drafter_findings(
+    rows: list[dict], run: RunResult, k: int, low_al_hint: Callable[[], str | None] | None = None
+) -> list[Finding]:
     """Findings of one drafter run, from its compared outputs ``rows`` and its counters.
 
     E-VERIFY-LOSSLESS (any prompt differs), E-VERIFY-NOT-WIRED (position-0 acceptance below
@@ -158,5 +240,5 @@ def drafter_findings(rows: list[dict], run: RunResult, k: int) -> list[Finding]:
     findings += inconsistent_counter_findings(run.group_counters, k)
     findings += per_request_counter_findings([r["category"] for r in rows], run)
     if not not_wired:
-        findings += _low_al_findings(overall, run.group_counters)
+        findings += _low_al_findings(overall, run.group_counters, rows, run, low_al_hint)
     return findings

@@ -49,7 +49,10 @@ def drafter_report(
     explained, note = explain([r for r in rows if not r["match"]], run) if explain else ({}, None)
     for r in rows:
         r["forensics"] = explained.get(r["id"])
-    findings = drafter_findings(rows, run, k)
+    from eaglehub.verify.findings import low_al_hint
+
+    hint = None if drafter is None else (lambda: low_al_hint(drafter, target))
+    findings = drafter_findings(rows, run, k, hint)
     overall = overall_lossless(run)
     comparison = None
     if reference is not None and drafter is not None:
