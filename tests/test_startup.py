@@ -111,3 +111,12 @@ def test_lazy_help_is_what_click_prints_with_every_verb_loaded(width):
 
     assert show(lazy) == show(eager)
     assert "Commands:" in show(lazy)
+
+
+@pytest.mark.parametrize("name", sorted(VERBS))
+def test_a_verbs_help_imports_only_rich_of_the_heavy_packages(name):
+    """`VERB --help` needs the verb's options, not what it computes with (numpy for `vocab`, the Prometheus
+    parser for `watch`, torch and engines for the rest)."""
+    code, out, modules = _run(name, "--help")
+    assert code == 0 and out.startswith(f"Usage: eaglehub {name}")
+    assert set(_heavy(modules)) <= {"rich"}

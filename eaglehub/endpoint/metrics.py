@@ -35,8 +35,6 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from eaglehub.engines.base import SpecCounters
 
 VLLM_PREFIX = "vllm:spec_decode_"
@@ -99,6 +97,8 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
     speculate, or not vLLM / SGLang). Raises :class:`ValueError` when ``text`` is not Prometheus
     exposition text.
     """
+    from prometheus_client.parser import text_string_to_metric_families  # here: `eaglehub watch --help` needs none
+
     totals: dict[str, int] = defaultdict(int)
     per_pos: dict[int, int] = defaultdict(int)
     labels: dict[str, set[str]] = defaultdict(set)

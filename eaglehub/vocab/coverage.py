@@ -13,13 +13,15 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from eaglehub.checks.context import drafter_array
 from eaglehub.drafter.canonical import Drafter
 from eaglehub.errors import EaglehubError
 from eaglehub.findings import Finding, finding
+
+if TYPE_CHECKING:  # numpy loads when coverage is measured, not with `eaglehub vocab --help`
+    import numpy as np
 
 LOW_COVERAGE_RATIO = 0.8
 """A draft vocabulary whose coverage is below this share of the best Vd-token vocabulary's is W-VOCAB-COVERAGE."""
@@ -28,6 +30,8 @@ LOW_COVERAGE_RATIO = 0.8
 def draft_token_ids(drafter: Drafter) -> np.ndarray | None:
     """The target ids the draft vocabulary holds, in draft-row order (``arange(Vd) + d2t``: ascending for most producers,
     frequency order for ModelOpt), or ``None`` when it is not pruned (it holds every id)."""
+    import numpy as np
+
     V, Vd = drafter.dims.V, drafter.dims.Vd
     if V is None or Vd is None or Vd >= V:
         return None
@@ -39,6 +43,8 @@ def draft_token_ids(drafter: Drafter) -> np.ndarray | None:
 
 def is_identity_map(drafter: Drafter) -> bool:
     """``d2t`` all zeros (or absent) with a pruned vocabulary: the first Vd target ids, an untrained map."""
+    import numpy as np
+
     ids = draft_token_ids(drafter)
     return ids is not None and bool((ids == np.arange(len(ids))).all())
 
