@@ -23,6 +23,8 @@ import pytest
 from click.testing import CliRunner
 from helpers.paths import FIXTURE, ROOT
 from helpers.scripted import BASE, GOOD, ScriptedEngine, write_prompts
+from test_discovery import hub_tree  # noqa: F401  (fixture: the fake Hub of the drafters tests)
+from test_pipeline import tiny  # noqa: F401  (fixture: the pipeline tests' manifest)
 
 from eaglehub.cli import main
 from eaglehub.errors import EaglehubError
@@ -490,3 +492,26 @@ def test_watch_at_80_columns():
     assert code == 0, out + err
     check(out)
     assert "W-WATCH-UNREACHABLE" in out
+
+
+def test_drafters_at_80_columns(hub_tree):
+    """drafters on the fake Hub of its own tests (test_discovery.hub_tree): the lineage, the table, the hints."""
+    hub = hub_tree["hub"]
+    args = ["drafters", "--target", "org/tiny-target-fp8", "--endpoint", hub.url]
+    out, err, code = run80(*args)
+    assert code == 0, out + err
+    report = json.loads(run80(*args, "--json")[0])
+    check(
+        out, [d["repo_id"] for d in report["drafters"]], ["verify them: eaglehub verify --target org/tiny-target-fp8"]
+    )
+
+
+@pytest.mark.slow
+def test_pipeline_at_80_columns(tiny, fake_hub, hf_env):
+    """pipeline on its own tests' manifest (test_pipeline.tiny): a drafter that passes, one validation fails."""
+    tmp_path, _, _ = tiny
+    args = ["pipeline", tmp_path / "pipeline.toml", "--work-dir", tmp_path / "work", "--endpoint", fake_hub.url]
+    out, err, code = run80(*args)
+    assert code == 1, out + err
+    summary = json.loads(run80(*args, "--json")[0])
+    check(out, [f"{d['target']}--{d['drafter']}" for d in summary["drafters"]])

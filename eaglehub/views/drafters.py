@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from eaglehub.views.common import human_size
+from eaglehub.views.common import human_size, names_table
 
 
 def claim_text(claim: dict) -> str:
@@ -18,28 +18,26 @@ def claim_text(claim: dict) -> str:
 
 def render_drafters(report: dict, console: Console) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     lineage = " → ".join(
         s["repo_id"] + (f" ({s['relation']} of {s['of']})" if s["relation"] else "") for s in report["lineage"]
     )
     where = "the local cache (offline)" if report["offline"] else report["endpoint"] or "the manifest"
-    t = Table(
-        title=f"drafters for {escape(report['target'])}: {report['num_drafters']} found on {escape(str(where))}",
-        title_justify="left",
-    )
-    for col in ("drafter", "format", "EAGLE", "k", "size", "AL", "from"):
-        t.add_column(col, justify="right" if col in ("k", "size", "AL") else "left", overflow="fold")
-    for d in report["drafters"]:
-        t.add_row(
-            escape(d["repo_id"] or d["path"] or d["name"]),
+    title = f"drafters for {escape(report['target'])}: {report['num_drafters']} found on {escape(str(where))}"
+    rows = [
+        [
+            d["repo_id"] or d["path"] or d["name"],
             d["format"],
             d["eagle_version"],
             "—" if d["num_speculative_tokens"] is None else str(d["num_speculative_tokens"]),
             "—" if d["size_bytes"] is None else human_size(d["size_bytes"]),
             "—" if not d["claim"] else f"{d['claim']['acceptance_length']:.3f}",
             d["source"],
-        )
+        ]
+        for d in report["drafters"]
+    ]
+    columns = ["drafter", "format", "EAGLE", "k", "size", "AL", "from"]
+    t = names_table(console, columns, rows, right=("k", "size", "AL"), title=title)
     console.print(t if report["drafters"] else t.title)
     for d in report["drafters"]:
         base = f"base {d['base_model']}" + (f" ({d['relation']})" if d["relation"] else "")
