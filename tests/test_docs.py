@@ -309,3 +309,307 @@ def test_benchmark_sections_are_dated():
         if title.startswith("§1 "):
             continue  # machine, versions, definitions
         assert re.search(r"Recorded \d{4}-\d{2}-\d{2}", section), f"benchmarks.md `{title}`: no recording date"
+
+
+# --- the docs against the CLI -------------------------------------------------------------------
+
+#: the pages whose commands are checked: the README and every page but the generated reference
+COMMAND_PAGES = [REPO / "README.md", *sorted(p for p in DOCS.glob("*.md") if p.name != "cli.md")]
+#: tokens that end one command of a shell line and may start another
+SHELL_SEPARATORS = {"|", "||", "&&", ";", "&"}
+ENV_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=\S*$")
+REDIRECTION = re.compile(r"^(\d?>>?|<|&>)(.*)$")
+SHELL_FENCES = ("bash", "sh", "shell", "console")
+#: a command inside example output: the prompt's line, or a finding's fix
+SHOWN_COMMAND = re.compile(r"^(?:\$ |fix: |)(eaglehub .*)$")
+
+
+def _shell_commands(line: str) -> list[list[str]]:
+    """The ``eaglehub …`` commands of one shell line, as argument lists (environment assignments, comments,
+    ``$`` prompts and redirections dropped)."""
+    import shlex
+
+    try:
+        tokens = shlex.split(line, comments=True)
+    except ValueError:
+        return []
+    words: list[list[str]] = [[]]
+    skip = False
+    for token in tokens:
+        if skip:
+            skip = False
+        elif token in SHELL_SEPARATORS:
+            words.append([])
+        elif REDIRECTION.match(token):
+            skip = REDIRECTION.match(token)[2] == ""  # `> file`: the file is the next token
+        else:
+            words[-1].append(token)
+    commands = []
+    for command in words:
+        while command and (command[0] == "$" or ENV_ASSIGNMENT.match(command[0])):
+            command = command[1:]
+        if command and command[0] == "eaglehub":
+            commands.append(command[1:])
+    return commands
+
+
+def doc_commands() -> list[tuple[str, list[str]]]:
+    """``(where, arguments)`` for every ``eaglehub …`` command of the README and docs/: the lines of shell
+    blocks, the commands shown in example output (``$ eaglehub …``, ``fix: eaglehub …``) and the inline code
+    spans that are one (shortened forms with ``…`` left out)."""
+    found = []
+    for path in COMMAND_PAGES:
+        fence, pending = None, ""
+        for number, line in enumerate(_text(path).splitlines(), 1):
+            where = f"{path.relative_to(REPO)}:{number}"
+            stripped = line.strip()
+            if stripped.startswith("```"):
+                fence = None if fence is not None else stripped[3:].strip() or "text"
+                continue
+            if fence is None:
+                spans = [s for s in re.findall(r"`(eaglehub [^`]+)`", line) if "…" not in s and "..." not in s]
+            elif fence in SHELL_FENCES or pending:
+                pending += stripped[:-1] + " " if stripped.endswith("\\") else stripped
+                spans, pending = ([], pending) if stripped.endswith("\\") else ([pending], "")
+            else:
+                spans = [m[1] for m in [SHOWN_COMMAND.match(stripped)] if m]
+            for span in spans:
+                found += [(where, args) for args in _shell_commands(span)]
+    return found
+
+
+def parse_error(args: list[str]) -> str | None:
+    """Why the real CLI would refuse ``eaglehub ARGS`` while reading its command line (an unknown verb or
+    option, a missing value, an invalid choice or number, an extra argument), or ``None``. Values are checked
+    by their types except paths and files (the docs name placeholders)."""
+    import click
+
+    from eaglehub.cli import main
+
+    cmd: click.Command = main
+    ctx = click.Context(main, info_name="eaglehub")
+    while True:
+        parser = cmd.make_parser(ctx)
+        try:
+            opts, rest, _ = parser.parse_args(list(args))
+        except click.UsageError as exc:
+            return f"{ctx.command_path}: {exc.format_message()}"
+        if "help" in opts or "version" in opts:
+            return None
+        for param in cmd.params:
+            if param.name not in opts or isinstance(param.type, (click.Path, click.File)):
+                continue
+            try:
+                param.type_cast_value(ctx, opts[param.name])
+            except click.BadParameter as exc:
+                return f"{ctx.command_path} {'/'.join(param.opts)}: {exc.format_message()}"
+        if isinstance(cmd, click.Group):
+            if not rest:
+                return f"{ctx.command_path}: no command"
+            sub = cmd.get_command(ctx, rest[0])
+            if sub is None:
+                return f"{ctx.command_path}: no command {rest[0]!r}"
+            cmd, ctx, args = sub, click.Context(sub, info_name=rest[0], parent=ctx), rest[1:]
+            continue
+        if rest:
+            return f"{ctx.command_path}: unexpected extra argument(s) {rest}"
+        return None
+
+
+@cache
+def verb_params() -> dict[str, dict[str, object]]:
+    """``{verb: {option string: click parameter}}`` of every command (``target build`` as ``build``)."""
+    import click
+
+    from eaglehub.cli import main
+
+    out: dict[str, dict[str, object]] = {}
+
+    def walk(cmd, ctx, name):
+        if isinstance(cmd, click.Group):
+            for sub_name in cmd.list_commands(ctx):
+                sub = cmd.get_command(ctx, sub_name)
+                walk(sub, click.Context(sub, info_name=sub_name, parent=ctx), sub_name)
+        else:
+            out[name] = {o: p for p in cmd.params for o in [*p.opts, *p.secondary_opts]}
+
+    walk(main, click.Context(main, info_name="eaglehub"), "eaglehub")
+    return out
+
+
+def test_every_documented_command_parses():
+    """Each `eaglehub …` line of the README and docs/ is one the CLI accepts: the verb and its options exist,
+    every option has its value, choices and numbers are valid, no argument is left over."""
+    commands = doc_commands()
+    assert len(commands) > 100, "the extraction found too few commands: the pattern broke"
+    failures = [
+        f"{where}: eaglehub {' '.join(args)}\n    {why}" for where, args in commands if (why := parse_error(args))
+    ]
+    assert not failures, "\n".join(failures)
+
+
+#: the pages about eaglehub's own commands, where a bare `--option` is one of theirs
+OPTION_PAGES = [REPO / "README.md", *(DOCS / f"{v}.md" for v in [*VERB_PAGES, "drafters", "vocab"])]
+#: options those pages name that belong to other programs (the engines', the producers' scripts)
+FOREIGN_OPTIONS = {
+    "--speculative-config": "vllm serve",
+    "--per-request-spec-decode-metrics": "vllm serve",
+    "--enable-metrics": "sglang launch_server",
+    "--prune-vocab": "TorchSpec convert_to_hf.py",
+    "--vllm": "TorchSpec convert_to_hf.py",
+}
+
+
+def test_every_documented_option_exists():
+    """A bare `--option` or an `eaglehub …` span on the README and the command pages names an option some
+    eaglehub command has (spans of other programs' command lines are theirs)."""
+    known = {o for params in verb_params().values() for o in params} | {"--help", "--version"}
+    missing = []
+    for path in OPTION_PAGES:
+        for number, line in enumerate(_text(path).splitlines(), 1):
+            for span in re.findall(r"`([^`]+)`", line):
+                if not span.startswith(("-", "eaglehub ")):
+                    continue
+                for option in re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*)", span):
+                    if option not in known and option not in FOREIGN_OPTIONS:
+                        missing.append(f"{path.relative_to(REPO)}:{number}: {option} ({span})")
+    assert not missing, "options no eaglehub command has:\n" + "\n".join(missing)
+
+
+#: a default stated after an option: "`--max-tokens`, default 64", "`--patience` (default 3)"
+STATED_DEFAULT = re.compile(
+    r"`(?P<option>-{1,2}[a-z][a-z0-9-]*)(?: [^`]*)?`(?P<gap>(?:(?!\n\n)[^|.;`])*?)\(?\bdefault:?\s+`?"
+    r"(?P<value>\d+(?:\.\d+)?)\b(?P<percent> ?%)?"
+)
+#: an options-table row: its options, and a meaning whose clauses end in a parenthesised default
+TABLE_ROW = re.compile(r"^\| (?P<options>(?:`-[^`]+`(?:, )?)+) \| (?P<meaning>[^|]+) \|$", re.M)
+
+
+def _same(stated: str, default) -> bool:
+    if isinstance(default, (list, tuple)) and len(default) == 1:
+        default = default[0]
+    if isinstance(default, bool) or default is None:
+        return False
+    if isinstance(default, (int, float)):
+        try:
+            return float(stated) == float(default)
+        except ValueError:
+            return False
+    return stated == str(default)
+
+
+def documented_defaults() -> list[tuple[str, str, str, str]]:
+    """``(where, verb, option, stated default)`` from the verb pages: "default N" after an option, and options
+    tables whose row lists n options and n clauses each ending in "(default)"."""
+    found = []
+    for verb in [*VERB_PAGES, "drafters", "vocab"]:
+        text = _text(DOCS / f"{verb}.md")
+        page = f"docs/{verb}.md"
+        for m in STATED_DEFAULT.finditer(text):
+            value = str(float(m["value"]) / 100) if m["percent"] else m["value"]
+            found.append((page, verb, m["option"], value))
+        for row in TABLE_ROW.finditer(text):
+            options = [o.split()[0] for o in re.findall(r"`(-[^`]+)`", row["options"])]
+            clauses = [c.strip() for c in re.split(r",\s+(?![^()]*\))", row["meaning"])]
+            values = [re.search(r"\(([^()]+)\)$", c) for c in clauses]
+            if len(options) > 1 and len(options) == len(clauses) and all(values):
+                found += [(page, verb, o, v[1]) for o, v in zip(options, values, strict=True) if v]
+    return found
+
+
+def test_documented_defaults_are_the_clis():
+    stated = documented_defaults()
+    assert {(v, o) for _, v, o, _ in stated} >= {
+        ("verify", "-k"),
+        ("verify", "--max-tokens"),
+        ("probe", "--max-tokens"),
+    }
+    wrong = []
+    for where, verb, option, value in stated:
+        param = verb_params()[verb].get(option)
+        if param is None:
+            wrong.append(f"{where}: {option} is not an option of {verb}")
+        elif not _same(value, param.default):  # type: ignore[attr-defined]
+            wrong.append(f"{where}: {option} default {value}, the CLI's is {param.default}")  # type: ignore[attr-defined]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_default_prompt_sets_named_in_docs_are_the_clis():
+    """verify's, probe's and calibration's default prompt files, as the docs name them, are the CLI's."""
+    from eaglehub.io.resources import data_path
+
+    verify_default = data_path("prompts", "eval.jsonl").relative_to(REPO).as_posix()
+    calibration_default = data_path("prompts", "calibration.jsonl").relative_to(REPO).as_posix()
+    for verb in ("verify", "probe", "diagnose"):
+        assert verify_default in " ".join(verb_params()[verb]["--prompts"].help.split())  # type: ignore[attr-defined]
+    assert calibration_default in " ".join(verb_params()["convert"]["--calibration-prompts"].help.split())  # type: ignore[attr-defined]
+    named = []
+    for path in COMMAND_PAGES:
+        for m in re.finditer(r"`([\w./-]*prompts/(?:eval|calibration)\.jsonl)`", _text(path)):
+            named.append((path.relative_to(REPO), m[1]))
+    assert any(n == verify_default for _, n in named) and any(n == calibration_default for _, n in named)
+    wrong = [f"{p}: {n}" for p, n in named if n not in (verify_default, calibration_default)]
+    assert not wrong, "the bundled prompt sets are " + f"{verify_default}, {calibration_default}:\n" + "\n".join(wrong)
+
+
+#: paths of other projects' trees the docs cite (vLLM's own tests)
+FOREIGN_PATHS = ("tests/v1/",)
+
+
+def test_repository_paths_named_in_docs_exist():
+    named = re.compile(r"`((?:fixtures|eaglehub|scripts|schemas|benchmarks|tests|docs)/[\w./-]*\w)`")
+    missing = []
+    for path in COMMAND_PAGES:
+        for number, line in enumerate(_text(path).splitlines(), 1):
+            for rel in named.findall(line):
+                if not rel.startswith(FOREIGN_PATHS) and not (REPO / rel).exists():
+                    missing.append(f"{path.relative_to(REPO)}:{number}: {rel}")
+    assert not missing, "\n".join(missing)
+
+
+def _help_codes(help_text: str) -> set[str] | None:
+    """The exit codes a command's --help names ("Exit 0 when …; 2 for …; 1 when …"), or ``None``."""
+    paragraph = next((p for p in help_text.split("\n\n") if re.search(r"\bExit\b", p)), None)
+    if paragraph is None:
+        return None
+    text = " ".join(paragraph[re.search(r"\bExit\b", paragraph).start() :].split())  # type: ignore[union-attr]
+    return set(re.findall(r"(?:\bExit(?: codes?)?|[;,.]|\belse|\bor)\s+(\d{1,3})\b(?! ?%)", text))
+
+
+def _page_codes(text: str) -> set[str]:
+    """The exit codes a page's "Exit codes" section (or its paragraphs about exit codes) names in bold."""
+    section = re.search(r"^## (?:§\d+ )?Exit codes\s*\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    if section:
+        return set(re.findall(r"\*\*(\d+)\*\*", section[1]))
+    paragraphs = [p for p in text.split("\n\n") if re.search(r"exit code", p, re.I)]
+    return set(re.findall(r"\*\*(\d+)\*\*", "\n".join(paragraphs)))
+
+
+@pytest.mark.parametrize("verb", [v for v in [*VERB_PAGES, "drafters", "vocab"] if v != "target"])
+def test_exit_codes_agree_with_the_cli(verb):
+    """A verb page names the codes its --help names (0, 1, 2 as that verb uses them), and the codes every
+    command shares for an interrupt (130, cli.md: Ctrl-C used to exit 1, the code of a failed check)."""
+    import click
+
+    from eaglehub.cli import main
+
+    cmd = main.get_command(click.Context(main, info_name="eaglehub"), verb)
+    text = _text(DOCS / f"{verb}.md")
+    page = _page_codes(text)
+    assert {"0", "1", "2"} <= page, f"docs/{verb}.md: exit codes {sorted(page)}"
+    shown = _help_codes(cmd.help or "")
+    if shown is not None:
+        assert shown & {"0", "1", "2"} == page & {"0", "1", "2"}, (
+            f"eaglehub {verb} --help names exit codes {sorted(shown)}, docs/{verb}.md {sorted(page)}"
+        )
+    assert "130" in page, f"docs/{verb}.md: say what an interrupt exits with (130; 143 SIGTERM, 141 a broken pipe)"
+
+
+def test_what_the_publish_dry_run_shows_is_what_the_docs_say():
+    from eaglehub.cli.publish import publish_cmd
+
+    dry_run = next(p for p in publish_cmd.params if p.name == "dry_run")
+    assert "model card" in dry_run.help  # type: ignore[attr-defined]
+    row = next(line for line in _text(DOCS / "publish.md").splitlines() if line.startswith("| `--dry-run` |"))
+    assert "model card" in row
+    assert "the model card" in _text(REPO / "README.md").split("**Publish, as a dry run**", 1)[1][:300]

@@ -40,7 +40,8 @@ def vocab_cmd(
     category) that DRAFTER's draft vocabulary holds, against the best vocabulary of the same size on the same
     text, and list the tokens it misses most. An untrained identity d2t is flagged with its coverage.
 
-    Exit 0 (coverage findings are warnings); 2 for usage errors.
+    Exit 0 (coverage findings are warnings); 1 when the drafter fails validation against the
+    target; 2 for usage errors.
     """
     from eaglehub.views.vocab import plot_vocab, render_report
     from eaglehub.vocab.run import VocabOptions, vocab_report, write_report
