@@ -116,3 +116,36 @@ def test_counters_with_al_still_warn(low, make_drafter):
         "acceptance.per_category.math",
         "acceptance.per_category.coding",
     ]
+
+
+def _claim_report(drafts: int, draft_tokens: int, accepted: int, prompts: int = 2) -> dict:
+    overall = {"num_drafts": drafts, "num_draft_tokens": draft_tokens, "num_accepted_tokens": accepted}
+    overall["acceptance_length"] = 1 + accepted / drafts
+    entry = {"acceptance": {"overall": overall}, "num_prompts": prompts, "findings": [], "passed": True}
+    settings = {"num_speculative_tokens": 3, "max_tokens": 8, "temperature": 0.0}
+    return {"settings": settings, "prompts": {"sha256": "ab" * 32}, "drafters": [entry], "passed": True}
+
+
+def test_a_claim_is_held_to_the_run_only_outside_the_runs_interval():
+    """AL 1.667 against a claim of 2.1 at the claim's own settings: on 3 drafts the 95 % interval (exact
+    binomial on draft tokens) holds 2.1, so the shortfall is inconclusive (a warning); on 300 drafts it fails."""
+    from eaglehub.verify.claims import check_claim
+
+    claim = {
+        "acceptance_length": 2.1,
+        "source": "eaglehub-verify.json",
+        "num_speculative_tokens": 3,
+        "max_tokens": 8,
+        "temperature": 0.0,
+        "prompts_sha256": "ab" * 32,
+    }
+    small = _claim_report(3, 9, 2)
+    f = check_claim(small, claim, 0.05, "d", "t", "/d")
+    assert f["code"] == "W-VERIFY-AL-CLAIM" and small["passed"]
+    assert "this run measured 1.667 (over 3 drafts of 2 prompts, 95 % interval 1.084 to " in f["message"]
+    assert "inconclusive: the claim is inside this run's interval" in f["message"]
+    assert f["hint"].startswith("measure more: eaglehub verify --target t --drafter /d -k 3 --max-tokens 8")
+    large = _claim_report(300, 900, 200, prompts=24)
+    f = check_claim(large, claim, 0.05, "d", "t", "/d")
+    assert f["code"] == "E-VERIFY-AL-CLAIM" and not large["passed"]
+    assert "over 300 drafts of 24 prompts, 95 % interval 1.5" in f["message"] and "inconclusive" not in f["message"]

@@ -42,10 +42,26 @@ def check_claim(
     ours = run_settings(report)
     differ = [k for k in COMPARED if claim.get(k) != ours[k]]
     gap = 1 - measured / claimed
+    overall = entry["acceptance"]["overall"]
+    low, high = al_interval(overall)
+    sample = f"over {overall['num_drafts']} drafts of {entry['num_prompts']} prompts"
+    if high is not None:
+        sample += f", 95 % interval {low:.3f} to {high:.3f}"
     message = (
-        f"{drafter} claims AL {claimed:.3f} ({claim['source']}), this run measured {measured:.3f}: "
+        f"{drafter} claims AL {claimed:.3f} ({claim['source']}), this run measured {measured:.3f} ({sample}): "
         f"{gap:.1%} below, more than the {tolerance:.0%} tolerated"
     )
+    undecided = high is None or high >= claimed * (1 - tolerance)
+    if not differ and undecided:  # the shortfall is inside what this sample can tell from the claim
+        message += "; inconclusive: the claim is inside this run's interval, too few drafts to hold it to it"
+        f = finding(
+            "W-VERIFY-AL-CLAIM",
+            "acceptance.overall.acceptance_length",
+            message,
+            "measure more: " + _settings_hint(claim, target_spec, drafter_path),
+        ).as_dict()
+        entry["findings"].append(f)
+        return f
     if differ:
         code = "W-VERIFY-AL-CLAIM"
         message += (
@@ -62,6 +78,21 @@ def check_claim(
         entry["passed"] = False
         report["passed"] = False
     return f
+
+
+def al_interval(overall: dict) -> tuple[float | None, float | None]:
+    """The 95 % interval of a run's AL from its overall counters: the exact (Clopper-Pearson) binomial interval
+    of the draft-token acceptance rate (scipy.stats.binomtest), times the draft tokens per draft, plus one.
+    Draft tokens are taken as independent, which prompts are not, so the interval is if anything too narrow:
+    a claim outside it is not reached; one inside it cannot be judged. ``(None, None)`` with no draft tokens."""
+    from scipy import stats
+
+    n, accepted, drafts = overall["num_draft_tokens"], overall["num_accepted_tokens"], overall["num_drafts"]
+    if not n or not drafts or not 0 <= accepted <= n:
+        return None, None
+    ci = stats.binomtest(int(accepted), int(n)).proportion_ci(0.95, method="exact")
+    per_draft = n / drafts
+    return 1 + ci.low * per_draft, 1 + ci.high * per_draft
 
 
 def _settings_hint(claim: dict, target_spec: str, drafter_path: str) -> str:
