@@ -515,3 +515,41 @@ def test_pipeline_at_80_columns(tiny, fake_hub, hf_env):
     assert code == 1, out + err
     summary = json.loads(run80(*args, "--json")[0])
     check(out, [f"{d['target']}--{d['drafter']}" for d in summary["drafters"]])
+
+
+# --- the real pair: probe in the reference engine, verify in vLLM (the session's shared runs) ------------
+
+
+@pytest.mark.slow
+@pytest.mark.real
+def test_probe_at_80_columns_with_progress_piped(tmp_path):
+    """probe of the committed drafter on one prompt per category × 16 tokens (about 15 s on a CPU): its tables,
+    findings and hints at 80 columns, and a line on stderr per step while it measures."""
+    report_path = tmp_path / "probe.json"
+    args = ["probe", FIXTURE, "--target", "smollm2", "--limit", "1", "--max-tokens", "16", "--report", report_path]
+    out, err, _ = run80(*args)
+    report = json.loads(report_path.read_text())
+    check(out, hints=hints_of(report))
+    steps = [re.sub(r" \(\d+ s\)$", "", line) for line in err.splitlines()]
+    assert steps[:3] == ["probing", "loading the target", "recording the target's greedy continuations of 6 prompts"]
+    assert any(s.startswith("round 1: norm_output") for s in steps) and "\r" not in err
+
+
+@pytest.mark.vllm
+@pytest.mark.real
+def test_real_pair_verify_at_80_columns(real_drafters, shared_engine_runs, tmp_path):
+    """test_real_pair's verify (the same request: its engine runs are shared) at 80 columns: three drafters, two
+    engines, the cross-engine table's drafter paths, the serve lines; CPU figures labelled where vLLM is the CPU
+    build."""
+    from helpers.real_runs import SETTINGS
+
+    drafters = [FIXTURE, real_drafters.upgraded, real_drafters.speculators]
+    report_path = tmp_path / "verify.json"
+    args = ["verify", *SETTINGS, *[a for d in drafters for a in ("--drafter", d)], "--report", report_path]
+    out, err, code = run80(*args, "--engine", "vllm", "--engine", "reference")
+    assert code == 0, out + err
+    report = json.loads(report_path.read_text())
+    check(out, [str(d) for d in drafters], hints_of(report))
+    assert out.count("vllm serve ") == 3
+    cpu = report["speed_figures"]["device"] == "cpu"
+    assert ("CPU figures, not a speed claim" in " ".join(out.split())) == cpu
