@@ -289,7 +289,7 @@ def test_errors_exit_non_zero_with_one_line(tmp_path, make_drafter):
         ((src, tmp_path / "x", "--ignore", "down_prj"), 2, "matches no module vLLM builds"),
         ((src, tmp_path / "x", "--ignore", "re:.*nonexistent$"), 2, "matches no module vLLM builds"),
         ((src,), 2, "DST is missing"),
-        ((tmp_path / "nowhere", tmp_path / "x"), 2, "neither a directory"),
+        ((tmp_path / "nowhere", tmp_path / "x"), 2, "nowhere: no such directory"),
     ]
     for args, code, text in cases:
         res = _cli(*args)
