@@ -18,10 +18,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from eaglehub.drafter.canonical import LAYER0, MLA, Drafter, derive_dims, layer_kind, read_flags
-
-_LLAMA_ATTENTION = tuple(f"{LAYER0}self_attn.{p}_proj.weight" for p in ("q", "k", "v"))
-_MLA_ATTENTION = tuple(f"{LAYER0}self_attn.{p}.weight" for p in ("kv_a_proj_with_mqa", "kv_b_proj"))
+from eaglehub.checks.dims import dimension_fixes, llama_attention_under_mla
+from eaglehub.drafter.canonical import Drafter, derive_dims, read_flags
+from eaglehub.findings import Finding, finding
 
 
 @dataclass(frozen=True)
@@ -36,12 +35,10 @@ class ForeignAttention:
 
 def foreign_attention(d: Drafter) -> ForeignAttention | None:
     """The Llama / Qwen3 attention under an MLA config (module doc), or ``None``."""
-    if layer_kind(d.config) != MLA:
+    llama = llama_attention_under_mla(d)
+    if not llama:
         return None
     held = set(d.names)
-    llama = tuple(n for n in _LLAMA_ATTENTION if n in held)
-    if not llama or any(n in held for n in _MLA_ATTENTION):
-        return None
     qk_norm = any(n.endswith(("self_attn.q_norm.weight", "self_attn.k_norm.weight")) for n in held)
     kind = "Qwen3" if qk_norm else "Llama"
     settings: dict = {
@@ -52,8 +49,6 @@ def foreign_attention(d: Drafter) -> ForeignAttention | None:
         settings["kv_lora_rank"] = None
     cfg = {**d.config, **settings}
     as_kind = dataclasses.replace(d, config=cfg, dims=derive_dims(cfg), flags=read_flags(cfg))
-    from eaglehub.checks.dims import dimension_fixes
-
     for fix in dimension_fixes(as_kind):  # what the tensors imply once read as the layer they are
         settings[fix.key] = fix.implied
     return ForeignAttention(llama, kind, settings)
@@ -76,3 +71,33 @@ def fix_hint(ctx, foreign: ForeignAttention) -> str:
         f"the tensors are {foreign.kind} attention, as trained; name that class in the config: "
         f"{fix_command(ctx, foreign)}"
     )
+
+
+def foreign_attention_finding(ctx, foreign: ForeignAttention) -> Finding:
+    """E-CONFIG-ARCH for an MLA config over another kind's attention tensors: the class is the cause, named with
+    the exact edit, instead of the ranks, tensors and types that follow."""
+    cfg = ctx.drafter.config
+    said = [f"architectures {cfg.get('architectures')!r}", f"model_type {cfg.get('model_type')!r}"]
+    if cfg.get("kv_lora_rank") is not None:
+        said.append(f"kv_lora_rank {cfg['kv_lora_rank']!r}")
+    names = ", ".join(n.rsplit(".", 2)[-2] for n in foreign.tensors)
+    return finding(
+        "E-CONFIG-ARCH",
+        "architectures",
+        f"the config names an MLA drafter ({', '.join(said)}), but the attention tensors are {foreign.kind}'s "
+        f"(midlayer.self_attn {names}; no kv_a_proj_with_mqa / kv_b_proj): vLLM and SGLang pick the attention by "
+        "class, so they build MLA attention and none of these trained weights load",
+        fix_hint(ctx, foreign),
+    )
+
+
+def mla_model_type_hint(ctx) -> str:
+    """The exact edit of an MLA drafter's model_type: kimi_k2 for a Kimi-K2 target, else deepseek_v2 (both load the
+    same MLA drafter class; the type only picks the config class)."""
+    mt = ctx.drafter.config.get("model_type")
+    kimi = isinstance(mt, str) and "kimi" in mt.lower()
+    from eaglehub.checks.context import set_command as _set_command
+
+    value = "kimi_k2" if kimi else "deepseek_v2"
+    other = "deepseek_v2 for other targets" if kimi else "kimi_k2 for a Kimi-K2 target"
+    return f"an MLA drafter config loads as {value} ({other}): {_set_command(ctx, 'model_type', value)}"

