@@ -28,7 +28,6 @@ from test_pipeline import tiny  # noqa: F401  (fixture: the pipeline tests' mani
 
 from eaglehub.cli import main
 from eaglehub.errors import EaglehubError
-from eaglehub.views.console import TextConsole
 
 WIDTH = 80
 PRODUCERS = sorted(p.parent for p in (ROOT / "fixtures" / "producers").glob("*/*/config.json"))
@@ -130,16 +129,22 @@ def check(text: str, names: list[str] = (), hints: list[str] = ()) -> None:  # t
     """The checks of the module doc on one verb's text output (``names``: what tells its rows apart;
     ``hints``: the hints and serve lines of its report, whose commands must each be whole on one line)."""
     lines = text.splitlines()
-    assert [line for line in lines if line != line.rstrip()] == [], "trailing blanks"
-    assert REPR.findall(text) == [], [line for line in lines if REPR.search(line)]
-    assert cut_names(text, list(names)) == [], text
-    for line in lines:
-        if COMMAND.match(line.strip()):
-            parse_command(line.strip())
+    problems: dict[str, list[str]] = {"cut names": cut_names(text, list(names)), "wrapped commands": []}
+    commands = [line.strip() for line in lines if COMMAND.match(line.strip())]
     for hint in hints:
         for command in commands_in(hint):
-            assert any(command in line for line in lines), f"wrapped inside: {command}\n{text}"
+            if not any(command in line for line in lines):
+                problems["wrapped commands"].append(command)
+            commands.append(command)
+    for command in commands:
+        try:
             parse_command(command)
+        except (AssertionError, ValueError) as exc:
+            problems["wrapped commands"].append(f"{command}: {exc}")
+    problems["Python reprs"] = [line for line in lines if REPR.search(line)]
+    problems["trailing blanks"] = [line for line in lines if line != line.rstrip()]
+    problems = {k: v for k, v in problems.items() if v}
+    assert problems == {}, text
 
 
 def hints_of(report: dict) -> list[str]:
@@ -163,7 +168,7 @@ def test_the_checks_catch_what_they_are_for():
     )
     assert commands_in(hint) == ["eaglehub probe D --target T --field norm_output", "eaglehub convert S D --set x=1"]
     check("fix: " + hint, hints=[hint])
-    with pytest.raises(AssertionError, match="wrapped inside"):
+    with pytest.raises(AssertionError, match="wrapped commands"):
         check("fix: ask the weights: eaglehub probe D --target\nT --field norm_output", hints=[hint])
     with pytest.raises(AssertionError):
         parse_command("eaglehub probe D --target")  # cut before its value
@@ -215,6 +220,8 @@ def test_names_table_keeps_the_ends_that_differ():
     from eaglehub.views.common import fit_names, names_table
 
     names = tensor_names(FIXTURE)
+    from eaglehub.views.console import TextConsole
+
     console = TextConsole(width=50, file=io.StringIO())
     console.print(names_table(console, ["tensor", "shape"], [[n, "[576, 1536]"] for n in names]))
     text = console.file.getvalue()
@@ -254,7 +261,7 @@ def verify_setup(tmp_path, monkeypatch, make_target):
     monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, 3]] * len(msgs))
     engine = ScriptedEngine({d.name: (BASE, GOOD) for d in drafters})
     monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: engine)
-    monkeypatch.setattr("eaglehub.verify.report._vllm_cpu_build", lambda: True)
+    monkeypatch.setattr("eaglehub.verify.report._vllm_cpu_build", lambda: True, raising=False)
     return target, drafters, prompts
 
 
@@ -317,6 +324,8 @@ def test_speedup_headings_are_defined():
     from eaglehub.views import speedup
 
     source = Path(speedup.__file__).read_text()
+    from eaglehub.views.console import TextConsole
+
     console = TextConsole(width=WIDTH, file=io.StringIO())
     level = {
         "concurrency": 1,
