@@ -57,6 +57,14 @@ be written, or a directory where a file goes is refused at once (exit 2, with th
 the disk still refuses at the end of a run (full, or its directory removed meanwhile) is written to
 the temporary directory instead, or printed on stdout when that fails too; the warning says where,
 and the exit code is 2.
+
+Text output is laid out for the width of the terminal, or of `COLUMNS` when piped (80 when neither says),
+and reads the same in a log: a table narrower than its names (tensor names, drafter paths, repo ids) cuts
+a name's middle to `…` and keeps the end that tells the rows apart; a line that holds a command to paste
+(a hint's `eaglehub …`, a `vllm serve …` line) is never wrapped, so it stays whole on one line; no
+trailing blanks. Progress goes to stderr: a bar or spinner on a terminal, and one plain line per step
+(with the seconds since the start) when stderr is a pipe or a file, so a log of a long `probe`,
+`convert --calibrate` or `verify` shows where it is.
 """
 
 
