@@ -387,3 +387,19 @@ def test_an_undeclared_target_width_hint_is_a_command_that_clears_it(make_drafte
     ]
     assert f["hint"].endswith("--set target_hidden_size=32")
     _hint_clears(f, "E-HIDDEN-UNDECLARED")
+
+
+def test_set_of_an_upgrade_switch_with_to_31_is_refused_with_the_upgrades_own_flag(tmp_path):
+    """``--to 3.1 --set norm_output=false`` once wrote norm_output true (the upgrade's default overrode the edit),
+    and ``--set norm_output=true`` blamed the source ("already an EAGLE-3.1 drafter")."""
+    for value, flag in (("false", "--no-norm-output"), ("true", "--norm-output")):
+        out = tmp_path / value
+        res = _run("convert", SPECFORGE, out, "--to", "3.1", "--set", f"norm_output={value}")
+        text = " ".join(res.output.split())
+        assert res.exit_code == 2 and "--set norm_output with --to 3.1" in text, text
+        assert "is already an EAGLE-3.1 drafter" not in text
+        assert not out.exists()
+        argv = _hint_command({"hint": text.split("hint: ", 1)[1]})
+        assert argv[-1] == flag
+        assert _run(*argv).exit_code == 0
+        assert json.loads((out / "config.json").read_text())["norm_output"] is (value == "true")

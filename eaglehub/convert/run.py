@@ -44,6 +44,8 @@ NOT_EQUIVALENT = (
     "the 3.1 drafter is not numerically equivalent to the source: unit-weight fc_norm still rescales each aux "
     "chunk per token{extra}; re-measure acceptance (eaglehub verify) and expect to fine-tune"
 )
+#: the switches ``--to 3.1`` writes itself (``--norm-output`` / ``--no-norm-output`` choose the second)
+UPGRADE_SWITCHES = frozenset({"fc_norm", "norm_output", "use_aux_norm"})
 ALIASES = {"c-in": C_IN, "c-out": C_OUT, C_IN: C_IN, C_OUT: C_OUT}
 
 
@@ -191,6 +193,18 @@ def convert(
             + ", --set KEY=VALUE, --rebuild-vocab-maps and/or --max-shard-size",
         )
     max_shard_size = shard_size(max_shard_size)
+    switches = sorted(k for k in settings or {} if k.rsplit(".", 1)[-1] in UPGRADE_SWITCHES)
+    if to == "3.1" and switches:
+        import shlex
+
+        value = (settings or {}).get("norm_output", (settings or {}).get("eagle_config.norm_output", True))
+        flag = "--norm-output" if value is not False else "--no-norm-output"
+        raise EaglehubError(
+            f"--set {', '.join(switches)} with --to 3.1: the upgrade sets fc_norm and norm_output itself, so the edit "
+            "would be overridden (or make the source read as 3.1 already)",
+            hint=f"choose norm_output with the upgrade's own flag: eaglehub convert {shlex.quote(str(src))} "
+            f"{shlex.quote(str(dst))} --to 3.1 {flag}",
+        )
     if to is not None and to not in VERSIONS:
         raise EaglehubError(f"unknown EAGLE version {to!r}", hint=f"use --to {' | '.join(VERSIONS)}")
     if fmt is not None and fmt not in FORMATS:
