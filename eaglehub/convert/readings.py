@@ -254,6 +254,8 @@ def _other(value: Any) -> Any:
         return not value
     if isinstance(value, int | float):
         return value * 2 + 1
+    if isinstance(value, list) and value and isinstance(value[0], str):  # a class list: engines read the first
+        return [value[0] + "-other", *value[1:]]
     if isinstance(value, list):
         return [i + 1 if isinstance(i, int) and not isinstance(i, bool) else i for i in value] + [len(value) + 1]
     if isinstance(value, str):
