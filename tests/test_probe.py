@@ -39,7 +39,7 @@ def test_a_flipped_norm_before_residual_is_named_and_written_back(tmp_path):
     # the last line says what was written, as exit 0 does; no FAILED, no "run it again"
     tail = res.stdout[res.stdout.rindex("\nWRITTEN: ") :]
     assert str(fixed) in tail.replace("\n", "") and "norm_before_residual true -> false" in tail, res.stdout
-    assert "FAILED" not in res.stdout and "fix: written by this run: " in res.stdout
+    assert "FAILED" not in res.stdout and f"fix: written by this run: {fixed}" in " ".join(res.stdout.split())
     cfg = json.loads((fixed / "config.json").read_text())
     assert cfg["norm_before_residual"] is False
     prov = json.loads((fixed / "eaglehub.json").read_text())
