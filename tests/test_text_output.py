@@ -34,7 +34,9 @@ PRODUCERS = sorted(p.parent for p in (ROOT / "fixtures" / "producers").glob("*/*
 REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\['|\{'|'\]|': '|': [\d\[{]")
 """What only a Python repr prints: its constants, a quoted string in a list or dict, a dict's quoted key
 (``model_type 'deepseek_v3': vLLM ...`` is prose)."""
-COMMAND = re.compile(r"(?:[A-Z_]+=\S+ )*(?:eaglehub|vllm serve) ")
+VERBS = "|".join(sorted(main.list_commands(click.Context(main)), key=len, reverse=True))
+COMMAND = re.compile(rf"(?:[A-Z_]+=\S+ )*(?:eaglehub (?:{VERBS})\b|vllm serve )")
+"""Where a command starts: ``eaglehub`` and one of its verbs (not prose: "eaglehub reads …"), ``vllm serve``."""
 RULES = "│┃║|"
 
 
@@ -130,7 +132,7 @@ def check(text: str, names: list[str] = (), hints: list[str] = ()) -> None:  # t
     ``hints``: the hints and serve lines of its report, whose commands must each be whole on one line)."""
     lines = text.splitlines()
     problems: dict[str, list[str]] = {"cut names": cut_names(text, list(names)), "wrapped commands": []}
-    commands = [line.strip() for line in lines if COMMAND.match(line.strip())]
+    commands = [c for line in lines for c in commands_in(line)]  # each line's commands, whole or cut
     for hint in hints:
         for command in commands_in(hint):
             if not any(command in line for line in lines):
@@ -197,6 +199,16 @@ def test_inspect_validate_and_quantize_plan_at_80_columns(drafter):
     if code == 0:  # a drafter quantize refuses has said why in one line (its own tests)
         plan = json.loads(run80("quantize", drafter, "--dry-run", "--json")[0])
         check(out, [t["name"] for t in plan["tensors"]])  # the output's names (vllm-native)
+
+
+@pytest.mark.parametrize("drafter", PRODUCERS, ids=lambda p: "/".join(Path(p).parts[-2:]))
+def test_convert_to_31_at_80_columns(drafter, tmp_path):
+    """convert --to 3.1 of each producer's drafter: the changes, what each engine builds from the output (with
+    its `eaglehub validate …` where one will not serve it), the warnings on stderr."""
+    out, err, code = run80("convert", drafter, tmp_path / "v31", "--to", "3.1")
+    assert code in (0, 1, 2)
+    check(out)
+    check(err)  # a refusal too: its error line and its hint's command whole
 
 
 def test_quantize_and_convert_write_at_80_columns(tmp_path):

@@ -10,7 +10,7 @@ import shlex
 from rich.console import Console
 from rich.markup import escape
 
-from eaglehub.views.common import printable_report
+from eaglehub.views.common import print_prose, printable_report
 
 #: stands for the --profile flags of the profiles a line is printed for (known once lines are grouped)
 PROFILE_FLAGS = "\0profiles\0"
@@ -56,9 +56,9 @@ def print_readings(report: dict, console: Console) -> None:
         for lines, profiles in groups.items():
             flags = "".join(f" --profile {p}" for p in profiles)
             lines = tuple(line.replace(PROFILE_FLAGS, flags) for line in lines)
-            console.print(f"    {', '.join(profiles)}: {escape(lines[0])}", highlight=False)
-            for line in lines[1:]:
-                console.print(f"      {escape(line)}", highlight=False)
+            print_prose(console, f"{', '.join(profiles)}: {lines[0]}", indent=4)
+            for line in lines[1:]:  # a line that names `eaglehub validate …` prints whole, never wrapped
+                print_prose(console, line, indent=6)
     if report.get("skipped_files"):
         console.print(
             f"  left out (not part of a served drafter): {escape(', '.join(report['skipped_files']))}", highlight=False
