@@ -100,8 +100,8 @@ def names_table(
     shown = {i: [printable(str(r[i])) for r in rows] for i in name_cols}
     widths = _widths(console, t, columns, rows, shown)
     fitted = {i: fit_names(shown[i], widths[i] or max(map(len, shown[i]), default=0)) for i in name_cols}
-    for col, w in zip(t.columns, widths, strict=True):
-        col.width = w
+    for column, w in zip(t.columns, widths, strict=True):
+        column.width = w
     for i in name_cols:  # where no cut keeps the names apart they are shown whole, folded over lines
         t.columns[i].overflow = "fold"
     for n, row in enumerate(rows):

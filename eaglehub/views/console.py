@@ -27,7 +27,7 @@ class TextConsole(Console):
         # on a terminal a live display repaints lines with blanks, which must stay
         return rendered if self.is_terminal else _TRAILING_BLANKS.sub("", rendered)
 
-    def status(self, status, **kwargs):  # type: ignore[override]
+    def status(self, status, **kwargs):
         if self.is_terminal:
             return super().status(status, **kwargs)
         return PlainStatus(status)
