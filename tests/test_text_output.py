@@ -513,6 +513,7 @@ def test_watch_at_80_columns():
     assert code == 0, out + err
     check(out)
     assert "W-WATCH-UNREACHABLE" in out
+    assert "s: the seconds an interval spans" in out and "pos i: the share" in " ".join(out.split())
 
 
 def test_drafters_at_80_columns(hub_tree):

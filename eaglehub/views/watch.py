@@ -98,7 +98,17 @@ class IntervalTable(AbstractContextManager):
         else:
             self.console.print(self._line(row), style=style or None, highlight=False, soft_wrap=True, markup=False)
 
+    def legend(self) -> str:
+        """The short headings spelled out (printed once, above the rows)."""
+        text = (
+            "s: the seconds an interval spans; AL: 1 + accepted / drafts in it; pos i: the share of its drafts "
+            "whose token at position i was accepted"
+        )
+        judged = "; vs ref: its AL against the drop threshold, ok or below (DROP: a drop confirmed)"
+        return text + (judged if self.judged else "")
+
     def __enter__(self) -> IntervalTable:
+        self.console.print(self.legend(), style="dim", highlight=False, markup=False)
         if self.live is not None:
             self.live.start()
         else:
