@@ -105,6 +105,11 @@ def _verify_section(entry: dict, report: dict, others: list[dict]) -> list[str]:
     return lines
 
 
+def _set(value) -> str:
+    """A config value as the card writes it: a value the config leaves unset says so, never ``None``."""
+    return "not set" if value is None else str(value)
+
+
 def _ids(ids) -> str:
     return ", ".join(str(i) for i in ids)
 
@@ -211,8 +216,10 @@ def _made_section(
         f"| layout | {inspect['format']} (`{inspect['architecture']}`), EAGLE-{inspect['eagle_version']}, {inspect['dtype']} |",
         f"| attention | {_attention_words(inspect)} |",
         f"| aux-layer ids | {_aux_words(aux, captured)} |",
-        f"| widths | hidden {dims['H']}, target hidden {dims['Ht']}, {dims['layers']} decoder layer(s) |",
-        f"| vocabulary | draft {vocab['Vd']} of {vocab['V']}" + (" (`d2t` map)" if vocab.get("d2t") else "") + " |",
+        f"| widths | hidden {_set(dims['H'])}, target hidden {_set(dims['Ht'])}, {dims['layers']} decoder layer(s) |",
+        f"| vocabulary | draft {_set(vocab['Vd'])} of {_set(vocab['V'])}"
+        + (" (`d2t` map)" if vocab.get("d2t") else "")
+        + " |",
         f"| `lm_head` | {'own, stored' if lm_head else 'not stored: the target head is shared'} |",
         "| switches | " + ", ".join(f"`{k}` {str(v).lower()}" for k, v in flags.items()) + " |",
         f"| parameters | {inspect['parameters']:,} ({inspect['bytes'] / 2**20:.1f} MiB) |",
