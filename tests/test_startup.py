@@ -120,3 +120,21 @@ def test_a_verbs_help_imports_only_rich_of_the_heavy_packages(name):
     code, out, modules = _run(name, "--help")
     assert code == 0 and out.startswith(f"Usage: eaglehub {name}")
     assert set(_heavy(modules)) <= {"rich"}
+
+
+@pytest.mark.parametrize("given", [None, "3"])
+def test_a_plain_convert_starts_no_blas_thread_pool(make_drafter, tmp_path, given):
+    """numpy's OpenBLAS starts a thread per core when imported (tens of ms) for linear algebra a byte-level
+    conversion never does: a plain convert asks for one thread, unless the user set the count."""
+    code = (
+        "import os, sys\n"
+        "from eaglehub.cli import main\n"
+        f"main(['convert', {str(make_drafter())!r}, {str(tmp_path / 'out')!r}, '--to', '3.1'], standalone_mode=False)\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'), 'numpy' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if given:
+        env["OPENBLAS_NUM_THREADS"] = given
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == f"{given or 1} True"

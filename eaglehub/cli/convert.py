@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import nullcontext
 from typing import Any
 
@@ -143,6 +144,8 @@ def convert_cmd(src: str, dst: str, target_spec: str | None, as_json: bool, **op
 
     opts = ConvertOptions(target=target_spec, **options)
     opts.check()  # before the progress bar opens, so a refusal prints alone
+    if opts.mode == "plain":  # bytes are copied, never computed on: numpy's BLAS need not start its thread pool
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     bar = byte_progress(err_console, "converting") if opts.mode == "plain" else nullcontext()
     with bar as progress:
         report = run_convert(src, dst, opts, progress=progress, console=err_console)
