@@ -575,3 +575,27 @@ def test_real_pair_verify_at_80_columns(real_drafters, shared_engine_runs, tmp_p
     assert out.count("vllm serve ") == 3
     cpu = report["speed_figures"]["device"] == "cpu"
     assert ("CPU figures, not a speed claim" in " ".join(out.split())) == cpu
+
+
+def test_verify_dry_run_plan_at_80_columns(verify_setup):
+    """verify --dry-run: the launch plan, the preflight's findings, the ready serve line, whole."""
+    target, drafters, _ = verify_setup
+    args = ["verify", "--dry-run", "--target", target, "--drafter", drafters[0], "--gpus", "2", "--gpu-memory", "80"]
+    out, err, code = run80(*args)
+    plan = json.loads(run80(*args, "--json")[0])
+    assert "vllm serve " in out, out + err
+    check(out, hints=[v for k, v in _walk(plan) if k in ("serve_command", "hint") and v])
+    block = out[out.index("LLM(...) arguments") :].split("\n", 1)[1]
+    json.loads(block[: block.index("\n}\n") + 2])  # the LLM(...) arguments paste as JSON
+    check(err)
+
+
+def _walk(obj):
+    """Every (key, value) pair of a JSON document, depth first."""
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            yield k, v
+            yield from _walk(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _walk(v)

@@ -105,7 +105,8 @@ def render_plan(report: dict, console: Console) -> None:
     )
     console.print(plan["serve_command"], highlight=False, soft_wrap=True, markup=False)
     console.print("LLM(...) arguments eaglehub's vLLM engine builds:")
-    console.print(json.dumps(plan["llm_kwargs"], indent=2), highlight=False, markup=False)
+    # unwrapped: a long path folded onto the next line would leave JSON no one can paste
+    console.print(json.dumps(plan["llm_kwargs"], indent=2), highlight=False, markup=False, soft_wrap=True)
     if not ready:  # the last line agrees with the exit code (1)
         import shlex
 
