@@ -189,13 +189,13 @@ def print_inspect(report: dict, console: Console) -> None:
     if report.get("config_dtype") and report["config_dtype"] != report["dtype"]:
         dtype += f" (config torch_dtype {report['config_dtype']})"
     console.print(
-        f"[bold]{escape(report['path'])}[/]  format [bold]{report['format']}[/] ({escape(str(report['architecture']))}, "
+        f"[bold]{escape(report['path'])}[/]  format [bold]{report['format']}[/] ({escape(report['architecture'] or 'no architecture')}, "
         f"{report['layer_kind']}), EAGLE-{report['eagle_version']}, {report['weights_format']}, {escape(dtype)}",
         highlight=False,
     )
     console.print(f"evidence: {escape('; '.join(report['format_evidence']))}", highlight=False)
     if report["target"]:
-        console.print(f"target: {escape(str(report['target'].get('name_or_path')))}", highlight=False)
+        console.print(f"target: {escape(show_value(report['target'].get('name_or_path')))}", highlight=False)
     # an MLA drafter's attention is sized by its ranks: head_dim is not one of its dimensions
     mla = report.get("mla")
     console.print(

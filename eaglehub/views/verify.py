@@ -144,7 +144,7 @@ def divergence_table(d: dict) -> Table | None:
         t.add_row(
             r["id"],
             r["category"],
-            str(r["first_divergence"]),
+            "—" if r["first_divergence"] is None else str(r["first_divergence"]),
             f"{r['num_output_tokens']} / {r['num_output_tokens_target']}",
             fmt_number(f["gap"], 4) if f else "—",
             escape(f"{f['classification']}: {f['reason']}") if f else "—",
