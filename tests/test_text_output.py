@@ -557,6 +557,19 @@ def test_probe_at_80_columns_with_progress_piped(tmp_path):
     assert any(s.startswith("round 1: norm_output") for s in steps) and "\r" not in err
 
 
+@pytest.mark.slow
+@pytest.mark.real
+def test_vocab_at_80_columns_with_progress_piped(tmp_path):
+    """vocab of the committed drafter on one prompt per category × 16 tokens (seconds): a line per step."""
+    report_path = tmp_path / "vocab.json"
+    args = ["vocab", FIXTURE, "--target", "smollm2", "--limit", "1", "--max-tokens", "16", "--report", report_path]
+    out, err, code = run80(*args)
+    assert code == 0, out + err
+    check(out, hints=hints_of(json.loads(report_path.read_text())))
+    steps = [re.sub(r" \(\d+ s\)$", "", line) for line in err.splitlines()]
+    assert steps[:2] == ["measuring", "loading the target"] and len(steps) >= 3 and "\r" not in err
+
+
 @pytest.mark.vllm
 @pytest.mark.real
 def test_real_pair_verify_at_80_columns(real_drafters, shared_engine_runs, tmp_path):
