@@ -570,6 +570,24 @@ def test_vocab_at_80_columns_with_progress_piped(tmp_path):
     assert steps[:2] == ["measuring", "loading the target"] and len(steps) >= 3 and "\r" not in err
 
 
+@pytest.mark.slow
+@pytest.mark.real
+def test_calibrate_at_80_columns_with_progress_piped(tmp_path):
+    """convert --calibrate of the committed drafter, smallest settings (about 30 s on a CPU): a line per phase on
+    stderr as it goes, the fitted tensors and the acceptance table at 80 columns."""
+    args = ["convert", FIXTURE, tmp_path / "cal", "--to", "3.1", "--calibrate", "--target", "smollm2"]
+    out, err, code = run80(*args, "--calibration-limit", "3", "--calibration-tokens", "8", "--steps", "0")
+    assert code == 0, out + err
+    check(out)
+    assert "config fc_norm: unset → true" in out
+    steps = [re.sub(r" \(\d+ s\)$", "", line) for line in err.splitlines()]
+    assert (
+        steps[0].startswith("calibration data: ")
+        and "measuring the source and the plain upgrade on held-out prompts" in steps
+    )
+    assert "\r" not in err
+
+
 @pytest.mark.vllm
 @pytest.mark.real
 def test_real_pair_verify_at_80_columns(real_drafters, shared_engine_runs, tmp_path):

@@ -33,12 +33,16 @@ class TextConsole(Console):
         return PlainStatus(status)
 
 
+_START = time.monotonic()
+"""When this process began printing (the module is imported as a command starts): the clock of progress lines."""
+
+
 class PlainStatus:
     """What :meth:`TextConsole.status` gives off a terminal: each new status text as one line on stderr (progress
-    goes to stderr whichever console asked, so stdout stays the report), with the seconds since the first."""
+    goes to stderr whichever console asked, so stdout stays the report), with the seconds since the command
+    started (a command's phases are often a status each: their own clocks would all read 0 s)."""
 
     def __init__(self, status) -> None:
-        self._start = time.monotonic()
         self._last: str | None = None
         self.update(status)
 
@@ -48,7 +52,7 @@ class PlainStatus:
         text = status.plain if hasattr(status, "plain") else str(status)
         if text != self._last:
             self._last = text
-            print_progress(f"{text} ({time.monotonic() - self._start:.0f} s)")
+            print_progress(f"{text} ({time.monotonic() - _START:.0f} s)")
 
     def start(self) -> None:
         pass
