@@ -403,3 +403,16 @@ def test_set_of_an_upgrade_switch_with_to_31_is_refused_with_the_upgrades_own_fl
         assert argv[-1] == flag
         assert _run(*argv).exit_code == 0
         assert json.loads((out / "config.json").read_text())["norm_output"] is (value == "true")
+
+
+def test_a_pruned_drafter_without_d2t_is_told_the_rebuild_from_its_t2d(make_drafter):
+    """vLLM sends draft id i to target id i without d2t; the t2d the drafter ships names the trained ids."""
+    from eaglehub.io.tensorio import read_index
+
+    src = make_drafter("no-d2t", mutate=lambda cfg, t: t.pop("d2t"))
+    expected = read_index(make_drafter("with-d2t")).load_all()["d2t"]
+    (f,) = [f for f in _validate(src)["findings"] if f["code"] == "E-D2T-MISSING"]
+    assert "from t2d's 32 target ids in ascending order" in f["hint"] and f["hint"].endswith("--rebuild-vocab-maps")
+    fixed = _fixed_by_its_hint(f)
+    assert [g for g in _validate(fixed)["findings"] if g["severity"] == "error"] == []
+    assert read_index(fixed).load_all()["d2t"].tolist() == expected.tolist()

@@ -165,7 +165,12 @@ def check_expected(ctx: Context) -> list[Finding]:
                 fc_norm_missing.append(f"{name} {_fmt(spec.shape)}")  # one finding for the drafter, below
             elif spec.required:
                 message = f"{name} {_fmt(spec.shape)} is missing" + _MISSING_EFFECT.get(spec.missing_code, "")
-                out.append(finding(spec.missing_code, name, message, missing_hint))
+                hint = missing_hint
+                if spec.missing_code == "E-D2T-MISSING":  # t2d may hold the ids: the rebuild writes d2t from them
+                    from eaglehub.checks.vocab import rebuild_hint
+
+                    hint = rebuild_hint(ctx) or hint
+                out.append(finding(spec.missing_code, name, message, hint))
             continue
         if spec.unused_code:
             if spec.unused_code in _UNUSED_EDIT:

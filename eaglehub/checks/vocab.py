@@ -167,16 +167,21 @@ def _rebuild_hints(ctx: Context, found: list[Finding]) -> list[Finding]:
     engines serve with, else t2d's ids), for the findings it fixes."""
     from dataclasses import replace
 
+    if not any(f.code in REBUILDS for f in found):
+        return found
+    hint = rebuild_hint(ctx)
+    return [replace(f, hint=hint) if f.code in REBUILDS and hint else f for f in found]
+
+
+def rebuild_hint(ctx: Context) -> str | None:
+    """``convert --rebuild-vocab-maps`` as the exact command, where the checkpoint holds a map to rebuild from."""
     from eaglehub.checks.context import convert_command
     from eaglehub.vocab.maps import rebuildable
 
-    if not any(f.code in REBUILDS for f in found):
-        return found
     rebuilt = rebuildable(ctx.drafter)
     if rebuilt is None:
-        return found
-    hint = f"write the maps afresh from {rebuilt.source}: {convert_command(ctx, '--rebuild-vocab-maps')}"
-    return [replace(f, hint=hint) if f.code in REBUILDS else f for f in found]
+        return None
+    return f"write the maps afresh from {rebuilt.source}: {convert_command(ctx, '--rebuild-vocab-maps')}"
 
 
 #: rows of lm_head read per step by :func:`check_lm_head_rows` (bounded memory on a large head)

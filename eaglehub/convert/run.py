@@ -65,7 +65,9 @@ def verifier_warnings(cfg: dict) -> list[str]:
     ]
 
 
-def _intended(d: Drafter, repaired: Drafter, plan, set_changes: list[dict], repairs: list[dict], to: str | None):
+def _intended(
+    d: Drafter, repaired: Drafter, plan, set_changes: list[dict], repairs: list[dict], to: str | None, rebuilt=None
+):
     """The source with every stated change applied, for :func:`eaglehub.convert.readings.check_readings`: the
     ``--set`` edits and the lifted switches are in ``repaired``'s stored config already; the other repairs,
     the upgrade's (or fold's) switches and ``--force``'s drops are applied to it, fc_norm tensors added."""
@@ -80,6 +82,12 @@ def _intended(d: Drafter, repaired: Drafter, plan, set_changes: list[dict], repa
             changes.append({"key": k, "new": off, "why": why})
         removed.update({d.names[t]: why for t in drop["tensors"] if t in d.names})
     added = {n: (tuple(t.shape), version) for n, t in plan.added.items()}
+    if rebuilt is not None:  # a map the source lacked, written from the one it holds, is a stated change too
+        shapes = {t.name: tuple(t.shape) for t in plan.tensors}
+        for n in plan.synthesized:
+            stored_name = plan.stored.get(n, n)
+            if n not in d.names and stored_name in shapes:
+                added[stored_name] = (shapes[stored_name], "--rebuild-vocab-maps")
     index = {i.source_name: tuple(i.shape) for i in d.index.tensors.values()}
     return intended(repaired.raw_config or {}, index, changes, added, removed)
 
@@ -136,7 +144,7 @@ def _plan(
     if calibration is not None and calibration.report:
         plan.provenance["conversion"]["calibration"] = calibration_provenance(calibration.report)
     checked, default_profiles = profiles_to_check(profiles)
-    want = _intended(d, repaired, plan, set_changes, repairs, to)
+    want = _intended(d, repaired, plan, set_changes, repairs, to, rebuilt)
     return plan, want, checked, default_profiles, config_changes
 
 
