@@ -401,8 +401,8 @@ def test_engine_runs_report_a_line_per_batch_off_a_terminal(verify_setup):
     assert code == 0
     assert "\r" not in err and "\x1b" not in err
     steps = [line for line in err.splitlines() if "requests" in line]
-    assert any(line.startswith("target alone: 2/4 requests") for line in steps), err
-    assert any(f"target + drafter {drafters[0].name} (k=3): 4/4 requests" in line for line in steps), err
+    assert any(line.startswith("target alone  2/4 requests (math done") for line in steps), err
+    assert any(f"target + drafter {drafters[0].name} (k=3)  4/4 requests (coding done" in line for line in steps), err
 
 
 def test_status_off_a_terminal_is_a_line_per_new_step(capsys):

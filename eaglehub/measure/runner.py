@@ -39,7 +39,7 @@ def progress_runner(console):
         yield lambda engine, spec, ids, groups, label: engine.run(spec, ids, groups)
         return
     if not console.is_terminal:  # a log: one plain line per finished batch, no bar drawn over itself
-        yield _plain_run
+        yield lambda engine, spec, ids, groups, label: _plain_run(console, engine, spec, ids, groups, label)
         return
     from rich.progress import (
         BarColumn,
@@ -66,18 +66,21 @@ def progress_runner(console):
         yield run
 
 
-def _plain_run(engine, spec, ids, groups, label):
-    """One run of :func:`progress_runner` off a terminal: a line on stderr as it starts and per finished batch."""
+def _plain_run(console, engine, spec, ids, groups, label):
+    """One run of :func:`progress_runner` off a terminal: a line on ``console`` (stderr for a command) as it
+    starts and per finished batch."""
     import time
 
-    from eaglehub.views.console import print_progress
-
     start, done = time.monotonic(), 0
-    print_progress(f"{label}: {len(ids)} requests")
+
+    def say(line: str) -> None:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    say(f"{label}  {len(ids)} requests")
 
     def step(group, n):
         nonlocal done
         done += n
-        print_progress(f"{label}: {done}/{len(ids)} requests ({group} done, {time.monotonic() - start:.0f} s)")
+        say(f"{label}  {done}/{len(ids)} requests ({group} done, {time.monotonic() - start:.0f} s)")
 
     return engine.run(spec, ids, groups, progress=step)

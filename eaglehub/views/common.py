@@ -404,7 +404,7 @@ def byte_progress(console: Console, label: str, min_bytes: int = 64 << 20):
         if total < min_bytes:
             return lambda n: None
         if not console.is_terminal:  # a log: a line at the start and at each further quarter
-            return _plain_bytes(label, total)
+            return _plain_bytes(console, label, total)
         bar.start()
         task = bar.add_task(label, total=total)
         return lambda n: bar.advance(task, n)
@@ -416,9 +416,11 @@ def byte_progress(console: Console, label: str, min_bytes: int = 64 << 20):
             bar.stop()
 
 
-def _plain_bytes(label: str, total: int):
-    """``advance(n)`` of :func:`byte_progress` off a terminal: one line on stderr now and per quarter done."""
-    from eaglehub.views.console import print_progress
+def _plain_bytes(console: Console, label: str, total: int):
+    """``advance(n)`` of :func:`byte_progress` off a terminal: a line on ``console`` now and per quarter done."""
+
+    def print_progress(line: str) -> None:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     done, shown = 0, 0
     print_progress(f"{label}: {human_size(total)}")
