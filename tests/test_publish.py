@@ -376,7 +376,9 @@ def test_an_existing_tag_is_refused_before_anything_is_sent(verified, fake_hub, 
         and "tag 'v1' already exists on org/tiny" in res.stderr
         and "refusing to publish" in res.stderr
     )
+    # off a terminal the status is a progress line before them ("publish: hashing, …")
     assert "Traceback" not in res.output and [line.split(":")[0] for line in res.stderr.strip().splitlines()] == [
+        "publish",
         "error",
         "hint",
     ]
