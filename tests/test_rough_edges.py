@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -137,14 +138,32 @@ def test_a_hub_id_offline_is_one_line_naming_hf_hub_offline(hf_env, monkeypatch,
     # no network (the endpoint refuses): huggingface_hub's retries say nothing, the error names the switch
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
-    monkeypatch.setattr("time.sleep", lambda s: None)  # its backoff between the retries
     capfd.readouterr()
+    start = time.monotonic()
     res = cli("inspect", "org/drafter")
+    assert time.monotonic() - start < 5  # not after huggingface_hub's five retries (about 24 s)
     assert res.exit_code == 2
     assert res.stderr.strip().splitlines() == [
         "error: org/drafter is not a local directory, and the Hub cannot be reached for org/drafter (config.json is "
         "not in the local cache either)",
-        "hint: check the network; without one, set HF_HUB_OFFLINE=1 (no retries, the local cache only) and pass a "
-        "local directory or a repo the cache holds",
+        "hint: check the network; without one, set HF_HUB_OFFLINE=1 (the local cache only) and pass a local "
+        "directory or a repo the cache holds",
     ]
     assert capfd.readouterr().err == ""  # nothing from huggingface_hub's logger either
+
+
+def test_a_cached_hub_id_is_read_from_the_cache_at_once_when_the_hub_cannot_be_reached(
+    hf_env, fake_hub, make_drafter, monkeypatch
+):
+    from huggingface_hub import constants, snapshot_download
+    from safetensors.torch import load_file
+
+    drafter = make_drafter("cached")
+    fake_hub.create("org/cached", files={p.name: p.read_bytes() for p in drafter.iterdir() if p.is_file()})
+    snapshot_download("org/cached", endpoint=fake_hub.url)  # a download made while there was a network
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # the network is gone
+    start = time.monotonic()
+    res = cli("inspect", "org/cached", "--json")
+    assert res.exit_code == 0, res.output
+    assert time.monotonic() - start < 5  # huggingface_hub alone retries about 24 s before it reads its cache
+    assert {t["name"] for t in json.loads(res.stdout)["tensors"]} == set(load_file(drafter / "model.safetensors"))

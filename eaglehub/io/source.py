@@ -118,6 +118,37 @@ def quiet_hub() -> Iterator[None]:
         logger.setLevel(level)
 
 
+_REACHABLE: dict[str, bool] = {}
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+def hub_reachable(endpoint: str | None) -> bool:
+    """Whether a connection to the Hub's host opens within 3 s (asked once per endpoint and process).
+
+    huggingface_hub retries a request that cannot connect five times, with a backoff (about 24 s), before
+    it falls back to its cache; without a network eaglehub reads the cache at once instead. Behind a proxy
+    the host is not dialled directly, so it is taken as reachable."""
+    import os
+    import socket
+    from urllib.parse import urlsplit
+
+    from huggingface_hub import constants
+
+    url = urlsplit(endpoint or constants.ENDPOINT)
+    key = f"{url.scheme}://{url.netloc}"
+    if key not in _REACHABLE:
+        if any(os.environ.get(v) for v in PROXY_VARIABLES) or not url.hostname:
+            _REACHABLE[key] = True
+        else:
+            port = url.port or (443 if url.scheme == "https" else 80)
+            try:
+                with socket.create_connection((url.hostname, port), timeout=3):
+                    _REACHABLE[key] = True
+            except OSError:
+                _REACHABLE[key] = False
+    return _REACHABLE[key]
+
+
 def hub_offline() -> bool:
     """huggingface_hub's offline switch (``HF_HUB_OFFLINE``, read when it was imported)."""
     from huggingface_hub import constants
@@ -155,9 +186,11 @@ def fetch(
         RevisionNotFoundError,
     )
 
+    # no network: the cache now, not after huggingface_hub's retries (what it falls back to anyway)
+    cache_only = not hub_offline() and not hub_reachable(endpoint)
     try:
         with quiet_hub():
-            return hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint)
+            return hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint, local_files_only=cache_only)
     except (RepositoryNotFoundError, GatedRepoError) as exc:
         raise EaglehubError(
             f"hub repo {repo_id} is not accessible: {type(exc).__name__}",
@@ -186,6 +219,6 @@ def fetch(
         raise EaglehubError(
             f"{repo_id} is not a local directory, and the Hub cannot be reached for {where} ({filename} is not in "
             "the local cache either)",
-            hint="check the network; without one, set HF_HUB_OFFLINE=1 (no retries, the local cache only) and pass a "
-            "local directory or a repo the cache holds",
+            hint="check the network; without one, set HF_HUB_OFFLINE=1 (the local cache only) and pass a local "
+            "directory or a repo the cache holds",
         ) from exc
