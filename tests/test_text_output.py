@@ -40,6 +40,19 @@ COMMAND = re.compile(rf"(?:[A-Z_]+=\S+ )*(?:eaglehub (?:{VERBS})\b|vllm serve )"
 RULES = "│┃║|"
 
 
+@pytest.fixture(autouse=True)
+def consoles_follow_columns(monkeypatch):
+    """The commands' consoles take their width from COLUMNS when they print (as run80 sets it), unless COLUMNS
+    was in the environment when they were made (a shell that exports it): then they are made to follow it."""
+    from eaglehub.cli.output import console, err_console
+
+    monkeypatch.setenv("COLUMNS", str(WIDTH))
+    for c in (console, err_console):
+        if c.width != WIDTH:
+            monkeypatch.setattr(c, "_width", None)
+        assert c.width == WIDTH
+
+
 def run80(*args, **env) -> tuple[str, str, int]:
     """The verb as piped at 80 columns: stdout, stderr, exit code (never a traceback)."""
     res = CliRunner(env={"COLUMNS": str(WIDTH), **env}).invoke(main, [str(a) for a in args])
