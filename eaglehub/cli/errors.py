@@ -14,37 +14,27 @@ from __future__ import annotations
 import errno
 import functools
 import json
-import os
 import signal
 import sys
-import threading
 from collections.abc import Callable
-from types import FrameType
 from typing import Any, NoReturn, TypeVar
 
 import click
 
+from eaglehub.cli.exits import (
+    EXIT_BROKEN_PIPE,
+    EXIT_CODES_HELP,
+    EXIT_INTERRUPTED,
+    Run,
+    exit_broken_pipe,
+    exit_watchdog,
+    install_stop_handlers,
+    interrupt_exit_code,
+    stdout_broken,
+)
 from eaglehub.errors import EaglehubError
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 128 + signal.SIGINT  # 130
-EXIT_TERMINATED = 128 + signal.SIGTERM  # 143
-EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141
-
-EXIT_GRACE_S = 1.0
-"""After a stop signal, the seconds the interpreter's own exit (atexit handlers, joins of worker threads still
-blocked in a request until its timeout) may take before the process ends anyway: the clean-up of the
-command itself (atomic writes, engines, the watch summary) has already run by then."""
-
-EXIT_CODES_HELP = (
-    "Exit codes: 0 ok; 1 a check ran and failed; 2 a usage or input error; 130 interrupted (Ctrl-C, SIGINT); "
-    "143 terminated (SIGTERM); 141 the output's reader went away (a broken pipe, as with | head). With "
-    "--json, an error is also one JSON object on stdout (schemas/error.schema.json)."
-)
 
 #: optional packages → the extra that installs them (pyproject.toml [project.optional-dependencies])
 EXTRAS = {
@@ -55,18 +45,6 @@ EXTRAS = {
     "gguf": "smollm2",
     "accelerate": "smollm2",
 }
-
-
-class _Run:
-    """What the running command asked for and what stopped it, for the error paths (one CLI run at a time)."""
-
-    json_errors = False
-    stop_signal: int | None = None
-
-
-def interrupt_exit_code() -> int:
-    """130 after SIGINT (or a KeyboardInterrupt raised any other way), 143 after SIGTERM."""
-    return 128 + (_Run.stop_signal or signal.SIGINT)
 
 
 def _json_error(message: str, hint: str | None, code: int, finding: str | None = None) -> None:
@@ -91,7 +69,7 @@ def fail(message: str, hint: str | None, code: int, finding: str | None = None, 
     from eaglehub.cli.output import err_console
     from eaglehub.findings import printable
 
-    if _Run.json_errors and as_json:
+    if Run.json_errors and as_json:
         _json_error(message, hint, code, finding)
     # escape(): messages carry paths and package names like `vllm[cpu]` that rich would eat as markup
     err_console.print(f"[bold red]error:[/] {escape(printable(message))}", highlight=False, soft_wrap=True)
@@ -100,35 +78,12 @@ def fail(message: str, hint: str | None, code: int, finding: str | None = None, 
     sys.exit(code)
 
 
-def exit_broken_pipe() -> NoReturn:
-    """The reader of stdout went away (``| head``): stop quietly with 141, as a shell reports a command SIGPIPE
-    ended (1 would say a check failed)."""
-    # later writes and the interpreter's final flush go nowhere instead of raising again (Python's signal
-    # module docs, "Note on SIGPIPE")
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError, AttributeError):  # a captured stdout (tests) has no descriptor
-        pass
-    sys.exit(EXIT_BROKEN_PIPE)
-
-
-def _stdout_broken() -> bool:
-    try:
-        sys.stdout.flush()
-    except BrokenPipeError:
-        return True
-    except (OSError, ValueError):
-        return False
-    return False
-
-
 def _interrupted() -> NoReturn:
     from eaglehub.cli.output import err_console
 
     code = interrupt_exit_code()
     what = "interrupted (SIGINT)" if code == EXIT_INTERRUPTED else "terminated (SIGTERM)"
-    if _Run.json_errors:
+    if Run.json_errors:
         _json_error(what, None, code)
     try:
         err_console.print(f"[bold red]{what}[/]", highlight=False)
@@ -145,7 +100,7 @@ def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if kwargs.get("as_json"):
-            _Run.json_errors = True
+            Run.json_errors = True
         try:
             return fn(*args, **kwargs)
         except EaglehubError as exc:
@@ -162,7 +117,7 @@ def handle_errors(fn: F) -> F:
                 2,
             )
         except OSError as exc:  # mostly output (reads raise EaglehubError); a path the OS refuses outright too
-            if exc.errno == errno.EPIPE and _stdout_broken():
+            if exc.errno == errno.EPIPE and stdout_broken():
                 exit_broken_pipe()
             if exc.errno == errno.ENAMETOOLONG:
                 fail(f"a path is too long: {exc.strerror}", "shorten the file or directory names given", 2)
@@ -184,37 +139,6 @@ def handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]  # functools.wraps keeps the signature F describes
 
 
-def _on_stop_signal(signum: int, frame: FrameType | None) -> None:
-    if _Run.stop_signal is not None:  # asked twice: no more clean-up
-        os._exit(128 + _Run.stop_signal)
-    _Run.stop_signal = signum
-    # the one exception every loop and context manager already unwinds on, Ctrl-C's
-    raise KeyboardInterrupt
-
-
-def _install_stop_handlers() -> dict[int, Any]:
-    """SIGINT and SIGTERM raise KeyboardInterrupt (the command cleans up, the watch prints its summary) and
-    set the exit code; a signal the parent process left ignored (a background job of a script ignores
-    SIGINT, POSIX) stays ignored, as it would for any program. Returns the handlers to put back."""
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is not threading.main_thread():
-        return previous
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        handler = signal.getsignal(sig)
-        if handler is signal.SIG_IGN:
-            continue
-        previous[sig] = handler
-        signal.signal(sig, _on_stop_signal)
-    return previous
-
-
-def _exit_watchdog(code: int) -> None:
-    """End the process ``EXIT_GRACE_S`` from now whatever the interpreter's exit is waiting on (module doc)."""
-    timer = threading.Timer(EXIT_GRACE_S, os._exit, args=(code,))
-    timer.daemon = True
-    timer.start()
-
-
 class Group(click.Group):
     """Click's usage errors as eaglehub's own errors (one line and a hint, exit 2); an interrupt, a
     termination and a broken pipe as their own exit codes (module doc), listed under its --help."""
@@ -228,21 +152,21 @@ class Group(click.Group):
         as_process = args is None
         argv = list(sys.argv[1:] if args is None else args)
         argv = argv[: argv.index("--")] if "--" in argv else argv
-        _Run.json_errors, _Run.stop_signal = "--json" in argv, None
-        previous = _install_stop_handlers() if as_process else {}
+        Run.json_errors, Run.stop_signal = "--json" in argv, None
+        previous = install_stop_handlers() if as_process else {}
         kwargs["standalone_mode"] = False
         try:
             result = self._main(args, *rest, **kwargs)
-            if _stdout_broken():
+            if stdout_broken():
                 exit_broken_pipe()
             return result
         except SystemExit as exc:
             # what is still buffered for a reader that went away: the interpreter's own flush would print a
             # traceback-like "Exception ignored" and exit 120
-            if exc.code != EXIT_BROKEN_PIPE and _stdout_broken():
+            if exc.code != EXIT_BROKEN_PIPE and stdout_broken():
                 exit_broken_pipe()
-            if as_process and _Run.stop_signal is not None:
-                _exit_watchdog(interrupt_exit_code())
+            if as_process and Run.stop_signal is not None:
+                exit_watchdog(interrupt_exit_code())
             raise
         finally:
             for sig, handler in previous.items():
@@ -258,7 +182,7 @@ class Group(click.Group):
             cmd = exc.ctx.command_path if exc.ctx else "eaglehub"
             fail(exc.format_message(), getattr(exc, "hint", None) or f"see `{cmd} --help`", 2)
         except click.Abort as exc:
-            if isinstance(exc.__cause__, KeyboardInterrupt) or _Run.stop_signal is not None:
+            if isinstance(exc.__cause__, KeyboardInterrupt) or Run.stop_signal is not None:
                 _interrupted()
             if isinstance(exc.__cause__, EOFError):
                 fail("the input ended before an answer was read", "give the answer as an option instead", 2)
@@ -284,5 +208,5 @@ class Group(click.Group):
 
 
 def _raise_unless_pipe(exc: OSError) -> None:
-    if exc.errno == errno.EPIPE and _stdout_broken():
+    if exc.errno == errno.EPIPE and stdout_broken():
         exit_broken_pipe()

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from eaglehub.cli.paths import output_path
 from eaglehub.constants import DEFAULT_DTYPE, DEFAULT_K, DEFAULT_MAX_TOKENS, DTYPES
 from eaglehub.measure.acceptance import DEFAULT_AL_TOLERANCE
 
@@ -29,30 +30,6 @@ def stack(*decorators: Decorator) -> Decorator:
         return fn
 
     return apply
-
-
-class OutputPathError(click.BadParameter):
-    """An output path refused before the command starts; ``hint`` replaces the generic "see --help"."""
-
-    hint = "give a path whose existing parent is a directory you can write (missing directories are created)"
-
-
-def output_path(kind: str = "file") -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A Click callback that refuses an output path that cannot be written (:func:`eaglehub.io.atomic.output_problem`:
-    a parent that is a file, a directory that cannot be written, a directory in a file's place) while the
-    options are parsed, before any model, engine or download starts: an hour's run is not lost to a typo."""
-
-    def check(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-        from eaglehub.io.atomic import output_problem
-
-        if value is None or ctx.resilient_parsing:
-            return value
-        problem = output_problem(value, kind)
-        if problem is not None:
-            raise OutputPathError(problem, ctx=ctx, param=param)
-        return value
-
-    return check
 
 
 def json_option(what: str = "the report", schema: str | None = None) -> Decorator:

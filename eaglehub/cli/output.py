@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from eaglehub.cli.errors import exit_broken_pipe
+from eaglehub.cli.exits import exit_broken_pipe
 from eaglehub.errors import EaglehubError
 from eaglehub.views.console import TextConsole
 

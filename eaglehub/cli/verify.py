@@ -29,17 +29,12 @@ from eaglehub.cli.options import (
 )
 from eaglehub.cli.output import console, err_console, print_json, write_and_show
 from eaglehub.cli.verify_options import (
+    PROMPTS_HELP,
     endpoint_options,
     engine_parallel_options,
     launch_plan_options,
     sampling_test_options,
     served_settings_options,
-)
-
-PROMPTS_HELP = (
-    "Prompt file, format detected from its first line: eaglehub JSONL (schemas/prompts.schema.json), "
-    "MT-Bench / Spec-Bench question.jsonl (schemas/prompts-mtbench.schema.json; multi-turn), or plain "
-    "text (one prompt per line, category = file name); default eaglehub/data/prompts/eval.jsonl."
 )
 
 

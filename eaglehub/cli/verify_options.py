@@ -185,3 +185,10 @@ sampling_test_options = stack(
         "tested against the target's distribution); 0: skip.",
     ),
 )
+
+
+PROMPTS_HELP = (
+    "Prompt file, format detected from its first line: eaglehub JSONL (schemas/prompts.schema.json), "
+    "MT-Bench / Spec-Bench question.jsonl (schemas/prompts-mtbench.schema.json; multi-turn), or plain "
+    "text (one prompt per line, category = file name); default eaglehub/data/prompts/eval.jsonl."
+)

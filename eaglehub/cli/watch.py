@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from eaglehub.cli.errors import handle_errors, interrupt_exit_code
+from eaglehub.cli.errors import handle_errors
+from eaglehub.cli.exits import interrupt_exit_code
 from eaglehub.cli.options import (
     al_tolerance_option,
     api_key_option,

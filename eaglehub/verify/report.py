@@ -197,9 +197,9 @@ def speed_figures(engine: str, device: str) -> dict:
 
 
 def _vllm_cpu_build() -> bool:
-    from eaglehub.engines.vllm_engine import _installed
+    from eaglehub.engines.vllm_engine import installed
 
-    return _installed("vllm-cpu")
+    return installed("vllm-cpu")
 
 
 def sampled_settings(opts: VerifyOptions) -> dict | None:
