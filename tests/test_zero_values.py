@@ -5,6 +5,7 @@ zeros are E-QUANT-ZERO-BLOCK; the gates that read tensors (publish, pipeline) re
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 import torch
@@ -150,6 +151,11 @@ def test_the_publish_gate_refuses_zero_gains_and_embeddings(verified, fake_hub, 
         )
         res = publish(fake_hub, broken, "--dry-run")
         assert res.exit_code == 1 and "validate finds E-TENSOR-ZERO" in res.stderr, res.output
+        # the hint's command, run as printed, shows the finding that refused it (the gate reads values: --deep)
+        hint = res.stderr.split("hint: run `")[1].split("`")[0]
+        assert hint.startswith("eaglehub validate ") and "--deep" in hint and " T " not in hint + " ", hint
+        shown = CliRunner().invoke(main, shlex.split(hint)[1:] + ["--json"])
+        assert shown.exit_code == 1 and "E-TENSOR-ZERO" in {f["code"] for f in json.loads(shown.stdout)["findings"]}
     assert fake_hub.posts() == []
 
 

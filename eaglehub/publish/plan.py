@@ -189,7 +189,8 @@ def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[d
         raise EaglehubError(
             f"refusing to publish {src}: " + "; ".join(reasons),
             hint=(
-                f"run `{env}eaglehub validate {src} --target {target or 'T'}{flags}` for the fixes"
+                # the gate's own check: --deep, and the target only where the gate had one
+                f"run `{env}eaglehub validate {src} --deep{f' --target {target}' if target else ''}{flags}` for the fixes"
                 if errors
                 else f"fix it and run `{env}eaglehub verify --target {target or 'T'} --drafter {src} --report "
                 f"{src.parent / (src.name + '.verify.json')}`"
