@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def render_report(report: dict, console) -> None:
     """The plan or result as a rich table: one row per tensor (action, reason, bytes), then the totals."""
-    from eaglehub.views.common import human_size, names_table
+    from eaglehub.views.common import names_table
 
     head = "would quantize" if report["dry_run"] else "quantized"
     console.print(
@@ -18,17 +18,27 @@ def render_report(report: dict, console) -> None:
     # prose in a sixth column leaves the names too little of 80 columns
     reasons = list(dict.fromkeys(t["reason"] for t in report["tensors"]))
     rows = []
+
+    def size(n: int) -> str:  # one short word per cell, so a row stays one line at 80 columns
+        for unit in ("", "K", "M", "G"):
+            if n < 1024 or unit == "G":
+                return f"{n:.3g}{unit}" if unit else f"{n}B"
+            n /= 1024  # type: ignore[assignment]
+        raise AssertionError  # the loop returns at G
+
     for t in report["tensors"]:
-        size = (
-            f"{human_size(t['bytes_before'])} → {human_size(t['bytes_after'])}"
-            if t["action"] == "quantized"
-            else human_size(t["bytes_before"])
-        )
-        dtype = "float8_e4m3fn" if t["action"] == "quantized" else t["dtype"]
-        rows.append([t["name"], str(t["shape"]), dtype, t["action"], size, f"({reasons.index(t['reason']) + 1})"])
-    columns = ["tensor", "shape", "dtype", "action", "bytes", "why"]
+        quantized = t["action"] == "quantized"
+        nbytes = f"{size(t['bytes_before'])}→{size(t['bytes_after'])}" if quantized else size(t["bytes_before"])
+        shape = "×".join(map(str, t["shape"])) or "scalar"
+        action = "fp8" if quantized else "kept"
+        rows.append([t["name"], shape, t["dtype"], action, nbytes, f"({reasons.index(t['reason']) + 1})"])
+    columns = ["tensor", "shape", "dtype", "stored", "bytes", "why"]
     table = names_table(console, columns, rows, show_edge=False)
     console.print(table)
+    console.print(
+        "stored: fp8 = quantized to float8_e4m3fn, kept = left in its dtype; bytes: K = KiB, M = MiB, G = GiB",
+        highlight=False,
+    )
     for i, reason in enumerate(reasons, 1):
         console.print(f"({i}) {reason}", highlight=False, markup=False)
     for x in report["kept_not_block_divisible"]:
