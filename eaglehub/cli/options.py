@@ -144,26 +144,18 @@ def engine_log_option() -> Decorator:
     )
 
 
-def report_option(help: str) -> Decorator:
+def _output_file_option(flag: str, dest: str, help: str) -> Decorator:
     return click.option(
-        "--report",
-        "report_path",
-        type=click.Path(dir_okay=False),
-        default=None,
-        callback=output_path("file"),
-        help=help,
+        flag, dest, type=click.Path(dir_okay=False), default=None, callback=output_path("file"), help=help
     )
+
+
+def report_option(help: str) -> Decorator:
+    return _output_file_option("--report", "report_path", help)
 
 
 def plot_option(help: str) -> Decorator:
-    return click.option(
-        "--plot",
-        "plot_path",
-        type=click.Path(dir_okay=False),
-        default=None,
-        callback=output_path("file"),
-        help=help,
-    )
+    return _output_file_option("--plot", "plot_path", help)
 
 
 def hub_endpoint_option() -> Decorator:
