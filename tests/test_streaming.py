@@ -233,3 +233,112 @@ def test_a_source_with_errors_is_refused_by_them_though_its_checks_now_run_durin
         res = CliRunner().invoke(main, ["convert", str(bad), str(tmp_path / "out"), "--to", "3.1", *extra])
         assert res.exit_code == 1 and "error finding(s) (E-T2D-MISMATCH); refusing to convert" in res.output
         assert sorted(p.name for p in tmp_path.iterdir()) == ["bad"]
+
+
+def _early(monkeypatch) -> None:
+    """Every copied tensor in the background and every --to 3.1 started early, on the small test drafters."""
+    from eaglehub.convert import early
+
+    monkeypatch.setattr(streaming, "SMALL", 1)
+    monkeypatch.setattr(early, "MIN_BYTES", 0)
+
+
+def _tensors(path: Path) -> dict:
+    """Each tensor's header entry less its offsets, with its raw bytes."""
+    h = read_header(path)
+    with open(path, "rb") as f:
+        return {n: (e.dtype, tuple(e.shape), os.pread(f.fileno(), e.nbytes, e.start)) for n, e in h.tensors.items()}
+
+
+def test_an_early_copy_writes_the_same_tensors_and_starts_before_the_plan(make_drafter, tmp_path, monkeypatch):
+    src = make_drafter()
+    plain = tmp_path / "plain"
+    assert CliRunner().invoke(main, ["convert", str(src), str(plain), "--to", "3.1"]).exit_code == 0
+    _early(monkeypatch)
+    started: list = []
+    real_start, real_discard = streaming.EarlyCopy.start.__func__, streaming.EarlyCopy.discard
+    monkeypatch.setattr(
+        streaming.EarlyCopy, "start", classmethod(lambda cls, *a, **k: started.append(a) or real_start(cls, *a, **k))
+    )
+    discarded: list = []
+    monkeypatch.setattr(streaming.EarlyCopy, "discard", lambda self: discarded.append(1) or real_discard(self))
+    out = tmp_path / "early"
+    res = CliRunner().invoke(main, ["convert", str(src), str(out), "--to", "3.1"])
+    assert res.exit_code == 0, res.output
+    assert len(started) == 1 and not discarded  # the copy started before the plan was kept
+    assert _tensors(out / "model.safetensors") == _tensors(plain / "model.safetensors")
+    assert (out / "config.json").read_text() == (plain / "config.json").read_text()
+    head = read_header(out / "model.safetensors")
+    source_head = read_header(src / "model.safetensors")
+    # the data starts where the early copy put it: past room for a bigger header, at the source's page phase
+    start = min(e.start for e in head.tensors.values())
+    assert start > 8192 and start % streaming.PAGE == min(e.start for e in source_head.tensors.values()) % 4096
+    assert torch.equal(
+        load_file(str(out / "model.safetensors"))["fc.weight"], load_file(str(src / "model.safetensors"))["fc.weight"]
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([src.name, "plain", "early"])
+
+
+def test_a_plain_upgrade_copies_before_the_checks_and_views_are_imported(make_drafter, tmp_path):
+    """The byte copy of a big drafter's --to 3.1 starts before numpy, jsonschema, rich, the formats and the
+    checks are imported (they load during the copy), in a fresh process as a user runs it."""
+    src = make_drafter()
+    code = f"""
+import sys
+from eaglehub.convert import early
+from eaglehub.io import streaming
+early.MIN_BYTES = 0
+streaming.SMALL = 1
+real = streaming.EarlyCopy.start.__func__
+heavy = ("numpy", "jsonschema", "rich", "eaglehub.formats.registry", "eaglehub.checks", "eaglehub.convert.run")
+def start(cls, *a, **k):
+    print("loaded when the copy started:", sorted(m for m in heavy if m in sys.modules), file=sys.__stderr__)
+    return real(cls, *a, **k)
+streaming.EarlyCopy.start = classmethod(start)
+from eaglehub.cli import main
+main(["convert", {str(src)!r}, {str(tmp_path / "out")!r}, "--to", "3.1"])
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "loaded when the copy started: []" in res.stderr
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_an_early_copy_the_plan_does_not_lay_out_is_discarded(tmp_path, monkeypatch):
+    src, t = _two_sizes(tmp_path)
+    monkeypatch.setattr(streaming, "SMALL", 1000)
+    (tmp_path / "out").mkdir()
+    early = streaming.EarlyCopy.start(src, tmp_path / "out" / "model.safetensors")
+    assert early is not None and [r.count for r in early.ranges] == [4000 * 8]
+    plan = [OutTensor("pad", "I64", (3,), 24, data=bytes(24)), *_copy_plan(src)]  # the big one moves by 24 bytes
+    files, copying = streaming.start_checkpoint(tmp_path / "out", plan, early=early)
+    copying.finish()
+    back = load_file(str(tmp_path / "out" / "model.safetensors"))
+    assert torch.equal(back["copy.big"], t["big"]) and torch.equal(back["copy.small"], t["small"])
+    assert not streaming._pending and not streaming._failed
+
+
+@pytest.mark.parametrize(
+    "args, code, says",
+    [
+        ([], 1, "error finding(s) (E-T2D-MISMATCH); refusing to convert"),
+        (["--set", "norm_output=false"], 2, "--set norm_output with --to 3.1"),
+    ],
+)
+def test_a_conversion_that_fails_after_its_early_copy_started_leaves_nothing(
+    make_drafter, tmp_path, monkeypatch, args, code, says
+):
+    def duplicate_ids(cfg, t):
+        t["d2t"] = t["d2t"] * 0 + 5
+
+    src = make_drafter("src", mutate=duplicate_ids if not args else None)
+    _early(monkeypatch)
+    started: list = []
+    real_start = streaming.EarlyCopy.start.__func__
+    monkeypatch.setattr(
+        streaming.EarlyCopy, "start", classmethod(lambda cls, *a, **k: started.append(a) or real_start(cls, *a, **k))
+    )
+    res = CliRunner().invoke(main, ["convert", str(src), str(tmp_path / "out"), "--to", "3.1", *args])
+    assert started and res.exit_code == code and says in res.output, res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no DST, no temporary, no lock left behind
+    assert not streaming._pending and not streaming._failed

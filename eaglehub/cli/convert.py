@@ -7,7 +7,6 @@ from contextlib import nullcontext
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from eaglehub.cli.errors import handle_errors
 from eaglehub.cli.options import (
@@ -20,7 +19,6 @@ from eaglehub.cli.options import (
     source_format_option,
     target_option,
 )
-from eaglehub.cli.output import console, err_console, print_json
 
 
 @click.command("convert")
@@ -139,16 +137,26 @@ def convert_cmd(src: str, dst: str, target_spec: str | None, as_json: bool, **op
     Tensor bytes are copied, never decoded, except the tensors a calibrated upgrade fine-tunes or a fold
     rewrites (listed as replaced); DST is written atomically; SRC is never modified.
     """
-    from eaglehub.convert.command import ConvertOptions, run_convert
-    from eaglehub.views.common import byte_progress, print_convert
+    from eaglehub.convert.command import ConvertOptions, run_convert, start_early
 
     opts = ConvertOptions(target=target_spec, **options)
     opts.check()  # before the progress bar opens, so a refusal prints alone
-    if opts.mode == "plain":  # bytes are copied, never computed on: numpy's BLAS need not start its thread pool
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    bar = byte_progress(err_console, "converting") if opts.mode == "plain" else nullcontext()
-    with bar as progress:
-        report = run_convert(src, dst, opts, progress=progress, console=err_console)
+    # a plain --to 3.1 starts copying the tensor bytes now, before rich, the formats and the checks are imported
+    early = start_early(src, dst, opts)
+    try:
+        from rich.markup import escape
+
+        from eaglehub.cli.output import console, err_console, print_json
+        from eaglehub.views.common import byte_progress, print_convert
+
+        if opts.mode == "plain":  # bytes are copied, never computed on: numpy's BLAS need not start its thread pool
+            os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        bar = byte_progress(err_console, "converting") if opts.mode == "plain" else nullcontext()
+        with bar as progress:
+            report = run_convert(src, dst, opts, progress=progress, console=err_console, early=early)
+    finally:
+        if early is not None:
+            early.abandon()  # nothing once the write used it: a failure before it removes what it had started
     if as_json:
         print_json(report)
         for w in report["warnings"]:

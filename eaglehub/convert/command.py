@@ -110,6 +110,23 @@ class ConvertOptions:
         )
 
 
+def start_early(src: str, dst: str, opts: ConvertOptions) -> Any:
+    """The byte copy of a plain ``--to 3.1`` of a local safetensors drafter, started before anything is planned
+    (:mod:`eaglehub.convert.early`); ``None`` for every other conversion."""
+    if (
+        opts.mode != "plain"
+        or opts.to != "3.1"
+        or opts.fmt is not None
+        or opts.max_shard_size is not None
+        or opts.rebuild_vocab_maps
+        or opts.revision is not None
+    ):
+        return None
+    from eaglehub.convert.early import start_early as start
+
+    return start(src, dst, opts.overwrite)
+
+
 def run_convert(
     src: str,
     dst: str,
@@ -117,25 +134,32 @@ def run_convert(
     *,
     progress: Callable[..., Any] | None = None,
     console: Any = None,
+    early: Any = None,
 ) -> dict:
     """Convert ``src`` into ``dst`` as ``opts`` say and return the convert report.
 
     ``progress`` receives byte counts of a plain conversion; ``console`` (a rich console) shows the
-    calibration's stages."""
-    opts.check()
-    if opts.mode == "plain":
-        from eaglehub.convert.run import convert
+    calibration's stages. ``early``: :func:`start_early`'s copy, used by a plain conversion (and abandoned,
+    its temporary directory removed, when the conversion fails)."""
+    try:
+        opts.check()
+        if opts.mode == "plain":
+            from eaglehub.convert.run import convert
 
-        return convert(
-            src,
-            dst,
-            to=opts.to,
-            norm_output=True if opts.norm_output is None else opts.norm_output,
-            progress=progress,
-            settings=parse_settings(opts.settings),
-            rebuild_vocab_maps=opts.rebuild_vocab_maps,
-            **opts.common(),
-        )
+            return convert(
+                src,
+                dst,
+                to=opts.to,
+                norm_output=True if opts.norm_output is None else opts.norm_output,
+                progress=progress,
+                settings=parse_settings(opts.settings),
+                rebuild_vocab_maps=opts.rebuild_vocab_maps,
+                early=early,
+                **opts.common(),
+            )
+    finally:
+        if early is not None:
+            early.abandon()  # nothing once the write used it
     from eaglehub.convert.calibrate import CalibrationOptions, calibrated_upgrade, fold_to_eagle3
 
     assert opts.target is not None  # check() refuses both modes without a target

@@ -166,6 +166,7 @@ def convert(
     settings: dict | None = None,
     profiles: tuple[str, ...] | list[str] | None = None,
     rebuild_vocab_maps: bool = False,
+    early=None,
 ) -> dict:
     """Convert ``src`` (directory or hub repo id) into ``dst`` and return the report
     (``schemas/convert-report.schema.json``).
@@ -183,7 +184,9 @@ def convert(
     profiles whose readings the output must keep (:mod:`eaglehub.convert.readings`; default: every named
     profile); the report's ``profiles`` section says what each reads and what changed for it.
     ``rebuild_vocab_maps``: ``d2t`` / ``t2d`` written afresh from what the source holds
-    (:mod:`eaglehub.vocab.maps`), so findings about the stored maps do not stop the conversion.
+    (:mod:`eaglehub.vocab.maps`), so findings about the stored maps do not stop the conversion. ``early``
+    (:func:`eaglehub.convert.early.start_early`): the write of ``dst`` opened with the source's bytes already
+    copying; the caller abandons it if this raises.
 
     Raises:
         EaglehubError: nothing to do; unknown format; ``dst`` exists without ``overwrite`` or is the
@@ -306,6 +309,7 @@ def convert(
         advance=advance,
         check=keeps_readings,
         accepted=check_source,
+        early=early,
     )
     files, side, skipped = written.files, written.copied_files, written.skipped_files
     extra = "; norm_output changes the state fed back to the next draft step" if to and norm_output else ""

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from eaglehub.convert.early import Early, destination  # noqa: F401  (destination: imported from here by other verbs)
 from eaglehub.drafter.canonical import Drafter
 from eaglehub.errors import EaglehubError
 from eaglehub.formats.registry import FORMATS, read_drafter
@@ -76,28 +77,6 @@ def copy_side_files(src: Path, dst: Path, skip: set[str]) -> tuple[list[str], li
         shutil.copy2(p, dst / p.name)
         copied.append(p.name)
     return copied, [s for s in skipped if not s.startswith(".")]
-
-
-def destination(src: Path, dst: Path, overwrite: bool) -> Path:
-    """``dst`` made absolute, refusing every place whose write (or ``--overwrite``) would touch the
-    source: ``src`` itself, a directory inside it, or one of its ancestors."""
-    if not dst.name or dst.name in (".", ".."):
-        dst = dst.resolve()
-    src_r, dst_r = src.resolve(), dst.resolve()
-    if dst_r == src_r or src_r in dst_r.parents:
-        raise EaglehubError(
-            f"DST {dst} is {'the source directory' if dst_r == src_r else 'inside the source directory'}",
-            hint="the source is never modified; choose a DST outside it",
-        )
-    cwd = Path.cwd().resolve()
-    if dst_r in src_r.parents or dst_r == cwd or dst_r in cwd.parents:
-        raise EaglehubError(
-            f"DST {dst} contains the source or the working directory",
-            hint="choose a new directory for the output",
-        )
-    if dst.exists() and not overwrite:
-        raise EaglehubError(f"{dst} already exists", hint="pass --overwrite or choose another output path")
-    return dst
 
 
 def shard_size(value: int | str | None) -> int | None:
@@ -178,6 +157,7 @@ def write_drafter(
     advance: Callable[[int], None] | None = None,
     check: Callable[[Drafter], None] | None = None,
     accepted: frozenset[str] | Callable[[], frozenset[str]] = frozenset(),
+    early: Early | None = None,
 ) -> Written:
     """Write a drafter checkpoint to ``dst`` atomically: the tensors (sharded above ``max_shard_size``),
     ``config.json``, ``eaglehub.json`` and the source's side files, then read it back (it must read as
@@ -187,7 +167,8 @@ def write_drafter(
 
     ``check`` gets the written drafter as read back and may refuse it (raise) before ``dst`` appears;
     ``accepted``: error codes the source had and ``--force`` converted past, or the source's checks that
-    return them, run while the tensor bytes are copied (raising abandons the write).
+    return them, run while the tensor bytes are copied (raising abandons the write). ``early``: the write of
+    ``dst`` :func:`eaglehub.convert.early.start_early` opened, its copy kept where the plan agrees with it.
 
     Raises:
         EaglehubError: ``dst`` cannot be written (exit 2) or the result fails validation or ``check``
@@ -198,12 +179,17 @@ def write_drafter(
         k: v for k, v in source_metadata.items() if not k.startswith("eaglehub.") and k != "format" and k not in stamps
     }
     try:
-        with atomic_dir(dst, overwrite=overwrite) as tmp:
+        with early.directory() if early is not None else atomic_dir(dst, overwrite=overwrite) as tmp:
             # the big tensors' bytes copy in the background (in the kernel, as cp's do) while the rest is
             # written and checked: the checks read headers, config and small tensors, and a read of bytes
             # still being copied waits for them (io/streaming.py)
             files, copying = start_checkpoint(
-                tmp, tensors, safetensors_metadata(provenance, keep_meta), max_shard_size, advance or (lambda n: None)
+                tmp,
+                tensors,
+                safetensors_metadata(provenance, keep_meta),
+                max_shard_size,
+                advance or (lambda n: None),
+                early.copy if early is not None else None,
             )
             try:
                 (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
