@@ -132,14 +132,49 @@ def check_vocab_maps(
     return out
 
 
+def _maps_agree(d, V: int, Vd: int) -> bool:
+    """Whether ``d2t`` (I64 ``[Vd]``) and ``t2d`` (BOOL ``[V]``) are both stored and :func:`check_vocab_maps` has
+    nothing to say about them, decided on their raw bytes: a plain conversion's checks then need no numpy, whose
+    import takes about as long as the rest of them. ``False`` leaves the verdict to :func:`check_vocab_maps`."""
+    import sys
+    from array import array
+
+    if "d2t" not in d.names or "t2d" not in d.names:
+        return False
+    infos = [d.index.tensors.get(d.names[n]) for n in ("d2t", "t2d")]
+    if any(i is None for i in infos) or (infos[0].st_dtype, infos[1].st_dtype) != ("I64", "BOOL"):
+        return False
+    if tuple(infos[0].shape) != (Vd,) or tuple(infos[1].shape) != (V,):
+        return False
+    raw, mask = (d.index.load_bytes(d.names[n]) for n in ("d2t", "t2d"))
+    if raw is None or mask is None or mask.translate(None, b"\x00\x01"):  # a mask byte other than 0 / 1
+        return False
+    offsets = array("q")
+    offsets.frombytes(raw)
+    if sys.byteorder != "little":
+        offsets.byteswap()
+    if Vd < V and not any(offsets):  # W-D2T-ZERO unless t2d confirms it: check_vocab_maps decides
+        return False
+    ids = [i + o for i, o in enumerate(offsets)]
+    return (
+        len(set(ids)) == Vd
+        and min(ids, default=0) >= 0
+        and max(ids, default=0) < V
+        and V - mask.count(0) == Vd
+        and all(mask[i] for i in ids)
+    )
+
+
 def check(ctx: Context) -> list[Finding]:
     d = ctx.drafter
     if d.dims.V is None or d.dims.Vd is None:
         return []
-    d2t, t2d = (drafter_array(d, n) if n in d.names else None for n in ("d2t", "t2d"))
-    dtypes = {n: d.tensors[n].dtype for n in ("d2t", "t2d") if n in d.names}
     dims = ctx.settled_dims  # a wrong vocab_size / draft_vocab_size is E-CONFIG-DIM's, not the maps'
     V, Vd = dims.V or d.dims.V, dims.Vd or d.dims.Vd
+    if _maps_agree(d, V, Vd):
+        return []
+    d2t, t2d = (drafter_array(d, n) if n in d.names else None for n in ("d2t", "t2d"))
+    dtypes = {n: d.tensors[n].dtype for n in ("d2t", "t2d") if n in d.names}
     found = check_vocab_maps(d2t, t2d, V, Vd, dtypes.get("d2t"), dtypes.get("t2d"))
     if d.format == "modelopt":  # ModelOpt exports d2t only, by design (docs/formats.md §5)
         found = [f for f in found if f.code != "W-T2D-MISSING"]

@@ -150,6 +150,29 @@ class TensorIndex:
             )
         return decode_buffer(buf, info.st_dtype, shape) if size else np.zeros(shape, dtype=_empty_dtype(info.st_dtype))
 
+    def load_bytes(self, name: str) -> bytes | None:
+        """The stored bytes of tensor ``name`` of a safetensors checkpoint (``None`` for a ``.bin``), read as
+        :meth:`load_numpy` reads them, without numpy.
+
+        Raises:
+            KeyError: unknown name. EaglehubError: the file is shorter than its header says.
+        """
+        info = self.tensors[name]
+        if self.format == "pytorch" or info.offset is None:
+            return None
+        path = self.root / info.file
+        with _reading(path, info.offset, info.offset + info.nbytes), open(path, "rb") as f:
+            f.seek(info.offset)
+            data = f.read(info.nbytes)
+        if len(data) != info.nbytes:
+            raise EaglehubError(
+                f"cannot read {path}: {name} needs bytes {info.offset}..{info.offset + info.nbytes}, the file ends "
+                f"at {info.offset + len(data)}",
+                hint="the file is truncated or changed since it was indexed; re-download or re-export it",
+                code="E-INPUT-WEIGHTS",
+            )
+        return data
+
     def load_all(self) -> dict:
         """All tensors as ``{un-prefixed name: tensor}``, in index order. Raises EaglehubError."""
         if self.format == "pytorch":
