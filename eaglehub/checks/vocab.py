@@ -136,6 +136,7 @@ def _maps_agree(d, V: int, Vd: int) -> bool:
     """Whether ``d2t`` (I64 ``[Vd]``) and ``t2d`` (BOOL ``[V]``) are both stored and :func:`check_vocab_maps` has
     nothing to say about them, decided on their raw bytes: a plain conversion's checks then need no numpy, whose
     import takes about as long as the rest of them. ``False`` leaves the verdict to :func:`check_vocab_maps`."""
+    import operator
     import sys
     from array import array
 
@@ -155,13 +156,14 @@ def _maps_agree(d, V: int, Vd: int) -> bool:
         offsets.byteswap()
     if Vd < V and not any(offsets):  # W-D2T-ZERO unless t2d confirms it: check_vocab_maps decides
         return False
-    ids = [i + o for i, o in enumerate(offsets)]
+    ids = list(map(operator.add, range(Vd), offsets))  # in C, as the rest: a few ms for 128k ids
     return (
-        len(set(ids)) == Vd
-        and min(ids, default=0) >= 0
-        and max(ids, default=0) < V
+        Vd > 0
+        and len(set(ids)) == Vd
+        and min(ids) >= 0
+        and max(ids) < V
         and V - mask.count(0) == Vd
-        and all(mask[i] for i in ids)
+        and all(operator.itemgetter(*ids)(mask) if Vd > 1 else (mask[ids[0]],))
     )
 
 
