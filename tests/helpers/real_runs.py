@@ -49,7 +49,7 @@ class RealDrafters:
     upgraded: Path  # convert --to 3.1
     speculators: Path  # convert --format speculators --max-shard-size 5MB: another layout, sharded, in one copy
     fp8: Path  # quantize (fp8-dynamic, the default scheme)
-    tiny: Path  # random, zero final norm: always drafts "\n"
+    tiny: Path  # random, a one-token draft vocabulary: always drafts "\n"
     results: dict[str, Result]
 
 

@@ -7,10 +7,12 @@ rejects 16), one decoder layer under ``midlayer.``, intermediate 256, a pruned d
 target vocab), explicit ``eagle_aux_hidden_state_layer_ids`` (2, 15, 27). Weights are random
 (tests/helpers/checkpoints.py ``drafter_tensors``), float32.
 
-``constant_token``: when given, that target id becomes the smallest id of the draft vocabulary and
-``norm.weight`` is zero, so every draft logit is exactly 0 and the greedy draft is always draft id 0,
-i.e. ``constant_token``. The drafter then gets position-0 acceptance exactly when the target's next
-token is that token: a deterministic, non-zero acceptance signal without any training.
+``constant_token``: when given, the draft vocabulary is that one target id (``draft_vocab_size`` 1, ``d2t`` and
+``t2d`` naming it), so every greedy draft is ``constant_token`` whatever the random weights compute (the engine
+maps the one draft logit into the target vocabulary, every other id at -inf). The drafter then gets position-0
+acceptance exactly when the target's next token is that token: a deterministic, non-zero acceptance signal
+without any training, from weights that are all in use (an all-zero final norm would do the same and is what
+``validate --deep`` and verify's preflight refuse as E-TENSOR-ZERO).
 """
 
 from __future__ import annotations
@@ -47,11 +49,9 @@ SMOLLM2_DRAFTER_CONFIG = {
 def make_tiny_drafter(dst: Path, seed: int = 0, constant_token: int | None = None) -> Path:
     """Write ``config.json`` + ``model.safetensors`` of a random 1-layer SmolLM2 drafter to ``dst``."""
     cfg = dict(SMOLLM2_DRAFTER_CONFIG)
+    if constant_token is not None:
+        cfg["draft_vocab_size"] = 1
     tensors = drafter_tensors(cfg, seed=seed, dtype=torch.float32)
     if constant_token is not None:
-        g = torch.Generator().manual_seed(seed)
-        low = constant_token + 1
-        rest = (low + torch.randperm(TARGET_VOCAB - low, generator=g)[: cfg["draft_vocab_size"] - 1]).tolist()
-        tensors["d2t"], tensors["t2d"] = vocab_maps([constant_token, *rest], TARGET_VOCAB)
-        tensors["norm.weight"] = torch.zeros(cfg["hidden_size"])
+        tensors["d2t"], tensors["t2d"] = vocab_maps([constant_token], TARGET_VOCAB)
     return write_checkpoint(Path(dst), cfg, tensors)
