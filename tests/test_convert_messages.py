@@ -416,3 +416,14 @@ def test_a_pruned_drafter_without_d2t_is_told_the_rebuild_from_its_t2d(make_draf
     fixed = _fixed_by_its_hint(f)
     assert [g for g in _validate(fixed)["findings"] if g["severity"] == "error"] == []
     assert read_index(fixed).load_all()["d2t"].tolist() == expected.tolist()
+
+
+def test_an_ignored_aux_list_names_the_trained_layers_the_fix_writes():
+    """A SpecForge drafter judged for Model Runner V2 without a target: the warning's trained layers are the ids its
+    fix writes (vLLM's numbering, SGLang's ids + 1), so the two numbers a reader sees agree."""
+    from eaglehub.checks.validate import validate
+
+    report = validate(ROOT / "fixtures/producers/specforge/eagle3-sglang")
+    (f,) = [f for f in report["findings"] if f["code"] == "W-AUX-IGNORED"]
+    written = f["hint"].split("eagle_aux_hidden_state_layer_ids=")[1].strip("'")
+    assert f"(C-in {json.loads(written)}," in f["message"], (f, written)

@@ -215,7 +215,7 @@ def _aux(ctx: Context, r: Reading) -> list[Said]:
     if captured is None:
         msg = (
             f"{key} {list(ids)} is ignored ({why}): the target captures its default layers (2, N//2, N-3) instead "
-            "of the trained ones; pass --target to compare"
+            f"of the trained layers (C-in {c_in}, the numbering the fix writes); pass --target to compare"
         )
         return [Said("W-AUX-IGNORED", key, msg, fix)]
     msg = (
