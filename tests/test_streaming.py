@@ -5,7 +5,6 @@ splitter, and byte-level convert never imports torch."""
 from __future__ import annotations
 
 import errno
-import itertools
 import json
 import os
 import subprocess
@@ -343,37 +342,3 @@ def test_a_conversion_that_fails_after_its_early_copy_started_leaves_nothing(
     assert started and res.exit_code == code and says in res.output, res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no DST, no temporary, no lock left behind
     assert not streaming._pending and not streaming._failed
-
-
-def test_the_background_copy_splits_into_streams_that_cover_every_byte_once(tmp_path):
-    src, dst = tmp_path / "s", tmp_path / "d"
-    ranges = [streaming._Range(src, dst, 100, 5000, 3 << 26), streaming._Range(src, dst, (3 << 26) + 900, 7, 1 << 26)]
-    groups = streaming._streams(ranges, 2)
-    assert len(groups) == 2
-    sizes = [sum(r.count for r in g) for g in groups]
-    assert sum(sizes) == 4 << 26 and abs(sizes[0] - sizes[1]) <= streaming.PAGE and sizes[0] % streaming.PAGE == 0
-    pieces = [r for g in groups for r in g]
-    for a, b in itertools.pairwise(pieces):  # in order, each range's pieces back to back, offsets moved together
-        if a.src_offset + a.count == b.src_offset:
-            assert a.dst_offset + a.count == b.dst_offset
-    assert streaming._streams(ranges, 1) == [ranges]
-    assert streaming._streams(ranges[:1], 2)[0][0].src_offset == 100
-
-
-def test_a_copy_in_two_streams_writes_the_same_checkpoint(make_drafter, tmp_path, monkeypatch):
-    src = make_drafter()
-    outs = []
-    real = streaming._streams
-    for streams in (1, 2):
-        monkeypatch.setattr(streaming, "SMALL", 1)
-        monkeypatch.setattr(streaming, "BACKGROUND_CHUNK", 4096)  # small enough for the test drafter to split
-        monkeypatch.setattr(streaming, "STREAMS", streams)
-        monkeypatch.setattr(streaming, "_cores", lambda: 2)
-        started: list = []
-        monkeypatch.setattr(streaming, "_streams", lambda r, n: started.append(real(r, n)) or started[-1])
-        out = tmp_path / f"out{streams}"
-        res = CliRunner().invoke(main, ["convert", str(src), str(out), "--to", "3.1"])
-        assert res.exit_code == 0, res.output
-        assert len(started[0]) == streams
-        outs.append((out / "model.safetensors").read_bytes())
-    assert outs[0] == outs[1]

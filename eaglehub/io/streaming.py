@@ -166,67 +166,26 @@ def wait_copied(path: Path, begin: int = 0, end: int | None = None) -> None:
             _state.wait()
 
 
-#: background copy threads at most (one per available core up to this): the copy is the kernel's memcpy, CPU
-#: bound on a page-cached source, so a second core that the checks leave idle shortens it (docs/benchmarks.md §11)
-STREAMS = 2
-
-
-def _streams(ranges: list[_Range], streams: int) -> list[list[_Range]]:
-    """``ranges`` cut into at most ``streams`` groups of about equal bytes (cuts on page multiples), in order."""
-    total = sum(r.count for r in ranges)
-    if streams < 2 or total < 2 * BACKGROUND_CHUNK:
-        return [ranges] if ranges else []
-    share = -(-total // streams // PAGE) * PAGE
-    groups: list[list[_Range]] = [[]]
-    room = share
-    for r in ranges:
-        while r.count > 0:
-            if room <= 0 and len(groups) < streams:
-                groups.append([])
-                room = share
-            n = r.count if len(groups) == streams else min(r.count, room)
-            groups[-1].append(_Range(r.src, r.dst, r.src_offset, r.dst_offset, n))
-            r = _Range(r.src, r.dst, r.src_offset + n, r.dst_offset + n, r.count - n)
-            room -= n
-    return groups
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 class Copying:
-    """The big tensors' bytes :func:`start_checkpoint` left copying in background threads."""
+    """The big tensors' bytes :func:`start_checkpoint` left copying in a background thread."""
 
     def __init__(self, ranges: list[_Range], advance: Callable[[int], None]):
-        groups = _streams(ranges, min(STREAMS, _cores()))
-        self._ranges = [r for group in groups for r in group]
-        lock = threading.Lock()
-
-        def locked(n: int) -> None:  # the progress callback sees one stream at a time
-            with lock:
-                advance(n)
-
-        self._advance = locked if len(groups) > 1 else advance
+        self._ranges = ranges
+        self._advance = advance
         self._cancelled = threading.Event()
         self.error: OSError | None = None
         self._keys = {os.path.realpath(r.dst): r.dst for r in ranges}
         with _state:
-            for r in self._ranges:
+            for r in ranges:
                 _pending.setdefault(os.path.realpath(r.dst), []).append(r)
-        self._threads = [
-            threading.Thread(target=self._run, args=(group,), name="eaglehub-copy", daemon=True) for group in groups
-        ]
-        for thread in self._threads:
-            thread.start()
+        self._thread = threading.Thread(target=self._run, name="eaglehub-copy", daemon=True) if ranges else None
+        if self._thread is not None:
+            self._thread.start()
 
-    def _run(self, ranges: list[_Range]) -> None:
+    def _run(self) -> None:
         fds: dict[Path, int] = {}
         try:
-            for r in ranges:
+            for r in self._ranges:
                 for p, flags in ((r.src, os.O_RDONLY), (r.dst, os.O_WRONLY)):
                     if p not in fds:
                         fds[p] = os.open(p, flags)
@@ -240,12 +199,10 @@ class Copying:
                     _pending[os.path.realpath(r.dst)].remove(r)
                     _state.notify_all()
         except OSError as exc:
-            self._cancelled.set()  # the other streams stop: the write fails with this error
+            self.error = exc
             with _state:
-                if self.error is None:
-                    self.error = exc
                 for key in self._keys:
-                    _failed.setdefault(key, exc)
+                    _failed[key] = exc
                 _state.notify_all()
         finally:
             for fd in fds.values():
@@ -260,8 +217,8 @@ class Copying:
 
     def finish(self) -> None:
         """Wait for the copy. Raises: OSError: it failed."""
-        for thread in self._threads:
-            thread.join()
+        if self._thread is not None:
+            self._thread.join()
         self._forget()
         if self.error is not None:
             raise self.error
@@ -269,8 +226,8 @@ class Copying:
     def stop(self) -> OSError | None:
         """Cancel the copy (the write is abandoned) and wait for it; return its error, if it failed."""
         self._cancelled.set()
-        for thread in self._threads:
-            thread.join()
+        if self._thread is not None:
+            self._thread.join()
         self._forget()
         return self.error
 
