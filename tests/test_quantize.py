@@ -590,3 +590,16 @@ def test_a_quantized_fc_is_refused_for_sglang_which_builds_fc_unquantized(tmp_pa
     assert (
         f["subject"] == "fc.weight_scale" and f["profiles"] == ["sglang-0.5.23"] and "without the scale" in f["message"]
     )
+
+
+def test_an_all_zero_gain_is_refused_by_the_output_judgement(tmp_path, make_drafter):
+    """quantize reads every weight: its judgement of the output includes the value checks (what --deep does), so a
+    zero final norm that validate --deep refuses is never written under "no error"."""
+
+    def zero_norm(cfg, t):
+        t["norm.weight"].zero_()
+
+    res = _cli(make_drafter("zero-norm", mutate=zero_norm), tmp_path / "out")
+    assert res.exit_code == 1, res.output
+    assert "E-TENSOR-ZERO norm.weight" in res.output and "no error" not in res.output
+    assert not (tmp_path / "out").exists()

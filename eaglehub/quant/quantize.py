@@ -115,7 +115,10 @@ def _judge_output(written: Path, judged, shown: Path) -> list[dict]:
     from eaglehub.checks.validate import run_checks
     from eaglehub.formats.registry import read_drafter
 
-    found = run_checks(read_drafter(written, fmt="vllm"), options=judged)
+    # deep: quantize has read every weight already, and a zero gain or an all-zero FP8 block loads without a word
+    # in every engine (checks/zeros.py): an output judged on its headers alone would be called fit while it
+    # accepts nothing
+    found = run_checks(read_drafter(written, fmt="vllm"), deep=True, options=judged)
     errors = [f for f in found if f.severity == "error"]
     if errors:
         titles = "; ".join(p.title for p in judged.engine_profiles() if any(p.id in (f.profiles or ()) for f in errors))
