@@ -31,6 +31,11 @@ from eaglehub.errors import EaglehubError
 
 WIDTH = 80
 PRODUCERS = sorted(p.parent for p in (ROOT / "fixtures" / "producers").glob("*/*/config.json"))
+TRAINING_RUNS = sorted(
+    p for p in (ROOT / "fixtures" / "producers").glob("*/*") if p.is_dir() and not (p / "config.json").exists()
+)
+"""The producer fixtures that are training checkpoints, not drafters (no config.json): validate and inspect
+refuse them with the producer's own export command."""
 REPR = re.compile(r"\bNone\b|\bTrue\b|\bFalse\b|\['|\{'|'\]|': '|': [\d\[{]")
 """What only a Python repr prints: its constants, a quoted string in a list or dict, a dict's quoted key
 (``model_type 'deepseek_v3': vLLM ...`` is prose)."""
@@ -38,6 +43,8 @@ VERBS = "|".join(sorted(main.list_commands(click.Context(main)), key=len, revers
 COMMAND = re.compile(rf"(?:[A-Z_]+=\S+ )*(?:eaglehub (?:{VERBS})\b|vllm serve )")
 """Where a command starts: ``eaglehub`` and one of its verbs (not prose: "eaglehub reads …"), ``vllm serve``."""
 RULES = "│┃║|"
+QUOTED_COMMAND = re.compile(r"`([\w./=-]+ [^`]+)`")
+"""A command in backticks anywhere in a hint (mid-sentence too): a producer's ``python tools/… --input-dir …``."""
 
 
 @pytest.fixture(autouse=True)
@@ -151,6 +158,9 @@ def check(text: str, names: list[str] = (), hints: list[str] = ()) -> None:  # t
             if not any(command in line for line in lines):
                 problems["wrapped commands"].append(command)
             commands.append(command)
+        for command in QUOTED_COMMAND.findall(hint):  # any program's, which eaglehub's parser cannot check
+            if not any(command in line for line in lines):
+                problems["wrapped commands"].append(command)
     for command in commands:
         try:
             parse_command(command)
@@ -185,6 +195,13 @@ def test_the_checks_catch_what_they_are_for():
     check("fix: " + hint, hints=[hint])
     with pytest.raises(AssertionError, match="wrapped commands"):
         check("fix: ask the weights: eaglehub probe D --target\nT --field norm_output", hints=[hint])
+    quoted = "export it with `python tools/convert_to_hf.py --input-dir runs/a/iter_1 --output-dir runs/a/hf`"
+    check("fix: " + quoted, hints=[quoted])
+    with pytest.raises(AssertionError, match="wrapped commands"):  # mid-sentence, in backticks, not at a start
+        check(
+            "fix: export it with `python tools/convert_to_hf.py --input-dir\nruns/a/iter_1 --output-dir runs/a/hf`",
+            hints=[quoted],
+        )
     with pytest.raises(AssertionError):
         parse_command("eaglehub probe D --target")  # cut before its value
     with pytest.raises(AssertionError):
@@ -212,6 +229,20 @@ def test_inspect_validate_and_quantize_plan_at_80_columns(drafter):
     if code == 0:  # a drafter quantize refuses has said why in one line (its own tests)
         plan = json.loads(run80("quantize", drafter, "--dry-run", "--json")[0])
         check(out, [t["name"] for t in plan["tensors"]])  # the output's names (vllm-native)
+
+
+@pytest.mark.parametrize("run", TRAINING_RUNS, ids=lambda p: "/".join(Path(p).parts[-2:]))
+def test_training_checkpoints_at_80_columns(run):
+    """validate and inspect of a producer's training checkpoint: the export command its hint gives (in
+    backticks, mid-sentence) is whole on one line."""
+    assert len(TRAINING_RUNS) >= 2
+    out, _, code = run80("validate", run)
+    hints = hints_of(json.loads(run80("validate", run, "--json")[0]))
+    assert code == 1 and [h for h in hints if QUOTED_COMMAND.search(h)], out
+    check(out, hints=hints)
+    _, err, code = run80("inspect", run)
+    assert code == 2
+    check(err, hints=hints)
 
 
 @pytest.mark.parametrize("drafter", PRODUCERS, ids=lambda p: "/".join(Path(p).parts[-2:]))

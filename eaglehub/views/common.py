@@ -147,8 +147,10 @@ def _widths(console: Console, t: Table, columns: list[str], rows: list[list], sh
 
 _COMMAND = re.compile(
     r"(?:^|[\s`(])(?:eaglehub|vllm serve|python -m|pip install|huggingface-cli|[A-Z_]+=\S+ eaglehub) "
+    r"|`[\w./=-]+ [^`]+`"
 )
-"""Where a text holds a command someone will paste (a hint's ``eaglehub convert … --set …``)."""
+"""Where a text holds a command someone will paste: a hint's ``eaglehub convert … --set …``, or anything in
+backticks with an argument, anywhere in the text (a producer's own ``python tools/convert_to_hf.py …``)."""
 
 
 def holds_command(text: str) -> bool:
