@@ -175,3 +175,32 @@ def test_the_pipeline_stops_at_validate_on_a_zero_gain(tmp_path, make_drafter, m
     steps = {s["name"]: s for s in row["steps"]}
     assert steps["validate"]["status"] == "failed" and "E-TENSOR-ZERO" in steps["validate"]["error"]
     assert steps["verify"]["status"] == "skipped" and steps["publish"]["status"] == "skipped"
+
+
+def test_a_constant_embedding_is_never_called_trained(make_drafter, make_target):
+    """A drafter table that differs from the target's only by being all zeros (or one value) was never trained:
+    no I-EMBED-TRAINED ("nothing to fix") for it, a W-TENSOR-INIT naming the value instead, and --deep's
+    E-TENSOR-ZERO stays."""
+    target = make_target(8, weights=True)
+    zero = make_drafter("z-embed", mutate=with_embedding)
+
+    def constant(cfg, t):
+        t["embed_tokens.weight"] = torch.full((cfg["vocab_size"], cfg["hidden_size"]), 0.5, dtype=torch.bfloat16)
+
+    for path, value in ((zero, "0"), (make_drafter("c-embed", mutate=constant), "0.5")):
+        report = validate(path, target)
+        codes = {f["code"]: f for f in report["findings"] if f["subject"] == "embed_tokens.weight"}
+        assert "I-EMBED-TRAINED" not in codes, codes
+        assert f"every value of it is {value}:" in codes["W-TENSOR-INIT"]["message"]
+    deep = validate(zero, target, deep=True)
+    assert "embed_tokens.weight" in errors(deep, "E-TENSOR-ZERO")
+    assert not [f for f in deep["findings"] if f["code"] == "I-EMBED-TRAINED"]
+    trained = make_drafter(
+        "trained",
+        mutate=lambda cfg, t: t.__setitem__(
+            "embed_tokens.weight", (torch.randn(cfg["vocab_size"], cfg["hidden_size"]) * 0.05).to(torch.bfloat16)
+        ),
+    )
+    assert [f["code"] for f in validate(trained, target)["findings"] if f["subject"] == "embed_tokens.weight"] == [
+        "I-EMBED-TRAINED"
+    ]

@@ -38,6 +38,25 @@ def tensors_equal(a: TensorIndex, a_name: str, b: TensorIndex, b_name: str) -> b
     return True
 
 
+def constant_value(index: TensorIndex, name: str) -> float | None:
+    """The one value every element of ``name`` holds (an all-zero or constant table), else ``None``; read in row
+    blocks like :func:`tensors_equal`, and a trained table differs within its first block, so it costs one block."""
+    import numpy as np
+
+    info = index.tensors[name]
+    if not info.numel:
+        return None
+    rows = max(1, READ_CHUNK // max(1, info.nbytes // max(1, info.shape[0]))) if info.shape else 1
+    first = None
+    for start in range(0, info.shape[0] if info.shape else 1, rows):
+        block = np.asarray(index.load_numpy(name, max_rows=rows, start_row=start))
+        if first is None:
+            first = block.flat[0]
+        if not bool((block == first).all()):
+            return None
+    return float(first) if first is not None else None
+
+
 #: SGLang's EAGLE-3 worker puts the target's embedding in place of the drafter's whenever the drafter's config
 #: does not state a target_hidden_size other than its hidden_size (0.5.23 srt/speculative/eagle_worker_v2.py
 #: L354-363, srt/models/llama.py L910-918); vLLM shares it only when the drafter ships none or an identical one
@@ -48,12 +67,29 @@ _SGLANG_SET_EMBED = "sglang srt/speculative/eagle_worker_v2.py L363, srt/models/
 def _own_embedding(ctx: Context, head: str) -> list[Finding]:
     """A drafter table that differs from the target's, per judged profile: vLLM keeps it (I-EMBED-TRAINED);
     SGLang replaces it with the target's, so the trained table is not used (W-ENGINE-EMBED), unless the
-    config's target_hidden_size differs from hidden_size (then it keeps it too)."""
+    config's target_hidden_size differs from hidden_size (then it keeps it too). A table whose every value is
+    the same (all zeros: a failed export) was never trained: where the engine keeps it, every token embeds
+    alike, which is W-TENSOR-INIT here (and E-TENSOR-ZERO under --deep for zeros), never I-EMBED-TRAINED."""
+    d = ctx.drafter
+    constant = constant_value(d.index, d.names[EMBED])
 
     def say(r: Reading) -> list[Said]:
         if r.model_class is None:  # stopped at its config: no embedding is ever set
             return []
-        if r.engine == SGLANG and r.target_hidden_size == r.hidden_size:
+        replaced = r.engine == SGLANG and r.target_hidden_size == r.hidden_size
+        if constant is not None:
+            if replaced:  # SGLang serves the target's table: the constant one is never read
+                return []
+            return [
+                Said(
+                    "W-TENSOR-INIT",
+                    EMBED,
+                    f"{head}, but every value of it is {constant:g}: no trained table is constant; the engine keeps "
+                    "the drafter's own table, so every token embeds alike and the drafter accepts little",
+                    f"re-export {EMBED} from the training checkpoint",
+                )
+            ]
+        if replaced:
             return [
                 Said(
                     "W-ENGINE-EMBED",
