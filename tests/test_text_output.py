@@ -372,6 +372,23 @@ def test_verify_findings_hints_whole(verify_setup, make_drafter, monkeypatch):
     check(out, [str(drafters[0])], hints_of(report))
 
 
+def test_verify_says_a_shared_hint_once(verify_setup, monkeypatch):
+    """W-VERIFY-LOW-AL on the overall AL and on each category gives one fix: printed once, not once a category."""
+    from test_verify import counters_with_al
+
+    target, drafters, prompts = verify_setup
+    engine = ScriptedEngine({drafters[0].name: (BASE, counters_with_al(1.25))})
+    monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: engine)
+    args = ["verify", "--target", target, "--prompts", prompts, "--max-tokens", "4", "--drafter", drafters[0]]
+    out, _, _ = run80(*args)
+    report = json.loads(run80(*args, "--json")[0])
+    low = [f for f in report["drafters"][0]["findings"] if f["code"] == "W-VERIFY-LOW-AL"]
+    assert len(low) == 3 and len({f["hint"] for f in low}) == 1
+    check(out, [str(drafters[0])], hints_of(report))
+    (command,) = commands_in(low[0]["hint"])
+    assert out.count(command) == 1 and out.count("hint: as above") == 2
+
+
 # --- speedup's and diagnose's headings ----------------------------------------------------------------
 
 

@@ -65,6 +65,14 @@ def test_low_al_proposes_calibrate_for_unit_fc_norm_gains(low, make_drafter, tmp
         str(target),
     ]
     assert f["hint"].endswith(shlex.join(command))
+    # a destination that exists (an earlier calibration, as `make demo` leaves one): the hint names a free one,
+    # so the command pastes as it is (convert refuses an existing DST without --overwrite)
+    (tmp_path / "up-calibrated").mkdir()
+    (tmp_path / "up-calibrated-2").mkdir()
+    report = verify.run_verify(_opts(tmp_path, target, prompts, "up"), engine=ScriptedEngine({"up": (BASE, LOW)}))
+    (f,) = low_al(report)
+    command[3] = f"{up}-calibrated-3"
+    assert f["hint"].endswith(shlex.join(command))
 
 
 class PerPrompt(ScriptedEngine):

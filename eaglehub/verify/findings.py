@@ -142,7 +142,7 @@ def low_al_hint(drafter: Path, target: Path) -> str | None:
                     "eaglehub",
                     "convert",
                     src,
-                    f"{drafter}-calibrated",
+                    str(_free_path(Path(f"{drafter}-calibrated"))),
                     "--to",
                     "3.1",
                     "--calibrate",
@@ -162,6 +162,17 @@ def low_al_hint(drafter: Path, target: Path) -> str | None:
         "a config reading the tensors cannot settle (aux-layer ids, norm_output, the pre-FC norm) may not be the one "
         f"the weights were trained for (the likely cause when these prompts are like the training data): {command}"
     )
+
+
+def _free_path(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``… where it exists: convert refuses an existing DST without
+    --overwrite, and an earlier calibration there (``make demo`` writes one) is not ours to overwrite."""
+    n = 1
+    free = path
+    while free.exists():
+        n += 1
+        free = path.with_name(f"{path.name}-{n}")
+    return free
 
 
 def _counts(c: SpecCounters, k: int) -> tuple:

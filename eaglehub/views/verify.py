@@ -179,11 +179,17 @@ def print_findings(d: dict, console: Console) -> None:
         "prompts token-identical",
         highlight=False,
     )
+    said: set[str] = set()
     for f in d["findings"]:
         style = _SEVERITY_STYLE[f["severity"]]
         console.print(f"  [{style}]{f['code']}[/] ({escape(f['subject'])})", highlight=False)
         print_prose(console, f["message"], indent=4)
-        print_prose(console, f"hint: {f['hint']}", indent=4, style="dim")
+        # W-VERIFY-LOW-AL gives the overall AL and each low category the same fix: said once, not once a category
+        if f["hint"] in said:
+            print_prose(console, "hint: as above", indent=4, style="dim")
+        else:
+            print_prose(console, f"hint: {f['hint']}", indent=4, style="dim")
+            said.add(f["hint"])
 
 
 def print_reference(d: dict, console: Console) -> None:
