@@ -55,9 +55,13 @@ def test_upgrade_validates_clean(upgraded, make_target):
     r = run("validate", upgraded, "--target", make_target(8), "--json")
     assert r.exit_code == 0 and findings(r) == [UNIT]
     human = run("validate", upgraded)
-    assert (
-        human.exit_code == 0 and "OK: 0 error(s), 1 warning(s), 0 info" in human.stdout and "calibrate" in human.stdout
-    )
+    # without --deep the weights' values were not read: the final line and --json say so, the exit code stays 0
+    verdict = "OK (weight values not read: add --deep): 0 error(s), 1 warning(s), 0 info"
+    assert human.exit_code == 0 and human.stdout.splitlines()[-1] == verdict and "calibrate" in human.stdout
+    assert json.loads(r.stdout)["values_read"] is False
+    deep = run("validate", upgraded, "--deep")
+    assert deep.exit_code == 0 and deep.stdout.splitlines()[-1].startswith("OK: 0 error(s)"), deep.stdout
+    assert json.loads(run("validate", upgraded, "--deep", "--json").stdout)["values_read"] is True
     assert run("validate", upgraded, "--strict").exit_code == 1
 
 

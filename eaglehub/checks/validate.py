@@ -130,6 +130,9 @@ def make_report(
         "format_evidence": drafter.evidence if isinstance(drafter, Drafter) else [],
         "ok": counts["error"] == 0,
         "deep": deep,
+        # said apart from "deep" so no reader takes "ok" for a judgement of the weights' values: without --deep
+        # only headers, shapes, the config and the small tensors the checks need (norms, d2t/t2d) are read
+        "values_read": deep,
         "counts": counts,
         "findings": [f.as_dict() for f in findings],
         "profiles": profiles_section(options or Options()),

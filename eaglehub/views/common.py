@@ -261,6 +261,8 @@ def print_findings(report: dict, console: Console, verdict: str | None = None) -
         console.print(verdict, highlight=False)
         return
     verdict = "[bold green]OK[/]" if report["ok"] else "[bold red]FAILED[/]"
+    if report["ok"] and report.get("values_read") is False:  # validate without --deep: OK says nothing of values
+        verdict += " (weight values not read: add --deep)"
     console.print(f"{verdict}: {c['error']} error(s), {c['warning']} warning(s), {c['info']} info", highlight=False)
 
 
