@@ -21,6 +21,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from eaglehub.cli import main
+from eaglehub.io import copying as background
 from eaglehub.io import streaming
 from eaglehub.io.stformat import DTYPE_BY_TORCH, read_header
 from eaglehub.io.streaming import OutTensor, plan_shards, write_checkpoint, write_file
@@ -87,6 +88,7 @@ def test_chunked_fallback_when_the_kernel_copy_is_refused(tmp_path, monkeypatch)
 
     monkeypatch.setattr(os, "copy_file_range", refuse)
     monkeypatch.setattr(streaming, "CHUNK", 100)  # several chunks per tensor
+    monkeypatch.setattr(background, "CHUNK", 100)
     write_file(tmp_path / "out.safetensors", _copy_plan(tmp_path / "src.safetensors"))
     back = load_file(str(tmp_path / "out.safetensors"))
     assert calls and torch.equal(back["copy.a"], t["a"]) and torch.equal(back["copy.b"], t["b"])
@@ -160,6 +162,7 @@ def _two_sizes(tmp_path: Path) -> tuple[Path, dict]:
 def test_a_read_of_bytes_still_being_copied_waits_for_them(tmp_path, monkeypatch):
     src, t = _two_sizes(tmp_path)
     monkeypatch.setattr(streaming, "SMALL", 1000)
+    monkeypatch.setattr(background, "SMALL", 1000)
     gate, waiting = threading.Event(), threading.Event()
     real = os.copy_file_range
 
@@ -174,7 +177,7 @@ def test_a_read_of_bytes_still_being_copied_waits_for_them(tmp_path, monkeypatch
             return super().wait(timeout)
 
     monkeypatch.setattr(os, "copy_file_range", held)
-    monkeypatch.setattr(streaming, "_state", Watched())
+    monkeypatch.setattr(background, "_state", Watched())
     (tmp_path / "out").mkdir()
     files, copying = streaming.start_checkpoint(tmp_path / "out", _copy_plan(src))
     index = read_index(tmp_path / "out")
@@ -196,6 +199,7 @@ def test_background_and_inline_copies_write_the_same_checkpoint(make_drafter, tm
     outs = []
     for small in (1, 1 << 40):  # every copied tensor in the background, then none
         monkeypatch.setattr(streaming, "SMALL", small)
+        monkeypatch.setattr(background, "SMALL", small)
         out = tmp_path / f"out{small}"
         res = CliRunner().invoke(main, ["convert", str(src), str(out), "--to", "3.1"])
         assert res.exit_code == 0, res.output
@@ -206,6 +210,7 @@ def test_background_and_inline_copies_write_the_same_checkpoint(make_drafter, tm
 def test_a_failed_background_copy_is_the_error_convert_reports(make_drafter, tmp_path, monkeypatch):
     src = make_drafter()
     monkeypatch.setattr(streaming, "SMALL", 1)
+    monkeypatch.setattr(background, "SMALL", 1)
     real = os.copy_file_range
 
     def full(*args):
@@ -218,7 +223,7 @@ def test_a_failed_background_copy_is_the_error_convert_reports(make_drafter, tmp
     assert res.exit_code == 2
     assert f"cannot write {tmp_path / 'out'}: No space left on device" in res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == [src.name]  # no DST, no temporary left behind
-    assert not streaming._pending and not streaming._failed
+    assert not background._pending and not background._failed
 
 
 def test_a_source_with_errors_is_refused_by_them_though_its_checks_now_run_during_the_copy(make_drafter, tmp_path):
@@ -240,6 +245,8 @@ def _early(monkeypatch) -> None:
     from eaglehub.convert import early
 
     monkeypatch.setattr(streaming, "SMALL", 1)
+
+    monkeypatch.setattr(background, "SMALL", 1)
     monkeypatch.setattr(early, "MIN_BYTES", 0)
 
 
@@ -272,7 +279,7 @@ def test_an_early_copy_writes_the_same_tensors_and_starts_before_the_plan(make_d
     source_head = read_header(src / "model.safetensors")
     # the data starts where the early copy put it: past room for a bigger header, at the source's page phase
     start = min(e.start for e in head.tensors.values())
-    assert start > 8192 and start % streaming.FOLIO == min(e.start for e in source_head.tensors.values()) % (64 << 10)
+    assert start > 8192 and start % background.FOLIO == min(e.start for e in source_head.tensors.values()) % (64 << 10)
     assert torch.equal(
         load_file(str(out / "model.safetensors"))["fc.weight"], load_file(str(src / "model.safetensors"))["fc.weight"]
     )
@@ -286,9 +293,9 @@ def test_a_plain_upgrade_copies_before_the_checks_and_views_are_imported(make_dr
     code = f"""
 import sys
 from eaglehub.convert import early
-from eaglehub.io import streaming
+from eaglehub.io import copying as background, streaming
 early.MIN_BYTES = 0
-streaming.SMALL = 1
+streaming.SMALL = background.SMALL = 1
 real = streaming.EarlyCopy.start.__func__
 heavy = ("numpy", "jsonschema", "rich", "eaglehub.formats.registry", "eaglehub.checks", "eaglehub.convert.run")
 def start(cls, *a, **k):
@@ -307,6 +314,7 @@ main(["convert", {str(src)!r}, {str(tmp_path / "out")!r}, "--to", "3.1"])
 def test_an_early_copy_the_plan_does_not_lay_out_is_discarded(tmp_path, monkeypatch):
     src, t = _two_sizes(tmp_path)
     monkeypatch.setattr(streaming, "SMALL", 1000)
+    monkeypatch.setattr(background, "SMALL", 1000)
     (tmp_path / "out").mkdir()
     early = streaming.EarlyCopy.start(src, tmp_path / "out" / "model.safetensors")
     assert early is not None and [r.count for r in early.ranges] == [4000 * 8]
@@ -315,7 +323,7 @@ def test_an_early_copy_the_plan_does_not_lay_out_is_discarded(tmp_path, monkeypa
     copying.finish()
     back = load_file(str(tmp_path / "out" / "model.safetensors"))
     assert torch.equal(back["copy.big"], t["big"]) and torch.equal(back["copy.small"], t["small"])
-    assert not streaming._pending and not streaming._failed
+    assert not background._pending and not background._failed
 
 
 @pytest.mark.parametrize(
@@ -341,7 +349,7 @@ def test_a_conversion_that_fails_after_its_early_copy_started_leaves_nothing(
     res = CliRunner().invoke(main, ["convert", str(src), str(tmp_path / "out"), "--to", "3.1", *args])
     assert started and res.exit_code == code and says in res.output, res.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]  # no DST, no temporary, no lock left behind
-    assert not streaming._pending and not streaming._failed
+    assert not background._pending and not background._failed
 
 
 def test_a_big_copy_keeps_the_source_offset_modulo_64_kib(make_drafter, tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ drafter of a GB the tensor bytes copy takes about as long as all of that. A plai
 source's tensors in the source's order and appends the fc_norm gains, so the copy can start as soon as the
 source's safetensors header is read, into the atomic write's temporary directory. What decides the output is
 unchanged: the conversion plans it as before, and the copy is kept only where the plan lays the file out the
-same way (:class:`eaglehub.io.streaming.EarlyCopy`), else discarded. Only light modules are imported here.
+same way (:class:`eaglehub.io.copying.EarlyCopy`), else discarded. Only light modules are imported here.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ class Early:
     def __init__(self, dst: Path, opened: Any, tmp: Path, copy: Any):
         self.dst = dst
         self.tmp = tmp
-        self.copy = copy  # eaglehub.io.streaming.EarlyCopy
+        self.copy = copy  # eaglehub.io.copying.EarlyCopy
         self._opened = opened  # the atomic_dir context, entered
         self._closed = False
 
@@ -99,7 +99,7 @@ def start_early(src: str, dst: str, overwrite: bool) -> Early | None:
     except (OSError, EaglehubError):
         return None
     from eaglehub.io.atomic import atomic_dir
-    from eaglehub.io.streaming import EarlyCopy
+    from eaglehub.io.copying import EarlyCopy
 
     opened = atomic_dir(out, overwrite=overwrite)
     try:

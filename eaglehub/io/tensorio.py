@@ -205,14 +205,14 @@ class TensorIndex:
 class _reading:
     """Context manager turning low-level read failures into one-line EaglehubErrors (exit 2). Bytes
     ``[begin, end)`` (the whole file without ``end``) that a background copy still writes
-    (:func:`eaglehub.io.streaming.wait_copied`: convert checks its output meanwhile) are waited for."""
+    (:func:`eaglehub.io.copying.wait_copied`: convert checks its output meanwhile) are waited for."""
 
     def __init__(self, path: Path, begin: int = 0, end: int | None = None):
         self.path = path
         self.begin, self.end = begin, end
 
     def __enter__(self):
-        from eaglehub.io.streaming import wait_copied
+        from eaglehub.io.copying import wait_copied
 
         wait_copied(self.path, self.begin, self.end)
         return self
