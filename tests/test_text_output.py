@@ -389,6 +389,40 @@ def test_verify_says_a_shared_hint_once(verify_setup, monkeypatch):
     assert out.count(command) == 1 and out.count("hint: as above") == 2
 
 
+def test_verify_distribution_table_fits_80_columns(tmp_path, monkeypatch, make_drafter, make_target):
+    """The acceptance distribution (greedy and sampled rows, test_verify_sampled's counting engine): short
+    headings each whole, a row a line with its percentiles and step shares whole, a legend line defining them."""
+    from test_verify_sampled import CountingEngine
+
+    target = make_target(n_layers=8)
+    drafter = make_drafter("good")
+    prompts = tmp_path / "p.jsonl"
+    write_prompts(prompts)
+    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, i] for i in range(len(msgs))])
+    monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: CountingEngine())
+    args = ["verify", "--target", target, "--drafter", drafter, "--prompts", prompts, "--max-tokens", "4"]
+    args += ["--temperature", "0.7", "--samples", "2", "--seed", "3"]
+    out, err, code = run80(*args)
+    assert code == 0, out + err
+    report = json.loads(run80(*args, "--json")[0])
+    check(out, [str(drafter)], hints_of(report))
+    lines = out.splitlines()
+    top = lines.index("acceptance distribution")
+    header, _, greedy, sampled = lines[top + 1 : top + 5]
+    assert "…" not in "".join(lines[top : top + 5]) and max(len(line) for line in lines[top : top + 5]) <= WIDTH
+    for heading in ("run", "reqs", "AL", "AL 95% CI", "pos. %", "AL p10/50/90", "steps %"):
+        assert heading in header
+    d = report["drafters"][0]
+    for line, pr in ((greedy, d["acceptance"]["per_request"]), (sampled, d["sampled_acceptance"]["per_request"])):
+        assert f"{pr['p10']:.2f}/{pr['p50']:.2f}/{pr['p90']:.2f}" in line
+        assert "/".join(f"{100 * x:.0f}" for x in pr["accepted_histogram"]["shares"]) in line
+    ci = d["sampled_acceptance"]["acceptance_length_ci"]
+    assert sampled.split()[0] == "sampled" and f"{ci['low']:.3f}–{ci['high']:.3f}" in sampled
+    flat = " ".join(out.split())
+    assert "sampled: T=0.7 p=1 k=off x2 (T: temperature" in flat
+    assert "steps %: the share of verify steps that accepted 0/1/2/3 draft tokens" in flat
+
+
 # --- speedup's and diagnose's headings ----------------------------------------------------------------
 
 

@@ -270,8 +270,8 @@ def test_cli_sampled_table_report_and_plot(setup, monkeypatch):
     sa = report["drafters"][0]["sampled_acceptance"]
     ci = sa["acceptance_length_ci"]
     assert "acceptance distribution" in res.output and "T=0.7 p=1 k=20 x2" in res.output
-    assert f"[{ci['low']:.3f}, {ci['high']:.3f}]" in res.output
-    assert "1.73 / 2.50 / 3.13" in res.output  # greedy per-request p10 / p50 / p90
+    assert f"{ci['low']:.3f}–{ci['high']:.3f}" in res.output
+    assert "1.73/2.50/3.13" in res.output  # greedy per-request p10 / p50 / p90
     assert '{"enable_thinking": false}' in res.output
     assert report["settings"]["sampled"]["seed"] == 3 and report["settings"]["chat_template_kwargs"] == {
         "enable_thinking": False

@@ -68,13 +68,17 @@ ACCEPTANCE_LEGEND = (
 
 
 def _histogram_text(h: dict | None) -> str:
-    return "—" if not h else " ".join(f"{share:.0%}" for share in h["shares"])
+    return "—" if not h else "/".join(f"{100 * share:.0f}" for share in h["shares"])
 
 
 def _percentiles_text(pr: dict | None) -> str:
     if not pr or pr["p50"] is None:
         return "—"
-    return f"{pr['p10']:.2f} / {pr['p50']:.2f} / {pr['p90']:.2f}"
+    return f"{pr['p10']:.2f}/{pr['p50']:.2f}/{pr['p90']:.2f}"
+
+
+def _shares_text(xs: list[float | None]) -> str:
+    return "/".join("—" if x is None else f"{100 * x:.0f}" for x in xs) or "—"
 
 
 def _sampled_label(sa: dict) -> str:
@@ -82,43 +86,52 @@ def _sampled_label(sa: dict) -> str:
     return f"T={sa['temperature']:g} p={sa['top_p']:g} k={top_k} x{sa['samples']}"
 
 
+def distribution_legend(d: dict, k: int) -> str:
+    """The line under :func:`distribution_table`: the sampled run's settings, then what each heading means."""
+    sampled = d.get("sampled_acceptance")
+    settings = (
+        f"sampled: {_sampled_label(sampled)} (T: temperature, p: top-p, k: top-k, xN: samples a prompt); "
+        if sampled
+        else ""
+    )
+    return (
+        f"{settings}reqs: requests; AL 95% CI: the sampled AL's 95 % confidence interval; pos. %: accepted per "
+        "position, in %; AL p10/50/90: the per-request AL's 10th, 50th and 90th percentiles; steps %: the "
+        f"share of verify steps that accepted {'/'.join(map(str, range(k + 1)))} draft tokens, in %"
+    )
+
+
 def distribution_table(d: dict, k: int) -> Table | None:
     """Greedy and (with ``--temperature``) sampled acceptance side by side: AL, its 95 % CI (sampled),
     per-position rates, the per-request AL's p10 / p50 / p90 and the shares of verify steps that accepted
-    0..k draft tokens. None when the run has neither per-request counters nor a sampled run."""
+    0..k draft tokens. None when the run has neither per-request counters nor a sampled run. Each cell is one
+    word and each heading short (:func:`distribution_legend` defines them), so the table fits 80 columns."""
     greedy = d["acceptance"].get("per_request")
     sampled = d.get("sampled_acceptance")
     if greedy is None and sampled is None:
         return None
-    columns = [
-        "run",
-        "requests",
-        "AL",
-        "95 % CI",
-        "per position",
-        "per-request AL p10/p50/p90",
-        f"steps accepting 0..{k}",
-    ]
-    t = titled_table("acceptance distribution (T: sampled, p: top-p, k: top-k, xN: samples)", columns, "numbers")
+    columns = ["run", "reqs", "AL", "AL 95% CI", "pos. %", "AL p10/50/90", "steps %"]
+    t = titled_table("acceptance distribution", columns, "numbers")
+    t.show_edge = False
     overall = d["acceptance"]["overall"]
     t.add_row(
         "greedy",
         str(greedy["num_requests"]) if greedy else "—",
         fmt_number(overall["acceptance_length"]),
         "—",
-        rates_text(overall["acceptance_rate_per_position"]),
+        _shares_text(overall["acceptance_rate_per_position"]),
         _percentiles_text(greedy),
         _histogram_text(greedy["accepted_histogram"] if greedy else None),
     )
     if sampled is not None:
         a, ci, pr = sampled["acceptance"]["overall"], sampled["acceptance_length_ci"], sampled["per_request"]
-        interval = "—" if not ci or ci["low"] is None else f"[{ci['low']:.3f}, {ci['high']:.3f}]"
+        interval = "—" if not ci or ci["low"] is None else f"{ci['low']:.3f}–{ci['high']:.3f}"
         t.add_row(
-            _sampled_label(sampled),
+            "sampled",
             str(sampled["num_requests"]),
             fmt_number(a["acceptance_length"]),
             interval,
-            rates_text(a["acceptance_rate_per_position"]),
+            _shares_text(a["acceptance_rate_per_position"]),
             _percentiles_text(pr),
             _histogram_text(pr["accepted_histogram"] if pr else None),
         )
@@ -278,6 +291,7 @@ def render_report(report: dict, console: Console) -> None:
         dist = distribution_table(d, s["num_speculative_tokens"])
         if dist is not None:
             console.print(dist)
+            print_prose(console, distribution_legend(d, s["num_speculative_tokens"]), style="dim")
         note = (d.get("sampled_acceptance") or {}).get("note")
         if note:
             console.print(f"[dim]sampled run: {escape(note)}[/]", highlight=False)
