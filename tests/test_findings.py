@@ -986,9 +986,9 @@ def test_agreeing_top_level_and_nested_ids_do_not_conflict(make_drafter, nested)
 
 def test_nonfinite_blocks_cover_every_row(make_drafter, monkeypatch):
     """The NaN scan reads big tensors in row blocks; a NaN in the last row of a later block is found."""
-    from eaglehub.checks import tensors as tensor_checks
+    from eaglehub.checks import values as value_checks
 
-    monkeypatch.setattr(tensor_checks, "NONFINITE_ROWS_BYTES", 3 * 192 * 2)  # 3 rows of fc.weight per block
+    monkeypatch.setattr(value_checks, "NONFINITE_ROWS_BYTES", 3 * 192 * 2)  # 3 rows of fc.weight per block
 
     def one_nan(t):
         w = t["fc.weight"].clone()

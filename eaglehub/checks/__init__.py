@@ -11,7 +11,7 @@ EAGLE-1/2, unsupported) live in :func:`eaglehub.checks.validate.run_checks`.
 
 from __future__ import annotations
 
-from eaglehub.checks import aux, config, engine, loaded, profiles, quant, target, tensors, vocab, windows, zeros
+from eaglehub.checks import aux, config, engine, loaded, profiles, quant, target, tensors, values, vocab, windows, zeros
 from eaglehub.checks.context import Context, Options, TargetInfo, read_target
 from eaglehub.checks.flags import check_flags
 
@@ -28,7 +28,7 @@ CHECKS = [
     tensors.check_expected,
     tensors.check_dtypes,
     tensors.check_fc_norm_unit,
-    tensors.check_finite,
+    values.check_finite,
     tensors.check_init,
     zeros.check,
     quant.check,
@@ -42,6 +42,6 @@ CHECKS = [
 
 #: value checks that read weight data (``validate --deep``): non-finite values, untrained-looking weights, all-zero
 #: gains, matrices, embeddings and FP8 blocks, lm_head rows cut by offset
-STATISTICS_CHECKS = (tensors.check_finite, tensors.check_init, zeros.check, vocab.check_lm_head_rows)
+STATISTICS_CHECKS = (values.check_finite, tensors.check_init, zeros.check, vocab.check_lm_head_rows)
 
 __all__ = ["CHECKS", "STATISTICS_CHECKS", "Context", "Options", "TargetInfo", "read_target"]
