@@ -203,6 +203,19 @@ def test_serve_line_carries_the_engines_speculative_config():
     assert p["per_gpu"]["drafter_bytes"] == weights
 
 
+def test_serve_line_writes_local_paths_absolute(make_drafter, make_target, monkeypatch):
+    """Target and drafter given relative to the working directory: both absolute in the serve line (it pastes
+    from any directory; a Hub id stays as given: test_cli_hub_id_reads_config_from_the_cache)."""
+    target, drafter = make_target(8), make_drafter("rel-drafter")
+    monkeypatch.chdir(target.parent)
+    args = ["--target", target.name, "--drafter", drafter.name, "--dry-run", "--gpus", "1", "--gpu-memory", "24"]
+    res = run(*args, "--json")
+    assert res.exit_code == 0, res.output
+    argv = shlex.split(json.loads(res.output)["plan"]["serve_command"])
+    assert argv[:3] == ["vllm", "serve", str(target.absolute())]
+    assert json.loads(argv[argv.index("--speculative-config") + 1])["model"] == str(drafter.absolute())
+
+
 def test_without_drafter_the_line_serves_the_target_alone():
     p = plan(LLAMA, 1, 80)["plan"]
     assert "--speculative-config" not in p["serve_command"] and not p["serve_has_drafter"]

@@ -279,7 +279,10 @@ def _plan(report, fp, drafter, chosen, target_path, k, max_model_len, max_num_se
         "max_num_seqs": max_num_seqs,
         "gpu_memory_utilization": machine.utilization,
     }
-    shown_drafter = (drafter.path if Path(drafter.spec).exists() else drafter.spec) if drafter else None
+    # local paths absolute, Hub ids as given: the line pastes from any directory (vLLM reads a path against its own)
+    shown_drafter = (drafter.path.absolute() if Path(drafter.spec).exists() else drafter.spec) if drafter else None
+    target = report["target"]
+    shown_target = Path(target).absolute() if Path(target).exists() else target
     return {
         "tp": tp,
         "pp": pp,
@@ -290,7 +293,7 @@ def _plan(report, fp, drafter, chosen, target_path, k, max_model_len, max_num_se
         "per_gpu": per_gpu,
         "headroom_bytes": int(free),
         "kv_tokens_capacity": int((free + kv_used) // per_token) if per_token else None,
-        "serve_command": serve_command(report["target"], shown_drafter, k, serve_options, release),
+        "serve_command": serve_command(shown_target, shown_drafter, k, serve_options, release),
         "serve_has_drafter": drafter is not None,
         "llm_kwargs": kwargs,
     }
