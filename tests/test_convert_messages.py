@@ -5,6 +5,7 @@ source's; an edit never changes the layout the source is detected as; a key no e
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -427,3 +428,35 @@ def test_an_ignored_aux_list_names_the_trained_layers_the_fix_writes():
     (f,) = [f for f in report["findings"] if f["code"] == "W-AUX-IGNORED"]
     written = f["hint"].split("eagle_aux_hidden_state_layer_ids=")[1].strip("'")
     assert f"(C-in {json.loads(written)}," in f["message"], (f, written)
+
+
+def test_a_set_that_makes_an_engine_fail_is_refused_and_the_aux_count_hint_runs(tmp_path, monkeypatch):
+    """fc reads 3 aux states; ``--set`` of a 2-id list makes every engine fail on fc's shape (E-AUX-COUNT): the
+    edit is refused by name, nothing is written. A checkpoint written that way before (the refusal switched off:
+    what convert wrote until now) gets an E-AUX-COUNT hint that, pasted as printed, converts to a drafter that
+    validates without E-AUX-COUNT; the old advice (set the count) is refused with a true word on the source."""
+    res = _run("convert", SPECFORGE, tmp_path / "out", "--set", f"{AUX}=[1,3]")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert f"error: --set '{AUX}=[1,3]' makes the output fail validation: E-AUX-COUNT fc.weight:" in text
+    assert "the source as stored has no such error (nothing was written)" in text
+    assert not (tmp_path / "out").exists()
+
+    import eaglehub.convert.run as run
+
+    monkeypatch.setattr(run, "refuse_edit_engine_errors", lambda *a, **k: None)
+    broken = tmp_path / "broken"
+    assert _run("convert", SPECFORGE, broken, "--set", f"{AUX}=[1,3]").exit_code == 0
+    monkeypatch.undo()
+    report = json.loads(_run("validate", broken, "--json").stdout)
+    (f,) = [f for f in report["findings"] if f["code"] == "E-AUX-COUNT"]
+    command = f["hint"][f["hint"].index("eaglehub convert ") :]
+    assert f"--set '{AUX}=[2,4,5]'" in command  # the nested [1, 3, 4] the edit replaced, written C-in
+    fixed = _run(*shlex.split(command)[1:])
+    assert fixed.exit_code == 0, fixed.output
+    after = json.loads(_run("validate", shlex.split(command)[3], "--json").stdout)
+    assert after["ok"] and not [x for x in after["findings"] if x["code"] == "E-AUX-COUNT"]
+    res = _run("convert", broken, tmp_path / "count", "--set", "num_aux_hidden_states=3")
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2 and "the source as stored has no error finding" not in text
+    assert "the source as stored fails too (E-AUX-COUNT)" in text

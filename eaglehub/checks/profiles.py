@@ -13,7 +13,7 @@ from eaglehub.checks.config import MLA_MTP_MODEL_TYPES
 from eaglehub.checks.context import Context, convert_command, set_command
 from eaglehub.checks.holds import Said, merge, title
 from eaglehub.checks.loaded import PER_FATE
-from eaglehub.drafter.canonical import MLA, default_aux_ids, layer_kind
+from eaglehub.drafter.canonical import AUX_KEY, C_OUT, MLA, default_aux_ids, infer_convention, layer_kind
 from eaglehub.drafter.shapes import expected_tensors
 from eaglehub.findings import Finding
 from eaglehub.formats.registry import FORMATS
@@ -367,7 +367,34 @@ def _fc_width(ctx: Context, r: Reading) -> list[Said]:
         f"fc.weight reads {a} aux states of width {r.target_hidden_size}; {r.model_class} sizes fc for "
         f"{r.num_aux_hidden_states} (from {where}): loading fails on fc's shape"
     )
-    return [Said("E-AUX-COUNT", "fc.weight", msg, set_command(ctx, key, a))]
+    hint = _ids_hint(ctx, where, a) if AUX_KEY in where else set_command(ctx, key, a)
+    return [Said("E-AUX-COUNT", "fc.weight", msg, hint)]
+
+
+def _ids_hint(ctx: Context, where: str, a: int) -> str:
+    """E-AUX-COUNT's fix where the class counts an id list (no stored count): a count alone would disagree with
+    the short list (checks/aux.py says so), so the list itself gets ``a`` ids, written C-in at the top-level key
+    (convert places it where each engine reads it): the target's default layers when they are ``a``, else the
+    list as it was before a ``--set`` wrote it (eaglehub.json's ``conversion.config_set``), else words."""
+    shape = list(ctx.drafter.tensors["fc.weight"].shape)
+    n = ctx.target.layers if ctx.target else None
+    if n is not None and len(default_aux_ids(n)) == a:
+        why = f"fc.weight {shape} reads {a} states; the {n}-layer target's default layers (list the trained ones if other)"
+        return f"{why}: {set_command(ctx, AUX_KEY, default_aux_ids(n))}"
+    conversion = (ctx.drafter.provenance or {}).get("conversion") or {}
+    for change in conversion.get("config_set") or []:
+        key, old = change.get("key"), change.get("old")
+        if not isinstance(key, str) or key.rsplit(".", 1)[-1] != AUX_KEY or not isinstance(old, list):
+            continue
+        if len(old) != a or not all(isinstance(i, int) and not isinstance(i, bool) for i in old):
+            continue
+        c_in = old if key == AUX_KEY or infer_convention(old, False, n)[0] != C_OUT else [i + 1 for i in old]
+        why = f"fc.weight {shape} reads {a} states; {key} held {old} before a --set wrote {where} (eaglehub.json)"
+        return f"{why}: {set_command(ctx, AUX_KEY, c_in)}"
+    return (
+        f"fc.weight {shape} reads {a} states but {where} lists fewer: write the {a} layer ids the drafter was "
+        f"trained with (C-in) to {AUX_KEY} with eaglehub convert --set; a count alone leaves the list short"
+    )
 
 
 def _serve_alone(ctx: Context, r: Reading) -> list[Said]:

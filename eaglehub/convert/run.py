@@ -12,6 +12,7 @@ safetensors metadata (:mod:`eaglehub.io.provenance`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from eaglehub.convert.plan import (
@@ -104,8 +105,9 @@ def _moot_maps(d: Drafter, fmt: str, rebuilt) -> frozenset[str]:
     return frozenset() if FORMATS[fmt].wants_maps(V, Vd, had)[1] else frozenset({"t2d"})
 
 
-def engine_errors(out: Drafter, profiles) -> dict[str, list[dict]]:
-    """Per profile id, validate's error findings on ``out`` that hold for that profile."""
+def engine_errors(out: Drafter, profiles, messages: bool = False) -> dict[str, list[dict]]:
+    """Per profile id, validate's error findings on ``out`` that hold for that profile (``messages``: with their
+    message too)."""
     from eaglehub.checks.context import Options
     from eaglehub.checks.validate import run_checks
 
@@ -113,8 +115,45 @@ def engine_errors(out: Drafter, profiles) -> dict[str, list[dict]]:
     for f in run_checks(out, options=Options(profiles=tuple(p.id for p in profiles))):
         if f.severity == "error":
             for pid in f.profiles:
-                found.setdefault(pid, []).append({"code": f.code, "subject": f.subject})
+                said = {"code": f.code, "subject": f.subject} | ({"message": f.message} if messages else {})
+                found.setdefault(pid, []).append(said)
     return found
+
+
+def refuse_edit_engine_errors(
+    failing: dict[str, list[dict]], settings: dict, reread: Callable[[dict | None], Drafter], profiles
+) -> None:
+    """Refuse (exit 2, naming the edit) an output an engine fails on where the source as stored does not and a
+    ``--set`` edit alone makes the source fail the same way (fc sized for 3 aux states, ``--set`` of a 2-id
+    list): the edit is at fault, and writing a checkpoint that ``validate`` fails helps nobody. An error no
+    single edit makes is the conversion's and is reported, as before, with the output."""
+    from eaglehub.drafter.settings import setting_arg
+
+    def codes(edits: dict | None) -> dict[str, set[str]]:
+        found = engine_errors(repair_config(reread(edits))[0], profiles)
+        return {pid: {e["code"] for e in errs} for pid, errs in found.items()}
+
+    stored = codes(None)
+    new = {pid: [e for e in errs if e["code"] not in stored.get(pid, set())] for pid, errs in failing.items()}
+    new = {pid: errs for pid, errs in new.items() if errs}
+    if not new:
+        return
+    culprits = [
+        k
+        for k, v in settings.items()
+        if any({e["code"] for e in errs} & codes({k: v}).get(pid, set()) for pid, errs in new.items())
+    ]
+    if not culprits:
+        return
+    edits = " ".join(f"--set {setting_arg(k, settings[k])}" for k in culprits)
+    first = next(iter(new.values()))[0]
+    raise EaglehubError(
+        f"{edits} {'make' if len(culprits) > 1 else 'makes'} the output fail validation: {first['code']} "
+        f"{first['subject']}: {first.get('message', '')}",
+        hint=f"drop {edits} or give {'them values' if len(culprits) > 1 else 'it a value'} the tensors agree with; "
+        f"the source as stored has no such error (nothing was written)",
+        exit_code=2,  # the option is at fault, not the source
+    )
 
 
 def _plan(
@@ -253,19 +292,13 @@ def convert(
     moot = _moot_maps(repaired, fmt or d.format, rebuilt)
     accepted: list = []
 
-    def check_source() -> frozenset[str]:
-        accepted[:] = refuse_source_errors(
-            repaired,
-            force,
-            settings,
-            lambda edits: read_drafter(
-                path,
-                fmt=source_format,
-                aux_convention=ALIASES.get(aux_convention or "", aux_convention),
-                settings=edits,
-            ),
-            moot=moot,
+    def reread(edits: dict | None) -> Drafter:
+        return read_drafter(
+            path, fmt=source_format, aux_convention=ALIASES.get(aux_convention or "", aux_convention), settings=edits
         )
+
+    def check_source() -> frozenset[str]:
+        accepted[:] = refuse_source_errors(repaired, force, settings, reread, moot=moot)
         return frozenset(f.code for f in accepted)
 
     if calibration is not None:
@@ -289,7 +322,10 @@ def convert(
         )
         # an engine that builds the output the way it built the source may still fail with it (aux ids its runner
         # never reads): the output is written, as the source was, and the report says where it will not serve
-        failing = engine_errors(out, checked)
+        failing = engine_errors(out, checked, messages=settings is not None)
+        if settings:
+            refuse_edit_engine_errors(failing, settings, reread, checked)
+        failing = {pid: [{k: e[k] for k in ("code", "subject")} for e in errs] for pid, errs in failing.items()}
         for entry in readings:
             entry["output_errors"] = failing.get(entry["profile"], [])
 

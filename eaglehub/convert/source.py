@@ -84,13 +84,28 @@ def _refuse_edits(
     edits = " ".join(f"--set {setting_arg(k, settings[k])}" for k in culprits)
     first = made[0]
     more = f" (and {len(made) - 1} more: {', '.join(sorted({f.code for f in made[1:]}))})" if len(made) > 1 else ""
-    rest = "" if stored else "; the source as stored has no error finding"
+    rest = "" if stored else _stored_state(reread, d)
     raise EaglehubError(
         f"{edits} {'make' if len(culprits) > 1 else 'makes'} the config invalid: {first.code} {first.subject}: {first.message}{more}",
         hint=f"drop {edits} or give {'them values' if len(culprits) > 1 else 'it a value'} the tensors agree "
         f"with{rest}",
         exit_code=2,  # the option is at fault, not the source
     )
+
+
+def _stored_state(reread: Callable[[dict | None], Drafter], d: Drafter) -> str:
+    """What the refusal says of the source as stored: none of convert's own checks fail on it, but an engine may
+    (a profile's finding, E-AUX-COUNT of an fc a short id list does not fit); saying "no error" then sends the
+    user hunting for a fault in the edit alone."""
+    from eaglehub.checks.validate import run_checks
+
+    own = sorted({f.code for f in run_checks(repair_config(reread(None))[0]) if f.severity == "error"})
+    if own:
+        return (
+            f"; the source as stored fails too ({', '.join(own)}): `eaglehub validate {d.path}` gives the edit that "
+            "fixes it"
+        )
+    return "; the source as stored has no error finding"
 
 
 def _lift_misplaced(d: Drafter, cfg: dict, changes: list[dict]) -> tuple[dict, dict]:
