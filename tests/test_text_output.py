@@ -436,8 +436,10 @@ def test_speedup_headings_are_defined():
     console = TextConsole(width=WIDTH, file=io.StringIO())
     level = {
         "concurrency": 1,
-        "target_alone": {"output_tokens_per_second": 10.0},
-        "with_drafter": {"output_tokens_per_second": 12.0},
+        "prompts": 1,
+        "batches": 1,
+        "target_alone": {"output_tokens_per_second": 10.0, "output_tokens": 16},
+        "with_drafter": {"output_tokens_per_second": 12.0, "output_tokens": 16},
         "measured_speedup": 1.2,
         "acceptance": {"acceptance_length": 2.0},
         "implied_alpha": 0.6,
@@ -462,6 +464,7 @@ def test_speedup_headings_are_defined():
     for heading in ("conc.", "α", "exp. Leviathan", "exp. general"):
         assert heading in source and f"{heading}:" in text, heading
     check(text)
+    assert "conc. 1: 1 prompt in 1 batch, 16 output tokens" in " ".join(text.split())
 
 
 # --- progress on stderr, a plain line per step, off a terminal -----------------------------------------
@@ -556,7 +559,18 @@ def test_speedup_at_80_columns(tmp_path, monkeypatch, make_drafter, make_target)
     assert code == 0, out + err
     report = json.loads(run80(*args, "--json")[0])
     check(out, hints=[report["serve_command"]])
-    assert "conc.: concurrency" in " ".join(out.split())
+    flat = " ".join(out.split())
+    assert "conc.: concurrency" in flat
+    # each speedup with its sample: prompts, batches, output tokens, one timed run each (FakeEngine: 8 a prompt)
+    sample = "sample: each speedup is one timed run without and one with the drafter; "
+    sample += "; ".join(
+        f"conc. {lv['concurrency']}: {lv['prompts']} prompts in {lv['batches']} batch{'es' * (lv['batches'] > 1)}, "
+        f"{lv['target_alone']['output_tokens']} output tokens"
+        for lv in report["levels"]
+    )
+    assert sample in flat
+    assert [(lv["concurrency"], lv["prompts"], lv["batches"]) for lv in report["levels"]] == [(1, 4, 4), (4, 4, 1)]
+    assert out.index("sample:") < out.index("conc.: concurrency")  # under the table, before the legend
 
 
 def test_diagnose_at_80_columns(tmp_path, monkeypatch, make_drafter, make_target):

@@ -4,11 +4,27 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eaglehub.views.common import print_prose
 from eaglehub.views.plots import save_figure
 
 
 def _f(x: float | None, digits: int = 2, suffix: str = "") -> str:
     return "—" if x is None else f"{x:.{digits}f}{suffix}"
+
+
+def sample_line(levels: list[dict]) -> str:
+    """What each level's speedup was measured on: its prompts and batches, the output tokens of each run, and
+    that each run was timed once (a speedup from one short timed run is a sample of one, not a steady rate)."""
+    parts = []
+    for lv in levels:
+        alone, spec = lv["target_alone"]["output_tokens"], lv["with_drafter"]["output_tokens"]
+        tokens = f"{alone} output tokens" if alone == spec else f"{alone} / {spec} output tokens (alone / +drafter)"
+        batches = lv["batches"]
+        parts.append(
+            f"conc. {lv['concurrency']}: {lv['prompts']} prompt{'s' * (lv['prompts'] != 1)} in {batches} "
+            f"batch{'es' * (batches != 1)}, {tokens}"
+        )
+    return "sample: each speedup is one timed run without and one with the drafter; " + "; ".join(parts)
 
 
 def render_report(report: dict, console) -> None:
@@ -47,6 +63,7 @@ def render_report(report: dict, console) -> None:
             _f(lv["expected_speedup_general"], 2, "×"),
         )
     console.print(t)
+    print_prose(console, sample_line(report["levels"]))
     console.print(
         "[dim]conc.: concurrency, prompts per batch; α: the per-token acceptance rate the AL implies; "
         "exp. Leviathan: the speedup expected from α and the draft cost c (Leviathan et al.); exp. general: "
