@@ -7,6 +7,8 @@ test_watch_vllm.py."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import httpx
 import pytest
@@ -194,7 +196,13 @@ def test_patience_min_drafts_and_what_ends_a_run_below():
 
 def test_watch_codes_are_registered_in_the_report_schema_in_order():
     codes = [r["code"] for r in rule_catalogue("watch")]
-    assert codes == ["E-WATCH-AL-DROP", "W-WATCH-UNREACHABLE", "I-WATCH-RESTART"]
+    assert codes == [
+        "E-WATCH-AL-DROP",
+        "E-WATCH-NO-READING",
+        "W-WATCH-NOT-JUDGED",
+        "W-WATCH-UNREACHABLE",
+        "I-WATCH-RESTART",
+    ]
     finding = load_schema("watch-report")["properties"]["findings"]["items"]
     assert finding["properties"]["code"]["enum"] == codes
 
@@ -412,3 +420,157 @@ def test_cli_unreachable_server():
 
     res = CliRunner().invoke(main, ["watch", "--endpoint", f"http://127.0.0.1:{free_port()}", "--count", "1"])
     assert res.exit_code == 1 and "not reachable" in res.output and "hint:" in res.output
+
+
+# --- issue 37: wall-clock duration, verdicts, hints, scheme, 80 columns -------------------------------------
+
+
+def timing_out_transport(fake: FakeTime, seen: list, first: str):
+    """The first answer is ``first``; every later poll waits out the timeout it was given (on the fake clock)
+    and times out, as a hung server does."""
+
+    def handler(req: httpx.Request) -> httpx.Response:
+        seen.append(req.extensions["timeout"]["read"])
+        if len(seen) == 1:
+            return httpx.Response(200, text=first)
+        fake.t += req.extensions["timeout"]["read"]
+        raise httpx.ReadTimeout("scripted", request=req)
+
+    return httpx.MockTransport(handler)
+
+
+def test_duration_bounds_wall_clock_time_on_a_hung_server():
+    """--interval 2 --duration 55 on a server that hangs after the baseline: each poll waits its 10 s, so the
+    schedule moves to the next slot ahead, and the poll at 50 s is given only the 5 s left. Each failed poll's
+    interval spans until it failed (12 s: 2 s of schedule + 10 s of wait)."""
+    fake, seen = FakeTime(), []
+    t0 = fake.t
+    report = run_watch(
+        WatchOptions("http://h:1", interval=2, duration=55),
+        transport=timing_out_transport(fake, seen, text(0, (0, 0, 0))),
+        clock=fake.clock,
+        sleep=fake.sleep,
+    )
+    validate_json(report, "watch-report")
+    assert fake.t - t0 == pytest.approx(55.0)
+    assert report["stopped"] == "duration" and report["num_intervals"] == 5
+    assert [r["interval_seconds"] for r in report["intervals"]] == [12.0, 12.0, 12.0, 12.0, 7.0]
+    assert seen[1:] == [10.0, 10.0, 10.0, 10.0, 5.0]
+    assert report["intervals"][-1]["error"] == "GET /metrics: no answer in the 5.0 s left of --duration"
+    assert report["verdict"] == "no_reading" and not report["passed"]
+
+
+class Hangs:
+    """The baseline, then every poll hangs (until the test ends, at most 30 s)."""
+
+    def __init__(self, first: str):
+        self.first, self.calls, self.release = first, 0, threading.Event()
+
+    def __call__(self):
+        self.calls += 1
+        if self.calls > 1:
+            self.release.wait(30)
+            return 500, "late"
+        return 200, self.first
+
+
+def test_cli_duration_ends_on_time_with_a_hung_server_and_fails_for_no_reading(tmp_path):
+    hangs = Hangs(text(0, (0, 0, 0)))
+    with MetricsServer(hangs) as srv:
+        t0 = time.monotonic()
+        res = CliRunner().invoke(
+            main, ["watch", "--endpoint", srv.base_url, "--interval", "1", "--duration", "3"]
+            + ["--report", str(tmp_path / "w.json")],
+        )  # fmt: skip
+        took = time.monotonic() - t0
+        hangs.release.set()
+    assert took < 6, (took, res.output)
+    report = json.loads((tmp_path / "w.json").read_text())
+    assert report["stopped"] == "duration" and report["verdict"] == "no_reading"
+    assert res.exit_code == 1, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last.startswith("FAILED: no reading in") and "server unreachable" in last, res.output
+
+
+def test_no_reading_is_a_failure_with_its_finding_and_an_exact_command():
+    script = Script(text(0, (0, 0, 0)), 500)
+    with MetricsServer(script) as srv:
+        res = CliRunner().invoke(main, ["watch", "--endpoint", srv.base_url, "--interval", "0.2", "--count", "3"])
+    assert res.exit_code == 1, res.output
+    assert "E-WATCH-NO-READING" in res.output and f"`curl -m 10 {srv.base_url}/metrics`" in res.output
+    assert res.output.strip().splitlines()[-1] == "FAILED: no reading in 3 poll(s) (server unreachable)"
+    assert "OK" not in res.output
+
+
+def test_timeouts_name_no_option_watch_does_not_have():
+    """The client's timeout hint is verify's (--timeout, --concurrency); watch has neither."""
+    fake = FakeTime()
+    with pytest.raises(EndpointError) as err:
+        run_watch(WatchOptions("http://h:1"), transport=timing_out_transport(fake, [None], ""), clock=fake.clock)
+    assert "--timeout" not in str(err.value) and "--concurrency" not in str(err.value)
+    assert err.value.hint == "check that the server answers within 10 s: `curl -m 10 http://h:1/metrics`"
+    report = run_watch(
+        WatchOptions("http://h:1", interval=1, count=2),
+        transport=timing_out_transport(fake, [], text(0, (0, 0, 0))),
+        clock=fake.clock,
+        sleep=fake.sleep,
+    )
+    for r in report["intervals"]:
+        assert r["error"] == "GET /metrics timed out after 10 s", r["error"]
+    assert "--timeout" not in json.dumps(report) and "--concurrency" not in json.dumps(report)
+
+
+def test_nothing_judged_is_inconclusive_never_ok(reports):
+    script = Script(*[text(20 * i, (10 * i, 4 * i, 0)) for i in range(10)])
+    with MetricsServer(script) as srv:
+        res = CliRunner().invoke(
+            main, ["watch", "--endpoint", srv.base_url, "--interval", "0.2", "--count", "3"]
+            + ["--reference-report", str(reports["one"])],
+        )  # fmt: skip
+    assert res.exit_code == 1, res.output
+    lines = res.output.strip().splitlines()
+    assert lines[-1] == "INCONCLUSIVE: no interval reached 200 drafts (sample too small to judge)"
+    assert "OK" not in res.output and "W-WATCH-NOT-JUDGED" in res.output
+    # the hint is the command that would judge: intervals of 200 drafts at the 20 drafts per 0.2 s seen, ×1.2
+    assert f"eaglehub watch --endpoint {srv.base_url} --reference-report {reports['one']} --interval 3" in res.output
+
+
+def test_an_endpoint_without_a_scheme_is_http_and_another_scheme_is_refused():
+    script = Script(*[text(20 * i, (10 * i, 4 * i, 0)) for i in range(10)])
+    with MetricsServer(script) as srv:
+        hostport = srv.base_url.removeprefix("http://")
+        res = CliRunner().invoke(main, ["watch", "--endpoint", hostport, "--interval", "0.2", "--count", "2"])
+        bad = CliRunner().invoke(main, ["watch", "--endpoint", f"ftp://{hostport}", "--count", "2"])
+    assert res.exit_code == 0, res.output
+    assert f"watching {srv.base_url} " in res.output and "1.700" in res.output
+    assert bad.exit_code == 2 and f"eaglehub watch --endpoint http://{hostport}" in bad.output
+
+
+def test_a_duration_shorter_than_the_interval_is_a_usage_error():
+    res = CliRunner().invoke(main, ["watch", "--endpoint", "http://h:1", "--interval", "5", "--duration", "2"])
+    assert res.exit_code == 2 and "eaglehub watch --endpoint http://h:1 --interval 5 --duration 50" in res.output
+
+
+@pytest.mark.parametrize("k", [3, 7])
+def test_table_says_what_bounds_the_run_and_fits_80_columns(reports, k):
+    pos = (60, 40, 20, 10, 5, 2, 1)[:k]
+    script = Script(
+        *[vllm_text({"0": counters(300 * i, tuple(p * 3 * i for p in pos), k=k)}, start_time=1.0) for i in range(3)],
+        500,
+    )
+    with MetricsServer(script) as srv:
+        res = CliRunner(env={"COLUMNS": "80"}).invoke(
+            main, ["watch", "--endpoint", srv.base_url, "--interval", "0.2", "--count", "3"]
+            + ([] if k == 7 else ["--reference-report", str(reports["one"])]),
+        )  # fmt: skip
+    out = res.output
+    assert "every 0.2 s until 3 interval(s) or 60 s, whichever comes first" in " ".join(out.split()), out
+    assert "for 60 s" not in out
+    for line in out.splitlines():
+        if "curl -m" not in line:
+            assert len(line) <= 80, (len(line), line)
+    rows = [ln for ln in out.splitlines() if ln[:3].strip().isdigit()]
+    assert len(rows) == 3 and rows[2].split()[3] == "unreachable"
+    assert "     GET /metrics answered 500" in out
+    if k == 7:
+        assert "(of k=7; every position in --json and --report)" in " ".join(out.split())

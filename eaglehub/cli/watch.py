@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 
 import click
@@ -11,19 +12,38 @@ from eaglehub.cli.exits import interrupt_exit_code
 from eaglehub.cli.options import (
     al_tolerance_option,
     api_key_option,
-    endpoint_url_option,
     reference_report_option,
     report_option,
 )
 from eaglehub.cli.output import console, report_unwritten, write_outputs
+from eaglehub.errors import UsageError
 from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
 
 
+def _endpoint_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A server given as host:port (no scheme) is taken as http://host:port, as curl does; any scheme but
+    http and https is refused (exit 2) with the corrected command."""
+    value = value.strip()
+    if "://" not in value:
+        return "http://" + value
+    scheme = value.split("://", 1)[0].lower()
+    if scheme not in ("http", "https"):
+        rest = value.split("://", 1)[1]
+        raise click.BadParameter(
+            f"{value!s}: watch reads a vLLM or SGLang server over http or https, not {scheme} "
+            f"(hint: eaglehub watch --endpoint {shlex.quote('http://' + rest)})"
+        )
+    return value
+
+
 @click.command("watch")
-@endpoint_url_option(
-    True,
-    "The server: http://host:port or its OpenAI base http://host:port/v1 (vLLM, SGLang); only its "
-    "/metrics page is read.",
+@click.option(
+    "--endpoint",
+    required=True,
+    metavar="URL",
+    callback=_endpoint_url,
+    help="The server: http://host:port or its OpenAI base http://host:port/v1 (vLLM, SGLang; host:port alone "
+    "means http://host:port); only its /metrics page is read.",
 )
 @click.option(
     "--interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="Seconds between polls."
@@ -33,7 +53,8 @@ from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
     type=click.FloatRange(min=0.1),
     default=60.0,
     show_default=True,
-    help="Seconds to watch (Ctrl-C ends earlier, with the summary).",
+    help="Seconds to watch, wall-clock: a poll still waiting at the end gets only the time left (Ctrl-C ends "
+    "earlier, with the summary); must be at least --interval.",
 )
 @click.option("--count", type=click.IntRange(min=1), default=None, help="Stop after this many intervals.")
 @reference_report_option(
@@ -79,14 +100,23 @@ def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
     Sends no requests but GET /metrics. A server restart (the counters start again from 0) is shown as
     such, never as a negative rate; a poll that fails mid-watch is noted and the watch goes on. Ctrl-C
     (SIGINT) or SIGTERM ends the watch at once, with the summary and the report of the intervals so far.
-    Exit code 1 when an AL drop against --reference-report is confirmed (E-WATCH-AL-DROP) or the server
-    cannot be read at the start; else 130 when stopped by Ctrl-C (143 by SIGTERM); 0 otherwise; 2 for
-    usage errors and an unusable reference report.
+    --duration bounds the wall-clock time, whatever the server does.
+    Exit code 1 when an AL drop against --reference-report is confirmed (E-WATCH-AL-DROP), the server
+    cannot be read at the start, no later poll read its counters (E-WATCH-NO-READING), or no interval
+    had enough drafts to judge against the reference (INCONCLUSIVE); else 130 when stopped by Ctrl-C
+    (143 by SIGTERM); 0 otherwise; 2 for usage errors and an unusable reference report.
     """
     from eaglehub.views.watch import WatchDisplay
     from eaglehub.watch.run import WatchOptions, run_watch, write_report
 
-    display = WatchDisplay(console, as_json)
+    if options["duration"] < options["interval"]:
+        raise UsageError(
+            f"--duration {options['duration']:g} is shorter than --interval {options['interval']:g}: no interval "
+            "would be read",
+            hint=f"eaglehub watch --endpoint {shlex.quote(options['endpoint'])} --interval {options['interval']:g} "
+            f"--duration {options['interval'] * 10:g}",
+        )
+    display = WatchDisplay(console, as_json, options["count"])
     try:
         report = run_watch(WatchOptions(**options), display.start, display.reading)
     finally:
@@ -94,7 +124,10 @@ def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
     failed = write_outputs(report, ((write_report, report_path, "report"),))
     display.summary(report, None if failed else report_path)
     report_unwritten(report, failed, as_json)
-    if not report["passed"]:
+    if report["verdict"] == "drop":
         sys.exit(1)
     # stopped by Ctrl-C / SIGTERM with no drop confirmed: the summary is whole, the watch was not
-    sys.exit(interrupt_exit_code() if report["stopped"] == "interrupted" else 0)
+    if report["stopped"] == "interrupted":
+        sys.exit(interrupt_exit_code())
+    # nothing read, or nothing judged against the reference: not a pass (the verdict line says which)
+    sys.exit(0 if report["passed"] else 1)

@@ -295,7 +295,7 @@ class EndpointClient:
                 return None
             raise
 
-    def metrics(self) -> ServerSpecMetrics | None:
+    def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> ServerSpecMetrics | None:
         """``GET /metrics`` read by :func:`~eaglehub.endpoint.metrics.parse_spec_metrics`: the server's
         spec-decode counters, ``None`` when it exposes none.
 
@@ -303,7 +303,7 @@ class EndpointClient:
             RequestFailed: as any request (module doc); ``kind="http"`` with the fix for 401 / 403 (the
                 key) and 404 (no metrics page), ``kind="response"`` for a body that is not Prometheus text.
         """
-        response = self._request("GET", "/metrics", timeout=METRICS_TIMEOUT_S)
+        response = self._request("GET", "/metrics", timeout=timeout)
         where = f"GET {self.shown}/metrics"
         if response.status_code >= 400:
             hint = {

@@ -17,8 +17,11 @@ from eaglehub.findings import printable
 from eaglehub.views.common import SEVERITY_STYLE, print_prose
 
 STATUS_STYLE = {"ok": "", "restart": "bold cyan", "unreachable": "yellow", "no_spec_metrics": "yellow", "gauge": "dim"}
-LEFT = ("time (UTC)", "status", "vs ref", "note")
-WIDTH = {"#": 4, "time (UTC)": 10, "s": 6, "status": 15, "drafts": 7, "AL": 6, "vs ref": 10}
+STATUS_SHOWN = {"no_spec_metrics": "no-spec"}
+"""Statuses shortened in the table (the report keeps the names of schemas/watch-interval.schema.json)."""
+LEFT = ("UTC", "status", "ref")
+WIDTH = {"#": 3, "UTC": 8, "s": 5, "status": 11, "drafts": 6, "AL": 5, "ref": 5}
+POS_WIDTH = 4
 LIVE_ROWS = 40
 """Rows kept in the live table (the newest); the JSON lines and the report keep every interval."""
 
@@ -31,16 +34,22 @@ def _verdict(r: dict) -> str:
     if r.get("drop_confirmed"):
         return "DROP"
     if not r.get("judged"):
-        return "not judged" if r["status"] == "ok" else ""
+        return "–" if r["status"] == "ok" else ""
     return "below" if r["below_reference"] else "ok"
 
 
-def print_head(head: dict, console: Console) -> None:
+def _bound(head: dict, count: int | None) -> str:
+    """What ends the watch, as the head says it: the count, the duration, or both (whichever comes first)."""
+    duration = f"{head['duration_seconds']:g} s"
+    return f"until {count} interval(s) or {duration}, whichever comes first" if count else f"for {duration}"
+
+
+def print_head(head: dict, console: Console, count: int | None = None) -> None:
     labels = ", ".join(f"{k}={'/'.join(v)}" for k, v in head["labels"].items())
     console.print(
         f"watching [bold]{escape(printable(head['endpoint']))}[/] ({head['server']}, k={head['num_speculative_tokens'] or '?'}"
-        f"{'; ' + escape(printable(labels)) if labels else ''}) every {head['interval_seconds']:g} s for "
-        f"{head['duration_seconds']:g} s; sends no traffic",
+        f"{'; ' + escape(printable(labels)) if labels else ''}) every {head['interval_seconds']:g} s "
+        f"{_bound(head, count)}; sends no traffic",
         highlight=False,
     )
     ref = head["reference"]
@@ -59,52 +68,61 @@ class IntervalTable(AbstractContextManager):
 
     def __init__(self, console: Console, k: int | None, judged: bool):
         self.console, self.k, self.judged = console, k or 0, judged
+        # the rate columns that fit the console (80 columns at least a log's): the rest are in --json / --report
+        fixed = sum(WIDTH.values()) - (0 if judged else WIDTH["ref"]) + 2 * (5 + judged)
+        self.shown_k = min(self.k, max(1, (max(console.width, 80) - fixed) // (POS_WIDTH + 2)))
         self.rows: list[tuple] = []
         self.live: Live | None = (
             Live(self._table(), console=console, auto_refresh=False) if console.is_terminal else None
         )
 
     def _columns(self) -> list[str]:
-        cols = ["#", "time (UTC)", "s", "status", "drafts", "AL"] + [f"pos {i}" for i in range(self.k)]
-        return cols + (["vs ref"] if self.judged else []) + ["note"]
+        cols = ["#", "UTC", "s", "status", "drafts", "AL"] + [f"p{i}" for i in range(self.shown_k)]
+        return cols + (["ref"] if self.judged else [])
 
     def _line(self, cells: list[str]) -> str:
         """A fixed-width line (the header's widths, at least WIDTH's): the non-terminal rendering."""
         out = []
         for col, cell in zip(self._columns(), cells):
-            width = max(len(col), WIDTH.get(col, 6))
-            out.append(cell if col == "note" else cell.ljust(width) if col in LEFT else cell.rjust(width))
+            width = max(len(col), WIDTH.get(col, POS_WIDTH))
+            out.append(cell.ljust(width) if col in LEFT else cell.rjust(width))
         return "  ".join(out).rstrip()
 
     def _table(self) -> Table:
         table = Table(show_edge=False, pad_edge=False)
-        for c in self._columns():
-            table.add_column(c, justify="left" if c in LEFT else "right")
-        for row, style in self.rows[-LIVE_ROWS:]:
-            table.add_row(*(Text(c) for c in row), style=style)
+        for c in self._columns() + ["note"]:
+            table.add_column(c, justify="left" if c in LEFT + ("note",) else "right")
+        for row, note, style in self.rows[-LIVE_ROWS:]:
+            table.add_row(*(Text(c) for c in row + [note]), style=style)
         return table
 
     def add(self, r: dict) -> None:
         rates = list(r["acceptance_rate_per_position"]) + [None] * self.k
-        row = [str(r["index"]), r["time"][11:19], f"{r['interval_seconds']:.1f}", r["status"], str(r["num_drafts"])]
-        row += [_f(r["acceptance_length"])] + [_f(x, 2) for x in rates[: self.k]]
+        status = STATUS_SHOWN.get(r["status"], r["status"])
+        row = [str(r["index"]), r["time"][11:19], f"{r['interval_seconds']:.1f}", status, str(r["num_drafts"])]
+        row += [_f(r["acceptance_length"])] + [_f(x, 2) for x in rates[: self.shown_k]]
         if self.judged:
             row.append(_verdict(r))
-        row.append(printable(r["error"] or ""))
+        note = printable(r["error"] or "")
         style = "bold red" if r.get("drop_confirmed") else STATUS_STYLE[r["status"]]
-        self.rows.append((row, style))
+        self.rows.append((row, note, style))
         if self.live is not None:
             self.live.update(self._table(), refresh=True)
-        else:
-            self.console.print(self._line(row), style=style or None, highlight=False, soft_wrap=True, markup=False)
+            return
+        self.console.print(self._line(row), style=style or None, highlight=False, soft_wrap=True, markup=False)
+        if note:  # under its row, so the row keeps to the table's width
+            print_prose(self.console, note, indent=5, style=style or None)
 
     def legend(self) -> str:
         """The short headings spelled out (printed once, above the rows)."""
+        pos = f"p0–p{self.shown_k - 1}" if self.shown_k > 1 else "p0"
+        more = f" (of k={self.k}; every position in --json and --report)" if self.shown_k < self.k else ""
         text = (
-            "s: the seconds an interval spans; AL: 1 + accepted / drafts in it; pos i: the share of its drafts "
-            "whose token at position i was accepted"
+            "UTC: the poll's time; s: the seconds an interval spans (a failed poll's, until it failed); AL: 1 + "
+            f"accepted / drafts in it; {pos}, pos i: the share of its drafts whose token at position i was accepted"
+            f"{more}; no-spec: answered without speculative-decoding metrics"
         )
-        judged = "; vs ref: its AL against the drop threshold, ok or below (DROP: a drop confirmed)"
+        judged = "; ref: its AL against the drop threshold, ok or below (DROP: a drop confirmed; –: not judged)"
         return text + (judged if self.judged else "")
 
     def __enter__(self) -> IntervalTable:
@@ -120,7 +138,7 @@ class IntervalTable(AbstractContextManager):
             self.live.stop()
 
 
-def print_summary(report: dict, console: Console) -> None:
+def print_summary(report: dict, console: Console, report_path: str | None = None) -> None:
     o, c = report["overall"], report["status_counts"]
     extra = ", ".join(f"{n} {s}" for s, n in c.items() if n and s != "ok")
     console.print(
@@ -134,9 +152,32 @@ def print_summary(report: dict, console: Console) -> None:
         console.print(f"[{style}]{f['severity']:<7}[/] [bold]{f['code']}[/]  {escape(f['subject'])}", highlight=False)
         print_prose(console, f["message"], indent=8)
         print_prose(console, f"fix: {f['hint']}", indent=8, style="dim")
-    if report["reference"]:
-        verdict = "[bold green]OK[/]: no AL drop" if report["passed"] else "[bold red]FAILED[/]: AL drop"
-        console.print(f"{verdict} ({report['num_judged']} interval(s) judged)", highlight=False)
+    if report_path:
+        console.print(f"report: {report_path}", highlight=False)
+    console.print(verdict_line(report), highlight=False)  # last: the line that agrees with the exit code
+
+
+def verdict_line(report: dict) -> str:
+    """The last line: what the watch found, in the words its exit code means (docs/watch.md §4)."""
+    verdict, n = report["verdict"], report["num_intervals"]
+    if verdict == "drop":
+        return f"[bold red]FAILED[/]: AL drop ({report['num_judged']} interval(s) judged)"
+    if verdict == "no_reading":
+        c = report["status_counts"]
+        why = "server unreachable" if c["unreachable"] else "no speculative-decoding metrics"
+        if not n:
+            why = "no poll in the time given"
+        elif c["unreachable"] and c["no_spec_metrics"]:
+            why = "server unreachable or without speculative-decoding metrics"
+        return f"[bold red]FAILED[/]: no reading in {n} poll(s) ({why})"
+    if verdict == "inconclusive":
+        return (
+            f"[bold yellow]INCONCLUSIVE[/]: no interval reached {report['reference']['min_drafts']} drafts "
+            "(sample too small to judge)"
+        )
+    if verdict == "ok":
+        return f"[bold green]OK[/]: no AL drop ({report['num_judged']} interval(s) judged)"
+    return f"read {n} interval(s); AL not judged (no --reference-report)"
 
 
 class WatchDisplay:
@@ -144,14 +185,14 @@ class WatchDisplay:
     ``as_json``) one JSON line per reading and the summary as the last line. ``start`` and ``reading`` are
     :func:`~eaglehub.watch.run.run_watch`'s callbacks; ``close`` ends the live table (also on an error)."""
 
-    def __init__(self, console: Console, as_json: bool):
-        self.console, self.as_json = console, as_json
+    def __init__(self, console: Console, as_json: bool, count: int | None = None):
+        self.console, self.as_json, self.count = console, as_json, count
         self.table: IntervalTable | None = None
 
     def start(self, head: dict) -> None:
         if self.as_json:
             return
-        print_head(head, self.console)
+        print_head(head, self.console, self.count)
         self.table = IntervalTable(self.console, head["num_speculative_tokens"], head["reference"] is not None)
         self.table.__enter__()
 
@@ -170,6 +211,4 @@ class WatchDisplay:
         if self.as_json:
             print(json.dumps(report), flush=True)
             return
-        print_summary(report, self.console)
-        if report_path:
-            self.console.print(f"report: {report_path}", highlight=False)
+        print_summary(report, self.console, report_path)

@@ -14,6 +14,8 @@ contains it.
 
 from __future__ import annotations
 
+import math
+import shlex
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from eaglehub import __version__
-from eaglehub.endpoint.client import EndpointClient, metrics_url, redact_url
+from eaglehub.endpoint.client import METRICS_TIMEOUT_S, EndpointClient, RequestFailed, metrics_url, redact_url
 from eaglehub.endpoint.metrics import ServerSpecMetrics
 from eaglehub.errors import EndpointError
 from eaglehub.findings import Finding, count_by_severity, finding
@@ -34,6 +36,14 @@ from eaglehub.watch.reference import ReferenceAL, choose_reference
 REPORT_VERSION = 1
 INTERVAL_SCHEMA = "watch-interval"
 REPORT_SCHEMA = "watch-report"
+MIN_POLL_TIMEOUT_S = 0.2
+"""The least time a poll is given, even at the very end of --duration."""
+
+
+def _watch_error(exc: EndpointError, shown_metrics: str) -> str:
+    """A poll's failure as a reading's note: without the URL (the head names the server once, and the note
+    then fits a line) and without the client's hint, which names other verbs' options."""
+    return exc.message.replace(f"GET {shown_metrics}", "GET /metrics", 1)
 
 
 @dataclass(frozen=True)
@@ -76,13 +86,22 @@ class Watch:
         self.started: float | None = None
         self.first: ServerSpecMetrics | None = None
         self.stopped = "duration"
+        self.shown = redact_url(metrics_url(opts.endpoint))
 
-    def _poll(self) -> Poll:
+    def _poll(self, deadline: float) -> Poll:
+        """One poll, given no more than the time left before ``deadline``: a poll in flight at the end of
+        ``--duration`` must not hold the watch for the full :data:`METRICS_TIMEOUT_S`."""
         now = self.clock()
+        timeout = min(METRICS_TIMEOUT_S, max(deadline - now, MIN_POLL_TIMEOUT_S))
         try:
-            return Poll(now, self.client.metrics())
+            return Poll(now, self.client.metrics(timeout=timeout))
         except EndpointError as exc:
-            return Poll(now, error=str(exc))
+            error = _watch_error(exc, self.shown)
+            if isinstance(exc, RequestFailed) and exc.kind == "timeout" and timeout < METRICS_TIMEOUT_S:
+                error = f"GET /metrics: no answer in the {timeout:.1f} s left of --duration"
+            # a failed poll's interval runs until the failure was known: a poll that waited 10 s for a hung
+            # server spans those 10 s, not the 2 s of the schedule
+            return Poll(self.clock(), error=error)
 
     def start(self) -> dict:
         """Take the baseline poll and choose the reference; returns what the watch is about (the
@@ -94,7 +113,15 @@ class Watch:
         """
         shown = redact_url(metrics_url(self.opts.endpoint))
         first = self.clock()
-        metrics = self.client.metrics()  # raises EndpointError: nothing to watch
+        try:
+            metrics = self.client.metrics()
+        except RequestFailed as exc:
+            # nothing to watch; the client's own hint names verify's options (--timeout, --concurrency)
+            if exc.kind == "timeout":
+                raise EndpointError(
+                    exc.message, hint=f"check that the server answers within 10 s: `curl -m 10 {shown}`"
+                ) from exc
+            raise
         if metrics is None:
             raise EndpointError(
                 f"{shown} has no speculative-decoding metrics (no vllm:spec_decode_* or sglang:spec_accept_*)",
@@ -137,24 +164,27 @@ class Watch:
     def readings_iter(self) -> Iterator[dict]:
         """Yield each reading as it is taken (schema-checked); :meth:`start` first."""
         assert self.intervals is not None and self.started is not None, "start() first"
-        i = 0
+        # --duration bounds wall-clock time, not a number of polls: a poll that waited on a hung server
+        # moves the schedule on to the next slot still ahead, and the last poll gets only the time left
+        deadline = self.started + self.opts.duration + 1e-9
+        slot = 0
         while True:
-            i += 1
-            due = self.started + i * self.opts.interval
-            if due > self.started + self.opts.duration + 1e-9:
+            slot = max(slot + 1, math.floor((self.clock() - self.started) / self.opts.interval) + 1)
+            due = self.started + slot * self.opts.interval
+            if due > deadline:
                 self.stopped = "duration"
                 return
             wait = due - self.clock()
             if wait > 0:
                 self.sleep(wait)
-            reading = self.intervals.add(self._poll())
+            reading = self.intervals.add(self._poll(deadline))
             check_output(reading, INTERVAL_SCHEMA, "watch interval")
             self.readings.append(reading)
             yield reading
             if self.opts.stop_on_drop and reading.get("drop_confirmed"):
                 self.stopped = "drop"
                 return
-            if self.opts.count is not None and i >= self.opts.count:
+            if self.opts.count is not None and len(self.readings) >= self.opts.count:
                 self.stopped = "count"
                 return
 
@@ -186,10 +216,24 @@ class Watch:
             "intervals": self.readings,
             "findings": [f.as_dict() for f in findings],
             "finding_counts": count_by_severity(findings),
-            "passed": not any(f.severity == "error" for f in findings),
+            "verdict": self._verdict(findings),
         }
+        # nothing judged is not a pass: the verdict, the final line and the exit code say the same
+        report["passed"] = report["verdict"] in ("ok", "not_judged")
         check_output(report, REPORT_SCHEMA, "watch report")
         return report
+
+    def _verdict(self, findings: list[Finding]) -> str:
+        """``drop`` (E-WATCH-AL-DROP), ``no_reading`` (E-WATCH-NO-READING), ``inconclusive`` (a reference but
+        no interval judged), ``ok`` (intervals judged, no drop) or ``not_judged`` (no reference)."""
+        codes = {f.code for f in findings}
+        if "E-WATCH-AL-DROP" in codes:
+            return "drop"
+        if "E-WATCH-NO-READING" in codes:
+            return "no_reading"
+        if self.reference is None:
+            return "not_judged"
+        return "ok" if any(r.get("judged") for r in self.readings) else "inconclusive"
 
     def _findings(self) -> list[Finding]:
         out = []
@@ -217,7 +261,17 @@ class Watch:
                 )
             )
         failed = [r for r in self.readings if r["status"] in ("unreachable", "no_spec_metrics")]
-        if failed:
+        if len(failed) == len(self.readings) and (failed or self.stopped != "interrupted"):
+            last = f"; last: {failed[-1]['error']}" if failed else ""
+            out.append(
+                finding(
+                    "E-WATCH-NO-READING",
+                    f"{len(failed)} poll(s)",
+                    f"no poll after the baseline read the server's counters: nothing was measured{last}",
+                    hint=f"check that the server is up and answers in time: `curl -m 10 {self.shown}`",
+                )
+            )
+        elif failed:
             out.append(
                 finding(
                     "W-WATCH-UNREACHABLE",
@@ -225,7 +279,30 @@ class Watch:
                     f"{len(failed)} of {len(self.readings)} polls read no counters; last: {failed[-1]['error']}",
                 )
             )
+        if judge is not None and self.readings and not any(r.get("judged") for r in self.readings):
+            if len(failed) < len(self.readings):
+                most = max((r["num_drafts"] for r in self.readings if r["status"] == "ok"), default=0)
+                out.append(
+                    finding(
+                        "W-WATCH-NOT-JUDGED",
+                        f"{len(self.readings)} interval(s)",
+                        f"no interval reached {judge.min_drafts} drafts (the most: {most}): the sample is too small "
+                        "to judge the AL against the reference",
+                        hint=self._longer_watch(most, judge),
+                    )
+                )
         return out
+
+    def _longer_watch(self, most: int, judge: Judge) -> str:
+        """The command that would judge: intervals long enough for ``min_drafts`` at the rate seen (with a
+        fifth to spare), over ``patience + 1`` of them."""
+        o = self.opts
+        base = f"eaglehub watch --endpoint {shlex.quote(redact_url(o.endpoint))} --reference-report {shlex.quote(str(o.reference_report))}"
+        if most == 0:
+            return f"the server drafted nothing while watched: watch it under traffic: {base}"
+        interval = math.ceil(o.interval * judge.min_drafts / most * 1.2)
+        duration = max(math.ceil(o.duration), interval * (judge.patience + 1))
+        return f"{base} --interval {interval} --duration {duration}"
 
     def close(self) -> None:
         self.client.close()
