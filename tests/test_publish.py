@@ -89,7 +89,9 @@ def test_publish_opens_a_pull_request_whose_files_download_back_byte_identical(v
     assert {"speculative-decoding", "eagle3", "draft-model"} <= set(card.data.tags)
     assert "| **this drafter** | 4 / 4 token-identical | 2.100 | 0.700 / 0.300 / 0.100 |" in card.text
     assert "| math | 2.500 |" in card.text and "| coding | 1.500 |" in card.text
-    assert "vllm serve target8 --speculative-config " in card.text and str(tmp_path) not in card.text
+    # a local target is no Hub id: the line takes $TARGET (never the directory's name), the words say to set it
+    assert 'vllm serve "${TARGET:?' in card.text and "vllm serve target8" not in card.text
+    assert str(tmp_path) not in card.text
     assert card.data.base_model is None and "pass --base-model" not in card.text
     assert '"model": "org/tiny"' in card.text and 'num_speculative_tokens": 3' in card.text
     assert "`[2, 4, 5]` via `eagle_aux_hidden_state_layer_ids` (C-in" in card.text
@@ -548,3 +550,37 @@ def test_offline_hints_carry_hf_hub_offline(verified, fake_hub, hf_env, monkeypa
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     res = publish(fake_hub, make_drafter("unverified", seed=5), "--dry-run")
     assert res.exit_code == 1 and "fix it and run `HF_HUB_OFFLINE=1 eaglehub verify --target" in res.stderr
+
+
+def test_the_card_serve_line_never_holds_a_placeholder_target(verified, fake_hub, hf_env, tmp_path, make_drafter):
+    """A target that is not a Hub id (a local directory, or none found) gives no ``vllm serve 'the target'`` /
+    ``vllm serve target8``: the words say to set TARGET, and the line, pasted as printed, stops the shell with
+    that message while TARGET is unset and serves TARGET once it is set."""
+    import re
+    import subprocess
+
+    def serve_block(src):
+        res = publish(fake_hub, src, "--force", "--dry-run", "--json")
+        assert res.exit_code == 0, res.output
+        text = ModelCard(json.loads(res.stdout)["card"]["text"]).text
+        section = text[text.index("## Use with vLLM") :].split("\n## ")[0]
+        (block,) = re.findall(r"```bash\n(.*?)\n```", section, re.S)
+        return section, block
+
+    for src in (tmp_path / "dead", make_drafter("other", seed=3)):  # a local target8; no report, no target
+        section, line = serve_block(src)
+        assert "the target'" not in line and "target8" not in line and "vllm serve" in line
+        assert "set `TARGET` to the id or local path of the target this drafter was trained for" in section
+        unset = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+        assert unset.returncode != 0 and "set TARGET to the Hub id or path of the target model" in unset.stderr
+        shown = subprocess.run(
+            ["bash", "-c", 'vllm() { printf "%s\\n" "$@"; }; ' + line],
+            capture_output=True,
+            text=True,
+            env={"PATH": "/usr/bin:/bin", "TARGET": "org/base"},
+        )
+        assert shown.returncode == 0 and shown.stdout.splitlines()[:2] == ["serve", "org/base"], shown
+    # a Hub id is written as the target, no variable
+    res = publish(fake_hub, tmp_path / "dead", "--force", "--dry-run", "--json", "--base-model", "org/base")
+    text = ModelCard(json.loads(res.stdout)["card"]["text"]).text
+    assert "vllm serve org/base --speculative-config" in text and "TARGET" not in text

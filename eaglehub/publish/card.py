@@ -15,6 +15,7 @@ provenance, the quantization config), the validation result, and ``--force`` whe
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 from eaglehub.constants import VERIFY_FILE
@@ -249,10 +250,17 @@ def _profiles_words(checked: list[dict]) -> str:
     return " for " + "; ".join(f"{p['title']} (`{p['id']}`)" for p in checked)
 
 
-def _serve_section(target_shown: str, repo_id: str, k: int, checked: list[dict]) -> list[str]:
+def _serve_section(
+    base_model: str | None, target_shown: str | None, repo_id: str, k: int, checked: list[dict]
+) -> list[str]:
     """The ``vllm serve`` line for the first vLLM profile the gate checked, written for that release (its runner's
     environment, only what it accepts: :mod:`eaglehub.engines.release`); when only SGLang was checked, the line
-    says it was not checked for vLLM."""
+    says it was not checked for vLLM.
+
+    The line names the target by its Hub id (``base_model``) only: a local directory's name or no target at all
+    is nothing a reader can serve, and a line that reads ``vllm serve 'the target'`` fails when pasted. Without
+    the id the line takes ``$TARGET``, which the words above it say to set, and which stops the shell with that
+    message when it is not set."""
     from eaglehub.engines.release import Release
     from eaglehub.profiles import resolve
 
@@ -263,7 +271,20 @@ def _serve_section(target_shown: str, repo_id: str, k: int, checked: list[dict])
         lines += [f"*Not checked for vLLM: the checks below are for {'; '.join(p['title'] for p in checked)}.*", ""]
     elif vllm is not None:
         lines += [f"For {vllm['title']}:", ""]
-    return lines + ["```bash", serve_command(target_shown, repo_id, k, release=release), "```", ""]
+    if base_model:
+        return lines + ["```bash", serve_command(base_model, repo_id, k, release=release), "```", ""]
+    known = f" (the checks ran against `{target_shown}`, not a Hub id)" if target_shown else ""
+    lines += [
+        f"The target's Hugging Face Hub id is not known to this card{known}: set `TARGET` to the id or local path "
+        "of the target this drafter was trained for, then run:",
+        "",
+    ]
+    line = serve_command(_TARGET_VAR, repo_id, k, release=release)
+    return lines + ["```bash", line.replace(shlex.quote(_TARGET_VAR), f'"{_TARGET_VAR}"'), "```", ""]
+
+
+#: the serve line's target when the card does not know its Hub id: an unset TARGET stops the shell with this word
+_TARGET_VAR = "${TARGET:?set TARGET to the Hub id or path of the target model}"
 
 
 def _conversion_words(provenance: dict) -> str:
@@ -279,7 +300,7 @@ def build_card(
     *,
     repo_id: str,
     base_model: str | None,
-    target_spec: str,
+    target_spec: str | None,
     k: int,
     inspect: dict,
     config: dict,
@@ -317,18 +338,19 @@ def build_card(
     )
     name = repo_id.split("/")[-1]
     # a local target directory by its name only: the card must not leak machine paths
-    target_shown = base_model or (Path(target_spec).name if Path(target_spec).is_dir() else target_spec)
+    local = Path(target_spec).name if target_spec and Path(target_spec).is_dir() else target_spec
+    target_shown = base_model or local
     lines = [f"# {name}", ""]
     if forced:  # first thing a reader sees: the figures below were not (all) checked
         lines += ["> **Published with `--force`** despite: " + "; ".join(forced), ""]
     checked = validate_report.get("profiles") or []
     lines += [
         f"An EAGLE-{inspect['eagle_version']} speculative-decoding drafter for "
-        f"{f'[{base_model}](https://huggingface.co/{base_model})' if base_model else f'`{target_shown}`'}: a small head that "
+        f"{f'[{base_model}](https://huggingface.co/{base_model})' if base_model else (f'`{target_shown}`' if target_shown else 'its target model')}: a small head that "
         "reads the target's hidden states and proposes draft tokens the target verifies, so the output "
         "is the target's own.",
         "",
-        *_serve_section(target_shown, repo_id, k, checked),
+        *_serve_section(base_model, target_shown, repo_id, k, checked),
     ]
     if entry is not None and report is not None:
         lines += _verify_section(entry, report, others)

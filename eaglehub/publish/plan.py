@@ -312,7 +312,7 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
     card = build_card(
         repo_id=opts.repo,
         base_model=base_model,
-        target_spec=gate["target"] or "the target",
+        target_spec=gate["target"],
         k=k,
         inspect=inspect,
         config=config,
