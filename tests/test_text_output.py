@@ -467,6 +467,59 @@ def test_speedup_headings_are_defined():
     assert "conc. 1: 1 prompt in 1 batch, 16 output tokens" in " ".join(text.split())
 
 
+def _headings(text: str) -> list[list[str]]:
+    """Each boxed table's column headings in ``text`` (the cells between its top rule and the rule under its
+    header, a column's lines joined): an untitled column is an empty heading."""
+    tables, lines = [], text.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("┏"):
+            end = next(j for j in range(i, len(lines)) if lines[j].startswith("┡"))
+            cells = [row.strip("┃").split("┃") for row in lines[i + 1 : end]]
+            tables.append([" ".join(c[n].strip() for c in cells).strip() for n in range(len(cells[0]))])
+    return tables
+
+
+def test_probe_tables_title_every_column():
+    """probe's table per field: every column has a heading (the configured / trained marks' too), each
+    defined on the line under the tables."""
+    from eaglehub.views import probe
+    from eaglehub.views.console import TextConsole
+
+    def reading(value, label, configured, trained, al):
+        return dict(value=value, label=label, configured=configured, trained=trained, acceptance_length=al,
+                    acceptance_rate_per_position=[0.5, 0.25, 0.1], num_drafts=48)  # fmt: skip
+
+    fields = [
+        {"field": "norm_output", "config_keys": "norm_output", "verdict": "beaten",
+         "readings": [reading(True, "final norm on", False, True, 1.85), reading(False, "off", True, False, 1.2)]},
+        {"field": "aux_layer_ids", "config_keys": "eagle_aux_hidden_state_layer_ids", "verdict": "inconclusive",
+         "readings": [reading([1, 14, 27], "as stored", True, True, 1.8), reading([2, 15, 28], "+1", False, False, 1.7)]},
+    ]  # fmt: skip
+    report = {
+        "drafter": "d", "target": "t", "format": "vllm", "num_speculative_tokens": 3, "readings_measured": 4,
+        "prompts": {"count": 6, "max_tokens": 16}, "seconds": {"total": 15.0}, "fields": fields,
+        "acceptance": {"configured": {"acceptance_length": 1.2}, "trained": {"acceptance_length": 1.85}},
+        "settings": {"norm_output": True}, "findings": [], "counts": {"error": 0, "warning": 0, "info": 0},
+        "passed": False, "verdict": "beaten", "written": None,
+    }  # fmt: skip
+    console = TextConsole(width=WIDTH, file=io.StringIO())
+    probe.render_report(report, console)
+    text = console.file.getvalue()
+    check(text)
+    tables = _headings(text)
+    assert len(tables) == 2 and all(all(tables_heading for tables_heading in t) for t in tables), tables
+    assert tables[0][:2] == ["reading", "status"]
+    flat = " ".join(text.split())
+    # one word a cell, a row a line: the status and the rates per position whole on each reading's line
+    assert [line.split("│")[2].strip() for line in text.splitlines() if "0.50/0.25/0.10" in line] == [
+        "trained",
+        "configured",
+        "configured,kept",
+        "—",
+    ]
+    assert "status: configured = the reading the config gives; trained = " in flat
+
+
 # --- progress on stderr, a plain line per step, off a terminal -----------------------------------------
 
 

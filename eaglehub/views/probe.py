@@ -8,7 +8,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from eaglehub.views.common import print_report_findings, printable_report, titled_table
+from eaglehub.views.common import print_prose, print_report_findings, printable_report, titled_table
 from eaglehub.views.plots import save_figure, stamp_text
 
 
@@ -17,7 +17,14 @@ def _value(v) -> str:
 
 
 def _rate(rates: list) -> str:
-    return " / ".join("-" if r is None else f"{r:.2f}" for r in rates)
+    return "/".join("-" if r is None else f"{r:.2f}" for r in rates)
+
+
+PROBE_LEGEND = (
+    "status: configured = the reading the config gives; trained = the one the weights were trained for (the "
+    "best, at 95 % confidence); kept = the configured one, kept where the sample cannot decide. "
+    "AL: 1 + accepted / drafts; rate per position: the share of drafts accepted at each position"
+)
 
 
 def render_report(report: dict, console: Console) -> None:
@@ -36,22 +43,25 @@ def render_report(report: dict, console: Console) -> None:
     for f in report["fields"]:
         t = titled_table(
             f"{f['field']} ({f['config_keys']}): {f['verdict']}",
-            ["reading", "", "AL", "rate per position", "drafts"],
+            ["reading", "status", "AL", "rate per position", "drafts"],
             "numbers",
         )
         for r in f["readings"]:
             # an inconclusive field names no trained reading
-            chosen = "← trained" if f["verdict"] != "inconclusive" else "← kept (undecided)"
-            mark = ("configured " if r["configured"] else "") + (chosen if r["trained"] else "")
+            chosen = "trained" if f["verdict"] != "inconclusive" else "kept"
+            # one word a cell (configured,trained), so a row stays one line at 80 columns
+            mark = ",".join((["configured"] if r["configured"] else []) + ([chosen] if r["trained"] else []))
             al = r["acceptance_length"]
             t.add_row(
                 f"{escape(_value(r['value']))}  [dim]{escape(r['label'])}[/]",
-                mark.strip(),
+                mark or "—",
                 "-" if al is None else f"{al:.3f}",
                 _rate(r["acceptance_rate_per_position"]),
                 str(r["num_drafts"]),
             )
         console.print(t)
+    if report["fields"]:
+        print_prose(console, PROBE_LEGEND, style="dim")
     a = report["acceptance"]
     changed = f"; with the trained readings {a['trained']['acceptance_length'] or 1:.3f}" if report["settings"] else ""
     console.print(f"AL as configured {a['configured']['acceptance_length'] or 1:.3f}{changed}", highlight=False)
