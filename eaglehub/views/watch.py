@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 from contextlib import AbstractContextManager
 
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from eaglehub.findings import printable
@@ -22,6 +21,7 @@ STATUS_SHOWN = {"no_spec_metrics": "no-spec"}
 LEFT = ("UTC", "status", "ref")
 WIDTH = {"#": 3, "UTC": 8, "s": 5, "status": 11, "drafts": 6, "AL": 5, "ref": 5}
 POS_WIDTH = 4
+NOTE_INDENT = 5
 LIVE_ROWS = 40
 """Rows kept in the live table (the newest); the JSON lines and the report keep every interval."""
 
@@ -88,13 +88,15 @@ class IntervalTable(AbstractContextManager):
             out.append(cell.ljust(width) if col in LEFT else cell.rjust(width))
         return "  ".join(out).rstrip()
 
-    def _table(self) -> Table:
-        table = Table(show_edge=False, pad_edge=False)
-        for c in self._columns() + ["note"]:
-            table.add_column(c, justify="left" if c in LEFT + ("note",) else "right")
+    def _table(self) -> Group:
+        """The live view: the same lines as a log gets (a rich Table would squeeze a note into a narrow
+        column), the newest :data:`LIVE_ROWS` rows."""
+        lines = [Text(self._line(self._columns()), style="bold")]
         for row, note, style in self.rows[-LIVE_ROWS:]:
-            table.add_row(*(Text(c) for c in row + [note]), style=style)
-        return table
+            lines.append(Text(self._line(row), style=style))
+            if note:
+                lines.append(Text(" " * NOTE_INDENT + note, style=style))
+        return Group(*lines)
 
     def add(self, r: dict) -> None:
         rates = list(r["acceptance_rate_per_position"]) + [None] * self.k
@@ -111,7 +113,7 @@ class IntervalTable(AbstractContextManager):
             return
         self.console.print(self._line(row), style=style or None, highlight=False, soft_wrap=True, markup=False)
         if note:  # under its row, so the row keeps to the table's width
-            print_prose(self.console, note, indent=5, style=style or None)
+            print_prose(self.console, note, indent=NOTE_INDENT, style=style or None)
 
     def legend(self) -> str:
         """The short headings spelled out (printed once, above the rows)."""
