@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import click
+import numpy as np
 import pytest
 from click.testing import CliRunner
 from helpers.paths import FIXTURE, ROOT
@@ -253,6 +254,54 @@ def test_convert_to_31_at_80_columns(drafter, tmp_path):
     assert code in (0, 1, 2)
     check(out)
     check(err)  # a refusal too: its error line and its hint's command whole
+
+
+def _sparse_8b_drafter(path: Path) -> Path:
+    """The fixture drafter at Llama-3.1-8B's sizes (H 4096, I 14336, draft vocabulary 32,000 of 128,256), bfloat16:
+    its config and a safetensors header with those shapes over a sparse file (no bytes written, 0.8 GB long)."""
+    scale = {576: 4096, 1536: 14336, 1728: 12288, 8192: 32000, 49152: 128256, 1152: 8192, 192: 1024}
+    cfg = json.loads((FIXTURE / "config.json").read_text())
+    cfg.update(hidden_size=4096, target_hidden_size=4096, num_attention_heads=32, num_key_value_heads=8)
+    cfg.update(head_dim=128, intermediate_size=14336, vocab_size=128256, draft_vocab_size=32000)
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(cfg))
+    with (FIXTURE / "model.safetensors").open("rb") as fh:
+        (n,) = struct.unpack("<Q", fh.read(8))
+        header = {k: v for k, v in json.loads(fh.read(n)).items() if k != "__metadata__"}
+    out, offset = {}, 0
+    for name, t in header.items():
+        dtype, itemsize = {"F16": ("BF16", 2), "I64": ("I64", 8), "BOOL": ("BOOL", 1)}[t["dtype"]]
+        shape = [scale.get(d, d) for d in t["shape"]]
+        size = itemsize * int(np.prod(shape))
+        out[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    raw = json.dumps(out).encode()
+    raw += b" " * (-len(raw) % 8)
+    with (path / "model.safetensors").open("wb") as fh:
+        fh.write(struct.pack("<Q", len(raw)) + raw)
+        fh.truncate(8 + len(raw) + offset)
+    return path
+
+
+def test_inspect_rows_stay_one_line_at_8b_sizes(tmp_path):
+    """inspect of a drafter with an 8B target's shapes, bfloat16: each tensor's row one line (its shape and size
+    one word each, ``4096×12288`` and ``96M``), the size's units defined under the table."""
+    drafter = _sparse_8b_drafter(tmp_path / "llama-8b-drafter")
+    out, _, code = run80("inspect", drafter)
+    assert code == 0, out
+    check(out, tensor_names(drafter))
+    tensors = json.loads(run80("inspect", drafter, "--json")[0])["tensors"]
+    rows = [line for line in out.splitlines() if "│" in line]
+    assert len(rows) == len(tensors) == 15, out
+    by_name = {row.split()[0]: row.split("│") for row in rows}
+    for t in tensors:
+        _, shape, dtype, size = (cell.strip() for cell in by_name[t["stored_name"]])
+        assert shape == "×".join(map(str, t["shape"])) and dtype == t["dtype"]
+        assert size[-1] in "BKMG" and float(size[:-1]) * 1024 ** "BKMG".index(size[-1]) == pytest.approx(
+            t["bytes"], rel=0.06
+        )
+    assert [cell.strip() for cell in by_name["fc.weight"][1:]] == ["4096×12288", "bfloat16", "96M"]
+    assert "size: B = bytes, K = KiB, M = MiB, G = GiB" in out
 
 
 def test_quantize_and_convert_write_at_80_columns(tmp_path):

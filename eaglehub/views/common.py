@@ -183,6 +183,17 @@ def human_size(n: float) -> str:
     return str(n)
 
 
+def short_size(n: float) -> str:
+    """``n`` bytes as one short word: ``128B``, ``1.1K``, ``432K``, ``1.9M``, ``250M`` (K, M, G: KiB, MiB, GiB)."""
+    if n < 1024:
+        return f"{n:.0f}B"
+    for unit in ("K", "M", "G"):
+        n /= 1024
+        if n < 1024 or unit == "G":
+            break
+    return f"{n:.1f}{unit}" if n < 9.95 else f"{n:.0f}{unit}"
+
+
 def print_inspect(report: dict, console: Console) -> None:
     report = printable_report(report)
     d, v, a = report["dims"], report["vocab"], report["aux"]
@@ -227,11 +238,13 @@ def print_inspect(report: dict, console: Console) -> None:
     if report["stripped_prefix"]:
         console.print(f"names stored with prefix {report['stripped_prefix']!r} (read without it)", highlight=False)
     # the names as the file stores them (layers.0.* where the producer wrote that), in the file's order of names
+    # shapes and sizes one word each (576×1536, 1.9M): a row stays one line at 80 columns whatever the shapes
     rows = [
-        [t["stored_name"], str(t["shape"]), escape(t["dtype"]), human_size(t["bytes"])]
+        [t["stored_name"], "×".join(map(str, t["shape"])) or "scalar", escape(t["dtype"]), short_size(t["bytes"])]
         for t in sorted(report["tensors"], key=lambda t: t["stored_name"])
     ]
     console.print(names_table(console, ["tensor", "shape", "dtype", "size"], rows, right=("size",), show_edge=False))
+    console.print("size: B = bytes, K = KiB, M = MiB, G = GiB", highlight=False)
     console.print(f"{report['parameters']:,} parameters, {human_size(report['bytes'])}", highlight=False)
 
 
