@@ -6,6 +6,7 @@ from __future__ import annotations
 def render_report(report: dict, console) -> None:
     """The plan or result as a rich table: one row per tensor (action, reason, bytes), then the totals."""
     from eaglehub.views.common import names_table
+    from eaglehub.views.common import short_size as size
 
     head = "would quantize" if report["dry_run"] else "quantized"
     console.print(
@@ -18,13 +19,6 @@ def render_report(report: dict, console) -> None:
     # prose in a sixth column leaves the names too little of 80 columns
     reasons = list(dict.fromkeys(t["reason"] for t in report["tensors"]))
     rows = []
-
-    def size(n: int) -> str:  # one short word per cell, so a row stays one line at 80 columns
-        for unit in ("", "K", "M", "G"):
-            if n < 1024 or unit == "G":
-                return f"{n:.3g}{unit}" if unit else f"{n}B"
-            n /= 1024  # type: ignore[assignment]
-        raise AssertionError  # the loop returns at G
 
     for t in report["tensors"]:
         quantized = t["action"] == "quantized"
