@@ -322,7 +322,7 @@ def test_names_table_keeps_the_ends_that_differ():
     """Narrower than the names: each loses its middle, keeps an end no other has; where only the start
     differs, no cut keeps them apart and they are shown whole (folded), never made to look the same."""
 
-    from eaglehub.views.common import fit_names, names_table
+    from eaglehub.views.tables import fit_names, names_table
 
     names = tensor_names(FIXTURE)
     from eaglehub.views.console import TextConsole

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from eaglehub.views.common import human_size, names_table
+from eaglehub.views.common import human_size
+from eaglehub.views.tables import names_table
 
 
 def claim_text(claim: dict) -> str:

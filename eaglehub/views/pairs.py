@@ -14,10 +14,10 @@ if TYPE_CHECKING:
 def summary_table(summary: dict, console):
     """A rich Table, one row per pair: target, drafter, k, lossless (matched/total), AL, acceptance
     rate per position (unconditional), passed, report path; the paths keep their distinguishing ends
-    at any width (:func:`eaglehub.views.common.names_table`)."""
+    at any width (:func:`eaglehub.views.tables.names_table`)."""
     from rich.markup import escape
 
-    from eaglehub.views.common import names_table
+    from eaglehub.views.tables import names_table
     from eaglehub.views.verify import fmt_number, rates_text
 
     columns = ["target", "drafter", "k", "lossless", "AL", "rate per position", "passed", "report"]

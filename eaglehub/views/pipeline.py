@@ -10,7 +10,7 @@ def render_summary(summary: dict, console) -> None:
     from rich.markup import escape
     from rich.text import Text
 
-    from eaglehub.views.common import names_table
+    from eaglehub.views.tables import names_table
 
     rows, published = [], []
     style = {"ok": "[green]ok[/]", "failed": "[red]failed[/]", "skipped": "[dim]skipped[/]"}

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 def render_report(report: dict, console) -> None:
     """The plan or result as a rich table: one row per tensor (action, reason, bytes), then the totals."""
-    from eaglehub.views.common import names_table
     from eaglehub.views.common import short_size as size
+    from eaglehub.views.tables import names_table
 
     head = "would quantize" if report["dry_run"] else "quantized"
     console.print(

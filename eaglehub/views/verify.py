@@ -13,7 +13,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from eaglehub.views.common import names_table, print_prose, titled_table
+from eaglehub.views.common import print_prose, titled_table
+from eaglehub.views.tables import names_table
 
 
 def fmt_number(x: float | None, digits: int = 3) -> str:
