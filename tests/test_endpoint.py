@@ -235,3 +235,15 @@ def test_long_context_prompts_reach_the_endpoint_as_token_ids(tmp_path):
         main, ["verify", "--endpoint", served.url, "--baseline-endpoint", target.url, "--context", "1k"]
     )
     assert res.exit_code == 2 and "--context pads token-id prompts" in res.output, res.output
+
+
+def test_servers_given_as_host_port_are_http_and_other_schemes_are_refused(tmp_path):
+    """As watch: ``host:port`` is http://host:port (as curl reads it), for --endpoint and --baseline-endpoint;
+    another scheme is a usage error whose hint is the option as it should read."""
+    with FakeServer("ok") as served, FakeServer("nospec") as target:
+        bare = served.url.removeprefix("http://")
+        res, report = _verify(bare + "/v1", target.url.removeprefix("http://"), tmp_path=tmp_path)
+        bad = CliRunner().invoke(main, ["verify", "--endpoint", f"ftp://{bare}", "--baseline-endpoint", target.url])
+    assert res.exit_code == 0, res.output
+    assert report["endpoint"]["url"].startswith(served.url) and report["drafters"][0]["lossless"]
+    assert bad.exit_code == 2 and f"hint: eaglehub verify --endpoint http://{bare}\n" in bad.output, bad.output

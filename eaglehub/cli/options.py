@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from eaglehub.cli.paths import output_path
+from eaglehub.cli.paths import output_path, server_url
 from eaglehub.constants import DEFAULT_DTYPE, DEFAULT_K, DEFAULT_MAX_TOKENS, DTYPES
 from eaglehub.measure.acceptance import DEFAULT_AL_TOLERANCE
 
@@ -166,7 +166,7 @@ def hub_endpoint_option() -> Decorator:
 
 def endpoint_url_option(required: bool, help: str) -> Decorator:
     """``--endpoint URL``: a running OpenAI-compatible server, its root or its ``/v1`` base."""
-    return click.option("--endpoint", required=required, default=None, metavar="URL", help=help)
+    return click.option("--endpoint", required=required, default=None, metavar="URL", callback=server_url, help=help)
 
 
 def api_key_option(help: str) -> Decorator:

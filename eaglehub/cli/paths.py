@@ -1,7 +1,8 @@
-"""Output paths refused while the options are parsed, before any model, engine or download starts."""
+"""Output paths and server URLs checked while the options are parsed, before any model, engine or download starts."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -30,3 +31,22 @@ def output_path(kind: str = "file") -> Callable[[click.Context, click.Parameter,
         return value
 
     return check
+
+
+def server_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A server given as host:port (no scheme) is taken as http://host:port, as curl does; any scheme but
+    http and https is refused (exit 2) with the option as it should read."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    value = value.strip()
+    if "://" not in value:
+        return "http://" + value
+    scheme, rest = value.split("://", 1)
+    if scheme.lower() not in ("http", "https"):
+        flag = param.opts[0] if param.opts else "--endpoint"
+        error = click.BadParameter(
+            f"{value}: eaglehub reads a vLLM or SGLang server over http or https, not {scheme}", ctx=ctx, param=param
+        )
+        error.hint = f"eaglehub {ctx.info_name} {flag} {shlex.quote('http://' + rest)}"  # type: ignore[attr-defined]
+        raise error
+    return value

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from eaglehub.cli.options import api_key_option, endpoint_url_option, stack
+from eaglehub.cli.paths import server_url
 from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
 
 endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
@@ -19,6 +20,7 @@ endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
         "--baseline-endpoint",
         default=None,
         metavar="URL",
+        callback=server_url,
         help="With --endpoint: the target served alone, the greedy baseline (default: a local run of --target).",
     ),
     click.option(

@@ -16,24 +16,9 @@ from eaglehub.cli.options import (
     report_option,
 )
 from eaglehub.cli.output import console, report_unwritten, write_outputs
+from eaglehub.cli.paths import server_url
 from eaglehub.errors import UsageError
 from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
-
-
-def _endpoint_url(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """A server given as host:port (no scheme) is taken as http://host:port, as curl does; any scheme but
-    http and https is refused (exit 2) with the corrected command."""
-    value = value.strip()
-    if "://" not in value:
-        return "http://" + value
-    scheme = value.split("://", 1)[0].lower()
-    if scheme not in ("http", "https"):
-        rest = value.split("://", 1)[1]
-        raise click.BadParameter(
-            f"{value!s}: watch reads a vLLM or SGLang server over http or https, not {scheme} "
-            f"(hint: eaglehub watch --endpoint {shlex.quote('http://' + rest)})"
-        )
-    return value
 
 
 @click.command("watch")
@@ -41,7 +26,7 @@ def _endpoint_url(ctx: click.Context, param: click.Parameter, value: str) -> str
     "--endpoint",
     required=True,
     metavar="URL",
-    callback=_endpoint_url,
+    callback=server_url,
     help="The server: http://host:port or its OpenAI base http://host:port/v1 (vLLM, SGLang; host:port alone "
     "means http://host:port); only its /metrics page is read.",
 )
