@@ -216,6 +216,19 @@ def test_serve_line_writes_local_paths_absolute(make_drafter, make_target, monke
     assert json.loads(argv[argv.index("--speculative-config") + 1])["model"] == str(drafter.absolute())
 
 
+@pytest.mark.real
+def test_serve_line_names_the_bundled_target_by_its_directory():
+    """``--target smollm2`` is eaglehub's name for the target it builds, not a Hub id vLLM knows: the serve line
+    names the directory it resolved to, as the LLM(...) arguments do."""
+    res = run(
+        "--target", "smollm2", "--drafter", str(DRAFTER), "--dry-run", "--gpus", "1", "--gpu-memory", "80", "--json"
+    )
+    assert res.exit_code == 0, res.output
+    p = json.loads(res.output)["plan"]
+    served = shlex.split(p["serve_command"])[2]
+    assert served == p["llm_kwargs"]["model"] and (Path(served) / "config.json").is_file()
+
+
 def test_without_drafter_the_line_serves_the_target_alone():
     p = plan(LLAMA, 1, 80)["plan"]
     assert "--speculative-config" not in p["serve_command"] and not p["serve_has_drafter"]

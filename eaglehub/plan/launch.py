@@ -281,8 +281,11 @@ def _plan(report, fp, drafter, chosen, target_path, k, max_model_len, max_num_se
     }
     # local paths absolute, Hub ids as given: the line pastes from any directory (vLLM reads a path against its own)
     shown_drafter = (drafter.path.absolute() if Path(drafter.spec).exists() else drafter.spec) if drafter else None
+    from eaglehub.target import hub_id
+
     target = report["target"]
-    shown_target = Path(target).absolute() if Path(target).exists() else target
+    # a Hub id as given; an eaglehub name (``smollm2``: no Hub id vLLM knows) as the directory it resolved to
+    shown_target = target if not Path(target).exists() and hub_id(target) == target else Path(target_path).absolute()
     return {
         "tp": tp,
         "pp": pp,
