@@ -4,6 +4,7 @@ commit as a pull request, byte-identical downloads, the card, the stale-parent f
 modes, permission / token / revision errors as one-line messages, and the token never leaking."""
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -550,6 +551,22 @@ def test_offline_hints_carry_hf_hub_offline(verified, fake_hub, hf_env, monkeypa
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     res = publish(fake_hub, make_drafter("unverified", seed=5), "--dry-run")
     assert res.exit_code == 1 and "fix it and run `HF_HUB_OFFLINE=1 eaglehub verify --target" in res.stderr
+
+
+def test_the_offline_hint_keeps_the_options_the_user_gave(make_drafter, fake_hub, hf_env, monkeypatch):
+    """An unreachable Hub under --force / --profile: the offline command the hint proposes keeps them, so pasted it
+    runs the dry run the user asked for (without --force it would refuse an unverified drafter instead)."""
+    from huggingface_hub import constants
+
+    src = make_drafter("forced", seed=6)
+    asked = ["--repo", "org/forced", "--profile", "sglang-0.5.23", "--dry-run", "--force"]
+    res = CliRunner().invoke(main, ["publish", str(src), *asked, "--endpoint", "http://127.0.0.1:9"])
+    assert res.exit_code == 2, res.output
+    hint = res.stderr.split("without one: `")[1].split("`")[0]
+    assert hint.startswith("HF_HUB_OFFLINE=1 eaglehub publish ") and "--force" in hint and "sglang-0.5.23" in hint
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    pasted = CliRunner().invoke(main, shlex.split(hint)[2:])
+    assert pasted.exit_code == 0, pasted.output
 
 
 def test_the_card_serve_line_never_holds_a_placeholder_target(verified, fake_hub, hf_env, tmp_path, make_drafter):

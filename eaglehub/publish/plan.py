@@ -246,7 +246,7 @@ def _remote(api, opts: PublishOptions, endpoint: str, token: str | None):
             )
         return None, None, {}, {}
     # a dry run plans without the Hub when told so (the files' status is then unknown)
-    offline = f"HF_HUB_OFFLINE=1 eaglehub publish {shlex.quote(opts.src)} --repo {opts.repo} --dry-run"
+    offline = "HF_HUB_OFFLINE=1 " + dry_run_command(opts)
     with hub_errors(
         opts.repo, opts.revision, endpoint, token, writing=False, offline=offline if opts.dry_run else None
     ):
@@ -389,3 +389,23 @@ def make_plan(opts: PublishOptions, api, endpoint: str, token: str | None) -> Pl
         "result": None,
     }
     return Plan(doc, contents, deletions)
+
+
+def dry_run_command(opts: PublishOptions) -> str:
+    """``eaglehub publish … --dry-run`` with every option of ``opts`` that changes what a dry run shows (the gate's
+    report, target, profiles and --force; the card's base model; the revision and tag planned against), so the
+    command a hint proposes judges what the user asked for and not a stricter or other run."""
+    q = shlex.quote
+    parts = ["eaglehub", "publish", q(opts.src), "--repo", q(opts.repo)]
+    for flag, value in (
+        ("--revision", opts.revision if opts.revision != "main" else None),
+        ("--tag", opts.tag),
+        ("--report", opts.report),
+        ("--target", opts.target),
+        ("--base-model", opts.base_model),
+    ):
+        if value:
+            parts += [flag, q(value)]
+    for profile in opts.profiles:
+        parts += ["--profile", q(profile)]
+    return " ".join([*parts, "--dry-run", *(["--force"] if opts.force else [])])
