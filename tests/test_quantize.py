@@ -602,4 +602,5 @@ def test_an_all_zero_gain_is_refused_by_the_output_judgement(tmp_path, make_draf
     res = _cli(make_drafter("zero-norm", mutate=zero_norm), tmp_path / "out")
     assert res.exit_code == 1, res.output
     assert "E-TENSOR-ZERO norm.weight" in res.output and "no error" not in res.output
+    assert "the source already fails validation" in res.output  # the zeros are the source's, not quantization's
     assert not (tmp_path / "out").exists()

@@ -106,6 +106,10 @@ def _plan_checkpoint(d, repaired, source: dict, plan: QuantPlan, scheme: str, ke
     return cp, tensors, expected
 
 
+SOURCE_VALUE_CODES = frozenset({"E-TENSOR-ZERO", "E-TENSOR-NONFINITE"})
+"""Value findings of a quantized output whose cause is the source's values (quantization makes neither)."""
+
+
 def _judge_output(written: Path, judged, shown: Path) -> list[dict]:
     """The written output's findings for the judged profiles (``judged``: validate's Options); refuses on an error.
 
@@ -122,8 +126,17 @@ def _judge_output(written: Path, judged, shown: Path) -> list[dict]:
     errors = [f for f in found if f.severity == "error"]
     if errors:
         titles = "; ".join(p.title for p in judged.engine_profiles() if any(p.id in (f.profiles or ()) for f in errors))
+        # an all-zero or non-finite tensor was so in the source (quantizing keeps a zero a zero, and its scales
+        # are finite): the source is named as the cause, not the quantization
+        inherited = all(f.code in SOURCE_VALUE_CODES for f in errors)
         raise EaglehubError(
-            f"the quantized drafter fails validation{f' on {titles}' if titles else ''}: "
+            (
+                "the source already fails validation, so its quantized copy does"
+                if inherited
+                else "the quantized drafter fails validation"
+            )
+            + (f" on {titles}" if titles else "")
+            + ": "
             + ", ".join(f"{f.code} {f.subject}" for f in errors)
             + f"; {shown} was not written",
             hint=errors[0].hint or "quantize for another --profile, or fix the source first",
