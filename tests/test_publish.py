@@ -4,7 +4,9 @@ commit as a pull request, byte-identical downloads, the card, the stale-parent f
 modes, permission / token / revision errors as one-line messages, and the token never leaking."""
 
 import json
+import os
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -434,10 +436,14 @@ def test_forced_reasons_top_the_card_without_local_paths(verified, fake_hub, hf_
     other = make_drafter("other", seed=3)
     reasons, text = card_of(other)
     assert reasons == [
-        "no verify report covers these files (no verify report given (--report) or found at "
-        "eaglehub-verify.json, ../other.verify.json, ../verify.json)"
+        "no verify report covers these files (no verify report given (--report) or found beside the drafter "
+        "(eaglehub-verify.json, ../other.verify.json, ../verify.json, relative to the drafter's directory))"
     ]
     assert str(tmp_path) not in text and text.index("Published with `--force`") < text.index("## Use with vLLM")
+    refused = publish(fake_hub, other, "--dry-run")
+    pasted = refused.stderr.split("fix it and run `")[1].split("`")[0]
+    shell = subprocess.run(["bash", "-c", pasted], capture_output=True, text=True, env={**os.environ, "TARGET": ""})
+    assert shell.returncode != 0 and "set TARGET to the target the drafter serves" in shell.stderr, shell.stderr
     reasons, _ = card_of(other, "--report", tmp_path / "good.verify.json")
     assert reasons == ["no verify report covers these files (../good.verify.json: no drafter with these files' sha256)"]
 

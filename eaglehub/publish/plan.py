@@ -115,7 +115,9 @@ def find_verify_entry(
         )
     if not notes:
         notes.append(
-            "no verify report given (--report) or found at " + ", ".join(shown(p, src) for p in report_candidates(src))
+            "no verify report given (--report) or found beside the drafter ("
+            + ", ".join(shown(p, src) for p in report_candidates(src))
+            + ", relative to the drafter's directory)"
         )
     return None, None, None, "; ".join(notes)
 
@@ -161,6 +163,11 @@ def local_files(src: Path) -> list[str]:
     return out
 
 
+UNSET_TARGET = '"${TARGET:?set TARGET to the target the drafter serves}"'
+"""The target in a proposed command when none is known: pasted with TARGET unset, the shell stops with these words
+(a bare placeholder would be looked up as a target named T)."""
+
+
 def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[dict, dict, dict | None, dict | None]:
     """``(gate section, validate report, verify report, matched entry)``; refuses (exit 1) unless
     ``opts.force`` when validation has errors or no passing verify report covers these files."""
@@ -192,8 +199,9 @@ def run_gate(src: Path, opts: PublishOptions, hashes: dict[str, str]) -> tuple[d
                 # the gate's own check: --deep, and the target only where the gate had one
                 f"run `{env}eaglehub validate {src} --deep{f' --target {target}' if target else ''}{flags}` for the fixes"
                 if errors
-                else f"fix it and run `{env}eaglehub verify --target {target or 'T'} --drafter {src} --report "
-                f"{src.parent / (src.name + '.verify.json')}`"
+                # a placeholder the shell refuses with its own words when pasted unset, never a bare `T`
+                else f"fix it and run `{env}eaglehub verify --target {target or UNSET_TARGET} "
+                f"--drafter {src} --report {src.parent / (src.name + '.verify.json')}`"
             )
             + ", or pass --force (recorded in the card)",
             exit_code=1,

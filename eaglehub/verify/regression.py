@@ -58,7 +58,11 @@ def load_reference_report(path: str | Path) -> Reference:
         raise bad(f"not valid JSON ({str(exc).splitlines()[0]})") from exc
     version = report.get("report_version") if isinstance(report, dict) else None
     if isinstance(report, dict) and version != REPORT_VERSION:
-        raise bad(f"report_version {version!r}, this eaglehub reads version {REPORT_VERSION}")
+        raise bad(
+            f"report_version {version}, this eaglehub reads version {REPORT_VERSION}"
+            if version is not None
+            else "not a verify report (no report_version)"
+        )
     errors = schema_errors(report, REPORT_SCHEMA)
     if errors:
         where, message = errors[0]

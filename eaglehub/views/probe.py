@@ -35,7 +35,8 @@ def render_report(report: dict, console: Console) -> None:
     console.print(
         f"[bold]{escape(report['drafter'])}[/]  target {escape(report['target'])}  "
         f"k {report['num_speculative_tokens']} · {p['count']} prompts · {p['max_tokens']} tokens · "
-        f"{report['readings_measured']} readings measured in {report['seconds']['total']:.0f} s",
+        f"{report['readings_measured']} readings measured in {report['seconds']['total']:.0f} s "
+        f"({report['engine']['name']} engine {report['engine']['version']})",
         highlight=False,
     )
     if not report["fields"]:
