@@ -477,6 +477,8 @@ def test_an_unreadable_report_is_called_a_verify_report(verified, fake_hub, hf_e
     res = publish(fake_hub, src, "--report", missing, "--dry-run")
     assert res.exit_code == 2 and f"verify report {missing}: cannot read it" in res.stderr
     assert "reference report" not in res.stderr and fake_hub.log == []
+    # a path that names nothing is the path's fault, not the eaglehub version's
+    assert "hint: check the path" in res.stderr and "version" not in res.stderr
 
 
 def test_a_qwen3_style_drafter_publishes_with_its_attention_on_the_card(verified, fake_hub, hf_env, make_drafter):

@@ -44,8 +44,8 @@ def load_reference_report(path: str | Path) -> Reference:
     path = Path(path).expanduser()
     hint = "pass a report written by `eaglehub verify --report` with this eaglehub version"
 
-    def bad(why: str) -> EaglehubError:
-        return EaglehubError(f"reference report {path}: {why}", hint=hint)
+    def bad(why: str, fix: str = hint) -> EaglehubError:
+        return EaglehubError(f"reference report {path}: {why}", hint=fix)
 
     def no_constants(name: str):  # AL must be a finite number; json would otherwise accept NaN
         raise ValueError(f"{name} is not a JSON number")
@@ -53,7 +53,11 @@ def load_reference_report(path: str | Path) -> Reference:
     try:
         report = json.loads(path.read_text(encoding="utf-8"), parse_constant=no_constants)
     except OSError as exc:
-        raise bad(f"cannot read it ({exc.strerror or exc})") from exc
+        # a path that names no file: the path is what to fix, not the report's version
+        raise bad(
+            f"cannot read it ({exc.strerror or exc})",
+            "check the path: no verify report (the JSON eaglehub verify --report writes) is there",
+        ) from exc
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError is a ValueError
         raise bad(f"not valid JSON ({str(exc).splitlines()[0]})") from exc
     version = report.get("report_version") if isinstance(report, dict) else None
