@@ -438,6 +438,15 @@ def test_verify_says_a_shared_hint_once(verify_setup, monkeypatch):
     assert out.count(command) == 1 and out.count("hint: as above") == 2
 
 
+def _on_fake_engine(tmp_path, monkeypatch, engine) -> Path:
+    """A prompt file, chat encoding without a tokenizer and ``engine`` in place of vLLM: a verb's text on a fake run."""
+    prompts = tmp_path / "p.jsonl"
+    write_prompts(prompts)
+    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, n] for n in range(len(msgs))])
+    monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: engine())
+    return prompts
+
+
 def test_verify_distribution_table_fits_80_columns(tmp_path, monkeypatch, make_drafter, make_target):
     """The acceptance distribution (greedy and sampled rows, test_verify_sampled's counting engine): short
     headings each whole, a row a line with its percentiles and step shares whole, a legend line defining them."""
@@ -445,10 +454,7 @@ def test_verify_distribution_table_fits_80_columns(tmp_path, monkeypatch, make_d
 
     target = make_target(n_layers=8)
     drafter = make_drafter("good")
-    prompts = tmp_path / "p.jsonl"
-    write_prompts(prompts)
-    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, i] for i in range(len(msgs))])
-    monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: CountingEngine())
+    prompts = _on_fake_engine(tmp_path, monkeypatch, CountingEngine)
     args = ["verify", "--target", target, "--drafter", drafter, "--prompts", prompts, "--max-tokens", "4"]
     args += ["--temperature", "0.7", "--samples", "2", "--seed", "3"]
     out, err, code = run80(*args)
@@ -651,10 +657,7 @@ def test_speedup_at_80_columns(tmp_path, monkeypatch, make_drafter, make_target)
 
     target = make_target(n_layers=8, weights=True)
     drafter = make_drafter("drafter-with-a-long-name")
-    prompts = tmp_path / "p.jsonl"
-    write_prompts(prompts)
-    monkeypatch.setattr("eaglehub.engines.chat.encode_chat", lambda t, msgs: [[1, 2, n] for n in range(len(msgs))])
-    monkeypatch.setattr("eaglehub.engines.vllm_engine.VllmEngine", lambda **kw: FakeEngine())
+    prompts = _on_fake_engine(tmp_path, monkeypatch, FakeEngine)
     args = ["speedup", "--target", target, "--drafter", drafter, "--prompts", prompts, "--concurrency", "4,1"]
     args += ["--max-tokens", "8", "--prefix-tokens", "16", "--repeats", "2"]
     out, err, code = run80(*args)
