@@ -555,7 +555,7 @@ def test_probe_tables_title_every_column():
         "prompts": {"count": 6, "max_tokens": 16}, "seconds": {"total": 15.0}, "fields": fields,
         "acceptance": {"configured": {"acceptance_length": 1.2}, "trained": {"acceptance_length": 1.85}},
         "settings": {"norm_output": True}, "findings": [], "counts": {"error": 0, "warning": 0, "info": 0},
-        "passed": False, "verdict": "beaten", "written": None,
+        "passed": False, "verdict": "beaten", "written": None, "engine": {"name": "reference", "version": "0.1.0"},
     }  # fmt: skip
     console = TextConsole(width=WIDTH, file=io.StringIO())
     probe.render_report(report, console)
