@@ -767,7 +767,8 @@ def test_probe_at_80_columns_with_progress_piped(tmp_path):
     report = json.loads(report_path.read_text())
     check(out, hints=hints_of(report))
     # the engine its ALs come from (verify's on the same prompts are vLLM's and may differ a little)
-    assert f"({report['engine']['name']} engine {report['engine']['version']})" in out.splitlines()[0], out
+    engine = f"({report['engine']['name']} engine {report['engine']['version']})"
+    assert " ".join(engine.split()) in " ".join(out.split("aux_layer_ids")[0].split()), out
     steps = [re.sub(r" \(\d+ s\)$", "", line) for line in err.splitlines()]
     assert steps[:3] == ["probing", "loading the target", "recording the target's greedy continuations of 6 prompts"]
     assert any(s.startswith("round 1: norm_output") for s in steps) and "\r" not in err
