@@ -68,6 +68,13 @@ def run80(*args, **env) -> tuple[str, str, int]:
     return res.stdout, res.stderr, res.exit_code
 
 
+def run80_ok(*args) -> tuple[str, dict]:
+    """The verb's text at 80 columns (it must exit 0) and its report as ``--json`` prints it."""
+    out, err, code = run80(*args)
+    assert code == 0, out + err
+    return out, json.loads(run80(*args, "--json")[0])
+
+
 def tensor_names(drafter: Path) -> list[str]:
     """The tensor names a drafter's safetensors files store (read from their headers)."""
     names = []
@@ -457,9 +464,7 @@ def test_verify_distribution_table_fits_80_columns(tmp_path, monkeypatch, make_d
     prompts = _on_fake_engine(tmp_path, monkeypatch, CountingEngine)
     args = ["verify", "--target", target, "--drafter", drafter, "--prompts", prompts, "--max-tokens", "4"]
     args += ["--temperature", "0.7", "--samples", "2", "--seed", "3"]
-    out, err, code = run80(*args)
-    assert code == 0, out + err
-    report = json.loads(run80(*args, "--json")[0])
+    out, report = run80_ok(*args)
     check(out, [str(drafter)], hints_of(report))
     lines = out.splitlines()
     top = lines.index("acceptance distribution")
@@ -660,9 +665,7 @@ def test_speedup_at_80_columns(tmp_path, monkeypatch, make_drafter, make_target)
     prompts = _on_fake_engine(tmp_path, monkeypatch, FakeEngine)
     args = ["speedup", "--target", target, "--drafter", drafter, "--prompts", prompts, "--concurrency", "4,1"]
     args += ["--max-tokens", "8", "--prefix-tokens", "16", "--repeats", "2"]
-    out, err, code = run80(*args)
-    assert code == 0, out + err
-    report = json.loads(run80(*args, "--json")[0])
+    out, report = run80_ok(*args)
     check(out, hints=[report["serve_command"]])
     flat = " ".join(out.split())
     assert "conc.: concurrency" in flat
@@ -710,9 +713,7 @@ def test_publish_dry_run_at_80_columns(tmp_path, monkeypatch, make_drafter, make
     )
     write_report(verify.run_verify(opts, engine=ScriptedEngine({"good": (BASE, GOOD)})), tmp_path / "good.verify.json")
     args = ["publish", drafter, "--repo", "org/tiny", "--endpoint", fake_hub.url, "--dry-run"]
-    out, err, code = run80(*args)
-    assert code == 0, out + err
-    report = json.loads(run80(*args, "--json")[0])
+    out, report = run80_ok(*args)
     check(out, [f["path"] for f in report["files"]], hints_of(report))
 
 
@@ -734,9 +735,7 @@ def test_drafters_at_80_columns(hub_tree):
     """drafters on the fake Hub of its own tests (test_discovery.hub_tree): the lineage, the table, the hints."""
     hub = hub_tree["hub"]
     args = ["drafters", "--target", "org/tiny-target-fp8", "--endpoint", hub.url]
-    out, err, code = run80(*args)
-    assert code == 0, out + err
-    report = json.loads(run80(*args, "--json")[0])
+    out, report = run80_ok(*args)
     check(
         out, [d["repo_id"] for d in report["drafters"]], ["verify them: eaglehub verify --target org/tiny-target-fp8"]
     )
