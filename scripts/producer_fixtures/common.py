@@ -7,10 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-# Tiny dimensions (most cases), in the short names the speculators and ModelOpt scripts build configs from.
-TINY_SHORT = dict(hidden=64, heads=4, kv=2, head_dim=16, inter=128, layers=8, vocab=512, draft=128)
-
-# The same tiny target and SmolLM2-135M-Instruct's dimensions in transformers' names (SpecForge, TorchSpec).
+# The tiny target (most cases) and SmolLM2-135M-Instruct's dimensions in transformers' names (SpecForge, TorchSpec).
 TINY = dict(
     hidden_size=64,
     num_attention_heads=4,
@@ -22,6 +19,18 @@ TINY = dict(
     rope_theta=10000.0,
     max_position_embeddings=2048,
     num_hidden_layers=8,
+)
+# The tiny target in the short names the speculators and ModelOpt scripts build configs from (one source of the
+# numbers: TINY), plus the draft vocabulary most cases prune to.
+TINY_SHORT = dict(
+    hidden=TINY["hidden_size"],
+    heads=TINY["num_attention_heads"],
+    kv=TINY["num_key_value_heads"],
+    head_dim=TINY["head_dim"],
+    inter=TINY["intermediate_size"],
+    layers=TINY["num_hidden_layers"],
+    vocab=TINY["vocab_size"],
+    draft=128,
 )
 SMOLLM2 = dict(
     hidden_size=576,
