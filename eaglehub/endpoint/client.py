@@ -45,6 +45,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from eaglehub.endpoint.metrics import ServerSpecMetrics, parse_spec_metrics
+from eaglehub.endpoint.settings import vllm_steps
 from eaglehub.engines.base import SpecCounters
 from eaglehub.errors import EndpointError
 from eaglehub.measure.distribution import accepted_per_position, counters_from_histogram
@@ -88,6 +89,9 @@ class Completion:
     counters: SpecCounters | None = None
     k: int | None = None
     source: str | None = None
+    steps: tuple[tuple[int, int], ...] | None = None
+    """vLLM's ``(drafted, accepted)`` per verify step (``--per-request-spec-decode-metrics detailed``), in
+    order; ``None`` where the response has no per-step arrays (:func:`eaglehub.endpoint.settings.vllm_steps`)."""
 
 
 def server_root(url: str) -> str:
@@ -185,7 +189,7 @@ def parse_completion(body: dict, chat: bool) -> Completion:
         token_ids = None if ids is None else [int(t) for t in ids]
     except (KeyError, TypeError, ValueError) as exc:
         raise RequestFailed(f"the response's speculative-decoding metrics are malformed ({exc!r})", "response") from exc
-    return Completion(token_ids, text, choice.get("finish_reason"), counters, k, source)
+    return Completion(token_ids, text, choice.get("finish_reason"), counters, k, source, steps=vllm_steps(spec))
 
 
 class EndpointClient:

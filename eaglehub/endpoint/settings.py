@@ -1,0 +1,457 @@
+"""What a server really runs: the engine, its version and the speculative settings that change what its
+acceptance means, each with where it came from (:class:`ServedSettings`).
+
+Read once per run (:func:`read_served_settings`), in this order of trust:
+
+1. **the server** (``source: "server"``, ``where`` names the request and field):
+
+   * vLLM: ``GET /version``; ``GET /server_info?config_format=json`` (vLLM's development endpoint, served only
+     under ``VLLM_SERVER_DEV_MODE=1``; vllm 0.32.0 ``vllm/entrypoints/serve/dev/server_info/api_router.py``
+     L43-59: the whole ``VllmConfig`` as JSON, so ``vllm_config.speculative_config`` carries
+     ``num_speculative_tokens``, ``num_speculative_tokens_per_batch_size``, ``rejection_sample_method``,
+     ``synthetic_acceptance_rates`` and, from vLLM 0.33, ``draft_lm_head_quantization``, after vLLM's own
+     post-init: a schedule vLLM switched off (data parallelism, vllm 0.32.0 ``config/vllm.py`` L1056-1075,
+     0.33.0 L1110-1127) reads ``null`` there). vLLM's ``/metrics`` has one info gauge, of the cache config
+     only (vllm 0.32.0 ``v1/metrics/loggers.py`` L1114-1136: ``vllm:cache_config_info``), and ``/v1/models``
+     says nothing speculative: without the development endpoint, the per-request metrics are all a vLLM
+     server tells (k as ``num_spec_tokens``, and with ``--per-request-spec-decode-metrics detailed`` the
+     tokens drafted at each verify step, which show a schedule at work: :func:`observed_ks`);
+   * SGLang: ``GET /server_info`` (0.5.23, ``sglang/srt/entrypoints/http_server.py`` L863-894; older
+     releases ``/get_server_info``): its resolved server arguments (``speculative_algorithm``,
+     ``speculative_num_steps``, ``speculative_num_draft_tokens``, ``speculative_eagle_topk``,
+     ``speculative_accept_threshold_single`` / ``_acc``, ``speculative_adaptive``,
+     ``speculative_draft_model_quantization``; ``sglang/srt/arg_groups/fields/spec.py``) and ``version``;
+
+2. **assumed** (``source: "assumed"``): what the user states with ``--served-config`` (the JSON given to
+   ``vllm serve --speculative-config``, :func:`parse_served_config`), printed as an assumption;
+
+3. **unknown**: neither says.
+
+What each setting changes in a report (:meth:`ServedSettings.claims`, docs/verify.md "Served settings"):
+
+* ``rejection_sample_method: synthetic`` (vllm 0.32.0 ``config/speculative.py`` L529-569, L1832-1847;
+  ``v1/sample/rejection_sampler.py`` L83-96, L755-762): a draft token is accepted with a configured
+  probability, never compared with the target's choice: the acceptance is the configured one and the
+  outputs are not the target's: no measured AL, no losslessness verdict;
+* ``fly`` (vLLM 0.33, ``config/speculative.py`` L562-569, L2014-2035: "a lossy speculative decoding
+  method"), SGLang's ``speculative_accept_threshold_single`` / ``_acc`` below 1 (a draft accepted
+  below the target's choice): lossy by design: no losslessness verdict, the AL is the lossy rule's;
+* ``block`` (vLLM): block verification, lossless: judged like ``standard``;
+* a k schedule (``num_speculative_tokens_per_batch_size``, vllm 0.32.0 ``config/speculative.py`` L491-496,
+  ``v1/core/sched/scheduler.py`` L1486-1490: k chosen per batch size, clamped to
+  ``num_speculative_tokens``, ``v1/spec_decode/dynamic/utils.py`` L77-150) or SGLang's
+  ``speculative_adaptive``: the AL is a mix of ks; the per-position counters are sized by the largest k
+  (vllm 0.32.0 ``v1/spec_decode/metrics.py`` L250-262) and count every verify step, also those that
+  drafted fewer positions;
+* ``draft_lm_head_quantization`` (vLLM 0.33 ``config/speculative.py`` L484-489, Model Runner V2 only) or
+  SGLang's ``speculative_draft_model_quantization``: the drafter that runs is not the checkpoint's weights.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+from eaglehub.errors import UsageError
+
+SERVER, ASSUMED, UNKNOWN = "server", "assumed", "unknown"
+VLLM_METHODS = ("standard", "synthetic", "block", "fly")
+"""vLLM's ``rejection_sample_method`` values (0.32: the first three; 0.33 adds ``fly``)."""
+LOSSLESS_METHODS = ("standard", "block")
+LM_HEAD_QUANT = ("fp8", "nvfp4")
+SERVED_CONFIG_KEYS = (
+    "num_speculative_tokens",
+    "num_speculative_tokens_per_batch_size",
+    "rejection_sample_method",
+    "synthetic_acceptance_length",
+    "synthetic_acceptance_rates",
+    "draft_lm_head_quantization",
+)
+"""The keys of a ``--speculative-config`` JSON that change what a report may claim; others are ignored."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One served setting: ``value``, ``source`` (``server`` / ``assumed`` / ``unknown``) and ``where`` it
+    was read (the request and field, or the option)."""
+
+    value: Any = None
+    source: str = UNKNOWN
+    where: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"value": self.value, "source": self.source, "where": self.where}
+
+
+@dataclass(frozen=True)
+class ServedSettings:
+    """The settings of one server (module doc). ``k`` is ``num_speculative_tokens``: the largest k under a
+    schedule. ``k_schedule``: ``[[first batch size, last, k], ...]``, ``[]`` when the server runs a fixed k,
+    ``"adaptive"`` (SGLang's ``speculative_adaptive``). ``synthetic``: ``{"acceptance_length": x}`` and/or
+    ``{"acceptance_rates": [...]}``. ``conflicts``: an assumption the server contradicts (the server's
+    value is used)."""
+
+    engine: Setting = field(default_factory=Setting)
+    version: Setting = field(default_factory=Setting)
+    k: Setting = field(default_factory=Setting)
+    k_schedule: Setting = field(default_factory=Setting)
+    rejection_method: Setting = field(default_factory=Setting)
+    synthetic: Setting = field(default_factory=Setting)
+    draft_lm_head_quantization: Setting = field(default_factory=Setting)
+    conflicts: tuple[str, ...] = ()
+
+    NAMES = ("engine", "version", "k", "k_schedule", "rejection_method", "synthetic", "draft_lm_head_quantization")
+
+    def to_dict(self) -> dict:
+        return {**{n: getattr(self, n).to_dict() for n in self.NAMES}, "conflicts": list(self.conflicts)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ServedSettings:
+        return cls(**{n: Setting(**d[n]) for n in cls.NAMES if n in d}, conflicts=tuple(d.get("conflicts", ())))
+
+    @property
+    def synthetic_run(self) -> bool:
+        return self.rejection_method.value == "synthetic"
+
+    @property
+    def lossy(self) -> bool:
+        """Outputs may differ from the target's by design (module doc)."""
+        m = self.rejection_method.value
+        return m is not None and m not in LOSSLESS_METHODS
+
+    @property
+    def scheduled(self) -> bool:
+        return bool(self.k_schedule.value)
+
+    def comparable(self) -> dict:
+        """What an AL depends on besides the drafter: compared by ``watch`` with its reference."""
+        return {
+            "num_speculative_tokens": self.k.value,
+            "k_schedule": self.k_schedule.value,
+            "rejection_method": self.rejection_method.value,
+            "draft_lm_head_quantization": self.draft_lm_head_quantization.value,
+        }
+
+
+def parse_served_config(text: str | None) -> dict | None:
+    """``--served-config``: the JSON given to ``vllm serve --speculative-config`` (or a file holding it)
+    → the :data:`SERVED_CONFIG_KEYS` it sets, checked as vLLM checks them.
+
+    Raises:
+        UsageError: not JSON, not an object, or a value vLLM would refuse (exit 2).
+    """
+    if text is None:
+        return None
+    raw = text.strip()
+    where = "--served-config"
+    if not raw.startswith("{"):
+        try:
+            raw = Path(raw).expanduser().read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(
+                f"{where} {text}: neither a JSON object nor a readable file ({exc.strerror or exc})",
+                hint="""e.g. --served-config '{"num_speculative_tokens": 3, "rejection_sample_method": "standard"}'""",
+            ) from exc
+    try:
+        cfg = json.loads(raw)
+    except ValueError as exc:
+        raise UsageError(
+            f"{where} is not JSON ({str(exc).splitlines()[0]})",
+            hint="pass the JSON given to vllm serve --speculative-config, in single quotes",
+        ) from exc
+    if not isinstance(cfg, dict):
+        raise UsageError(f"{where} is not a JSON object", hint="""e.g. '{"num_speculative_tokens": 3}'""")
+    out = {key: cfg[key] for key in SERVED_CONFIG_KEYS if key in cfg}
+    k = out.get("num_speculative_tokens")
+    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
+        raise UsageError(f"{where}: num_speculative_tokens {k!r} is not a positive integer", hint="e.g. 3")
+    if "num_speculative_tokens_per_batch_size" in out:
+        out["num_speculative_tokens_per_batch_size"] = _schedule(out["num_speculative_tokens_per_batch_size"], where)
+    method = out.get("rejection_sample_method")
+    if method is not None and method not in VLLM_METHODS:
+        raise UsageError(
+            f"{where}: rejection_sample_method {method!r} is none of vLLM's", hint=f"one of {', '.join(VLLM_METHODS)}"
+        )
+    synthetic_keys = [key for key in ("synthetic_acceptance_length", "synthetic_acceptance_rates") if key in out]
+    if synthetic_keys and method != "synthetic":
+        # vllm 0.32.0 config/speculative.py L1840-1847 refuses them with another method
+        raise UsageError(
+            f"{where}: {synthetic_keys[0]} is only valid with rejection_sample_method 'synthetic' (vLLM refuses it)",
+            hint="""add "rejection_sample_method": "synthetic" or drop it""",
+        )
+    quant = out.get("draft_lm_head_quantization")
+    if quant is not None and quant not in LM_HEAD_QUANT:
+        raise UsageError(f"{where}: draft_lm_head_quantization {quant!r} is none of vLLM 0.33's", hint="fp8 or nvfp4")
+    return out
+
+
+def _schedule(value: Any, where: str) -> list[list[int]]:
+    """A k schedule checked as vLLM checks it (vllm 0.32.0 ``v1/spec_decode/dynamic/utils.py`` L7-74:
+    triples, positive ranges, non-overlapping, sorted, the first starting at batch size 1)."""
+    hint = "e.g. [[1, 4, 3], [5, 256, 1]]: (first batch size, last batch size, k), the first starting at 1"
+    if not isinstance(value, list) or not value:
+        raise UsageError(f"{where}: num_speculative_tokens_per_batch_size is not a non-empty list", hint=hint)
+    rows = []
+    for entry in value:
+        if not isinstance(entry, list) or len(entry) != 3 or not all(isinstance(x, int) for x in entry):
+            raise UsageError(f"{where}: schedule entry {entry!r} is not [first, last, k]", hint=hint)
+        if entry[0] <= 0 or entry[0] > entry[1] or entry[2] < 0:
+            raise UsageError(f"{where}: schedule entry {entry!r} is not a positive range with k >= 0", hint=hint)
+        rows.append(list(entry))
+    rows.sort(key=lambda r: r[0])
+    if rows[0][0] != 1 or any(b[0] <= a[1] for a, b in pairwise(rows)):
+        raise UsageError(f"{where}: schedule {value!r} must start at batch size 1 without overlaps", hint=hint)
+    return rows
+
+
+def _vllm_settings(body: dict, where: str) -> dict[str, Setting]:
+    cfg = (body.get("vllm_config") or {}).get("speculative_config")
+    if not isinstance(cfg, dict):
+        return {}
+    at = f"{where} vllm_config.speculative_config"
+    out = {
+        "k": Setting(cfg.get("num_speculative_tokens"), SERVER, f"{at}.num_speculative_tokens"),
+        "k_schedule": Setting(
+            cfg.get("num_speculative_tokens_per_batch_size") or [],
+            SERVER,
+            f"{at}.num_speculative_tokens_per_batch_size",
+        ),
+        "rejection_method": Setting(
+            cfg.get("rejection_sample_method") or "standard", SERVER, f"{at}.rejection_sample_method"
+        ),
+    }
+    if cfg.get("rejection_sample_method") == "synthetic":
+        # vLLM resolves a length to per-position rates and clears the length (config/speculative.py L1832-1839)
+        rates = cfg.get("synthetic_acceptance_rates")
+        value = {"acceptance_rates": rates, "acceptance_length": synthetic_al(rates)} if rates else None
+        out["synthetic"] = Setting(value, SERVER, f"{at}.synthetic_acceptance_rates")
+    if "draft_lm_head_quantization" in cfg:  # vLLM 0.33 and later
+        out["draft_lm_head_quantization"] = Setting(
+            cfg.get("draft_lm_head_quantization"), SERVER, f"{at}.draft_lm_head_quantization"
+        )
+    return out
+
+
+def _sglang_settings(body: dict, where: str) -> dict[str, Setting]:
+    if not body.get("speculative_algorithm"):
+        return {}
+    steps = body.get("speculative_num_steps")
+    single = body.get("speculative_accept_threshold_single", 1.0)
+    acc = body.get("speculative_accept_threshold_acc", 1.0)
+    relaxed = (single is not None and float(single) < 1.0) or (acc is not None and float(acc) < 1.0)
+    method = (
+        f"relaxed (accept_threshold_single {single}, accept_threshold_acc {acc})"
+        if relaxed
+        else "rejection_sampling"
+        if body.get("speculative_use_rejection_sampling")
+        else "standard"
+    )
+    quant = body.get("speculative_draft_model_quantization")
+    return {
+        "k": Setting(int(steps) if steps else None, SERVER, f"{where} speculative_num_steps"),
+        "k_schedule": Setting(
+            "adaptive" if body.get("speculative_adaptive") else [], SERVER, f"{where} speculative_adaptive"
+        ),
+        "rejection_method": Setting(method, SERVER, f"{where} speculative_accept_threshold_single / _acc"),
+        "draft_lm_head_quantization": Setting(quant, SERVER, f"{where} speculative_draft_model_quantization"),
+    }
+
+
+def synthetic_al(rates: list[float] | None) -> float | None:
+    """The AL vLLM's synthetic rates give: 1 + Σ of the unconditional per-position rates (each the chance
+    that the first i+1 draft tokens are all accepted; vllm 0.32.0 ``config/speculative.py`` L537-569)."""
+    return None if not rates else round(1.0 + sum(float(r) for r in rates), 6)
+
+
+def from_server(info: tuple[str, dict] | None) -> tuple[str | None, dict[str, Setting]]:
+    """The engine and settings a ``server_info`` answer (``(where, body)``) gives: vLLM's ``vllm_config``
+    or SGLang's server arguments; ``(None, {})`` when the server has no such page."""
+    if info is None:
+        return None, {}
+    where, body = info
+    if not isinstance(body, dict):
+        return None, {}
+    if "vllm_config" in body:
+        return "vllm", _vllm_settings(body, where)
+    if "speculative_algorithm" in body or "launch_command" in body:
+        out = _sglang_settings(body, where)
+        if body.get("version"):
+            out["version"] = Setting(str(body["version"]), SERVER, f"{where} version")
+        return "sglang", out
+    return None, {}
+
+
+def assumed(cfg: dict | None) -> dict[str, Setting]:
+    """The settings ``--served-config`` states (:func:`parse_served_config`), as assumptions."""
+    if not cfg:
+        return {}
+    where = "--served-config"
+    out: dict[str, Setting] = {}
+    if "num_speculative_tokens" in cfg:
+        out["k"] = Setting(cfg["num_speculative_tokens"], ASSUMED, where)
+    if "num_speculative_tokens_per_batch_size" in cfg:
+        out["k_schedule"] = Setting(cfg["num_speculative_tokens_per_batch_size"], ASSUMED, where)
+    if "rejection_sample_method" in cfg:
+        out["rejection_method"] = Setting(cfg["rejection_sample_method"], ASSUMED, where)
+    else:  # a speculative config without the key runs vLLM's default (config/speculative.py L529)
+        out["rejection_method"] = Setting("standard", ASSUMED, f"{where} (vLLM's default)")
+    if cfg.get("rejection_sample_method") == "synthetic":
+        rates = cfg.get("synthetic_acceptance_rates")
+        length = cfg.get("synthetic_acceptance_length")
+        out["synthetic"] = Setting(
+            {"acceptance_rates": rates, "acceptance_length": length if length is not None else synthetic_al(rates)},
+            ASSUMED,
+            where,
+        )
+    out["draft_lm_head_quantization"] = Setting(
+        cfg.get("draft_lm_head_quantization"),
+        ASSUMED,
+        where if "draft_lm_head_quantization" in cfg else f"{where} (vLLM's default)",
+    )
+    return out
+
+
+def combine(
+    engine: str | None, version: str | None, read: dict[str, Setting], given: dict[str, Setting]
+) -> ServedSettings:
+    """The server's settings where it gave them, else the assumptions, else unknown; an assumption the
+    server contradicts is kept in ``conflicts`` (one line each)."""
+    values: dict[str, Setting] = {}
+    conflicts = []
+    for name in ("k", "k_schedule", "rejection_method", "synthetic", "draft_lm_head_quantization"):
+        server, user = read.get(name), given.get(name)
+        if server is not None and (server.value is not None or name != "k"):
+            values[name] = server
+            if user is not None and user.value != server.value and not (name == "synthetic" and _same_al(user, server)):
+                conflicts.append(
+                    f"--served-config says {name} {_shown(user.value)}, {server.where} says {_shown(server.value)}: "
+                    "the server's is used"
+                )
+        elif user is not None:
+            values[name] = user
+    if engine is not None:
+        values["engine"] = Setting(engine, SERVER, "the server's answers")
+    if "version" in read:
+        values["version"] = read["version"]
+    elif version and version != "unknown":
+        values["version"] = Setting(version, SERVER, "GET /version")
+    return ServedSettings(**values, conflicts=tuple(conflicts))
+
+
+def _same_al(a: Setting, b: Setting) -> bool:
+    la = (a.value or {}).get("acceptance_length")
+    lb = (b.value or {}).get("acceptance_length")
+    return la is not None and lb is not None and abs(float(la) - float(lb)) < 1e-6
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def with_observed(
+    settings: ServedSettings, k: int | None, k_source: str | None, ks: dict[int, int] | None
+) -> ServedSettings:
+    """``settings`` with what the run's own counters say: k (``num_spec_tokens`` of the per-request metrics,
+    or the per-position counter's length) where nothing better is known, and a schedule the drafts show
+    (steps that drafted fewer than k tokens, :func:`observed_ks`) where the server gave none."""
+    out = settings
+    if k is not None and out.k.source != SERVER:
+        if out.k.value is not None and out.k.value != k:
+            out = replace(
+                out,
+                conflicts=(*out.conflicts, f"--served-config says num_speculative_tokens {out.k.value}, the server's "
+                           f"{k_source} say {k}: the server's is used"),
+            )  # fmt: skip
+        out = replace(out, k=Setting(k, SERVER, k_source))
+    if ks and len(ks) > 1 and out.k_schedule.source != SERVER:
+        where = (
+            "per-request metrics (per_step_drafted: "
+            + ", ".join(f"k={x}: {n} steps" for x, n in sorted(ks.items()))
+            + ")"
+        )
+        value = out.k_schedule.value if out.k_schedule.value else "varied"
+        out = replace(out, k_schedule=Setting(value, SERVER, where))
+    elif ks and len(ks) == 1 and out.k_schedule.source == UNKNOWN:
+        only = next(iter(ks))
+        out = replace(out, k_schedule=Setting([], SERVER, f"per-request metrics (every step drafted k={only})"))
+    return out
+
+
+def vllm_steps(spec: dict | None) -> tuple[tuple[int, int], ...] | None:
+    """``(drafted, accepted)`` per verify step from vLLM's ``metrics.speculative_decoding``
+    (``per_step_drafted`` / ``per_step_accepted``: only at ``--per-request-spec-decode-metrics detailed``,
+    vllm 0.32.0 ``v1/metrics/stats.py`` L389-423); ``None`` without them or when they are malformed."""
+    if not isinstance(spec, dict):
+        return None
+    drafted, accepted = spec.get("per_step_drafted"), spec.get("per_step_accepted")
+    if not isinstance(drafted, list) or not isinstance(accepted, list) or len(drafted) != len(accepted):
+        return None
+    try:
+        return tuple((int(d), int(a)) for d, a in zip(drafted, accepted))
+    except (TypeError, ValueError):
+        return None
+
+
+def observed_ks(steps: list[tuple[int, int]]) -> dict[int, int]:
+    """Verify steps per drafted length, from ``(drafted, accepted)`` pairs (vLLM's ``per_step_drafted`` /
+    ``per_step_accepted``, ``--per-request-spec-decode-metrics detailed``)."""
+    out: dict[int, int] = {}
+    for drafted, _ in steps:
+        out[drafted] = out.get(drafted, 0) + 1
+    return out
+
+
+def al_by_k(steps: list[tuple[int, int]]) -> list[dict]:
+    """AL per drafted length k (tokens per verify step, bonus included) with its steps, and the acceptance
+    rate per position over the steps that drafted that position."""
+    rows = []
+    for k in sorted({d for d, _ in steps}):
+        mine = [a for d, a in steps if d == k]
+        rows.append(
+            {
+                "k": k,
+                "num_drafts": len(mine),
+                "num_accepted_tokens": sum(mine),
+                "acceptance_length": round(1.0 + sum(mine) / len(mine), 6),
+                "acceptance_rate_per_position": [round(sum(1 for a in mine if a > i) / len(mine), 6) for i in range(k)],
+            }
+        )
+    return rows
+
+
+SERVER_INFO_PATHS = ("/server_info?config_format=json", "/get_server_info")
+"""Where a server says its settings (module doc): vLLM's development page as JSON (its default is a text
+dump) and SGLang's ``/server_info`` (which ignores the query), then SGLang's older ``/get_server_info``."""
+
+
+def fetch_server_info(client) -> tuple[str, dict] | None:
+    """``(where, body)`` of the first :data:`SERVER_INFO_PATHS` page that answers a JSON object, ``None``
+    when none does (a vLLM server without ``VLLM_SERVER_DEV_MODE=1``); a refused connection raises."""
+    from eaglehub.endpoint.client import RequestFailed
+
+    for path in SERVER_INFO_PATHS:
+        try:
+            body = client._json("GET", path)
+        except RequestFailed as exc:
+            if exc.kind in ("http", "response", "timeout"):
+                continue
+            raise
+        if isinstance(body, dict):
+            return f"GET {path.split('?')[0]}", body
+    return None
+
+
+def read_served_settings(client, served_config: str | None, version: str | None) -> ServedSettings:
+    """The server's settings (module doc), read once: its settings page where it has one, else the
+    ``--served-config`` assumptions, else unknown.
+
+    Raises:
+        UsageError: ``served_config`` is not a valid speculative config (exit 2).
+        EndpointError: the server refused the connection.
+    """
+    given = assumed(parse_served_config(served_config))
+    engine, read = from_server(fetch_server_info(client))
+    return combine(engine, version, read, given)
