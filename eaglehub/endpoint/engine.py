@@ -76,6 +76,9 @@ class EndpointRun:
     metrics_server: str | None = None
     texts_only: bool = False
     notes: list[str] = field(default_factory=list)
+    steps: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
+    """Per request index, vLLM's ``(drafted, accepted)`` per verify step where its response gave them
+    (``--per-request-spec-decode-metrics detailed``): the ks a schedule drafted (:mod:`eaglehub.endpoint.settings`)."""
 
     @property
     def prometheus_total(self) -> SpecCounters | None:
@@ -184,6 +187,8 @@ class EndpointEngine:
                     else:
                         prompt_counters[i] = res.counters
                         mine = mine + res.counters
+                        if res.steps is not None:
+                            run.steps[i] = res.steps
                         run.source = res.source
                         if res.k:
                             run.k, run.k_source = res.k, "per-request metrics"
