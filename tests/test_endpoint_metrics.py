@@ -39,6 +39,8 @@ def test_one_engine_counters_and_labels():
         {"engine": ("0",), "model_name": ("/m/target",)},
         "vllm",
         process_start_time=1.7645e09,
+        fields=tuple(f"vllm:spec_decode_{n}_total" for n in ("num_drafts", "num_draft_tokens", "num_accepted_tokens"))
+        + ("vllm:spec_decode_num_accepted_tokens_per_pos_total",),
     )
     assert m.k == 3 and m.cumulative
 

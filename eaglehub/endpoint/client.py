@@ -5,12 +5,20 @@ Requests (docs/verify.md, "Measuring a served endpoint"):
 
 * ``POST /v1/completions`` with ``prompt`` as a list of **token ids**, so the server decodes exactly
   the ids the offline engines see (the chat template is applied once, locally, by
-  :mod:`eaglehub.engines.chat`), and ``return_token_ids: true`` (vLLM's extension) so the output
-  comes back as token ids too;
+  :mod:`eaglehub.engines.chat`), and ``return_token_ids: true`` so the output comes back as token ids too;
 * ``POST /v1/chat/completions`` with ``messages``, for a server whose target tokenizer eaglehub does
   not have (the server applies its own template, with ``chat_template_kwargs`` when given).
 
-Per-request speculative-decoding counters, as :class:`~eaglehub.engines.base.SpecCounters`:
+Every request also carries :data:`SGLANG_FLAGS`: SGLang 0.5.23 writes its per-request speculative
+counters only for a request that asks (``return_spec_tokens_details``: CompletionRequest and
+ChatCompletionRequest, sglang/srt/entrypoints/openai/protocol.py:393 and :961; ``return_meta_info``:
+ChatCompletionRequest, :964). The flags go to every server, because none refuses or warns about them:
+vLLM 0.32 and 0.33's request models are ``extra="allow"`` and log unknown fields at debug level only
+(``OpenAIBaseModel``, vllm/entrypoints/serve/engine/protocol.py:37-75, both releases); SGLang's models
+keep pydantic's default (unknown fields ignored), so an older SGLang ignores a flag it lacks.
+
+Per-request speculative-decoding counters, as :class:`~eaglehub.engines.base.SpecCounters`, and
+:attr:`Completion.fields`, where in the body they were read:
 
 * **vLLM** (``vllm serve --per-request-spec-decode-metrics summary``): ``metrics.speculative_decoding``
   of the response body (vLLM's ``SpeculativeDecodingMetrics``): ``num_spec_steps`` → ``num_drafts``,
@@ -18,15 +26,27 @@ Per-request speculative-decoding counters, as :class:`~eaglehub.engines.base.Spe
   ``acceptance_histogram`` → ``accepted_histogram``; ``num_spec_tokens`` is k, and
   ``accepted_per_pos[i]`` = Σ_{j>i} ``acceptance_histogram[j]`` (a step that accepted j draft tokens
   accepted positions 0..j−1).
-* **SGLang**: the ``meta_info`` object (of the body or of its first choice): ``spec_verify_ct`` →
-  ``num_drafts``; ``spec_num_correct_drafts`` (older releases: ``spec_accepted_drafts``, earlier
-  ``spec_accept_token_num``) → ``num_accepted_tokens``; ``spec_num_proposed_drafts``
-  (``spec_proposed_drafts``, ``spec_draft_token_num``) → ``num_draft_tokens``;
-  ``spec_correct_drafts_histogram`` (``spec_accept_histogram``) → ``accepted_histogram``; per position
-  ``spec_num_correct_drafts_by_position`` where given, else from the histogram. Without an accepted
-  count, accepted = ``completion_tokens`` − ``spec_verify_ct`` (SGLang's own ``spec_accept_length`` =
-  completion tokens / verify steps). SGLang cannot run here: these names are read from its
-  tokenizer manager's source and tested on responses written in that format.
+* **SGLang 0.5.23**: ``sglext.spec_tokens_details`` of the response body (``SglExt`` /
+  ``SpecTokensDetails``, protocol.py:456-481): one object for a request of one choice, a list (one per
+  choice) when ``n`` > 1 (serving_completions.py:554-564, serving_chat.py:2865-2875); choice 0's entry
+  is read. On chat, ``return_meta_info`` also puts the request's whole ``meta_info`` on each choice
+  (serving_chat.py:2985-2987), read when there is no ``sglext``.
+* **older SGLang**: the ``meta_info`` object (of the body or of its first choice).
+
+SGLang's fields, whichever object carries them (the tokenizer manager fills them,
+sglang/srt/managers/tokenizer_manager.py:3138-3207): ``spec_verify_ct`` (verify steps, one per decode
+forward of the request: scheduler_components/batch_result_processor.py:832) → ``num_drafts``;
+``spec_num_correct_drafts`` (older: ``spec_accepted_drafts``, ``spec_accept_token_num``; accepted draft
+tokens, the bonus token not counted) → ``num_accepted_tokens``; ``spec_num_proposed_drafts`` (older:
+``spec_proposed_drafts``, ``spec_draft_token_num``) → ``num_draft_tokens``, which 0.5.23 computes as
+``spec_verify_ct × (speculative_num_draft_tokens − 1)`` (tokenizer_manager.py:3156), so k =
+proposed ÷ verify steps (the draft chain's length; with ``--speculative-eagle-topk`` > 1 it is the
+tree's drafted tokens); ``spec_correct_drafts_histogram`` (older ``spec_accept_histogram``) →
+``accepted_histogram``, padded with zeros to k + 1 entries: SGLang grows it only as far as the largest
+accepted count seen (``Req.update_spec_correct_drafts_histogram``, managers/schedule_batch.py:1566), so
+its length is never k. Per position: ``spec_num_correct_drafts_by_position`` where given, else from the
+histogram once k is known. Without an accepted count, accepted = ``completion_tokens`` −
+``spec_verify_ct`` (SGLang's own ``spec_accept_length`` = completion tokens / verify steps).
 
 Errors are :class:`RequestFailed` (an :class:`~eaglehub.errors.EndpointError`, exit 1) with a
 ``kind``: ``refused``, ``timeout``, ``dropped`` (connection closed before a full answer),
@@ -60,6 +80,11 @@ METRICS_TIMEOUT_S = 10.0
 memory, so a server that takes longer is overloaded or hung."""
 ERROR_TEXT_CHARS = 200
 """How much of a server's error message is quoted (one line)."""
+SGLANG_FLAGS = {"return_spec_tokens_details": True}
+"""Sent with every completion request (module doc): SGLang 0.5.23 returns its per-request counters only
+when asked."""
+SGLANG_CHAT_FLAGS = {**SGLANG_FLAGS, "return_meta_info": True}
+"""Chat requests also ask for ``meta_info`` per choice (module doc)."""
 SERVE_HINT = (
     "serve the pair with speculative decoding and per-request metrics, e.g. vllm serve TARGET "
     """--speculative-config '{"method": "eagle3", "model": "/abs/drafter", "num_speculative_tokens": 3}' """
@@ -80,8 +105,9 @@ class RequestFailed(EndpointError):
 class Completion:
     """One answered request: output ``token_ids`` (``None`` when the server returns only text),
     ``text``, ``finish_reason``, the per-request ``counters`` (``None`` when the server gives none),
-    ``k`` (num_speculative_tokens where the response says it) and ``source`` of the counters
-    (``"vllm"`` or ``"sglang"``)."""
+    ``k`` (num_speculative_tokens where the response says it), ``source`` of the counters
+    (``"vllm"`` or ``"sglang"``) and ``fields``: where in the body they were read
+    (:data:`FIELDS_VLLM`, :data:`FIELDS_SGLANG`, :data:`FIELDS_CHOICE_META`, :data:`FIELDS_META`)."""
 
     token_ids: list[int] | None
     text: str
@@ -89,9 +115,25 @@ class Completion:
     counters: SpecCounters | None = None
     k: int | None = None
     source: str | None = None
+    fields: str | None = None
     steps: tuple[tuple[int, int], ...] | None = None
     """vLLM's ``(drafted, accepted)`` per verify step (``--per-request-spec-decode-metrics detailed``), in
     order; ``None`` where the response has no per-step arrays (:func:`eaglehub.endpoint.settings.vllm_steps`)."""
+
+
+FIELDS_VLLM = "metrics.speculative_decoding"
+FIELDS_SGLANG = "sglext.spec_tokens_details"
+FIELDS_CHOICE_META = "choices[].meta_info"
+FIELDS_META = "meta_info"
+
+
+def engine_of(cards: list[dict]) -> str | None:
+    """``"vllm"`` / ``"sglang"`` from ``/v1/models``' ``owned_by``, which each server fills with its own
+    name (vLLM 0.33 ``ModelCard``, vllm/entrypoints/serve/engine/protocol.py:109; SGLang 0.5.23
+    ``ModelCard``, sglang/srt/entrypoints/openai/protocol.py:93): a server is known without another
+    request. ``None`` for any other value."""
+    owners = {str(c.get("owned_by", "")).lower() for c in cards}
+    return next((e for e in ("vllm", "sglang") if e in owners), None)
 
 
 def server_root(url: str) -> str:
@@ -133,22 +175,25 @@ def _first(meta: dict, *names: str):
 
 
 def counters_from_sglang(meta: dict) -> tuple[SpecCounters, int | None] | None:
-    """SGLang's ``meta_info`` → (counters, k or ``None``); ``None`` when it has no ``spec_verify_ct``
-    (a server that does not speculate). Module doc for the field names."""
+    """SGLang's ``sglext.spec_tokens_details`` or ``meta_info`` → (counters, k or ``None``); ``None``
+    when it has no ``spec_verify_ct`` (a server that does not speculate). k is proposed drafts ÷ verify
+    steps, never the histogram's length (module doc)."""
     if meta.get("spec_verify_ct") is None:
         return None
     steps = int(meta["spec_verify_ct"])
     hist_raw = _first(meta, "spec_correct_drafts_histogram", "spec_accept_histogram")
-    hist = tuple(int(x) for x in hist_raw) if hist_raw else ()
+    hist = [int(x) for x in hist_raw] if hist_raw else []
     accepted = _first(meta, "spec_num_correct_drafts", "spec_accepted_drafts", "spec_accept_token_num")
     if accepted is None and hist:
         accepted = sum(j * n for j, n in enumerate(hist))
     if accepted is None and meta.get("completion_tokens") is not None:
         accepted = max(int(meta["completion_tokens"]) - steps, 0)
     proposed = _first(meta, "spec_num_proposed_drafts", "spec_proposed_drafts", "spec_draft_token_num")
-    k = len(hist) - 1 if len(hist) > 1 else None
-    if k is None and proposed is not None and steps and int(proposed) % steps == 0:
+    k = None
+    if proposed is not None and steps and int(proposed) > 0 and int(proposed) % steps == 0:
         k = int(proposed) // steps
+    if hist and k is not None and len(hist) < k + 1:
+        hist += [0] * (k + 1 - len(hist))  # SGLang's histogram stops at the largest count seen
     by_pos = meta.get("spec_num_correct_drafts_by_position")
     if by_pos:
         pos = tuple(int(x) for x in by_pos)
@@ -160,10 +205,24 @@ def counters_from_sglang(meta: dict) -> tuple[SpecCounters, int | None] | None:
             num_draft_tokens=int(proposed) if proposed is not None else (k or 0) * steps,
             num_accepted_tokens=int(accepted or 0),
             accepted_per_pos=pos,
-            accepted_histogram=hist,
+            accepted_histogram=tuple(hist),
         ),
         k,
     )
+
+
+def _sglang_details(body: dict, choice: dict) -> tuple[dict, str] | None:
+    """SGLang's per-request counters object of choice 0 and where it was found (module doc), or ``None``."""
+    details = (body.get("sglext") or {}).get("spec_tokens_details")
+    if isinstance(details, list):  # one entry per choice when n > 1
+        details = details[0] if details else None
+    if isinstance(details, dict):
+        return details, FIELDS_SGLANG
+    if isinstance(choice.get("meta_info"), dict):
+        return choice["meta_info"], FIELDS_CHOICE_META
+    if isinstance(body.get("meta_info"), dict):
+        return body["meta_info"], FIELDS_META
+    return None
 
 
 def parse_completion(body: dict, chat: bool) -> Completion:
@@ -177,19 +236,20 @@ def parse_completion(body: dict, chat: bool) -> Completion:
         raise RequestFailed("the response has no choices: not an OpenAI completion", "response")
     choice = choices[0]
     text = (choice.get("message") or {}).get("content") or "" if chat else choice.get("text") or ""
-    ids = choice.get("token_ids")
+    # SGLang's chat choices carry the output ids as response_token_ids (protocol.py:1319)
+    ids = choice.get("token_ids") if choice.get("token_ids") is not None else choice.get("response_token_ids")
     try:
-        counters, k, source = None, None, None
+        counters, k, source, fields = None, None, None, None
         spec = (body.get("metrics") or {}).get("speculative_decoding")
-        meta = body.get("meta_info") or choice.get("meta_info")
+        found = _sglang_details(body, choice)
         if spec:
-            (counters, k), source = counters_from_vllm(spec), "vllm"
-        elif isinstance(meta, dict) and (parsed := counters_from_sglang(meta)) is not None:
-            (counters, k), source = parsed, "sglang"
+            (counters, k), source, fields = counters_from_vllm(spec), "vllm", FIELDS_VLLM
+        elif found is not None and (parsed := counters_from_sglang(found[0])) is not None:
+            (counters, k), source, fields = parsed, "sglang", found[1]
         token_ids = None if ids is None else [int(t) for t in ids]
     except (KeyError, TypeError, ValueError) as exc:
         raise RequestFailed(f"the response's speculative-decoding metrics are malformed ({exc!r})", "response") from exc
-    return Completion(token_ids, text, choice.get("finish_reason"), counters, k, source, steps=vllm_steps(spec))
+    return Completion(token_ids, text, choice.get("finish_reason"), counters, k, source, fields, steps=vllm_steps(spec))
 
 
 class EndpointClient:
@@ -290,14 +350,33 @@ class EndpointClient:
         return [m for m in data if isinstance(m, dict) and m.get("id")]
 
     def version(self) -> str | None:
-        """The server's ``GET /version`` (vLLM), ``None`` when it has none; a refused connection raises."""
+        """The server's version: ``GET /version`` (vLLM), else the ``version`` of :meth:`server_info`
+        (SGLang, which has no ``/version``); ``None`` when neither says. A refused connection raises."""
         try:
             body = self._json("GET", "/version")
-            return str(body["version"]) if isinstance(body, dict) and body.get("version") else None
+            if isinstance(body, dict) and body.get("version"):
+                return str(body["version"])
         except RequestFailed as exc:
-            if exc.kind in ("http", "response"):
-                return None
-            raise
+            if exc.kind not in ("http", "response"):
+                raise
+        info = self.server_info()
+        return str(info["version"]) if info and info.get("version") else None
+
+    def server_info(self) -> dict | None:
+        """SGLang's ``GET /server_info`` (``/get_server_info`` before it was renamed; 0.5.23 keeps both,
+        sglang/srt/entrypoints/http_server.py:853-891): the resolved server arguments (speculative
+        settings included), the scheduler's state and ``version``. ``None`` for a server without it
+        (vLLM) or an answer that is not a JSON object; a refused connection raises."""
+        for path in ("/server_info", "/get_server_info"):
+            try:
+                body = self._json("GET", path)
+            except RequestFailed as exc:
+                if exc.kind in ("http", "response"):
+                    continue
+                raise
+            if isinstance(body, dict):
+                return body
+        return None
 
     def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> ServerSpecMetrics | None:
         """``GET /metrics`` read by :func:`~eaglehub.endpoint.metrics.parse_spec_metrics`: the server's
@@ -327,10 +406,10 @@ class EndpointClient:
 
     def complete(self, model: str, prompt: list[int], settings: dict) -> Completion:
         """``POST /v1/completions`` of token ids ``prompt`` (module doc); ``settings``: sampling fields."""
-        body = {"model": model, "prompt": prompt, "return_token_ids": True, **settings}
+        body = {"model": model, "prompt": prompt, "return_token_ids": True, **SGLANG_FLAGS, **settings}
         return parse_completion(self._json("POST", "/v1/completions", body), chat=False)
 
     def chat(self, model: str, messages: list[dict], settings: dict) -> Completion:
         """``POST /v1/chat/completions`` of ``messages`` (module doc)."""
-        body = {"model": model, "messages": messages, "return_token_ids": True, **settings}
+        body = {"model": model, "messages": messages, "return_token_ids": True, **SGLANG_CHAT_FLAGS, **settings}
         return parse_completion(self._json("POST", "/v1/chat/completions", body), chat=True)

@@ -6,7 +6,8 @@ requests through a pool of ``concurrency`` threads over one :class:`EndpointClie
 ``/metrics`` again. Counters:
 
 * ``RunResult.prompt_counters``: each request's own counters from its response (vLLM's per-request
-  spec-decode metrics, SGLang's ``meta_info``; :mod:`eaglehub.endpoint.client`), zeros for a request
+  spec-decode metrics, SGLang's ``sglext.spec_tokens_details`` or ``meta_info``;
+  :mod:`eaglehub.endpoint.client`), zeros for a request
   without them;
 * ``RunResult.group_counters``: per group, the **sum of the per-request counters** when every answered
   request carried them: they count exactly these requests, where the Prometheus delta also counts
@@ -62,7 +63,10 @@ class EndpointRun:
     the ``/metrics`` delta (``None`` where the server exposed no spec-decode metrics or ``/metrics``
     failed); ``per_request_complete``: every answered request carried its own counters;
     ``k`` / ``k_source``: num_speculative_tokens as the responses or the metrics say it;
-    ``source``: ``"vllm"`` / ``"sglang"`` (who wrote the per-request counters); ``texts_only``: some
+    ``source``: ``"vllm"`` / ``"sglang"`` (who wrote the per-request counters); ``fields``: where in the
+    responses they were read (:attr:`~eaglehub.endpoint.client.Completion.fields`); ``metrics_fields``: the
+    ``/metrics`` families read; ``metrics_k``: k as ``/metrics`` says it (SGLang's ``sglang:spec_num_steps``);
+    ``texts_only``: some
     response had no token ids (outputs are then compared as text); ``notes``: what went wrong with
     ``/metrics`` (a reset, a failed read)."""
 
@@ -73,7 +77,10 @@ class EndpointRun:
     k: int | None = None
     k_source: str | None = None
     source: str | None = None
+    fields: str | None = None
     metrics_server: str | None = None
+    metrics_fields: tuple[str, ...] = ()
+    metrics_k: int | None = None
     texts_only: bool = False
     notes: list[str] = field(default_factory=list)
     steps: dict[int, tuple[tuple[int, int], ...]] = field(default_factory=dict)
@@ -189,7 +196,7 @@ class EndpointEngine:
                         mine = mine + res.counters
                         if res.steps is not None:
                             run.steps[i] = res.steps
-                        run.source = res.source
+                        run.source, run.fields = res.source, res.fields
                         if res.k:
                             run.k, run.k_source = res.k, "per-request metrics"
                 run.per_request[group] = mine
@@ -206,6 +213,8 @@ class EndpointEngine:
             k = next((m for m in run.prometheus.values() if m and m.accepted_per_pos), None)
             if k is not None:
                 run.k, run.k_source = len(k.accepted_per_pos), "prometheus per-position counter"
+        if run.k is None and run.metrics_k is not None:
+            run.k, run.k_source = run.metrics_k, "prometheus sglang:spec_num_steps"
         self.last = run
         use_mine = run.per_request_complete and run.source is not None
         group_counters = {
@@ -237,7 +246,9 @@ class EndpointEngine:
                 run.notes.append(exc.message)
             return None
         if m is not None:
-            run.metrics_server = m.server
+            run.metrics_server, run.metrics_fields = m.server, m.fields
+            if m.server == "sglang" and m.k is not None:
+                run.metrics_k = m.k
         return m if m is not None and m.cumulative else None
 
     def _delta(self, run: EndpointRun, before: ServerSpecMetrics | None, expected_drafts: int) -> SpecCounters | None:

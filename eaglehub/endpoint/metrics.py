@@ -16,17 +16,44 @@ are read (the ``_created`` timestamps are not counts and are skipped). Every lab
 is summed. vLLM has no Prometheus counterpart of the per-request ``acceptance_histogram``, so
 ``accepted_histogram`` stays empty.
 
-**SGLang** (``python/sglang/srt/metrics/collector.py``, ``SchedulerMetricsCollector``) exposes no
-speculative-decoding counters, only two gauges recomputed at each decode log interval:
-``sglang:spec_accept_length`` (mean tokens per verify step, bonus included: AL as eaglehub defines
-it, over the last log interval) and ``sglang:spec_accept_rate`` (accepted / drafted tokens in that
-interval). From them **no** draft count, accepted-token count, per-position rate or k can be derived,
-nor an AL over an arbitrary window: :attr:`ServerSpecMetrics.counters` is all zeros for SGLang, and
-the two gauges are given as :attr:`ServerSpecMetrics.acceptance_length_gauge` and
-:attr:`ServerSpecMetrics.acceptance_rate_gauge` (the mean over label sets, e.g. TP / DP ranks). SGLang
-registers the gauges whether or not it speculates, at 0 before the first decode or without
-speculation; a value below 1 is read as "no reading" (``None``), so from ``/metrics`` alone an SGLang
-server that does not speculate looks like an idle one that does.
+**SGLang 0.5.23** (sglang/srt/observability/metrics_collector.py) has cumulative counters, written by
+its tokenizer manager once per finished request (``TokenizerMetricsCollector.observe_one_finished_request``,
+metrics_collector.py:2092-2113, called at tokenizer_manager.py:3287-3297):
+
+* ``sglang:spec_verify_calls_total`` (metrics_collector.py:1865; the request's ``spec_verify_ct``, its
+  verify steps)                              → ``num_drafts``
+* ``sglang:generation_tokens_total`` (:1860; the request's completion tokens) and
+  ``sglang:num_requests_total`` (:1940; finished requests) → ``num_accepted_tokens`` = generated −
+  verify steps − requests: each verify step commits its accepted drafts and one bonus token, and each
+  request's first token comes from prefill, not from a verify step. So AL over any window is
+  1 + Δaccepted / Δverify steps, AL as eaglehub defines it. Where ``num_requests_total`` is not on the
+  page, accepted = generated − verify steps, i.e. AL = Δgenerated / Δverify steps, SGLang's own
+  per-request ``spec_accept_length`` (completion tokens / verify steps, tokenizer_manager.py:3166),
+  which counts each request's prefill token as if it were accepted. A request cut at ``max_tokens``
+  mid-step drops the accepted tokens past the cut from the generated count (both ways), so the page's
+  AL can be a little below the requests' own (eaglehub/endpoint/client.py).
+* ``sglang:spec_num_steps`` (gauge, :535; the active ``speculative_num_steps``) is k; with
+  ``sglang:spec_num_draft_tokens`` (:541, the active ``speculative_num_draft_tokens``) the drafted
+  tokens are verify steps × (draft tokens − 1), as SGLang counts them (tokenizer_manager.py:3156), else
+  verify steps × k. Both gauges are set at each decode log interval and read 0 before the first
+  (metrics_reporter.py:965-1020): k is then unknown (``None``). Under adaptive speculative decoding
+  they give the *current* k, and the drafted-token count uses it for the whole history.
+
+The counters carry ``model_name`` and the server's custom labels; ``generation_tokens`` and
+``num_requests`` also ``is_streaming``; every label set is summed. There is no per-position counter:
+``accepted_per_pos`` stays empty (per-position rates come from the per-request details). A labelled
+counter has no sample before its first increment, so a page whose ``sglang:spec_verify_calls`` or
+``sglang:spec_num_steps`` family is declared without samples reads as counters at 0.
+
+**Older SGLang** (no such counters) exposes two gauges recomputed at each decode log interval:
+``sglang:spec_accept_length`` (mean tokens per verify step, bonus included, over the last log interval)
+and ``sglang:spec_accept_rate`` (accepted / drafted tokens in that interval). From them no count, no
+per-position rate, no k and no AL over an arbitrary window can be derived: :attr:`ServerSpecMetrics.counters`
+is all zeros, :attr:`ServerSpecMetrics.cumulative` is False, and the gauges are given as
+:attr:`ServerSpecMetrics.acceptance_length_gauge` and :attr:`ServerSpecMetrics.acceptance_rate_gauge` (the
+mean over label sets, e.g. TP / DP ranks). SGLang registers the gauges whether or not it speculates, at 0
+before the first decode or without speculation; a value below 1 is read as "no reading" (``None``). 0.5.23
+still writes these gauges; they are given beside its counters.
 """
 
 from __future__ import annotations
@@ -46,6 +73,15 @@ VLLM_COUNTERS = {
 VLLM_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 SGLANG_AL = "sglang:spec_accept_length"
 SGLANG_RATE = "sglang:spec_accept_rate"
+SGLANG_VERIFY = "sglang:spec_verify_calls"
+SGLANG_GENERATED = "sglang:generation_tokens"
+SGLANG_REQUESTS = "sglang:num_requests"
+SGLANG_STEPS = "sglang:spec_num_steps"
+SGLANG_DRAFT_TOKENS = "sglang:spec_num_draft_tokens"
+SGLANG_COUNTERS = (SGLANG_VERIFY, SGLANG_GENERATED, SGLANG_REQUESTS)
+SGLANG_GAUGES = (SGLANG_AL, SGLANG_RATE, SGLANG_STEPS, SGLANG_DRAFT_TOKENS)
+SGLANG_MARKERS = (SGLANG_VERIFY, SGLANG_STEPS)
+"""Families whose presence marks a page with SGLang's counters (0.5.23), samples or not."""
 PROCESS_START = "process_start_time_seconds"
 
 
@@ -54,12 +90,15 @@ class ServerSpecMetrics:
     """One reading of a server's speculative-decoding metrics.
 
     ``counters``: cumulative since the server started, summed over every label set (engine, model);
-    all zeros for SGLang (module doc). ``labels``: the distinct values of each label seen on the
+    all zeros for an older SGLang (module doc). ``labels``: the distinct values of each label seen on the
     spec-decode samples except ``position``, e.g. ``{"model_name": ("/x/target",), "engine": ("0",)}``.
     ``server``: ``"vllm"`` or ``"sglang"``. ``process_start_time``: the server process's start time
     (Unix seconds) where the exposition has prometheus_client's ``process_start_time_seconds``, a
     restart signal that does not depend on the counters going down; ``None`` otherwise.
     ``acceptance_length_gauge`` / ``acceptance_rate_gauge``: SGLang's gauges (module doc); ``None`` for vLLM.
+    ``gauges_only``: an older SGLang page (no counters). ``num_speculative_tokens``: SGLang's
+    ``sglang:spec_num_steps`` (``None`` at 0 or absent). ``fields``: the metric families read, in the
+    order of :data:`VLLM_COUNTERS` / :data:`SGLANG_COUNTERS` + :data:`SGLANG_GAUGES`.
     """
 
     counters: SpecCounters
@@ -68,17 +107,21 @@ class ServerSpecMetrics:
     process_start_time: float | None = None
     acceptance_length_gauge: float | None = None
     acceptance_rate_gauge: float | None = None
+    gauges_only: bool = False
+    num_speculative_tokens: int | None = None
+    fields: tuple[str, ...] = ()
 
     @property
     def k(self) -> int | None:
-        """Number of positions in the per-position counter (vLLM registers one per draft position
-        at start-up, so this is num_speculative_tokens), when known."""
-        return len(self.counters.accepted_per_pos) or None
+        """num_speculative_tokens when known: the number of positions of vLLM's per-position counter
+        (registered one per draft position at start-up), SGLang's ``sglang:spec_num_steps``."""
+        return len(self.counters.accepted_per_pos) or self.num_speculative_tokens
 
     @property
     def cumulative(self) -> bool:
-        """True when :attr:`counters` are real cumulative counters (vLLM), False for SGLang's gauges."""
-        return self.server == "vllm"
+        """True when :attr:`counters` are real cumulative counters (vLLM, SGLang 0.5.23), False for an
+        older SGLang's gauges."""
+        return not self.gauges_only
 
 
 def _base_name(sample_name: str) -> str:
@@ -103,9 +146,11 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
     per_pos: dict[int, int] = defaultdict(int)
     labels: dict[str, set[str]] = defaultdict(set)
     sglang: dict[str, list[float]] = defaultdict(list)
+    families: set[str] = set()
     process_start: float | None = None
     seen_vllm = False
     for family in text_string_to_metric_families(text):
+        families.add(_base_name(family.name))
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue
@@ -120,7 +165,9 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
                     per_pos[pos] += _count(s.value)
                 else:
                     totals[VLLM_COUNTERS[name]] += _count(s.value)
-            elif name in (SGLANG_AL, SGLANG_RATE):
+            elif name in SGLANG_COUNTERS:
+                totals[name] += _count(s.value)
+            elif name in SGLANG_GAUGES:
                 if math.isfinite(s.value):
                     sglang[name].append(s.value)
             elif name == PROCESS_START:
@@ -131,7 +178,8 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
             for key, value in s.labels.items():
                 if key != "position":
                     labels[key].add(value)
-    if not seen_vllm and not sglang:
+    counted = any(f in families for f in SGLANG_MARKERS)
+    if not seen_vllm and not counted and not (sglang[SGLANG_AL] or sglang[SGLANG_RATE]):
         return None
     frozen = {k: tuple(sorted(v)) for k, v in sorted(labels.items())}
     if seen_vllm:
@@ -142,17 +190,43 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
             num_accepted_tokens=totals["num_accepted_tokens"],
             accepted_per_pos=tuple(per_pos.get(i, 0) for i in range(n)),
         )
-        return ServerSpecMetrics(counters, frozen, "vllm", process_start)
+        fields = tuple(f"{name}_total" for name in (*VLLM_COUNTERS, VLLM_PER_POS) if name in families)
+        return ServerSpecMetrics(counters, frozen, "vllm", process_start, fields=fields)
     al = _mean(sglang[SGLANG_AL])
     rate = _mean(sglang[SGLANG_RATE])
-    return ServerSpecMetrics(
-        SpecCounters(),
-        frozen,
-        "sglang",
-        process_start,
-        acceptance_length_gauge=al if al is not None and al >= 1.0 else None,
-        acceptance_rate_gauge=rate if al is not None and al >= 1.0 else None,
+    gauges = {
+        "acceptance_length_gauge": al if al is not None and al >= 1.0 else None,
+        "acceptance_rate_gauge": rate if al is not None and al >= 1.0 else None,
+    }
+    if not counted:
+        return ServerSpecMetrics(
+            SpecCounters(), frozen, "sglang", process_start, **gauges, gauges_only=True,
+            fields=tuple(n for n in (SGLANG_AL, SGLANG_RATE) if sglang[n]),
+        )  # fmt: skip
+    k = _gauge_int(sglang[SGLANG_STEPS])
+    draft_tokens = _gauge_int(sglang[SGLANG_DRAFT_TOKENS])
+    per_step = draft_tokens - 1 if draft_tokens and draft_tokens > 1 else k
+    steps, generated = totals[SGLANG_VERIFY], totals[SGLANG_GENERATED]
+    requests = totals[SGLANG_REQUESTS] if SGLANG_REQUESTS in families else 0
+    counters = SpecCounters(
+        num_drafts=steps,
+        num_draft_tokens=steps * (per_step or 0),
+        num_accepted_tokens=max(generated - steps - requests, 0),
     )
+    fields = tuple(
+        f"{name}_total" if name in SGLANG_COUNTERS else name
+        for name in (*SGLANG_COUNTERS, *SGLANG_GAUGES)
+        if name in families
+    )
+    return ServerSpecMetrics(
+        counters, frozen, "sglang", process_start, **gauges, num_speculative_tokens=k, fields=fields
+    )
+
+
+def _gauge_int(values: list[float]) -> int | None:
+    """A gauge that holds a whole setting (k), ``None`` when absent or 0 (not yet set: module doc); the
+    largest over label sets (ranks agree; a rank that has not logged yet reads 0)."""
+    return round(max(values)) if values and max(values) >= 1 else None
 
 
 def _mean(values: list[float]) -> float | None:

@@ -89,6 +89,11 @@ def _subset(run: RunResult, keep: list[int], groups: list[str], per_request: boo
 
 
 def _same(a: SpecCounters, b: SpecCounters) -> bool:
+    """The responses' counters ``a`` against the ``/metrics`` delta ``b``, on what ``b`` counts: SGLang's
+    page has no per-position counter and derives accepted tokens from generated tokens, which a request cut
+    at max_tokens mid-step undercounts (eaglehub/endpoint/metrics.py): there steps and drafted tokens."""
+    if not b.accepted_per_pos:
+        return (a.num_drafts, a.num_draft_tokens) == (b.num_drafts, b.num_draft_tokens)
     return (a.num_drafts, a.num_draft_tokens, a.num_accepted_tokens, a.accepted_per_pos) == (
         b.num_drafts,
         b.num_draft_tokens,
@@ -330,6 +335,7 @@ def _section(
             "prometheus": None if prom is None else acceptance.acceptance_stats(prom),
             "agree": None if mine is None or prom is None else _same(mine, prom),
             "used": used,
+            "fields": {"per_request": seen.fields, "prometheus": list(seen.metrics_fields)},
         },
         "failures": _failure_rows("drafter", seen.failures, requests)
         + _failure_rows("baseline", base_failures, requests),

@@ -25,15 +25,18 @@ def endpoint_table(ep: dict) -> Table:
         ("requests sent / answered / compared", "{sent} / {answered} / {compared}".format(**ep["requests"])),
         ("baseline (target alone)", shown),
     ]
+    fields = ep["counters"].get("fields") or {}
     for label, key in (("per-request metrics", "per_request"), ("/metrics delta", "prometheus")):
         c = ep["counters"][key]
+        read = fields.get(key)
+        where = f" (read from {read if isinstance(read, str) else ', '.join(read)})" if c is not None and read else ""
         rows.append(
             (
                 f"AL from {label}",
                 "-"
                 if c is None
                 else f"{fmt_number(c['acceptance_length'])} over {c['num_drafts']} drafts; per position "
-                f"{rates_text(c['acceptance_rate_per_position'])}",
+                f"{rates_text(c['acceptance_rate_per_position'])}{where}",
             )
         )
     agree = ep["counters"]["agree"]
