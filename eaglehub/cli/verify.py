@@ -152,10 +152,6 @@ def verify_cmd(
     distributed_executor_backend: str | None,
     max_num_seqs: int | None,
     dry_run: bool,
-    gpus: int | None,
-    gpu_memory: float | None,
-    nodes: int,
-    gpu_memory_utilization: float,
     manifest: str | None,
     report_dir: str | None,
     max_drafters: int | None,
@@ -198,6 +194,7 @@ def verify_cmd(
         "distributed_executor_backend": distributed_executor_backend,
         "max_num_seqs": max_num_seqs,
     }
+    launch, launch_given = LaunchOptions.pop_from(options, dry_run)  # --gpus, --gpu-memory, ...
     context = options.pop("context")
     options["profiles"] = list(options.pop("profiles"))
     opts = VerifyOptions(
@@ -223,14 +220,15 @@ def verify_cmd(
         given={n for n in OVERRIDABLE if ctx.get_parameter_source(n) not in defaults},
         hub_endpoint=hub_endpoint,
         max_drafters=max_drafters,
-        launch=LaunchOptions(gpus, gpu_memory, nodes, gpu_memory_utilization) if dry_run else None,
-        launch_given=gpus is not None or gpu_memory is not None or nodes != 1,
+        launch=launch,
+        launch_given=launch_given,
     )
     outcome = run_verify_command(request, console=err_console)
     if outcome.kind == "plan":
+        from eaglehub.plan.inputs import write_plan
         from eaglehub.views.plan import render_plan
 
-        write_and_show(outcome.data, as_json, render_plan)
+        write_and_show(outcome.data, as_json, render_plan, (write_plan, report_path, "report"))
     elif outcome.kind == "summary":
         from eaglehub.views.pairs import render_summary
 

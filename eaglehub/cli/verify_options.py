@@ -111,7 +111,8 @@ engine_parallel_options = stack(  # verify's vLLM parallelism (RunSpec.engine_op
         "--max-num-seqs",
         type=click.IntRange(min=1),
         default=None,
-        help="vLLM's most sequences at once; --dry-run sizes the KV cache for this many at full length (default 1).",
+        help="vLLM's most sequences at once (default 1). With --dry-run also the serve line's; they share one "
+        "paged KV cache (vLLM needs room for one full-length sequence; the plan says how many fit at once).",
     ),
 )
 
@@ -119,9 +120,10 @@ launch_plan_options = stack(  # verify --dry-run (eaglehub.plan)
     click.option(
         "--dry-run",
         is_flag=True,
-        help="Print the launch plan and run nothing: the target's memory from its config (and index), TP / PP "
-        "sizes and executor backend that fit the GPUs, the vllm serve line and the LLM(...) arguments; exit 1 "
-        "when nothing fits, with the numbers (docs/verify.md). Reads only config files.",
+        help="Print the launch plan and run nothing: the target's memory from its config (and index), the verify "
+        "run (its LLM(...) arguments on the fewest GPUs) and a production vllm serve line, each on a layout vLLM "
+        "0.33 accepts with EAGLE-3; exit 1 when either does not fit or a layout asked for is refused, with the "
+        "numbers (docs/verify.md). Reads only config files.",
     ),
     click.option(
         "--gpus",
@@ -132,13 +134,24 @@ launch_plan_options = stack(  # verify --dry-run (eaglehub.plan)
     click.option(
         "--gpu-memory",
         "gpu_memory",
-        type=click.FloatRange(min=0, min_open=True),
         default=None,
-        metavar="GB",
-        help="With --dry-run: memory per GPU in GB (10^9 bytes) as GPUs are sold: 24, 80, 141, 186 "
-        "(default: what this machine reports); the plan shows GiB too.",
+        metavar="CARD|GiB",
+        help="With --dry-run: each GPU's memory as CUDA reports it: a card (H100, H200, B200, GB200), or the size "
+        "it is sold as (80, 141, 180, 186: that card), or GiB (79.19GiB; a number naming no card is GiB), or "
+        "10^9 bytes (80GB). Default: what this machine reports.",
     ),
     click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="With --dry-run: nodes."),
+    click.option(
+        "--data-parallel-size",
+        type=click.IntRange(min=1),
+        default=None,
+        help="With --dry-run: the serve line's data-parallel replicas (a MoE target), used or refused.",
+    ),
+    click.option(
+        "--enable-expert-parallel",
+        is_flag=True,
+        help="With --dry-run: the serve line spreads the experts of a MoE target over its ranks.",
+    ),
     click.option(
         "--gpu-memory-utilization",
         type=click.FloatRange(0.0, 1.0, min_open=True),

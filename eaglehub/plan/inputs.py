@@ -10,21 +10,45 @@ from pathlib import Path
 from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
 from eaglehub.errors import InputError, UsageError
 from eaglehub.io import jsonio
-from eaglehub.plan.launch import GB, Drafter, Machine, plan_launch
+from eaglehub.plan.launch import Drafter, Machine, plan_launch
 
 INDEX_FILE = "model.safetensors.index.json"
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
 
+LAUNCH_KEYS = ("gpus", "gpu_memory", "nodes", "gpu_memory_utilization", "data_parallel_size", "enable_expert_parallel")
+"""The CLI options that describe a launch plan (``verify --dry-run``)."""
+
+
 @dataclass
 class LaunchOptions:
-    """``verify --dry-run``'s machine: GPUs per node and their memory (``None``: what this machine
-    reports), nodes, and the share of each GPU's memory vLLM may use."""
+    """``verify --dry-run``'s machine: GPUs per node and their memory (``--gpu-memory``: a card, GiB or GB, read
+    by :func:`eaglehub.plan.cards.read_gpu_memory`; ``None``: what this machine reports), nodes, the share of
+    each GPU's memory vLLM may use, and the serve line's data / expert parallelism when asked for."""
 
     gpus: int | None = None
-    gpu_memory_gb: float | None = None
+    gpu_memory: str | None = None
     nodes: int = 1
     utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    data_parallel_size: int | None = None
+    expert_parallel: bool = False
+
+    @classmethod
+    def pop_from(cls, options: dict, dry_run: bool) -> tuple[LaunchOptions | None, bool]:
+        """``(the launch options or None without --dry-run, whether any was given)``, taken out of the CLI's
+        keyword arguments (:data:`LAUNCH_KEYS`)."""
+        given = {key: options.pop(key, None) for key in LAUNCH_KEYS}
+        launch = cls(
+            given["gpus"],
+            given["gpu_memory"],
+            given["nodes"] or 1,
+            given["gpu_memory_utilization"] or DEFAULT_GPU_MEMORY_UTILIZATION,
+            given["data_parallel_size"],
+            bool(given["enable_expert_parallel"]),
+        )
+        named = launch.gpus is not None or launch.gpu_memory is not None or launch.nodes != 1
+        named = named or launch.data_parallel_size is not None or launch.expert_parallel
+        return (launch if dry_run else None), named
 
 
 def read_target(spec: str) -> tuple[dict, Path, int | None]:
@@ -72,37 +96,46 @@ def machine(opts: LaunchOptions) -> Machine:
     """The GPUs to plan for: the options, with what torch reports for this machine filling the unset ones.
 
     Raises:
-        UsageError: an option is unset and this machine reports no GPU (exit 2).
+        UsageError: an unreadable --gpu-memory, or an option is unset and this machine reports no GPU (exit 2).
     """
-    if opts.gpus is not None and opts.gpu_memory_gb is not None:
-        return Machine(opts.gpus, opts.gpu_memory_gb, opts.nodes, opts.utilization)
-    count, memory_bytes = local_gpus()
+    from eaglehub.plan.cards import read_gpu_memory
+
+    given = read_gpu_memory(opts.gpu_memory) if opts.gpu_memory is not None else None
+    if opts.gpus is not None and given is not None:
+        return Machine(opts.gpus, given.total_bytes, opts.nodes, opts.utilization, "options", given.card, given.read_as)
+    count, total = local_gpus()
     if not count:
         raise UsageError(
             "this machine reports no GPU to plan for",
-            hint="pass the target machine's GPUs: --gpus N --gpu-memory GB (e.g. --gpus 8 --gpu-memory 141)",
+            hint="pass the target machine's GPUs: --gpus N --gpu-memory CARD|GiB (e.g. --gpus 8 --gpu-memory H200)",
         )
     gpus = opts.gpus if opts.gpus is not None else count
-    gb = opts.gpu_memory_gb if opts.gpu_memory_gb is not None else memory_bytes / GB
-    return Machine(gpus, round(gb, 3), opts.nodes, opts.utilization, source="machine")
+    if given is not None:
+        return Machine(gpus, given.total_bytes, opts.nodes, opts.utilization, "options", given.card, given.read_as)
+    read_as = f"{total / 2**30:.2f} GiB: this machine's first GPU, as CUDA reports it"
+    return Machine(gpus, total, opts.nodes, opts.utilization, "machine", None, read_as)
 
 
 def local_gpus() -> tuple[int, int]:
-    """``(CUDA devices, total bytes of the first)`` as torch reports them; ``(0, 0)`` without torch or a GPU."""
+    """``(CUDA devices, total bytes of the first)`` as vLLM reads them (``torch.cuda.mem_get_info``'s total,
+    vLLM 0.33.0 ``utils/mem_utils.py`` L143); ``(0, 0)`` without torch or a GPU."""
     try:
         import torch
     except ImportError:
         return 0, 0
     if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
         return 0, 0
-    return torch.cuda.device_count(), int(torch.cuda.get_device_properties(0).total_memory)
+    return torch.cuda.device_count(), int(torch.cuda.mem_get_info(0)[1])
 
 
 def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
     """The launch plan of ``verify --dry-run`` for :class:`eaglehub.verify.options.VerifyOptions` ``opts``:
     its target, first drafter, k and the context it would run at (``--context`` with its output and
-    draft tokens, at most the target's ``max_position_embeddings``; else verify's ``max_model_len``).
-    ``dtype``: the compute dtype when given, else the checkpoint's."""
+    draft tokens, at most the target's ``max_position_embeddings``; else verify's ``max_model_len``), the
+    layout options given (``--tensor-parallel-size``, ``--pipeline-parallel-size``,
+    ``--distributed-executor-backend``, ``--data-parallel-size``, ``--enable-expert-parallel``: used or refused)
+    and ``--max-num-seqs`` (the verify run's sequences and the serve line's). ``dtype``: the compute dtype when
+    given, else the checkpoint's."""
     from eaglehub.engines.release import release as release_for
     from eaglehub.plan.memory import text_config
 
@@ -120,7 +153,16 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
         limit = text_config(config).get("max_position_embeddings")
         need = opts.context + opts.max_tokens + opts.k
         max_model_len = min(need, limit) if isinstance(limit, int) else need
-    seqs = int(opts.engine_options.get("max_num_seqs") or 1)
+    given_seqs = opts.engine_options.get("max_num_seqs")
+    seqs = int(given_seqs or 1)
+    eo = opts.engine_options
+    requested = {
+        "tp": eo.get("tensor_parallel_size"),
+        "pp": eo.get("pipeline_parallel_size"),
+        "backend": eo.get("distributed_executor_backend"),
+        "dp": launch.data_parallel_size,
+        "ep": launch.expert_parallel or None,
+    }
     command = "".join(
         [
             f" --drafter {opts.drafters[0]}" if opts.drafters else "",
@@ -143,6 +185,9 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
         dtype=dtype,
         command=command,
         release=release,
+        requested=requested,
+        serve_len=max_model_len if opts.context else None,
+        serve_seqs=int(given_seqs) if given_seqs else None,
     )
     if drafter is not None:
         report["drafter_check"] = drafter_check(drafter.path, opts.target, release.profile.id)
@@ -167,3 +212,14 @@ def drafter_check(drafter: Path, target: str, profile: str) -> dict:
         if f["severity"] in ("error", "warning")
     ]
     return {"profile": profile, "ok": report["ok"], "counts": report["counts"], "findings": shown}
+
+
+def write_plan(report: dict, path: str | Path) -> None:
+    """``verify --dry-run --report FILE``: the plan as JSON, checked against its schema, written atomically.
+
+    Raises:
+        EaglehubError: schema violation, or the file cannot be written.
+    """
+    from eaglehub.io.schemas import write_output
+
+    write_output(report, path, "launch-plan", "launch plan")

@@ -274,11 +274,13 @@ def stage_layers(layers: int, pp: int) -> list[int]:
     return parts
 
 
-def rank_bytes(ws: list[Weight], cfg: dict, tp: int, pp: int) -> float:
+def rank_bytes(ws: list[Weight], cfg: dict, tp: int, pp: int, ep: int = 0) -> float:
     """Weight bytes on the fullest GPU of a TP x PP layout: each stage's layers (the first stage also
-    holds the embeddings, the last the final norm and ``lm_head``), each weight divided as its split says."""
+    holds the embeddings, the last the final norm and ``lm_head``), each weight divided as its split says.
+    ``ep`` > 0: expert parallelism over that many ranks (TP x DP): the routed experts are divided among
+    them instead of by TP, everything else stays as TP divides it."""
     nkv = 1 if is_mla(cfg) else int(cfg.get("num_key_value_heads") or cfg["num_attention_heads"])
-    divisor = {"tp": tp, "kv": min(tp, nkv), "none": 1}
+    divisor = {"tp": tp, "kv": min(tp, nkv), "none": 1, "ep": ep or tp}
     parts = stage_layers(_need(cfg, "num_hidden_layers"), pp)
     bounds = [sum(parts[:s]) for s in range(pp + 1)]
     stages = [0.0] * pp
@@ -287,5 +289,6 @@ def rank_bytes(ws: list[Weight], cfg: dict, tp: int, pp: int) -> float:
             stage = 0 if w.name == "model.embed_tokens" else pp - 1
         else:
             stage = next(s for s in range(pp) if bounds[s] <= w.layer < bounds[s + 1])
-        stages[stage] += w.params * w.bytes_per_param / divisor[w.split]
+        split = "ep" if ".mlp.experts." in w.name else w.split
+        stages[stage] += w.params * w.bytes_per_param / divisor[split]
     return max(stages)

@@ -35,7 +35,7 @@ class VerifyRequest:
     launch: LaunchOptions | None = None
     """``--dry-run``: plan the launch on these GPUs (:func:`eaglehub.plan.inputs.plan_for_verify`), run nothing."""
     launch_given: bool = False
-    """Whether a launch option (``--gpus``, ``--gpu-memory``, ``--nodes``) was given; without ``--dry-run`` an error."""
+    """Whether a launch option (:data:`eaglehub.plan.inputs.LAUNCH_KEYS`) was given; without ``--dry-run`` an error."""
 
 
 @dataclass
@@ -61,11 +61,16 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
 
         if request.manifest or opts.endpoint:
             raise UsageError("--dry-run plans one local target", hint="drop --manifest / --endpoint")
+        if request.plot_path:  # a plot draws a run's acceptance; a plan has none
+            raise UsageError("--plot draws a run's acceptance; --dry-run runs nothing", hint="drop --plot")
         plan = plan_for_verify(opts, request.launch, opts.dtype if "dtype" in request.given else None)
         drafter_ok = plan["drafter_check"] is None or plan["drafter_check"]["ok"]
         return VerifyOutcome("plan", plan, 0 if plan["fits"] and drafter_ok else 1)
     if request.launch_given:
-        raise UsageError("--gpus, --gpu-memory and --nodes describe a launch plan", hint="add --dry-run")
+        raise UsageError(
+            "--gpus, --gpu-memory, --nodes, --data-parallel-size and --enable-expert-parallel describe a launch plan",
+            hint="add --dry-run",
+        )
     if opts.endpoint:  # the drafter served elsewhere: no pairs, no local drafter (eaglehub.verify.endpoint)
         from eaglehub.verify.endpoint import run_verify_endpoint
 
