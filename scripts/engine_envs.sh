@@ -30,9 +30,10 @@ VLLM_DEPS=(cbor2 prometheus_client psutil pyzmq aiohttp requests openai-harmony 
   cloudpickle pybase64 cachetools uvloop py-cpuinfo xgrammar fastapi partial-json-parser einops llguidance
   compressed-tensors safetensors)
 # SGLang 0.5.23: what sglang.srt.configs / server_args / models.llama_eagle3 / model_loader import
-# (triton: imported at module level by its layers, dill by its sampling module; SGLang declares neither).
+# (triton: imported at module level by its layers, dill by its sampling module; SGLang declares neither), and
+# prometheus_client, which its metric collectors import (scripts/sglang_fixtures.py builds /metrics with them).
 SGLANG_DEPS=(orjson psutil pybase64 requests triton==3.9.0 pillow starlette msgspec pyzmq IPython aiohttp einops
-  openai apache-tvm-ffi compressed-tensors gguf partial-json-parser sentencepiece safetensors dill)
+  openai apache-tvm-ffi compressed-tensors gguf partial-json-parser sentencepiece safetensors dill prometheus_client)
 
 wheel_for() { # engine version -> path of its wheel
   local engine=$1 version=$2 found
