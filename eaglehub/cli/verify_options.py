@@ -9,6 +9,20 @@ from eaglehub.cli.options import api_key_option, endpoint_url_option, stack
 from eaglehub.cli.paths import server_url
 from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
 
+
+def served_config_option(help_text: str):
+    """``--served-config``: the speculative settings a server runs, where it does not say them itself
+    (eaglehub.endpoint.settings)."""
+    return click.option("--served-config", "served_config", default=None, metavar="JSON|FILE", help=help_text)
+
+
+SERVED_CONFIG_HELP = (
+    "The JSON given to the server's vllm serve --speculative-config (or a file holding it): its "
+    "num_speculative_tokens, num_speculative_tokens_per_batch_size, rejection_sample_method, "
+    "synthetic_acceptance_* and draft_lm_head_quantization are taken, printed as assumptions, where the server "
+    "does not say its settings (vLLM shows them on /server_info only with VLLM_SERVER_DEV_MODE=1)."
+)
+
 endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
     endpoint_url_option(
         False,
@@ -46,6 +60,7 @@ endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
         show_default=True,
         help="With --endpoint: seconds per request.",
     ),
+    served_config_option("With --endpoint: " + SERVED_CONFIG_HELP),
 )
 
 

@@ -101,9 +101,21 @@ class ServedSettings:
     rejection_method: Setting = field(default_factory=Setting)
     synthetic: Setting = field(default_factory=Setting)
     draft_lm_head_quantization: Setting = field(default_factory=Setting)
+    method: Setting = field(default_factory=Setting)
+    drafter: Setting = field(default_factory=Setting)
     conflicts: tuple[str, ...] = ()
 
-    NAMES = ("engine", "version", "k", "k_schedule", "rejection_method", "synthetic", "draft_lm_head_quantization")
+    NAMES = (
+        "engine",
+        "version",
+        "k",
+        "k_schedule",
+        "rejection_method",
+        "synthetic",
+        "draft_lm_head_quantization",
+        "method",
+        "drafter",
+    )
 
     def to_dict(self) -> dict:
         return {**{n: getattr(self, n).to_dict() for n in self.NAMES}, "conflicts": list(self.conflicts)}
@@ -147,7 +159,7 @@ def parse_served_config(text: str | None) -> dict | None:
         return None
     raw = text.strip()
     where = "--served-config"
-    if not raw.startswith("{"):
+    if not raw.startswith(("{", "[")):
         try:
             raw = Path(raw).expanduser().read_text(encoding="utf-8")
         except OSError as exc:
@@ -164,7 +176,7 @@ def parse_served_config(text: str | None) -> dict | None:
         ) from exc
     if not isinstance(cfg, dict):
         raise UsageError(f"{where} is not a JSON object", hint="""e.g. '{"num_speculative_tokens": 3}'""")
-    out = {key: cfg[key] for key in SERVED_CONFIG_KEYS if key in cfg}
+    out = {key: cfg[key] for key in (*SERVED_CONFIG_KEYS, "method", "model") if key in cfg}
     k = out.get("num_speculative_tokens")
     if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
         raise UsageError(f"{where}: num_speculative_tokens {k!r} is not a positive integer", hint="e.g. 3")
@@ -222,16 +234,19 @@ def _vllm_settings(body: dict, where: str) -> dict[str, Setting]:
         "rejection_method": Setting(
             cfg.get("rejection_sample_method") or "standard", SERVER, f"{at}.rejection_sample_method"
         ),
+        "method": Setting(cfg.get("method"), SERVER, f"{at}.method"),
+        "drafter": Setting(cfg.get("model"), SERVER, f"{at}.model"),
     }
     if cfg.get("rejection_sample_method") == "synthetic":
         # vLLM resolves a length to per-position rates and clears the length (config/speculative.py L1832-1839)
         rates = cfg.get("synthetic_acceptance_rates")
         value = {"acceptance_rates": rates, "acceptance_length": synthetic_al(rates)} if rates else None
         out["synthetic"] = Setting(value, SERVER, f"{at}.synthetic_acceptance_rates")
-    if "draft_lm_head_quantization" in cfg:  # vLLM 0.33 and later
-        out["draft_lm_head_quantization"] = Setting(
-            cfg.get("draft_lm_head_quantization"), SERVER, f"{at}.draft_lm_head_quantization"
-        )
+    # vLLM 0.33 added the field; a config without it is of a release that cannot quantize the drafter's head
+    quant_at = f"{at}.draft_lm_head_quantization"
+    if "draft_lm_head_quantization" not in cfg:
+        quant_at += " (absent: no such setting in this release)"
+    out["draft_lm_head_quantization"] = Setting(cfg.get("draft_lm_head_quantization"), SERVER, quant_at)
     return out
 
 
@@ -257,6 +272,8 @@ def _sglang_settings(body: dict, where: str) -> dict[str, Setting]:
         ),
         "rejection_method": Setting(method, SERVER, f"{where} speculative_accept_threshold_single / _acc"),
         "draft_lm_head_quantization": Setting(quant, SERVER, f"{where} speculative_draft_model_quantization"),
+        "method": Setting(body.get("speculative_algorithm"), SERVER, f"{where} speculative_algorithm"),
+        "drafter": Setting(body.get("speculative_draft_model_path"), SERVER, f"{where} speculative_draft_model_path"),
     }
 
 
@@ -292,6 +309,9 @@ def assumed(cfg: dict | None) -> dict[str, Setting]:
     out: dict[str, Setting] = {}
     if "num_speculative_tokens" in cfg:
         out["k"] = Setting(cfg["num_speculative_tokens"], ASSUMED, where)
+    for name, key in (("method", "method"), ("drafter", "model")):
+        if cfg.get(key) is not None:
+            out[name] = Setting(cfg[key], ASSUMED, where)
     if "num_speculative_tokens_per_batch_size" in cfg:
         out["k_schedule"] = Setting(cfg["num_speculative_tokens_per_batch_size"], ASSUMED, where)
     if "rejection_sample_method" in cfg:
@@ -321,9 +341,9 @@ def combine(
     server contradicts is kept in ``conflicts`` (one line each)."""
     values: dict[str, Setting] = {}
     conflicts = []
-    for name in ("k", "k_schedule", "rejection_method", "synthetic", "draft_lm_head_quantization"):
+    for name in ("k", "k_schedule", "rejection_method", "synthetic", "draft_lm_head_quantization", "method", "drafter"):
         server, user = read.get(name), given.get(name)
-        if server is not None and (server.value is not None or name != "k"):
+        if server is not None and (server.value is not None or name not in ("k", "method", "drafter")):
             values[name] = server
             if user is not None and user.value != server.value and not (name == "synthetic" and _same_al(user, server)):
                 conflicts.append(

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from eaglehub.endpoint.client import EndpointClient
 from eaglehub.endpoint.engine import EndpointEngine, EndpointRun
+from eaglehub.endpoint.settings import read_served_settings
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EndpointError, UsageError
 from eaglehub.findings import finding
@@ -142,6 +143,7 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
         )
         server.version()  # a refused connection fails here, before any local work
         model = server.model
+        settings = read_served_settings(server.client, opts.served_config, server.version())
         base: Engine
         if opts.baseline_endpoint:
             base = EndpointEngine(
@@ -224,10 +226,17 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
         entry["findings"] += [f.as_dict() for f in found]
         entry["findings"].sort(key=lambda f: f["severity"] != "error")
         entry["passed"] = not any(f["severity"] == "error" for f in entry["findings"])
+    from eaglehub.verify.served import apply_claims, served_claims
+
+    card = next((c for c in server.cards if c.get("id") == server.model), {})
+    overall = acceptance.total(served_run.group_counters.values())
+    settings, served_section, found = served_claims(settings, seen, keep, overall, entry["prompts"], card.get("root"))
+    apply_claims(entry, settings, found)
     report["drafters"] = [entry]
     report["passed"] = entry["passed"]
     report["engine"] = {"name": server.name, "version": server.version()}
     report["endpoint"] = _section(opts, server, base, seen, base_failures, requests, len(keep), api, texts)
+    report["endpoint"]["served"] = served_section
     validate_report(report)
     return report
 

@@ -54,6 +54,9 @@ class VerifyOptions:
     """Bearer token for the endpoints (default ``OPENAI_API_KEY``); never printed or written."""
     timeout: float = 120.0
     """Seconds per request."""
+    served_config: str | None = None
+    """The served speculative config as the user states it (the JSON of ``vllm serve --speculative-config``, or a
+    file), taken where the server does not say its settings (:mod:`eaglehub.endpoint.settings`)."""
     device: str = "cpu"
     probe: bool = False
     """Also probe each drafter's config readings (:func:`eaglehub.probe.run.probe`) on the same prompts, in the

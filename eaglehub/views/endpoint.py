@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from rich.console import Console
 from rich.table import Table
 
@@ -46,6 +48,66 @@ def endpoint_table(ep: dict) -> Table:
     return t
 
 
+SETTING_LABELS = (
+    ("engine", "engine"),
+    ("version", "version"),
+    ("k", "num_speculative_tokens (k)"),
+    ("k_schedule", "k schedule"),
+    ("rejection_method", "rejection method"),
+    ("synthetic", "synthetic acceptance"),
+    ("draft_lm_head_quantization", "draft lm_head quantization"),
+    ("drafter", "drafter"),
+)
+CLAIM_TEXT = {
+    "measured": "measured, at one k",
+    "configured": "CONFIGURED by the synthetic rejection method: not a measurement",
+    "mixed_k": "over a MIX of ks (a schedule): not the AL at one k",
+}
+
+
+def _setting_value(name: str, value) -> str:
+    if value is None:
+        return "none" if name in ("draft_lm_head_quantization",) else "?"
+    if name == "k_schedule":
+        return "none (fixed k)" if value == [] else json.dumps(value) if isinstance(value, list) else str(value)
+    if name == "synthetic":
+        return f"AL {value.get('acceptance_length')}" if isinstance(value, dict) else str(value)
+    return str(value)
+
+
+def served_table(served: dict) -> Table:
+    """The settings the server runs, each with where it was read (or that it was assumed, or is unknown), then
+    what they let the report claim (eaglehub/verify/served.py)."""
+    t = Table(title="served settings", title_justify="left")
+    for column in ("setting", "value", "from"):
+        t.add_column(column)
+    settings = served["settings"]
+    for name, label in SETTING_LABELS:
+        s = settings[name]
+        if name == "synthetic" and s["value"] is None and s["source"] == "unknown":
+            continue
+        origin = {"server": s["where"] or "the server", "assumed": f"ASSUMED ({s['where']})"}.get(
+            s["source"], "unknown"
+        )
+        t.add_row(label, _setting_value(name, s["value"]), origin)
+    claims = served["claims"]
+    t.add_row("AL", CLAIM_TEXT[claims["acceptance_length"]], "")
+    lossless = (
+        "judged on the outputs" if claims["lossless"] == "judged" else "NOT JUDGED (the method is lossy by design)"
+    )
+    t.add_row("losslessness", lossless, "")
+    for row in served.get("acceptance_by_k") or []:
+        t.add_row(
+            f"AL at k={row['k']}",
+            f"{fmt_number(row['acceptance_length'])} over {row['num_drafts']} steps; per position "
+            f"{rates_text(row['acceptance_rate_per_position'])}",
+            "per-step counts",
+        )
+    if claims["acceptance_length"] == "mixed_k":
+        t.add_row("rates per position", claims["per_position"], "")
+    return t
+
+
 def render_endpoint_report(report: dict, console: Console) -> None:
     """The verify tables, then (for ``verify --endpoint``) the endpoint table and its failures."""
     render_report_and_baseline(report, console)
@@ -54,6 +116,19 @@ def render_endpoint_report(report: dict, console: Console) -> None:
         return
     console.print()
     console.print(endpoint_table(ep))
+    if ep.get("served"):
+        console.print(served_table(ep["served"]))
+        unknown = [
+            label for name, label in SETTING_LABELS[2:7] if ep["served"]["settings"][name]["source"] == "unknown"
+        ]
+        unknown = [u for u in unknown if u != "synthetic acceptance"]
+        if unknown:
+            console.print(
+                f"not said by the server: {', '.join(unknown)}; state them with --served-config "
+                "'<the server's --speculative-config JSON>'",
+                highlight=False,
+                markup=False,
+            )
     for f in ep["failures"][:MAX_FAILURES_SHOWN]:
         console.print(f"failed ({f['run']}): {f['id']}: {f['message']}", highlight=False, markup=False)
     if len(ep["failures"]) > MAX_FAILURES_SHOWN:

@@ -188,9 +188,11 @@ def print_findings(d: dict, console: Console) -> None:
     counts = {s: sum(f["severity"] == s for f in d["findings"]) for s in _SEVERITY_STYLE}
     extra = ", ".join(f"{n} {s}{'s' if n > 1 and s != 'info' else ''}" for s, n in counts.items() if n and s != "error")
     verdict = "[bold green]PASS[/]" if d["passed"] else "[bold red]FAIL[/]"
+    # a served method that does not keep the target's outputs gets no losslessness verdict (verify/served.py)
+    lossless = "not judged (lossy by design), " if d["lossless"] is None else ""
     console.print(
-        f"{verdict}{f' ({extra})' if extra else ''} · lossless: {d['num_prompts_matched']}/{d['num_prompts']} "
-        "prompts token-identical",
+        f"{verdict}{f' ({extra})' if extra else ''} · lossless: {lossless}{d['num_prompts_matched']}/"
+        f"{d['num_prompts']} prompts token-identical",
         highlight=False,
     )
     said: set[str] = set()
