@@ -30,7 +30,8 @@ token comes from prefill, so its completion tokens are 1 + Σ (accepted + 1). Wr
 ``chat/``, ``chat-meta-info/`` (a chat request with ``return_meta_info`` only), ``nospec/`` (the target alone:
 no speculative fields), ``older/`` (``meta_info`` with the field names SGLang used before 0.5.23's
 ``spec_num_correct_drafts``: eaglehub's reading of older servers), ``completions-n2.json`` (``n`` = 2: the
-details as a list), ``metrics-*.prom``, ``server_info.json`` and ``MANIFEST.json``.
+details as a list), ``metrics-after-N.prom`` (after N finished requests), ``models.json`` (``/v1/models``),
+``server_info.json`` and ``MANIFEST.json``.
 """
 
 from __future__ import annotations
@@ -61,8 +62,8 @@ REQUESTS = [
 ]
 """Per request (the six prompts of ``verify --limit 1``), the accepted draft tokens of each verify step.
 Request 1 never accepts more than 1 and request 4 always 3: SGLang's histogram then has 2 and 4 entries."""
-PAGES = {"metrics-fresh.prom": 0, "metrics-after-3.prom": 3, "metrics-after-6.prom": 6}
-"""``/metrics`` after this many finished requests (a fresh server: no decode logged yet, gauges unset)."""
+PAGES = {f"metrics-after-{n}.prom": n for n in range(len(REQUESTS) + 1)}
+"""``/metrics`` after each finished request (after 0: a fresh server, no decode logged yet, gauges unset)."""
 PROMPT_TOKENS = 20
 LEGACY = {
     "spec_num_correct_drafts": "spec_accepted_drafts",
@@ -260,6 +261,9 @@ def main(out: str) -> int:
         write(out, f"older/{i}.json", older)
     n2 = p.CompletionRequest(model=MODEL, prompt=[1, 2, 3], n=2, return_spec_tokens_details=True, **flags)
     write(out, "completions-n2.json", completion_body(rets[:2], n2))
+
+    models = p.ModelList(data=[p.ModelCard(id=MODEL, root=MODEL, max_model_len=2048, created=0)])
+    write(out, "models.json", models.model_dump())
 
     import msgspec
 

@@ -215,9 +215,9 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
     )
     fields = tuple(
         f"{name}_total" if name in SGLANG_COUNTERS else name
-        for name in (*SGLANG_COUNTERS, *SGLANG_GAUGES)
+        for name in (*SGLANG_COUNTERS, SGLANG_STEPS, SGLANG_DRAFT_TOKENS)
         if name in families
-    )
+    )  # the families the counters and k came from
     return ServerSpecMetrics(
         counters, frozen, "sglang", process_start, **gauges, num_speculative_tokens=k, fields=fields
     )

@@ -12,8 +12,10 @@ gives one *reading* (a dict valid against ``schemas/watch-interval.schema.json``
   them and no rate is ever negative;
 * ``unreachable`` / ``no_spec_metrics``: the poll failed (the error, one line) or the page had no
   speculative-decoding metrics; the base is kept, so the next good reading covers the gap;
-* ``gauge``: an SGLang server, whose ``/metrics`` has no counters (only the AL gauge of its last log
-  interval, eaglehub/endpoint/metrics.py): the gauge is shown, never judged.
+* ``gauge``: an SGLang server older than 0.5.23, whose ``/metrics`` has no counters (only the AL gauge of
+  its last log interval, eaglehub/endpoint/metrics.py): the gauge is shown, never judged. SGLang 0.5.23's
+  counters (verify calls, generated tokens, finished requests) give ``ok`` readings like vLLM's, without
+  per-position rates (it has no per-position counter).
 
 :class:`Judge` flags an AL drop: an ``ok`` reading with at least ``min_drafts`` drafts is *judged*; it is
 *below* when its AL < reference · (1 − tolerance). ``patience`` judged readings below in a row confirm a
