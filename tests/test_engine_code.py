@@ -506,6 +506,28 @@ def test_eaglehub_reads_drafters_as_the_engine_does(profile, corpus):
 
 
 # --------------------------------------------------------------------------------------------------
+# (c) a served SGLang's replies and /metrics pages (fixtures/servers/sglang-0.5.23/)
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.engine
+def test_sglang_server_fixtures_are_what_sglang_makes(tmp_path):
+    """scripts/sglang_fixtures.py re-run with SGLang 0.5.23's own classes gives the committed replies, pages
+    and /server_info byte for byte, from the environment whose wheel the MANIFEST records
+    (tests/test_endpoint_sglang.py serves them to verify --endpoint and watch)."""
+    committed = ROOT / "fixtures" / "servers" / "sglang-0.5.23"
+    manifest = json.loads((committed / "MANIFEST.json").read_text())
+    py = require_env("sglang", manifest["version"])
+    stamp = json.loads((py.parent.parent.parent / ".complete").read_text())
+    assert stamp["sha256"] == manifest["sha256"], "the SGLang environment holds another wheel than the fixtures'"
+    run_script(py, str(SCRIPTS / "sglang_fixtures.py"), str(tmp_path), timeout=600)
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert made == sorted(p.relative_to(committed) for p in committed.rglob("*") if p.is_file())
+    differ = [str(rel) for rel in made if (tmp_path / rel).read_bytes() != (committed / rel).read_bytes()]
+    assert not differ, f"SGLang's code makes other fixtures today: {differ}; regenerate with the script"
+
+
+# --------------------------------------------------------------------------------------------------
 # unit: the shipped tables and their loader (no engine)
 # --------------------------------------------------------------------------------------------------
 
