@@ -194,13 +194,11 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
         return ServerSpecMetrics(counters, frozen, "vllm", process_start, fields=fields)
     al = _mean(sglang[SGLANG_AL])
     rate = _mean(sglang[SGLANG_RATE])
-    gauges = {
-        "acceptance_length_gauge": al if al is not None and al >= 1.0 else None,
-        "acceptance_rate_gauge": rate if al is not None and al >= 1.0 else None,
-    }
+    al_gauge = al if al is not None and al >= 1.0 else None
+    rate_gauge = rate if al_gauge is not None else None
     if not counted:
         return ServerSpecMetrics(
-            SpecCounters(), frozen, "sglang", process_start, **gauges, gauges_only=True,
+            SpecCounters(), frozen, "sglang", process_start, al_gauge, rate_gauge, gauges_only=True,
             fields=tuple(n for n in (SGLANG_AL, SGLANG_RATE) if sglang[n]),
         )  # fmt: skip
     k = _gauge_int(sglang[SGLANG_STEPS])
@@ -219,7 +217,7 @@ def parse_spec_metrics(text: str) -> ServerSpecMetrics | None:
         if name in families
     )  # the families the counters and k came from
     return ServerSpecMetrics(
-        counters, frozen, "sglang", process_start, **gauges, num_speculative_tokens=k, fields=fields
+        counters, frozen, "sglang", process_start, al_gauge, rate_gauge, num_speculative_tokens=k, fields=fields
     )
 
 
