@@ -2,8 +2,9 @@
 
 The servers are helpers/fake_openai.py: real HTTP servers on 127.0.0.1 that answer in vLLM's or SGLang's
 response layout and fail on purpose (500, a timeout, a dropped connection, no speculative decoding). The
-SGLang responses follow the field names of SGLang's tokenizer manager (SGLang cannot run here). The
-agreement with a real ``vllm serve`` is tests/test_verify_endpoint_vllm.py.
+fake's SGLang responses carry ``meta_info`` with SGLang's field names; replies and pages made by SGLang
+0.5.23's own code are served in tests/test_endpoint_sglang.py. The agreement with a real ``vllm serve`` is
+tests/test_verify_endpoint_vllm.py.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def test_a_served_drafter_is_measured_from_its_own_counters(mode, tmp_path):
     assert overall["acceptance_length"] == pytest.approx(1 + ACCEPTED / STEPS)
     assert ep["num_speculative_tokens"] == K and ep["k_source"] == "per-request metrics"
     assert ep["server"] == ("sglang" if mode == "sglang" else "vllm") and ep["counters"]["used"] == "per_request"
-    # vLLM's /metrics delta counts the same steps; SGLang has no counters there
+    # vLLM's /metrics delta counts the same steps; the fake SGLang serves no counters there
     assert ep["counters"]["agree"] is (True if mode == "ok" else None)
     assert ep["baseline"]["endpoint"]["version"] == "fake-0.1" and ep["api"] == "chat"
     assert served.headers and all(h == f"Bearer {SECRET}" for h in served.headers)  # sent, never shown

@@ -1,8 +1,9 @@
 """eaglehub.endpoint.metrics: reading a server's spec-decode counters from its /metrics text (and
 EndpointClient.metrics, which fetches it).
 
-The SGLang exposition is written from SGLang's documented format (its metrics collector and
-production-metrics page), since SGLang cannot run on this machine. The vLLM pages in tests/data/metrics/
+The gauge-only SGLang exposition (releases before 0.5.23's counters) is written from SGLang's documented
+format, since SGLang cannot run on this machine; SGLang 0.5.23's pages, made by its own metric collectors,
+are read in tests/test_endpoint_sglang.py. The vLLM pages in tests/data/metrics/
 were captured from a real server (SOURCES.md there); the small vLLM texts are hand-made edge cases in
 the layout prometheus_client writes.
 """
