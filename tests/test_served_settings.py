@@ -336,3 +336,64 @@ def test_al_per_k_and_synthetic_al():
     ]
     # vLLM resolves synthetic_acceptance_length 2.5 at k 3 to [1.0, 0.5, 0.0] (config/speculative.py L552-560)
     assert synthetic_al([1.0, 0.5, 0.0]) == 2.5
+
+
+def _watch(url: str, reference, *extra: str):
+    args = ["watch", "--endpoint", url, "--interval", "0.2", "--duration", "0.5", "--min-drafts", "1"]
+    res = CliRunner().invoke(main, [*args, "--reference-report", str(reference), "--json", *extra])
+    assert "Traceback" not in res.output, res.output
+    summary = json.loads(res.output.strip().splitlines()[-1])
+    validate_json(summary, "watch-report")
+    return res.exit_code, summary
+
+
+def test_watch_compares_like_with_like_and_says_when_the_settings_differ(tmp_path):
+    """A verify --endpoint report of a schedule server is the reference: a server with the same schedule is
+    judged against it; a fixed-k server, or one whose settings are stated otherwise, is not (different ALs)."""
+    with SpecServer(VLLM_032_SPEC) as served, FakeServer("nospec") as target:
+        res, report = _verify(served.base_url, target.url, tmp_path, "--api", "chat")
+        assert res.exit_code == 0, res.output
+        reference = tmp_path / "r.json"
+        assert report["endpoint"]["served"]["settings"]["k_schedule"]["value"] == SCHEDULE
+        code, same = _watch(served.base_url, reference)
+    assert same["served"]["k_schedule"]["value"] == SCHEDULE
+    assert same["reference"]["served"] == {
+        "num_speculative_tokens": 3,
+        "k_schedule": SCHEDULE,
+        "rejection_method": "standard",
+        "draft_lm_head_quantization": None,
+    }
+    assert "W-WATCH-SETTINGS-DIFFER" not in [f["code"] for f in same["findings"]]
+    fixed = {**VLLM_032_SPEC, "num_speculative_tokens_per_batch_size": None}
+    with SpecServer(fixed) as other:
+        code, differ = _watch(other.base_url, reference)
+    assert code == 1 and differ["verdict"] == "inconclusive" and differ["num_judged"] == 0
+    f = next(f for f in differ["findings"] if f["code"] == "W-WATCH-SETTINGS-DIFFER")
+    assert f["message"].startswith(
+        "the server's settings differ from the reference run's (k_schedule none here, [[1, 1, 3], [2, 256, 1]] in "
+        "the reference)"
+    )
+    # a server that says nothing, stated synthetic by --served-config, against the same reference
+    with SpecServer(None) as quiet:
+        stated = json.dumps({"num_speculative_tokens": 3, "rejection_sample_method": "synthetic",
+                             "synthetic_acceptance_length": 2.0})  # fmt: skip
+        code, assumed_run = _watch(quiet.base_url, reference, "--served-config", stated)
+    assert assumed_run["served"]["rejection_method"] == {
+        "value": "synthetic",
+        "source": ASSUMED,
+        "where": "--served-config",
+    }
+    f = next(f for f in assumed_run["findings"] if f["code"] == "W-WATCH-SETTINGS-DIFFER")
+    assert "rejection_method synthetic here, standard in the reference" in f["message"]
+
+
+def test_sglang_server_info_made_by_sglang_reads_as_its_settings():
+    """fixtures/servers/sglang-0.5.23/server_info.json: SGLang 0.5.23's own /server_info (scripts/sglang_fixtures.py)."""
+    from helpers.paths import ROOT
+
+    body = json.loads((ROOT / "fixtures" / "servers" / "sglang-0.5.23" / "server_info.json").read_text())
+    engine, read = from_server(("GET /server_info", body))
+    s = combine(engine, None, read, {})
+    assert (engine, s.k.value, s.version.value, s.method.value) == ("sglang", 3, "0.5.23", "EAGLE3")
+    assert s.rejection_method.value == "standard" and not s.lossy and s.k_schedule.value == []
+    assert s.k.where == "GET /server_info speculative_num_steps"

@@ -204,6 +204,7 @@ def test_watch_codes_are_registered_in_the_report_schema_in_order():
         "W-WATCH-NOT-JUDGED",
         "W-WATCH-UNREACHABLE",
         "I-WATCH-RESTART",
+        "W-WATCH-SETTINGS-DIFFER",
     ]
     finding = load_schema("watch-report")["properties"]["findings"]["items"]
     assert finding["properties"]["code"]["enum"] == codes
@@ -272,10 +273,14 @@ class FakeTime:
 
 
 def scripted_transport(answers: list, seen: list):
-    """Answers in order: an exposition text (200), an int (that status), or an exception class to raise."""
+    """Answers /metrics in order: an exposition text (200), an int (that status), or an exception class to raise;
+    the settings pages (eaglehub/endpoint/settings.py, read once at the start) answer 404, as vLLM's without
+    VLLM_SERVER_DEV_MODE=1."""
 
     def handler(req: httpx.Request) -> httpx.Response:
         seen.append(req)
+        if req.url.path != "/metrics":
+            return httpx.Response(404, json={"detail": "Not Found"})
         a = answers.pop(0) if len(answers) > 1 else answers[0]
         if isinstance(a, type):
             raise a("scripted", request=req)
@@ -432,6 +437,8 @@ def timing_out_transport(fake: FakeTime, seen: list, first: str):
     and times out, as a hung server does."""
 
     def handler(req: httpx.Request) -> httpx.Response:
+        if req.url.path != "/metrics":  # the settings pages (read once at the start): none, as vLLM's by default
+            return httpx.Response(404, json={"detail": "Not Found"})
         seen.append(req.extensions["timeout"]["read"])
         if len(seen) == 1:
             return httpx.Response(200, text=first)

@@ -17,6 +17,7 @@ from eaglehub.cli.options import (
 )
 from eaglehub.cli.output import console, report_unwritten, write_outputs
 from eaglehub.cli.paths import server_url
+from eaglehub.cli.verify_options import SERVED_CONFIG_HELP, served_config_option
 from eaglehub.errors import UsageError
 from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
 
@@ -68,6 +69,10 @@ from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
     help="Intervals with fewer drafts are shown but not judged (too few to measure AL within 5 %).",
 )
 @click.option("--stop-on-drop", is_flag=True, help="End the watch at the first confirmed drop (default: watch on).")
+@served_config_option(
+    SERVED_CONFIG_HELP + " Intervals are judged against --reference-report only when the server's known settings "
+    "match the reference run's (W-WATCH-SETTINGS-DIFFER otherwise)."
+)
 @api_key_option("Sent as Authorization: Bearer; never printed or written.")
 @report_option("Write the summary report here (schemas/watch-report.schema.json).")
 @click.option(
@@ -82,7 +87,8 @@ def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
     """Read a running server's speculative-decoding counters every --interval seconds and show, per
     interval, the drafts, the acceptance length (AL) and the acceptance rate per position.
 
-    Sends no requests but GET /metrics. A server restart (the counters start again from 0) is shown as
+    Sends no completions: it reads GET /metrics, and once at the start the server's settings page
+    (GET /server_info where the server has one) for the speculative settings its AL depends on. A server restart (the counters start again from 0) is shown as
     such, never as a negative rate; a poll that fails mid-watch is noted and the watch goes on. Ctrl-C
     (SIGINT) or SIGTERM ends the watch at once, with the summary and the report of the intervals so far.
     --duration bounds the wall-clock time, whatever the server does.

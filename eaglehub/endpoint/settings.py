@@ -139,13 +139,15 @@ class ServedSettings:
         return bool(self.k_schedule.value)
 
     def comparable(self) -> dict:
-        """What an AL depends on besides the drafter: compared by ``watch`` with its reference."""
-        return {
-            "num_speculative_tokens": self.k.value,
-            "k_schedule": self.k_schedule.value,
-            "rejection_method": self.rejection_method.value,
-            "draft_lm_head_quantization": self.draft_lm_head_quantization.value,
-        }
+        """What an AL depends on besides the drafter, those known (not ``unknown``): compared by ``watch``
+        with its reference (eaglehub/watch/reference.py)."""
+        pairs = (
+            ("num_speculative_tokens", self.k),
+            ("k_schedule", self.k_schedule),
+            ("rejection_method", self.rejection_method),
+            ("draft_lm_head_quantization", self.draft_lm_head_quantization),
+        )
+        return {key: s.value for key, s in pairs if s.source != UNKNOWN}
 
 
 def parse_served_config(text: str | None) -> dict | None:
@@ -447,24 +449,35 @@ SERVER_INFO_PATHS = ("/server_info?config_format=json", "/get_server_info")
 dump) and SGLang's ``/server_info`` (which ignores the query), then SGLang's older ``/get_server_info``."""
 
 
-def fetch_server_info(client) -> tuple[str, dict] | None:
+def fetch_server_info(client, timeout: float | None = None) -> tuple[str, dict] | None:
     """``(where, body)`` of the first :data:`SERVER_INFO_PATHS` page that answers a JSON object, ``None``
-    when none does (a vLLM server without ``VLLM_SERVER_DEV_MODE=1``); a refused connection raises."""
+    when none does (a vLLM server without ``VLLM_SERVER_DEV_MODE=1``) or the server does not answer within
+    ``timeout`` (default: the client's): a settings page must not hold up the run. A refused connection raises."""
     from eaglehub.endpoint.client import RequestFailed
 
+    if client is None:
+        return None
     for path in SERVER_INFO_PATHS:
         try:
-            body = client._json("GET", path)
+            response = client._request("GET", path, timeout=timeout)
         except RequestFailed as exc:
-            if exc.kind in ("http", "response", "timeout"):
-                continue
-            raise
+            if exc.kind == "refused":
+                raise
+            return None
+        if response.status_code >= 400:
+            continue
+        try:
+            body = response.json()
+        except ValueError:
+            continue
         if isinstance(body, dict):
             return f"GET {path.split('?')[0]}", body
     return None
 
 
-def read_served_settings(client, served_config: str | None, version: str | None) -> ServedSettings:
+def read_served_settings(
+    client, served_config: str | None, version: str | None, timeout: float | None = None
+) -> ServedSettings:
     """The server's settings (module doc), read once: its settings page where it has one, else the
     ``--served-config`` assumptions, else unknown.
 
@@ -473,5 +486,5 @@ def read_served_settings(client, served_config: str | None, version: str | None)
         EndpointError: the server refused the connection.
     """
     given = assumed(parse_served_config(served_config))
-    engine, read = from_server(fetch_server_info(client))
+    engine, read = from_server(fetch_server_info(client, timeout))
     return combine(engine, version, read, given)

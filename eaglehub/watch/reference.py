@@ -28,6 +28,8 @@ class ReferenceAL:
     engine: dict
     settings: dict
     chosen_by: str
+    served: dict | None = None
+    """What the reference AL depends on besides the drafter (:func:`reference_served`)."""
 
     def to_dict(self) -> dict:
         return {
@@ -38,11 +40,59 @@ class ReferenceAL:
             "engine": self.engine,
             "settings": {k: self.settings[k] for k in ("max_tokens", "dtype", "temperature") if k in self.settings},
             "chosen_by": self.chosen_by,
+            "served": self.served,
         }
 
 
-def _k(entry: dict) -> int:
-    return int(entry["speculative_config"]["num_speculative_tokens"])
+COMPARED = ("num_speculative_tokens", "k_schedule", "rejection_method", "draft_lm_head_quantization")
+"""The settings an AL depends on besides the drafter, compared between a server and its reference."""
+
+
+def _k(entry: dict, report: dict | None = None) -> int:
+    """k of a report entry: its speculative config (a run eaglehub launched), else the endpoint's k (a
+    ``verify --endpoint`` report, whose entry has no config), else the run's setting."""
+    if entry.get("speculative_config"):
+        return int(entry["speculative_config"]["num_speculative_tokens"])
+    ep = (report or {}).get("endpoint") or {}
+    return int(ep.get("num_speculative_tokens") or (report or {})["settings"]["num_speculative_tokens"])
+
+
+def reference_served(report: dict, entry: dict) -> dict:
+    """The :data:`COMPARED` settings the reference AL was measured with, those not known left out: a run
+    eaglehub launched drafts a fixed k with standard rejection and the checkpoint's lm_head; a
+    ``verify --endpoint`` report carries the server's (``endpoint.served``, where its values are known)."""
+    ep = report.get("endpoint")
+    if not ep:
+        return {
+            "num_speculative_tokens": _k(entry, report),
+            "k_schedule": [],
+            "rejection_method": "standard",
+            "draft_lm_head_quantization": None,
+        }
+    out: dict = {"num_speculative_tokens": _k(entry, report)}
+    settings = (ep.get("served") or {}).get("settings") or {}
+    for key, name in (("k_schedule", "k_schedule"), ("rejection_method", "rejection_method")):
+        if settings.get(name, {}).get("source", "unknown") != "unknown":
+            out[key] = settings[name]["value"]
+    quant = settings.get("draft_lm_head_quantization", {})
+    if quant.get("source", "unknown") != "unknown":
+        out["draft_lm_head_quantization"] = quant["value"]
+    return out
+
+
+def settings_differences(server: dict, reference: dict) -> list[str]:
+    """``name: server value vs reference value`` for each :data:`COMPARED` setting both sides know and that
+    differs (``server``: :meth:`~eaglehub.endpoint.settings.ServedSettings.comparable` of the known ones)."""
+    import json
+
+    def shown(v) -> str:
+        return "none" if v in (None, []) else v if isinstance(v, str) else json.dumps(v)
+
+    return [
+        f"{key} {shown(server[key])} here, {shown(reference[key])} in the reference"
+        for key in COMPARED
+        if key in server and key in reference and server[key] != reference[key]
+    ]
 
 
 def choose_reference(path: str | Path, server_k: int | None, drafter: str | None = None) -> ReferenceAL:
@@ -65,14 +115,15 @@ def choose_reference(path: str | Path, server_k: int | None, drafter: str | None
             raise UsageError(
                 f"--reference-drafter {drafter}: no such drafter in {ref.path}", hint=f"the report has: {names}"
             )
-        if server_k is not None and _k(entry) != server_k:
+        if server_k is not None and _k(entry, ref.report) != server_k:
             raise UsageError(
-                f"--reference-drafter {drafter} was measured at k={_k(entry)}, the server drafts k={server_k}",
+                f"--reference-drafter {drafter} was measured at k={_k(entry, ref.report)}, the server drafts "
+                f"k={server_k}",
                 hint="AL depends on k: pass a reference report measured at the server's k",
             )
         chosen = f"--reference-drafter ({note})"
     else:
-        candidates = [e for e in entries if server_k is None or _k(e) == server_k]
+        candidates = [e for e in entries if server_k is None or _k(e, ref.report) == server_k]
         if not candidates:
             raise UsageError(
                 f"reference report {ref.path} has no drafter at k={server_k}, the server's",
@@ -93,9 +144,10 @@ def choose_reference(path: str | Path, server_k: int | None, drafter: str | None
     return ReferenceAL(
         report=ref.path,
         drafter=entry["drafter"],
-        k=_k(entry),
+        k=_k(entry, ref.report),
         acceptance_length=float(al),
         engine=ref.report["engine"],
         settings=ref.report["settings"],
         chosen_by=chosen,
+        served=reference_served(ref.report, entry),
     )

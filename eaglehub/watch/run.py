@@ -26,12 +26,13 @@ import httpx
 from eaglehub import __version__
 from eaglehub.endpoint.client import METRICS_TIMEOUT_S, EndpointClient, RequestFailed, metrics_url, redact_url
 from eaglehub.endpoint.metrics import ServerSpecMetrics
+from eaglehub.endpoint.settings import ServedSettings, read_served_settings, with_observed
 from eaglehub.errors import EndpointError
 from eaglehub.findings import Finding, count_by_severity, finding
 from eaglehub.io.schemas import check_output, write_output
 from eaglehub.measure import acceptance
 from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE, Intervals, Judge, Poll, iso_time
-from eaglehub.watch.reference import ReferenceAL, choose_reference
+from eaglehub.watch.reference import ReferenceAL, choose_reference, settings_differences
 
 REPORT_VERSION = 1
 INTERVAL_SCHEMA = "watch-interval"
@@ -64,6 +65,9 @@ class WatchOptions:
     patience: int = DEFAULT_PATIENCE
     min_drafts: int = MIN_DRAFTS_TO_JUDGE
     stop_on_drop: bool = False
+    served_config: str | None = None
+    """The server's speculative config as the user states it, where the server does not say its settings
+    (:mod:`eaglehub.endpoint.settings`)."""
 
 
 class Watch:
@@ -87,6 +91,9 @@ class Watch:
         self.first: ServerSpecMetrics | None = None
         self.stopped = "duration"
         self.shown = redact_url(metrics_url(opts.endpoint))
+        self.settings: ServedSettings | None = None
+        self.differences: list[str] = []
+        """How the server's settings differ from the reference run's: its AL is then not judged against it."""
 
     def _poll(self, deadline: float) -> Poll:
         """One poll, given no more than the time left before ``deadline``: a poll in flight at the end of
@@ -124,16 +131,28 @@ class Watch:
             raise
         if metrics is None:
             raise EndpointError(
-                f"{shown} has no speculative-decoding metrics (no vllm:spec_decode_*, sglang:spec_verify_calls_total or sglang:spec_accept_*)",
+                f"{shown} has no speculative-decoding metrics (no vllm:spec_decode_* or sglang:spec_accept_*)",
                 hint="start the server with a drafter (vLLM: --speculative-config; SGLang: --speculative-algorithm "
                 "and --enable-metrics)",
             )
         judge = None
+        # read once: the server's settings page where it has one, else --served-config (eaglehub.endpoint.settings)
+        try:
+            settings = read_served_settings(self.client, self.opts.served_config, None, METRICS_TIMEOUT_S)
+        except RequestFailed:  # the server went away after the baseline poll: the polls will say so
+            settings = read_served_settings(None, self.opts.served_config, None)
+        if metrics.k is not None:
+            settings = with_observed(settings, metrics.k, "/metrics per-position counter", None)
+        self.settings = settings
         if self.opts.reference_report:
             self.reference = choose_reference(self.opts.reference_report, metrics.k, self.opts.reference_drafter)
-            judge = Judge(
-                self.reference.acceptance_length, self.opts.al_tolerance, self.opts.patience, self.opts.min_drafts
-            )
+            # like with like: an AL measured with other settings (a schedule, another rejection method, a
+            # quantized head) is no reference for this server's
+            self.differences = settings_differences(settings.comparable(), self.reference.served or {})
+            if not self.differences:
+                judge = Judge(
+                    self.reference.acceptance_length, self.opts.al_tolerance, self.opts.patience, self.opts.min_drafts
+                )
         self.intervals = Intervals(judge)
         self.intervals.start(Poll(first, metrics))
         self.started, self.first = first, metrics
@@ -142,6 +161,10 @@ class Watch:
     def _head(self) -> dict:
         assert self.first is not None and self.started is not None
         judge = self.intervals.judge if self.intervals else None
+        if judge is None and self.reference is not None:  # settings differ: the rule shown, not applied
+            judge = Judge(
+                self.reference.acceptance_length, self.opts.al_tolerance, self.opts.patience, self.opts.min_drafts
+            )
         return {
             "endpoint": redact_url(self.opts.endpoint),
             "server": self.first.server,
@@ -150,6 +173,7 @@ class Watch:
             "started": iso_time(self.started),
             "interval_seconds": self.opts.interval,
             "duration_seconds": self.opts.duration,
+            "served": None if self.settings is None else self.settings.to_dict(),
             "reference": None
             if self.reference is None or judge is None
             else {
@@ -250,6 +274,15 @@ class Watch:
                         f"{judge.tolerance:.1%}) in {judge.patience} judged intervals in a row: {als}",
                     )
                 )
+        if self.differences and self.reference is not None:
+            out.append(
+                finding(
+                    "W-WATCH-SETTINGS-DIFFER",
+                    "reference",
+                    f"the server's settings differ from the reference run's ({'; '.join(self.differences)}): "
+                    f"its AL is not judged against the reference AL {self.reference.acceptance_length:.3f}",
+                )
+            )
         restarts = [r["index"] for r in self.readings if r["status"] == "restart"]
         if restarts:
             out.append(

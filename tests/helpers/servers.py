@@ -127,11 +127,25 @@ def free_port() -> int:
 class VllmServer:
     """One ``vllm serve`` of ``target`` (with the EAGLE-3 ``drafter`` at ``k`` when given); module doc."""
 
-    def __init__(self, target: Path, drafter: Path | None = None, k: int = 3, extra_args: tuple[str, ...] = ()):
+    def __init__(
+        self,
+        target: Path,
+        drafter: Path | None = None,
+        k: int = 3,
+        extra_args: tuple[str, ...] = (),
+        spec_extra: dict | None = None,
+        spec_metrics: str = "summary",
+        env: dict[str, str] | None = None,
+    ):
         self.target = Path(target).resolve()
         self.drafter = None if drafter is None else Path(drafter).resolve()
         self.k = k
         self.extra_args = tuple(extra_args)
+        self.spec_extra = dict(spec_extra or {})
+        """More --speculative-config keys (a k schedule, a rejection method); ``spec_metrics``: the
+        --per-request-spec-decode-metrics level; ``env``: more environment for the server process."""
+        self.spec_metrics = spec_metrics
+        self.env = dict(env or {})
         self.port: int | None = None
         self.proc: subprocess.Popen | None = None
         self.log_path = Path(tempfile.mkstemp(prefix="eaglehub-vllm-serve-", suffix=".log")[1])
@@ -176,8 +190,8 @@ class VllmServer:
             "--disable-uvicorn-access-log",
         ]
         if self.drafter is not None:
-            cmd += ["--speculative-config", json.dumps(speculative_config(self.drafter, self.k))]
-            cmd += ["--per-request-spec-decode-metrics", "summary"]
+            cmd += ["--speculative-config", json.dumps({**speculative_config(self.drafter, self.k), **self.spec_extra})]
+            cmd += ["--per-request-spec-decode-metrics", self.spec_metrics]
         return cmd + list(self.extra_args)
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> VllmServer:
@@ -190,7 +204,7 @@ class VllmServer:
         self.lock_wait_s = time.monotonic() - t0
         if self.port is None:
             self.port = free_port()
-        env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "TOKENIZERS_PARALLELISM": "false", **os.environ}
+        env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", "TOKENIZERS_PARALLELISM": "false", **os.environ, **self.env}
         # vllm-cpu turns the uni executor back into the multiprocess one unless this is 0; the API server still
         # runs its engine core in a process of its own, with the worker inside it (measured: 35-39 s to healthy
         # instead of 44-50 s, the same outputs and counters)
