@@ -131,7 +131,7 @@ class Watch:
             raise
         if metrics is None:
             raise EndpointError(
-                f"{shown} has no speculative-decoding metrics (no vllm:spec_decode_* or sglang:spec_accept_*)",
+                f"{shown} has no speculative-decoding metrics (no vllm:spec_decode_*, sglang:spec_verify_calls_total or sglang:spec_accept_*)",
                 hint="start the server with a drafter (vLLM: --speculative-config; SGLang: --speculative-algorithm "
                 "and --enable-metrics)",
             )
