@@ -397,3 +397,10 @@ def test_sglang_server_info_made_by_sglang_reads_as_its_settings():
     assert (engine, s.k.value, s.version.value, s.method.value) == ("sglang", 3, "0.5.23", "EAGLE3")
     assert s.rejection_method.value == "standard" and not s.lossy and s.k_schedule.value == []
     assert s.k.where == "GET /server_info speculative_num_steps"
+
+
+def test_served_config_without_an_endpoint_is_refused():
+    res = CliRunner().invoke(
+        main, ["verify", "--target", "smollm2", "--served-config", '{"num_speculative_tokens": 3}']
+    )
+    assert res.exit_code == 2 and "--served-config states the settings of a server" in res.output

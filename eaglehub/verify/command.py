@@ -71,6 +71,11 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
             "--gpus, --gpu-memory, --nodes, --data-parallel-size and --enable-expert-parallel describe a launch plan",
             hint="add --dry-run",
         )
+    if opts.served_config and not opts.endpoint:  # it describes a server; without one it would be ignored
+        raise UsageError(
+            "--served-config states the settings of a server measured with --endpoint",
+            hint="add --endpoint URL, or drop --served-config",
+        )
     if opts.endpoint:  # the drafter served elsewhere: no pairs, no local drafter (eaglehub.verify.endpoint)
         from eaglehub.verify.endpoint import run_verify_endpoint
 
