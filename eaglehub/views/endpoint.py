@@ -80,15 +80,14 @@ def served_table(served: dict) -> Table:
     what they let the report claim (eaglehub/verify/served.py)."""
     t = Table(title="served settings", title_justify="left")
     for column in ("setting", "value", "from"):
-        t.add_column(column)
+        t.add_column(column, overflow="fold")
     settings = served["settings"]
     for name, label in SETTING_LABELS:
         s = settings[name]
         if name == "synthetic" and s["value"] is None and s["source"] == "unknown":
             continue
-        origin = {"server": s["where"] or "the server", "assumed": f"ASSUMED ({s['where']})"}.get(
-            s["source"], "unknown"
-        )
+        shown = {"server": _short_where(s["where"]), "assumed": f"ASSUMED ({s['where']})"}
+        origin = shown.get(s["source"], "unknown")
         t.add_row(label, _setting_value(name, s["value"]), origin)
     claims = served["claims"]
     t.add_row("AL", CLAIM_TEXT[claims["acceptance_length"]], "")
@@ -103,9 +102,19 @@ def served_table(served: dict) -> Table:
             f"{rates_text(row['acceptance_rate_per_position'])}",
             "per-step counts",
         )
-    if claims["acceptance_length"] == "mixed_k":
-        t.add_row("rates per position", claims["per_position"], "")
     return t
+
+
+def _short_where(where: str | None) -> str:
+    """``GET /server_info vllm_config.speculative_config.rejection_sample_method`` as ``/server_info
+    rejection_sample_method``: the page and the field, short enough for a table cell (the report has it whole)."""
+    if not where:
+        return "the server"
+    head, _, rest = where.partition(" (")
+    parts = head.split(" ")
+    if len(parts) >= 3 and parts[0] == "GET":
+        head = f"{parts[1]} {parts[2].rsplit('.', 1)[-1]}"
+    return head if not rest else f"{head} ({rest}"
 
 
 def render_endpoint_report(report: dict, console: Console) -> None:
@@ -118,6 +127,8 @@ def render_endpoint_report(report: dict, console: Console) -> None:
     console.print(endpoint_table(ep))
     if ep.get("served"):
         console.print(served_table(ep["served"]))
+        if ep["served"]["claims"]["acceptance_length"] == "mixed_k":
+            console.print(f"rates per position: {ep['served']['claims']['per_position']}", highlight=False)
         unknown = [
             label for name, label in SETTING_LABELS[2:7] if ep["served"]["settings"][name]["source"] == "unknown"
         ]
