@@ -52,6 +52,21 @@ def print_head(head: dict, console: Console, count: int | None = None) -> None:
         f"{_bound(head, count)}; sends no traffic",
         highlight=False,
     )
+    served = head.get("served")
+    if served:
+        said = []
+        for name, label in (("k_schedule", "k schedule"), ("rejection_method", "rejection method"),
+                            ("draft_lm_head_quantization", "draft lm_head quantization")):  # fmt: skip
+            v = served[name]
+            value = (
+                "none"
+                if v["value"] in (None, [])
+                else json.dumps(v["value"])
+                if isinstance(v["value"], list)
+                else v["value"]
+            )
+            said.append(f"{label} {'?' if v['source'] == 'unknown' else value} ({v['source']})")
+        console.print("served settings: " + "; ".join(said), highlight=False, markup=False)
     ref = head["reference"]
     if ref:
         console.print(
