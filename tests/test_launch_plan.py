@@ -5,8 +5,8 @@ docs/verify.md, the refusal's numbers, the report's schema and the serve line (d
 
 from __future__ import annotations
 
+import itertools
 import json
-import math
 import shlex
 from pathlib import Path
 
@@ -235,7 +235,7 @@ def test_kimi_across_nodes_is_served_as_its_publisher_documents():
     r = plan(KIMI, 8, "141", 2, drafter=inputs.read_drafter(str(DRAFTER)), k=4)
     serve = r["serve"]
     argv = shlex.split(serve["serve_command"])
-    flags = dict(zip(argv[3:], argv[4:]))
+    flags = dict(itertools.pairwise(argv[3:]))
     assert flags["--data-parallel-size"] == "16" and flags["--data-parallel-size-local"] == "8"
     assert flags["--data-parallel-backend"] == "ray" and "--enable-expert-parallel" in argv
     assert flags["--tensor-parallel-size"] == "1" and flags["--max-model-len"] == "131072"
@@ -279,7 +279,9 @@ def test_a_70b_bf16_target_fits_two_h100s_at_4k(tmp_path):
     overhead it is within 0.92 x 79.19 GiB; read as 80 x 10^9 bytes it was refused."""
     assert L70_PARAMS == 70_553_706_496  # the count published for Llama-3.1-70B
     (tmp_path / "config.json").write_text(json.dumps(L70_CONFIG))
-    res = run("--target", str(tmp_path), "--dry-run", "--gpus", "2", "--gpu-memory", "80", "--context", "4029", "--json")
+    res = run(
+        "--target", str(tmp_path), "--dry-run", "--gpus", "2", "--gpu-memory", "80", "--context", "4029", "--json"
+    )
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
     v = r["verify_run"]
@@ -318,7 +320,18 @@ def test_an_8b_target_at_128k_with_64_sequences_fits_one_80gb_card():
 
 
 def test_a_requested_layout_is_used():
-    res = run("--target", str(LLAMA), "--dry-run", "--gpus", "2", "--gpu-memory", "H100", "--tensor-parallel-size", "2", "--json")
+    res = run(
+        "--target",
+        str(LLAMA),
+        "--dry-run",
+        "--gpus",
+        "2",
+        "--gpu-memory",
+        "H100",
+        "--tensor-parallel-size",
+        "2",
+        "--json",
+    )
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
     assert r["requested"] == {"tp": 2}
@@ -330,8 +343,11 @@ def test_a_requested_layout_is_used():
     ("path", "args", "message"),
     [
         (LLAMA, ["--gpus", "2", "--tensor-parallel-size", "4"], "TP 4 needs 4 GPUs; the machine has 2"),
-        (KIMI, ["--gpus", "8", "--nodes", "2", "--pipeline-parallel-size", "2", "--tensor-parallel-size", "8"],
-         "does not relay EAGLE-3 aux hidden states"),
+        (
+            KIMI,
+            ["--gpus", "8", "--nodes", "2", "--pipeline-parallel-size", "2", "--tensor-parallel-size", "8"],
+            "does not relay EAGLE-3 aux hidden states",
+        ),
         (LLAMA, ["--gpus", "8", "--enable-expert-parallel"], "expert parallelism needs a MoE target"),
         (LLAMA, ["--gpus", "4", "--tensor-parallel-size", "3"], "TP 3 does not divide the 32 attention heads"),
     ],
@@ -349,7 +365,18 @@ def test_a_requested_layout_vllm_refuses_is_refused_with_the_numbers(path, args,
 
 def test_a_requested_layout_that_does_not_fit_is_refused_not_replaced():
     """TP 1 asked for a Kimi-class target on 8 H200s: refused with the layout's numbers, no other layout chosen."""
-    res = run("--target", str(KIMI), "--dry-run", "--gpus", "8", "--gpu-memory", "H200", "--tensor-parallel-size", "1", "--json")
+    res = run(
+        "--target",
+        str(KIMI),
+        "--dry-run",
+        "--gpus",
+        "8",
+        "--gpu-memory",
+        "H200",
+        "--tensor-parallel-size",
+        "1",
+        "--json",
+    )
     assert res.exit_code == 1
     r = json.loads(res.output)
     assert [c["tp"] for c in r["verify_run"]["candidates"]] == [1] and r["verify_run"]["layout"] is None
@@ -386,7 +413,7 @@ def test_verify_run_and_serve_line_are_two_labelled_things():
     argv = shlex.split(s["serve_command"])
     assert argv[argv.index("--max-model-len") + 1] == "131072" and "--max-num-seqs" not in argv
     text = flat(run("--target", str(LLAMA), "--dry-run", "--gpus", "8", "--gpu-memory", "H200").output)
-    assert "verify run (eaglehub verify: max_model_len 2048, 1 sequence(s)" in text
+    assert "verify run (LLM(...) as verify runs it: max_model_len 2048, 1 sequence(s)" in text
     assert "serve line (production: the whole machine at max_model_len 131072)" in text
     assert "vLLM 0.33.0 rules:" in text
 

@@ -29,16 +29,16 @@ VLLM_VERSION = "0.33.0"
 
 RELAY_DECODERS = {
     # architecture -> (the decoder class its model holds, where vLLM 0.33.0 sets the flag or inherits it)
-    **{
-        arch: ("LlamaModel", "model_executor/models/llama.py L358")
-        for arch in (
+    **dict.fromkeys(
+        (
             "LlamaForCausalLM",
             "LLaMAForCausalLM",
             "InternLM3ForCausalLM",
             "IQuestCoderForCausalLM",
             "TeleChat3ForCausalLM",
-        )
-    },
+        ),
+        ("LlamaModel", "model_executor/models/llama.py L358"),
+    ),
     "MistralForCausalLM": ("MistralModel", "model_executor/models/mistral.py L207 (a LlamaModel)"),
     "Ministral3ForCausalLM": ("MistralModel", "model_executor/models/mistral.py L207 (a LlamaModel)"),
     "Llama4ForCausalLM": ("Llama4Model", "model_executor/models/llama4.py L384 (a LlamaModel)"),
@@ -83,13 +83,16 @@ class Layout:
         return self.tp * self.pp * self.dp
 
     def text(self) -> str:
-        parts = [f"TP {self.tp}"] + ([f"PP {self.pp}"] if self.pp > 1 else []) + ([f"DP {self.dp}"] if self.dp > 1 else [])
+        parts = (
+            [f"TP {self.tp}"] + ([f"PP {self.pp}"] if self.pp > 1 else []) + ([f"DP {self.dp}"] if self.dp > 1 else [])
+        )
         return " x ".join(parts) + (" + EP" if self.ep else "")
 
 
 def architectures(config: dict) -> list[str]:
     """The target's architectures: the wrapper's, then its text model's (Kimi-K2.6: the wrapper)."""
-    inner = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    inner = config.get("text_config")
+    inner = inner if isinstance(inner, dict) else {}
     return [str(a) for a in (config.get("architectures") or [])] + [str(a) for a in (inner.get("architectures") or [])]
 
 

@@ -1,5 +1,5 @@
 """The plan's production ``vllm serve`` line, the verify run's ``LLM(...)`` arguments and the vLLM rules a plan
-states (:mod:`eaglehub.plan.launch` builds the rest).
+states (the rest is :mod:`eaglehub.plan.launch`'s).
 
 The serve line runs the target at its own context (``max_position_embeddings``, or ``--context``) on the whole
 machine, on the layout the target's publisher documents for a large MoE target (:func:`eaglehub.plan.rules.
@@ -14,7 +14,8 @@ import math
 from pathlib import Path
 
 from eaglehub.plan import rules
-from eaglehub.plan.launch import (
+from eaglehub.plan.rules import Layout
+from eaglehub.plan.sizing import (
     GIB,
     MP,
     OVERHEAD_BYTES,
@@ -28,7 +29,6 @@ from eaglehub.plan.launch import (
     replica_layouts,
     requested_layout,
 )
-from eaglehub.plan.rules import Layout
 
 VLLM_DEFAULT_UTILIZATION = 0.92
 """``gpu_memory_utilization``'s default in vLLM 0.33.0 (``config/cache.py`` L215): the line omits it then."""
@@ -39,7 +39,8 @@ BLOCK = 256
 def needs_remote_code(config: dict) -> bool:
     """A config with ``auto_map`` names classes of the checkpoint's own code: vLLM loads them (and the
     tokenizer that goes with them) only with ``--trust-remote-code``."""
-    inner = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    inner = config.get("text_config")
+    inner = inner if isinstance(inner, dict) else {}
     return bool(config.get("auto_map") or inner.get("auto_map"))
 
 

@@ -22,7 +22,9 @@ def _layout(lay: dict) -> str:
 
 
 def _candidates(title: str, candidates: list[dict], console: Console) -> None:
-    table = titled_table(title, ["layout", "nodes", "weights", "KV", "drafter", "overhead", "total", "fits"], right="all")
+    table = titled_table(
+        title, ["layout", "nodes", "weights", "KV", "drafter", "overhead", "total", "fits"], right="all"
+    )
     for c in candidates:
         g = c["per_gpu"]
         table.add_row(
@@ -121,12 +123,14 @@ def render_plan(report: dict, console: Console) -> None:
 
 def _verify_run(run: dict, m: dict, ready: bool, console: Console) -> None:
     console.print(
-        f"[bold]verify run[/] (eaglehub verify: max_model_len {run['max_model_len']}, "
+        f"[bold]verify run[/] (LLM(...) as verify runs it: max_model_len {run['max_model_len']}, "
         f"{run['max_num_seqs']} sequence(s), one replica, the fewest GPUs)",
         highlight=False,
     )
     if run["candidates"]:
-        _candidates(f"per-GPU memory (GiB; usable {gib(m['usable_bytes'])}) of the layouts tried", run["candidates"], console)
+        _candidates(
+            f"per-GPU memory (GiB; usable {gib(m['usable_bytes'])}) of the layouts tried", run["candidates"], console
+        )
     lay = run["layout"]
     if lay is None:
         console.print(f"[bold red]refused:[/] {escape(run['refusal']['message'])}", highlight=False)
