@@ -58,7 +58,7 @@ def synthetic_server(request):
 def _verify(server: VllmServer, baseline: str, tmp_path, *extra: str) -> tuple[int, dict, str]:
     report = tmp_path / "report.json"
     args = ["verify", "--endpoint", server.base_url, "--baseline-endpoint", baseline, "--target", "smollm2"]
-    args += ["--limit", "1", "--max-tokens", str(MAX_TOKENS), "--timeout", "120", "--report", str(report)]
+    args += ["--max-tokens", str(MAX_TOKENS), "--timeout", "120", "--report", str(report)]
     res = CliRunner().invoke(main, [*args, *extra], env={"COLUMNS": "200"})
     assert report.exists(), res.output + server.log_tail()
     data = json.loads(report.read_text())
@@ -69,15 +69,18 @@ def _verify(server: VllmServer, baseline: str, tmp_path, *extra: str) -> tuple[i
 @pytest.mark.vllm
 @pytest.mark.real
 def test_a_k_schedule_server_gets_al_per_k_and_no_fixed_k_claim(schedule_server, target_server, tmp_path):
-    """Four requests at once: batches of one draft k 3, larger ones k 1; the report says the AL is a mix."""
-    code, report, text = _verify(schedule_server, target_server.base_url, tmp_path, "--concurrency", "4")
+    """Three prompts of each category at once (requests go out one category at a time): a batch of one drafts
+    k 3, larger ones k 1; the report says the AL is a mix and gives it per k."""
+    code, report, text = _verify(
+        schedule_server, target_server.base_url, tmp_path, "--limit", "3", "--concurrency", "3"
+    )
     d, ep = report["drafters"][0], report["endpoint"]
     served, overall = ep["served"], d["acceptance"]["overall"]
     by_k = {r["k"]: r for r in served["acceptance_by_k"]}
     print(f"\nschedule server: AL {overall['acceptance_length']:.4f} over {overall['num_drafts']} steps; per k "
           + ", ".join(f"k={k}: AL {r['acceptance_length']:.4f} over {r['num_drafts']} steps" for k, r in by_k.items()))  # fmt: skip
     assert code == 0, text
-    assert d["lossless"] is True and d["num_prompts_matched"] == d["num_prompts"] == 6  # standard rejection
+    assert d["lossless"] is True and d["num_prompts_matched"] == d["num_prompts"] == 18  # standard rejection
     s = served["settings"]
     assert s["k"]["value"] == 3 and s["k"]["source"] == "server"  # num_spec_tokens: the largest k
     assert s["k_schedule"]["source"] == "server" and s["k_schedule"]["where"].startswith("per-request metrics")
@@ -95,7 +98,7 @@ def test_a_k_schedule_server_gets_al_per_k_and_no_fixed_k_claim(schedule_server,
 @pytest.mark.vllm
 @pytest.mark.real
 def test_a_synthetic_server_is_no_pass_and_its_al_is_the_configured_one(synthetic_server, target_server, tmp_path):
-    code, report, text = _verify(synthetic_server, target_server.base_url, tmp_path, "--concurrency", "4")
+    code, report, text = _verify(synthetic_server, target_server.base_url, tmp_path, "--limit", "1")
     d, served = report["drafters"][0], report["endpoint"]["served"]
     overall = d["acceptance"]["overall"]
     print(f"\nsynthetic server: AL {overall['acceptance_length']:.4f} over {overall['num_drafts']} steps "
