@@ -56,7 +56,7 @@ Kimi-K2.5/K2.6's ``KimiK25ForConditionalGeneration`` wraps it), Qwen3-MoE (``Qwe
 (``model_executor/models/mimo.py`` L58 sets it False); an architecture not listed gets no PP."""
 
 KIMI_GUIDE = (
-    "Moonshot AI's Kimi-K2 deployment guide for vLLM (docs/deploy_guidance.md of Kimi-K2 and Kimi-K2.6): "
+    "Moonshot AI's Kimi-K2 deployment guide for vLLM (the deploy guidance of the Kimi-K2 and Kimi-K2.6 repositories): "
     "tensor parallelism on one node (TP 8 on an H200 node), data parallel + expert parallel "
     "(--enable-expert-parallel) across nodes"
 )
