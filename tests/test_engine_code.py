@@ -582,3 +582,20 @@ def test_unknown_release_names_the_shipped_tables():
     with pytest.raises(EaglehubError) as err:
         engine_table("vllm", "0.1.0")
     assert "vllm 0.33.0" in err.value.hint
+
+
+@pytest.mark.engine
+def test_vllm_033s_own_code_agrees_on_pipeline_parallelism_with_eagle3():
+    """Launch plans give PP only to targets whose decoder relays EAGLE-3 aux hidden states across stages
+    (eaglehub/plan/rules.py). vLLM 0.33.0's own ``verify_supports_aux_hidden_states_over_pp`` (what Model Runner
+    V2 calls for PP > 1), asked about each architecture's decoder in the vLLM 0.33 environment
+    (scripts/engine_pp_relay.py), says the same: Llama / Qwen-family decoders relay, DeepSeek-V3 / Kimi-K2.x,
+    Qwen3-MoE and MiMo do not."""
+    from eaglehub.plan import rules
+
+    py = require_env("vllm", "0.33.0")
+    answers = json.loads(run_script(py, "scripts/engine_pp_relay.py", timeout=900))
+    assert answers["LlamaForCausalLM"] is True and answers["KimiK25ForConditionalGeneration"] is False
+    for arch, accepted in answers.items():
+        assert accepted in (True, False), (arch, accepted)
+        assert rules.relays_aux_over_pp({"architectures": [arch]}) == accepted, arch

@@ -509,22 +509,6 @@ def test_without_drafter_the_line_serves_the_target_alone():
     assert "speculative_config" not in r["verify_run"]["llm_kwargs"]
 
 
-@pytest.mark.engine
-def test_vllm_033s_own_code_agrees_on_pipeline_parallelism_with_eagle3():
-    """vLLM 0.33.0's own ``verify_supports_aux_hidden_states_over_pp`` (what Model Runner V2 calls for PP > 1),
-    asked about each architecture's decoder in the vLLM 0.33 environment (scripts/engine_pp_relay.py), says
-    the same as eaglehub.plan.rules: Llama / Qwen-family decoders relay, DeepSeek-V3 / Kimi-K2.x do not."""
-    from eaglehub.plan import rules
-    from tests.test_engine_code import require_env, run_script
-
-    py = require_env("vllm", "0.33.0")
-    answers = json.loads(run_script(py, "scripts/engine_pp_relay.py", timeout=900))
-    assert answers["LlamaForCausalLM"] is True and answers["KimiK25ForConditionalGeneration"] is False
-    for arch, accepted in answers.items():
-        assert accepted in (True, False), (arch, accepted)
-        assert rules.relays_aux_over_pp({"architectures": [arch]}) == accepted, arch
-
-
 # --- the command ----------------------------------------------------------------------------------
 
 
