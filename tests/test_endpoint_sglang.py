@@ -84,11 +84,12 @@ class SGLangServer(LocalHTTPServer):
                 self.wfile.write(data)
 
             def do_GET(self) -> None:
-                if self.path == "/v1/models":
+                path = self.path.split("?")[0]  # FastAPI routes by path: a query SGLang does not read is ignored
+                if path == "/v1/models":
                     self._send(200, (FIX / "models.json").read_text())
-                elif self.path == "/server_info":
+                elif path == "/server_info":
                     self._send(200, (FIX / "server_info.json").read_text())
-                elif self.path == "/metrics" and server.metrics:
+                elif path == "/metrics" and server.metrics:
                     with server.lock:
                         n = server.pages.pop(0) if len(server.pages) > 1 else (server.pages or [server.answered])[0]
                         n = min(n, len(STEPS))

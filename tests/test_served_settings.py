@@ -25,13 +25,13 @@ from eaglehub.endpoint.settings import (
     ASSUMED,
     SERVER,
     UNKNOWN,
-    al_by_k,
     assumed,
     combine,
     from_server,
     parse_served_config,
     synthetic_al,
 )
+from eaglehub.endpoint.steps import al_by_k
 from eaglehub.errors import UsageError
 from eaglehub.io.schemas import validate_json
 

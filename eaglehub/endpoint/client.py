@@ -65,7 +65,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from eaglehub.endpoint.metrics import ServerSpecMetrics, parse_spec_metrics
-from eaglehub.endpoint.settings import vllm_steps
+from eaglehub.endpoint.steps import vllm_steps
 from eaglehub.engines.base import SpecCounters
 from eaglehub.errors import EndpointError
 from eaglehub.measure.distribution import accepted_per_position, counters_from_histogram
@@ -90,6 +90,11 @@ SERVE_HINT = (
     """--speculative-config '{"method": "eagle3", "model": "/abs/drafter", "num_speculative_tokens": 3}' """
     "--per-request-spec-decode-metrics summary"
 )
+
+
+SERVER_INFO_PATHS = ("/server_info?config_format=json", "/get_server_info")
+"""Where a server says its settings (module doc): vLLM's development page as JSON (its default is a text
+dump) and SGLang's ``/server_info`` (which ignores the query), then SGLang's older ``/get_server_info``."""
 
 
 class RequestFailed(EndpointError):
@@ -118,7 +123,7 @@ class Completion:
     fields: str | None = None
     steps: tuple[tuple[int, int], ...] | None = None
     """vLLM's ``(drafted, accepted)`` per verify step (``--per-request-spec-decode-metrics detailed``), in
-    order; ``None`` where the response has no per-step arrays (:func:`eaglehub.endpoint.settings.vllm_steps`)."""
+    order; ``None`` where the response has no per-step arrays (:func:`eaglehub.endpoint.steps.vllm_steps`)."""
 
 
 FIELDS_VLLM = "metrics.speculative_decoding"
@@ -362,21 +367,35 @@ class EndpointClient:
         info = self.server_info()
         return str(info["version"]) if info and info.get("version") else None
 
-    def server_info(self) -> dict | None:
-        """SGLang's ``GET /server_info`` (``/get_server_info`` before it was renamed; 0.5.23 keeps both,
-        sglang/srt/entrypoints/http_server.py:853-891): the resolved server arguments (speculative
-        settings included), the scheduler's state and ``version``. ``None`` for a server without it
-        (vLLM) or an answer that is not a JSON object; a refused connection raises."""
-        for path in ("/server_info", "/get_server_info"):
+    def settings_page(self, timeout: float | None = None) -> tuple[str, dict] | None:
+        """``(where, body)`` of the first :data:`SERVER_INFO_PATHS` page that answers a JSON object: vLLM's
+        development page (only under ``VLLM_SERVER_DEV_MODE=1``, vllm 0.32.0
+        ``vllm/entrypoints/serve/dev/server_info/api_router.py`` L43-59; JSON with ``config_format=json``),
+        SGLang's ``/server_info`` (0.5.23 keeps ``/get_server_info`` as well,
+        sglang/srt/entrypoints/http_server.py:853-891: the resolved server arguments, speculative settings
+        included, and ``version``). ``None`` when none answers, or none within ``timeout`` (default: the
+        client's): a settings page must not hold up the run. A refused connection raises."""
+        for path in SERVER_INFO_PATHS:
             try:
-                body = self._json("GET", path)
+                response = self._request("GET", path, timeout=timeout)
             except RequestFailed as exc:
-                if exc.kind in ("http", "response"):
-                    continue
-                raise
+                if exc.kind == "refused":
+                    raise
+                return None
+            if response.status_code >= 400:
+                continue
+            try:
+                body = response.json()
+            except ValueError:
+                continue
             if isinstance(body, dict):
-                return body
+                return f"GET {path.split('?')[0]}", body
         return None
+
+    def server_info(self) -> dict | None:
+        """The body of :meth:`settings_page`, ``None`` where the server has none."""
+        page = self.settings_page()
+        return page[1] if page else None
 
     def metrics(self, timeout: float = METRICS_TIMEOUT_S) -> ServerSpecMetrics | None:
         """``GET /metrics`` read by :func:`~eaglehub.endpoint.metrics.parse_spec_metrics`: the server's

@@ -15,7 +15,7 @@ Read once per run (:func:`read_served_settings`), in this order of trust:
      only (vllm 0.32.0 ``v1/metrics/loggers.py`` L1114-1136: ``vllm:cache_config_info``), and ``/v1/models``
      says nothing speculative: without the development endpoint, the per-request metrics are all a vLLM
      server tells (k as ``num_spec_tokens``, and with ``--per-request-spec-decode-metrics detailed`` the
-     tokens drafted at each verify step, which show a schedule at work: :func:`observed_ks`);
+     tokens drafted at each verify step, which show a schedule at work: :func:`eaglehub.endpoint.steps.observed_ks`);
    * SGLang: ``GET /server_info`` (0.5.23, ``sglang/srt/entrypoints/http_server.py`` L863-894; older
      releases ``/get_server_info``): its resolved server arguments (``speculative_algorithm``,
      ``speculative_num_steps``, ``speculative_num_draft_tokens``, ``speculative_eagle_topk``,
@@ -378,7 +378,7 @@ def with_observed(
 ) -> ServedSettings:
     """``settings`` with what the run's own counters say: k (``num_spec_tokens`` of the per-request metrics,
     or the per-position counter's length) where nothing better is known, and a schedule the drafts show
-    (steps that drafted fewer than k tokens, :func:`observed_ks`) where the server gave none."""
+    (steps that drafted fewer than k tokens, :func:`eaglehub.endpoint.steps.observed_ks`) where the server gave none."""
     out = settings
     if k is not None and out.k.source != SERVER:
         if out.k.value is not None and out.k.value != k:
@@ -402,79 +402,6 @@ def with_observed(
     return out
 
 
-def vllm_steps(spec: dict | None) -> tuple[tuple[int, int], ...] | None:
-    """``(drafted, accepted)`` per verify step from vLLM's ``metrics.speculative_decoding``
-    (``per_step_drafted`` / ``per_step_accepted``: only at ``--per-request-spec-decode-metrics detailed``,
-    vllm 0.32.0 ``v1/metrics/stats.py`` L389-423); ``None`` without them or when they are malformed."""
-    if not isinstance(spec, dict):
-        return None
-    drafted, accepted = spec.get("per_step_drafted"), spec.get("per_step_accepted")
-    if not isinstance(drafted, list) or not isinstance(accepted, list) or len(drafted) != len(accepted):
-        return None
-    try:
-        return tuple((int(d), int(a)) for d, a in zip(drafted, accepted))
-    except (TypeError, ValueError):
-        return None
-
-
-def observed_ks(steps: list[tuple[int, int]]) -> dict[int, int]:
-    """Verify steps per drafted length, from ``(drafted, accepted)`` pairs (vLLM's ``per_step_drafted`` /
-    ``per_step_accepted``, ``--per-request-spec-decode-metrics detailed``)."""
-    out: dict[int, int] = {}
-    for drafted, _ in steps:
-        out[drafted] = out.get(drafted, 0) + 1
-    return out
-
-
-def al_by_k(steps: list[tuple[int, int]]) -> list[dict]:
-    """AL per drafted length k (tokens per verify step, bonus included) with its steps, and the acceptance
-    rate per position over the steps that drafted that position."""
-    rows = []
-    for k in sorted({d for d, _ in steps}):
-        mine = [a for d, a in steps if d == k]
-        rows.append(
-            {
-                "k": k,
-                "num_drafts": len(mine),
-                "num_accepted_tokens": sum(mine),
-                "acceptance_length": round(1.0 + sum(mine) / len(mine), 6),
-                "acceptance_rate_per_position": [round(sum(1 for a in mine if a > i) / len(mine), 6) for i in range(k)],
-            }
-        )
-    return rows
-
-
-SERVER_INFO_PATHS = ("/server_info?config_format=json", "/get_server_info")
-"""Where a server says its settings (module doc): vLLM's development page as JSON (its default is a text
-dump) and SGLang's ``/server_info`` (which ignores the query), then SGLang's older ``/get_server_info``."""
-
-
-def fetch_server_info(client, timeout: float | None = None) -> tuple[str, dict] | None:
-    """``(where, body)`` of the first :data:`SERVER_INFO_PATHS` page that answers a JSON object, ``None``
-    when none does (a vLLM server without ``VLLM_SERVER_DEV_MODE=1``) or the server does not answer within
-    ``timeout`` (default: the client's): a settings page must not hold up the run. A refused connection raises."""
-    from eaglehub.endpoint.client import RequestFailed
-
-    if client is None:
-        return None
-    for path in SERVER_INFO_PATHS:
-        try:
-            response = client._request("GET", path, timeout=timeout)
-        except RequestFailed as exc:
-            if exc.kind == "refused":
-                raise
-            return None
-        if response.status_code >= 400:
-            continue
-        try:
-            body = response.json()
-        except ValueError:
-            continue
-        if isinstance(body, dict):
-            return f"GET {path.split('?')[0]}", body
-    return None
-
-
 def read_served_settings(
     client, served_config: str | None, version: str | None, timeout: float | None = None
 ) -> ServedSettings:
@@ -486,5 +413,5 @@ def read_served_settings(
         EndpointError: the server refused the connection.
     """
     given = assumed(parse_served_config(served_config))
-    engine, read = from_server(fetch_server_info(client, timeout))
+    engine, read = from_server(client.settings_page(timeout) if client is not None else None)
     return combine(engine, version, read, given)

@@ -18,7 +18,8 @@ import json
 import shlex
 
 from eaglehub.endpoint.engine import EndpointRun
-from eaglehub.endpoint.settings import SERVER, UNKNOWN, ServedSettings, al_by_k, observed_ks, with_observed
+from eaglehub.endpoint.settings import SERVER, UNKNOWN, ServedSettings, with_observed
+from eaglehub.endpoint.steps import al_by_k, observed_ks
 from eaglehub.engines.base import SpecCounters
 from eaglehub.findings import finding
 from eaglehub.measure import acceptance
