@@ -361,6 +361,14 @@ def test_a_requested_layout_vllm_refuses_is_refused_with_the_numbers(path, args,
     assert any(message in m for m in refused), refused
     text = run("--target", str(path), "--dry-run", "--gpu-memory", "H100", *args)
     assert text.exit_code == 1 and message in flat(text.output)
+    # the hint of a refused verify run is the dry run with the layout the plan chooses: it runs and fits
+    hint = r["verify_run"]["refusal"]["hint"] if r["verify_run"]["refusal"] else None
+    if hint is not None:
+        argv = shlex.split(hint)
+        assert argv[:2] == ["eaglehub", "verify"] and "--tensor-parallel-size" in argv, hint
+        again = run(*argv[2:], "--json")
+        assert again.exit_code == 0, again.output
+        assert json.loads(again.output)["verify_run"]["layout"] is not None
 
 
 def test_a_requested_layout_that_does_not_fit_is_refused_not_replaced():

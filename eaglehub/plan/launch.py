@@ -16,6 +16,7 @@ share. A layout the user asks for is used or refused with the numbers.
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from pathlib import Path
 
@@ -169,9 +170,10 @@ def verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, com
         lay = requested_layout(asked, machine)
         why = check_requested(fp, lay, machine, offline=True)
         if why:
+            _, auto = search(fp, drafter, machine, replica_layouts(fp, machine), max_model_len, max_model_len)
             run["refusal"] = {
                 "message": f"the requested layout is refused: {why}",
-                "hint": _layout_hint(),
+                "hint": _layout_hint(auto, machine, command, target_spec),
                 "would_fit": None,
             }
             return run
@@ -204,8 +206,21 @@ def verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, com
     return run
 
 
-def _layout_hint() -> str:
-    return "ask for a layout vLLM accepts, or drop the layout options and let the plan choose"
+def _memory_arg(machine) -> str:
+    return machine.card or f"{machine.total_bytes / GIB:.2f}GiB"
+
+
+def _layout_hint(auto: dict | None, machine, command: str, target_spec: str) -> str:
+    """For a requested layout that is refused: the same dry run with the layout the plan itself chooses on
+    this machine (a command that works), or, where none fits, what to change."""
+    if auto is None:
+        return "no layout vLLM 0.33 accepts fits this machine: give more GPUs (--gpus / --nodes)"
+    nodes = f" --nodes {machine.nodes}" if machine.nodes > 1 else ""
+    pp = f" --pipeline-parallel-size {auto['pp']}" if auto["pp"] > 1 else ""
+    return (
+        f"eaglehub verify --target {shlex.quote(target_spec)} --dry-run --gpus {machine.gpus} "
+        f"--gpu-memory {_memory_arg(machine)}{nodes}{command} --tensor-parallel-size {auto['tp']}{pp}"
+    )
 
 
 def refusal(fp, drafter, machine, run, command, target_spec, asked: bool) -> dict:
@@ -233,10 +248,14 @@ def refusal(fp, drafter, machine, run, command, target_spec, asked: bool) -> dic
     if closest["kv_tokens"]:
         message += f"; at most {closest['kv_tokens']} tokens of context fit there"
     would = None if asked else would_fit(fp, drafter, machine, tokens)
-    hint = _layout_hint() if asked else f"no layout of up to {MAX_SUGGESTED_NODES} such nodes fits"
+    hint = (
+        "drop the layout options and let the plan choose, or give more GPUs (--gpus / --nodes)"
+        if asked
+        else f"no layout of up to {MAX_SUGGESTED_NODES} such nodes fits"
+    )
     if would:
         nodes = f" --nodes {would['nodes']}" if would["nodes"] > 1 else ""
-        memory_arg = machine.card or f"{machine.total_bytes / GIB:.2f}GiB"
+        memory_arg = _memory_arg(machine)
         hint = (
             f"eaglehub verify --target {target_spec} --dry-run --gpus {would['gpus'] // would['nodes']} "
             f"--gpu-memory {memory_arg}{nodes}{command}"
