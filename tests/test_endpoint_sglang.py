@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 from click.testing import CliRunner
-from helpers.local_http import LocalHTTPServer
+from helpers.local_http import LocalHTTPServer, QuietHandler
 from helpers.paths import ROOT
 
 from eaglehub.cli import main
@@ -71,31 +70,20 @@ class SGLangServer(LocalHTTPServer):
     def _handler(self):
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, body: str, kind: str = "application/json") -> None:
-                data = body.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 path = self.path.split("?")[0]  # FastAPI routes by path: a query SGLang does not read is ignored
                 if path == "/v1/models":
-                    self._send(200, (FIX / "models.json").read_text())
+                    self.send(200, (FIX / "models.json").read_text())
                 elif path == "/server_info":
-                    self._send(200, (FIX / "server_info.json").read_text())
+                    self.send(200, (FIX / "server_info.json").read_text())
                 elif path == "/metrics" and server.metrics:
                     with server.lock:
                         n = server.pages.pop(0) if len(server.pages) > 1 else (server.pages or [server.answered])[0]
                         n = min(n, len(STEPS))
-                    self._send(200, page(n), "text/plain; version=0.0.4; charset=utf-8")
+                    self.send(200, page(n), "text/plain; version=0.0.4; charset=utf-8")
                 else:
-                    self._send(404, '{"detail": "Not Found"}')
+                    self.send(404, '{"detail": "Not Found"}')
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -106,7 +94,7 @@ class SGLangServer(LocalHTTPServer):
                 reply = (FIX / folder / f"{i % len(STEPS)}.json").read_text()
                 with server.lock:
                     server.answered += 1
-                self._send(200, reply)
+                self.send(200, reply)
 
         return Handler
 

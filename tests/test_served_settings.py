@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 from click.testing import CliRunner
 from helpers.fake_openai import FakeServer, output_of
-from helpers.local_http import LocalHTTPServer
+from helpers.local_http import LocalHTTPServer, QuietHandler
 from helpers.metrics_text import vllm_text
 
 from eaglehub.cli import main
@@ -96,34 +95,23 @@ class SpecServer(LocalHTTPServer):
     def _handler(self):
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, body, content_type: str = "application/json") -> None:
-                data = (body if isinstance(body, str) else json.dumps(body)).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 if self.path == "/version":
-                    self._send(200, {"version": "0.32.0"})
+                    self.send(200, {"version": "0.32.0"})
                 elif self.path == "/v1/models":
-                    self._send(200, {"object": "list", "data": [{"id": "t", "root": "/m/t", "owned_by": "vllm"}]})
+                    self.send(200, {"object": "list", "data": [{"id": "t", "root": "/m/t", "owned_by": "vllm"}]})
                 elif self.path == "/metrics":
                     d, t, a, pos = server.totals
-                    self._send(200, vllm_text({"0": (d, t, a, list(pos))}), "text/plain; version=0.0.4")
+                    self.send(200, vllm_text({"0": (d, t, a, list(pos))}), "text/plain; version=0.0.4")
                 elif self.path == "/server_info?config_format=json" and server.spec is not None:
-                    self._send(200, {"vllm_config": {"speculative_config": server.spec}, "vllm_env": {}})
+                    self.send(200, {"vllm_config": {"speculative_config": server.spec}, "vllm_env": {}})
                 else:
-                    self._send(404, {"detail": "Not Found"})
+                    self.send(404, {"detail": "Not Found"})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                self._send(200, server.completion(body))
+                self.send(200, server.completion(body))
 
         return Handler
 

@@ -22,7 +22,7 @@ import json
 import pytest
 from click.testing import CliRunner
 from helpers.paths import FIXTURE, ROOT
-from helpers.servers import VllmServer
+from helpers.servers import VllmServer, session_server
 
 from eaglehub.cli import main
 from eaglehub.io.schemas import validate_json
@@ -34,13 +34,7 @@ MAX_TOKENS = 16
 
 
 def _server(request, **kw) -> VllmServer:
-    server = VllmServer(resolve_target("smollm2"), FIXTURE, 3, **kw)
-    request.addfinalizer(server.stop)
-    try:
-        server.start()
-    except (RuntimeError, TimeoutError) as exc:
-        pytest.fail(str(exc), pytrace=False)
-    return server
+    return session_server(request, resolve_target("smollm2"), FIXTURE, 3, **kw)
 
 
 @pytest.fixture(scope="module")

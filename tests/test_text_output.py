@@ -846,3 +846,16 @@ def _walk(obj):
     elif isinstance(obj, list):
         for v in obj:
             yield from _walk(v)
+
+
+def test_the_cli_consoles_read_columns_at_each_use(monkeypatch):
+    """The module-level consoles are made once per process; a width given later by COLUMNS (a test runner
+    invoking commands one after another with their own environment) must be the one a command prints at."""
+    from eaglehub.views.console import TextConsole
+
+    monkeypatch.setenv("COLUMNS", "200")
+    console = TextConsole(file=io.StringIO())
+    assert console.width == 200
+    monkeypatch.setenv("COLUMNS", "63")
+    assert console.width == 63
+    assert TextConsole(file=io.StringIO(), width=99).width == 99  # a width given in code stays

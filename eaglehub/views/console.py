@@ -22,6 +22,16 @@ _TRAILING_BLANKS = re.compile(r"[ \t]+(?=\n|\Z)")
 class TextConsole(Console):
     """A rich console whose output off a terminal has no trailing blanks and whose status is a plain line per step."""
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if kwargs.get("width") is None:
+            # rich fixes COLUMNS when the console is made; read it at each use instead, as the size is read when
+            # COLUMNS is unset: the module-level consoles are made once per process, before a caller (a test
+            # runner invoking several commands) may set COLUMNS for a command
+            self._width = None
+        if kwargs.get("height") is None:
+            self._height = None
+
     def _render_buffer(self, buffer: Iterable[Segment]) -> str:
         rendered = super()._render_buffer(buffer)
         # on a terminal a live display repaints lines with blanks, which must stay

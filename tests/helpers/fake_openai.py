@@ -20,9 +20,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
-from helpers.local_http import LocalHTTPServer
+from helpers.local_http import LocalHTTPServer, QuietHandler
 from helpers.metrics_text import vllm_text
 
 K = 3
@@ -109,29 +108,18 @@ class FakeServer(LocalHTTPServer):
     def _handler(self):
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args) -> None:  # quiet
-                pass
-
-            def _send(self, status: int, body, content_type: str = "application/json") -> None:
-                data = (body if isinstance(body, str) else json.dumps(body)).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:
                 if self.path == "/version":
-                    self._send(200, {"version": "fake-0.1"})
+                    self.send(200, {"version": "fake-0.1"})
                 elif self.path == "/v1/models":
-                    self._send(
+                    self.send(
                         200, {"object": "list", "data": [{"id": "fake/target", "root": "/m/t", "max_model_len": 2048}]}
                     )
                 elif self.path == "/metrics":
-                    self._send(200, server.metrics_text(), "text/plain; version=0.0.4")
+                    self.send(200, server.metrics_text(), "text/plain; version=0.0.4")
                 else:
-                    self._send(404, {"error": {"message": "not found", "type": "NotFound", "code": 404}})
+                    self.send(404, {"error": {"message": "not found", "type": "NotFound", "code": 404}})
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -142,16 +130,16 @@ class FakeServer(LocalHTTPServer):
                 mode = server.mode
                 if mode == "500" or (mode == "every3" and n % 3 == 0):
                     auth = self.headers.get("Authorization", "")
-                    self._send(
+                    self.send(
                         500, {"error": {"message": f"engine died; request had {auth}", "type": "Internal", "code": 500}}
                     )
                 elif mode == "timeout":
                     time.sleep(server.delay)
-                    self._send(200, server.completion(body, self.path.endswith("chat/completions")))
+                    self.send(200, server.completion(body, self.path.endswith("chat/completions")))
                 elif mode == "drop":
                     self.close_connection = True
                     self.connection.close()
                 else:
-                    self._send(200, server.completion(body, self.path.endswith("chat/completions")))
+                    self.send(200, server.completion(body, self.path.endswith("chat/completions")))
 
         return Handler

@@ -3,6 +3,7 @@ that stand in for a server's pages in unit tests (fake_openai.FakeServer, metric
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -34,3 +35,18 @@ class LocalHTTPServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
+
+
+class QuietHandler(BaseHTTPRequestHandler):
+    """A handler that logs nothing and answers with :meth:`send`: a JSON value, or text as given."""
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def send(self, status: int, body, content_type: str = "application/json") -> None:
+        data = (body if isinstance(body, str) else json.dumps(body)).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)

@@ -285,9 +285,10 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
-def session_server(request, target: Path, drafter: Path | None, k: int = 3):
-    """A started server, stopped when the pytest ``request``'s scope ends (for the fixtures)."""
-    server = VllmServer(target, drafter, k)
+def session_server(request, target: Path, drafter: Path | None, k: int = 3, **kw):
+    """A started server, stopped when the pytest ``request``'s scope ends (for the fixtures); ``kw``: more
+    :class:`VllmServer` options."""
+    server = VllmServer(target, drafter, k, **kw)
     request.addfinalizer(server.stop)
     try:
         server.start()
