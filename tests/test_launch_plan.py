@@ -141,10 +141,23 @@ def test_gpu_memory_is_the_cards_cuda_total():
     assert read_gpu_memory("186").card == "gb200" and read_gpu_memory("186").total_bytes == round(184.31 * GIB)
     assert read_gpu_memory("B200").total_bytes == round(178.35 * GIB)
     assert read_gpu_memory("79.5GiB").total_bytes == round(79.5 * GIB)
-    assert read_gpu_memory("80GB").total_bytes == 80 * 10**9
     assert read_gpu_memory("24").total_bytes == 24 * GIB
     with pytest.raises(UsageError, match="not a card"):
         read_gpu_memory("lots")
+
+
+def test_a_size_a_card_is_sold_as_reads_as_that_card_whatever_the_unit():
+    """ "80 GB" on a spec sheet is an H100, not 80 x 10^9 bytes (74.5 GiB, which refused a 70B plan on 2 x H100
+    that fits): 80, 80GB, 80 GB and 141GB read as the card and say so; only a size that names no card is
+    literal (GB = 10^9 bytes, GiB = 2^30), and the reading says that too."""
+    for text in ("80GB", "80 GB", "80gb", "80"):
+        mem = read_gpu_memory(text)
+        assert (mem.card, mem.total_bytes) == ("h100", round(79.19 * GIB)), text
+        assert "H100" in mem.read_as and "79.19 GiB" in mem.read_as, mem.read_as
+    assert read_gpu_memory("141GB").card == "h200" and read_gpu_memory("192 GB").card == "b200"
+    assert read_gpu_memory("80GiB").total_bytes == 80 * GIB and read_gpu_memory("80GiB").card is None
+    literal = read_gpu_memory("96GB")
+    assert (literal.card, literal.total_bytes) == (None, 96 * 10**9) and "10^9 bytes" in literal.read_as
 
 
 # --- layouts vLLM 0.33 accepts with EAGLE-3 ------------------------------------------------------
@@ -274,13 +287,14 @@ L70_CONFIG = {
 L70_PARAMS = 2 * 128256 * 8192 + 80 * (2 * 8192 * 8192 + 2 * 8192 * 1024 + 3 * 8192 * 28672 + 2 * 8192) + 8192
 
 
-def test_a_70b_bf16_target_fits_two_h100s_at_4k(tmp_path):
+@pytest.mark.parametrize("memory", ["80", "80GB", "80 GB", "H100"])
+def test_a_70b_bf16_target_fits_two_h100s_at_4k(tmp_path, memory):
     """141 GB of bf16 weights, 65.7 GiB a GPU at TP 2: with 0.6 GiB of KV for a 4096-token sequence and the
-    overhead it is within 0.92 x 79.19 GiB; read as 80 x 10^9 bytes it was refused."""
+    overhead it is within 0.92 x 79.19 GiB; read as 80 x 10^9 bytes ("80GB" was) it was refused."""
     assert L70_PARAMS == 70_553_706_496  # the count published for Llama-3.1-70B
     (tmp_path / "config.json").write_text(json.dumps(L70_CONFIG))
     res = run(
-        "--target", str(tmp_path), "--dry-run", "--gpus", "2", "--gpu-memory", "80", "--context", "4029", "--json"
+        "--target", str(tmp_path), "--dry-run", "--gpus", "2", "--gpu-memory", memory, "--context", "4029", "--json"
     )
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)

@@ -152,8 +152,9 @@ launch_plan_options = stack(  # verify --dry-run (eaglehub.plan)
         default=None,
         metavar="CARD|GiB",
         help="With --dry-run: each GPU's memory as CUDA reports it: a card (H100, H200, B200, GB200), or the size "
-        "it is sold as (80, 141, 180, 186: that card), or GiB (79.19GiB; a number naming no card is GiB), or "
-        "10^9 bytes (80GB). Default: what this machine reports.",
+        "a card is sold as, in any unit (80, 80GB, 141GB, 180, 186: that card's usable memory), or a size naming no "
+        "card, taken literally (96GiB, or a bare number: GiB; 96GB: 10^9 bytes); the plan says how it read it. "
+        "Default: what this machine reports.",
     ),
     click.option("--nodes", type=click.IntRange(min=1), default=1, show_default=True, help="With --dry-run: nodes."),
     click.option(

@@ -59,10 +59,11 @@ def card(name: str) -> Card | None:
 
 
 def read_gpu_memory(text: str) -> GpuMemory:
-    """``--gpu-memory``: a card's name (``H100``, ``h200``, ``GB200``), a size in GiB (``79.19GiB``), a size
-    in 10^9 bytes (``80GB``), or a bare number: the size a known card is sold as (80, 141, 180, 192, 186)
-    means that card's CUDA total; any other number is read as GiB (cards are sold by binary sizes, a
-    little of which the driver keeps: give the figure torch reports, in GiB, when it matters).
+    """``--gpu-memory``: a card's name (``H100``, ``h200``, ``GB200``), or a size. A size that names a card as
+    it is sold (``80``, ``80GB``, ``80 GB``, ``141GB``, ...: 80, 141, 180, 192, 186) means that card's CUDA total,
+    whatever the unit: "80 GB" on a spec sheet is the card, not 80 x 10^9 bytes (74.5 GiB, less than an H100
+    holds). Only a size that names no card is taken literally: ``GiB`` (or no unit) as 2^30 bytes, ``GB`` as
+    10^9 bytes; ``read_as`` says which reading was made.
 
     Raises:
         UsageError: none of those (exit 2).
@@ -75,17 +76,17 @@ def read_gpu_memory(text: str) -> GpuMemory:
     if not m or float(m.group(1)) <= 0:
         names = ", ".join(c.name for c in CARDS)
         raise UsageError(
-            f"--gpu-memory {text}: not a card ({names}), a size in GiB (79.19GiB) or in GB (80GB)",
+            f"--gpu-memory {text}: not a card ({names}), a size a card is sold as (80, 80GB) or a size in GiB",
             hint="e.g. --gpu-memory H100, --gpu-memory 141 (an H200) or --gpu-memory 79.19GiB",
         )
     value, unit = float(m.group(1)), m.group(2)
-    if unit == "gb":
-        return GpuMemory(round(value * GB), None, f"{value:g} x 10^9 bytes, as given")
-    if unit == "gib":
-        return GpuMemory(round(value * GIB), None, f"{value:g} GiB, as given")
-    sold = next((c for c in CARDS if value in c.sold_gb), None)
+    sold = next((c for c in CARDS if value in c.sold_gb), None) if unit != "gib" else None
     if sold is not None:
         return GpuMemory(
-            sold.cuda_bytes, sold.name, f"{value:g} GB: an {sold.title}, {sold.cuda_gib:g} GiB as CUDA reports it"
+            sold.cuda_bytes,
+            sold.name,
+            f"{text}: the size an {sold.title} is sold as, read as that card: {sold.cuda_gib:g} GiB as CUDA reports it",
         )
-    return GpuMemory(round(value * GIB), None, f"{value:g} GiB (a number that names no known card is read as GiB)")
+    if unit == "gb":
+        return GpuMemory(round(value * GB), None, f"{value:g} x 10^9 bytes, as given (a size that names no card)")
+    return GpuMemory(round(value * GIB), None, f"{value:g} GiB, as given (a size that names no card)")
