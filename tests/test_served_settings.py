@@ -156,7 +156,58 @@ def test_a_schedule_read_from_the_server_gives_al_per_k_and_no_fixed_k_claim(tmp
     warn = next(f for f in d["findings"] if f["code"] == "W-ENDPOINT-K-SCHEDULE")
     assert "mix of ks" in warn["message"] and "k=3: 18 steps, AL 2.667" in warn["message"]
     assert "k=1: 24 steps, AL 1.750" in warn["message"] and "sized by the largest k (3)" in warn["message"]
-    assert "over a MIX of ks" in res.output and "AL at k=3" in res.output
+    assert "over a mix of ks: not the AL at one k" in res.output and "AL at k=3" in res.output
+    assert "(k ≤ 3, schedule [[1, 1, 3], [2, 256, 1]])" in res.output  # the heading, not "k = 3"
+    # the per-step counts gave the AL per k: the hint does not ask to serve for them
+    assert "per-request-spec-decode-metrics" not in warn["hint"] and "acceptance_by_k" in warn["hint"]
+    # the engine is the per-request metrics' (no settings page named it here? it did: /server_info)
+    assert st["engine"]["value"] == "vllm"
+
+
+def test_one_k_at_one_load_is_no_fixed_k_claim_and_the_engine_is_named(tmp_path):
+    """No settings page, no --served-config, every step drafted k=3 (as a schedule [[1, 1, 3], ...] does
+    with one request in flight): the schedule stays unknown, no fixed-k claim; the engine is the metrics'."""
+    steps = [(3, 2), (3, 0), (3, 3)]
+    with SpecServer(None, steps=steps) as served, FakeServer("nospec") as target:
+        res, report = _verify(served.base_url, target.url, tmp_path, "--api", "chat")
+    assert res.exit_code == 0, res.output
+    s = report["endpoint"]["served"]
+    assert s["settings"]["k_schedule"] == {
+        "value": None,
+        "source": UNKNOWN,
+        "where": "every step drafted k=3 at this load",
+    }
+    assert s["claims"]["acceptance_length"] == "one_k_this_load" and s["claims"]["fixed_k"] is None
+    assert s["settings"]["engine"] == {"value": "vllm", "source": SERVER, "where": "the per-request metrics' shape"}
+    quant = s["settings"]["draft_lm_head_quantization"]
+    assert quant["source"] == UNKNOWN and s["claims"]["drafter_as_checkpoint"] is None
+    out = " ".join(res.output.split())
+    assert "engine │ vllm │ the per-request metrics' shape" in out
+    assert "draft lm_head quantization │ ? │ unknown" in out and "none (fixed k)" not in out
+    assert "k schedule │ ? │ unknown (every step drafted k=3 at this load)" in out
+    assert (
+        "at k=3 for this load: every step drafted k=3 at this load; whether the server runs a k schedule is unknown"
+        in out
+    )
+    assert "measured, at one k" not in out and "W-ENDPOINT-K-SCHEDULE" not in _codes(report)
+
+
+def test_a_stated_schedule_with_one_k_drafted_says_one_thing(tmp_path):
+    """--served-config gives the schedule, every step drafted k=3: the table and the warning say the same."""
+    cfg = json.dumps(
+        {"method": "eagle3", "num_speculative_tokens": 3, "num_speculative_tokens_per_batch_size": SCHEDULE}
+    )
+    with SpecServer(None, steps=[(3, 2), (3, 0), (3, 3)]) as served, FakeServer("nospec") as target:
+        res, report = _verify(served.base_url, target.url, tmp_path, "--api", "chat", "--served-config", cfg)
+    assert res.exit_code == 0, res.output
+    s = report["endpoint"]["served"]
+    assert s["claims"]["acceptance_length"] == "one_k_this_load" and s["claims"]["fixed_k"] is False
+    said = "at k=3 only: every step drafted k=3 at this load; the schedule drafts other ks at other loads"
+    warn = next(f for f in report["drafters"][0]["findings"] if f["code"] == "W-ENDPOINT-K-SCHEDULE")
+    assert said in warn["message"] and said in " ".join(res.output.split())
+    assert "mix of ks" not in " ".join(res.output.split())
+    assert "ASSUMED, --served-config, vLLM's default" in " ".join(res.output.split())
+    assert "(--served-config (" not in res.output
 
 
 def test_drafts_shorter_than_k_show_a_mix_even_where_the_server_says_nothing(tmp_path):
@@ -213,7 +264,7 @@ def test_synthetic_rejection_stated_by_served_config_is_no_pass_and_no_measured_
         """'{"method": "eagle3", "model": "/d/drafter", "num_speculative_tokens": 3}' """
         "--per-request-spec-decode-metrics summary; then rerun this command"
     )
-    assert "CONFIGURED by the synthetic rejection method" in res.output and "ASSUMED (--served-config)" in res.output
+    assert "CONFIGURED by the synthetic rejection method" in res.output and "ASSUMED, --served-config" in res.output
     assert "lossless: not judged" in res.output and "FAIL" in res.output
 
 
@@ -274,10 +325,13 @@ def test_served_config_from_a_file_and_its_defaults(tmp_path):
     path.write_text(json.dumps({"method": "eagle3", "model": "/d", "num_speculative_tokens": 4}))
     given = assumed(parse_served_config(str(path)))
     # a config without the keys runs vLLM's defaults: standard rejection, no lm_head quantization, no schedule
-    assert given["rejection_method"].value == "standard" and given["rejection_method"].where.endswith("default)")
+    assert given["rejection_method"].value == "standard" and given["rejection_method"].where.endswith(
+        ", vLLM's default"
+    )
     assert given["k"].value == 4 and given["draft_lm_head_quantization"].value is None
     settings = combine(None, "0.33.0", {}, given)
-    assert settings.k_schedule.source == UNKNOWN and settings.version.value == "0.33.0"
+    assert settings.k_schedule.value == [] and settings.k_schedule.source == ASSUMED  # no schedule unless given
+    assert settings.version.value == "0.33.0"
 
 
 def test_sglang_server_info_gives_k_a_lossy_threshold_and_an_adaptive_schedule():

@@ -316,10 +316,12 @@ def assumed(cfg: dict | None) -> dict[str, Setting]:
             out[name] = Setting(cfg[key], ASSUMED, where)
     if "num_speculative_tokens_per_batch_size" in cfg:
         out["k_schedule"] = Setting(cfg["num_speculative_tokens_per_batch_size"], ASSUMED, where)
+    else:  # no schedule unless one is given (vllm 0.32.0 config/speculative.py L491-496: default None)
+        out["k_schedule"] = Setting([], ASSUMED, f"{where}, vLLM's default")
     if "rejection_sample_method" in cfg:
         out["rejection_method"] = Setting(cfg["rejection_sample_method"], ASSUMED, where)
     else:  # a speculative config without the key runs vLLM's default (config/speculative.py L529)
-        out["rejection_method"] = Setting("standard", ASSUMED, f"{where} (vLLM's default)")
+        out["rejection_method"] = Setting("standard", ASSUMED, f"{where}, vLLM's default")
     if cfg.get("rejection_sample_method") == "synthetic":
         rates = cfg.get("synthetic_acceptance_rates")
         length = cfg.get("synthetic_acceptance_length")
@@ -331,7 +333,7 @@ def assumed(cfg: dict | None) -> dict[str, Setting]:
     out["draft_lm_head_quantization"] = Setting(
         cfg.get("draft_lm_head_quantization"),
         ASSUMED,
-        where if "draft_lm_head_quantization" in cfg else f"{where} (vLLM's default)",
+        where if "draft_lm_head_quantization" in cfg else f"{where}, vLLM's default",
     )
     return out
 
@@ -374,12 +376,23 @@ def _shown(value: Any) -> str:
 
 
 def with_observed(
-    settings: ServedSettings, k: int | None, k_source: str | None, ks: dict[int, int] | None
+    settings: ServedSettings,
+    k: int | None,
+    k_source: str | None,
+    ks: dict[int, int] | None,
+    engine: tuple[str, str] | None = None,
 ) -> ServedSettings:
     """``settings`` with what the run's own counters say: k (``num_spec_tokens`` of the per-request metrics,
-    or the per-position counter's length) where nothing better is known, and a schedule the drafts show
-    (steps that drafted fewer than k tokens, :func:`eaglehub.endpoint.steps.observed_ks`) where the server gave none."""
+    or the per-position counter's length) where nothing better is known, a schedule the drafts show
+    (steps that drafted fewer than k tokens, :func:`eaglehub.endpoint.steps.observed_ks`) where the server
+    gave none, and the engine (``(name, where it was seen)``) where no settings page named it.
+
+    Steps that all drafted one k show no schedule: a schedule drafts one k at one load too (its batch sizes
+    in one range). So that sight leaves the schedule unknown, said in its ``where``; only the server's
+    settings page or ``--served-config`` says there is none."""
     out = settings
+    if engine is not None and out.engine.source == UNKNOWN:
+        out = replace(out, engine=Setting(engine[0], SERVER, engine[1]))
     if k is not None and out.k.source != SERVER:
         if out.k.value is not None and out.k.value != k:
             out = replace(
@@ -398,7 +411,7 @@ def with_observed(
         out = replace(out, k_schedule=Setting(value, SERVER, where))
     elif ks and len(ks) == 1 and out.k_schedule.source == UNKNOWN:
         only = next(iter(ks))
-        out = replace(out, k_schedule=Setting([], SERVER, f"per-request metrics (every step drafted k={only})"))
+        out = replace(out, k_schedule=Setting(None, UNKNOWN, f"every step drafted k={only} at this load"))
     return out
 
 

@@ -28,7 +28,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from eaglehub.endpoint.client import EndpointClient
+from eaglehub.endpoint.client import EndpointClient, engine_of
 from eaglehub.endpoint.engine import EndpointEngine, EndpointRun
 from eaglehub.endpoint.settings import read_served_settings
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
@@ -230,7 +230,9 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
 
     card = next((c for c in server.cards if c.get("id") == server.model), {})
     overall = acceptance.total(served_run.group_counters.values())
-    settings, served_section, found = served_claims(settings, seen, keep, overall, entry["prompts"], card.get("root"))
+    settings, served_section, found = served_claims(
+        settings, seen, keep, overall, entry["prompts"], card.get("root"), engine_of(server.cards)
+    )
     apply_claims(entry, settings, found)
     report["drafters"] = [entry]
     report["passed"] = entry["passed"]

@@ -44,6 +44,52 @@ def _drafts_shorter_than_k(overall: SpecCounters, k: int | None) -> bool:
     return bool(k and overall.num_drafts and overall.num_draft_tokens < overall.num_drafts * k)
 
 
+def seen_engine(seen: EndpointRun, owner: str | None) -> tuple[str, str] | None:
+    """The engine as the run saw it, with where: the per-request metrics' shape, the ``/metrics`` names, or
+    ``/v1/models``' ``owned_by`` (:func:`eaglehub.endpoint.client.engine_of`)."""
+    if seen.source is not None:
+        return seen.source, "the per-request metrics' shape"
+    if seen.metrics_server is not None:
+        return seen.metrics_server, "the /metrics names"
+    return (owner, "/v1/models owned_by") if owner else None
+
+
+def al_claim(settings: ServedSettings, ks: dict[int, int] | None, overall: SpecCounters) -> tuple[str, int | None]:
+    """What the run's AL is, decided once for the table and the warning: ``configured`` (synthetic),
+    ``mixed_k`` (steps drafted different ks, or a schedule with nothing drafted), ``measured`` (the server or
+    ``--served-config`` says there is no schedule), ``one_k_this_load`` (every step drafted one k, with a
+    schedule or with the schedule unknown: one load shows no schedule's absence); with the one k drafted."""
+    k = settings.k.value
+    if settings.synthetic_run:
+        return "configured", k
+    if (ks is not None and len(ks) > 1) or (ks is None and _drafts_shorter_than_k(overall, k)):
+        return "mixed_k", k
+    schedule = settings.k_schedule
+    if schedule.source != UNKNOWN and schedule.value == []:
+        return "measured", k
+    one = next(iter(ks)) if ks else k if overall.num_drafts and k else None
+    if one is not None:
+        return "one_k_this_load", one
+    return ("mixed_k" if settings.scheduled else "measured"), k
+
+
+def al_said(code: str, k: int | None, schedule_known: bool) -> str:
+    """The claim :func:`al_claim` decided, in words: the served-settings table and W-ENDPOINT-K-SCHEDULE
+    both say it."""
+    if code == "one_k_this_load":
+        if schedule_known:
+            return f"at k={k} only: every step drafted k={k} at this load; the schedule drafts other ks at other loads"
+        return (
+            f"at k={k} for this load: every step drafted k={k} at this load; whether the server runs a k schedule "
+            "is unknown (no fixed-k claim)"
+        )
+    return {
+        "measured": "measured, at one k",
+        "configured": "CONFIGURED by the synthetic rejection method: not a measurement",
+        "mixed_k": "over a mix of ks: not the AL at one k",
+    }[code]
+
+
 def served_claims(
     settings: ServedSettings,
     seen: EndpointRun,
@@ -51,15 +97,18 @@ def served_claims(
     overall: SpecCounters,
     rows: list[dict],
     model_root: str | None,
+    owner: str | None = None,
 ) -> tuple[ServedSettings, dict, list[dict]]:
     """The settings completed by the run's counters, the report's ``served`` section (settings, what the AL
-    and the outputs may claim, AL per k) and the findings (module doc)."""
+    and the outputs may claim, AL per k) and the findings (module doc). ``owner``: ``/v1/models``'
+    ``owned_by`` engine, where nothing else names it."""
     steps = kept_steps(seen, keep)
     ks = observed_ks(steps) if steps else None
-    settings = with_observed(settings, seen.k, seen.k_source, ks)
+    settings = with_observed(settings, seen.k, seen.k_source, ks, seen_engine(seen, owner))
     k = settings.k.value
     by_k = al_by_k(steps) if steps else None
-    mixed = (ks is not None and len(ks) > 1) or (ks is None and _drafts_shorter_than_k(overall, k))
+    code, one_k = al_claim(settings, ks, overall)
+    mixed = code == "mixed_k"
     scheduled = settings.scheduled or mixed
     al = acceptance.acceptance_length(overall)
     matched, n = sum(r["match"] for r in rows), len(rows)
@@ -97,7 +146,12 @@ def served_claims(
             finding(
                 "W-ENDPOINT-K-SCHEDULE",
                 "endpoint.served.settings.k_schedule",
-                _schedule_message(settings, ks, by_k, overall, al, k),
+                _schedule_message(settings, code, one_k, by_k, overall, al, k),
+                # with per-step counts the AL per k is in the report already: no call to serve for them
+                hint=None
+                if by_k is None
+                else "compare the AL with one measured under the same schedule and load, or the report's AL at "
+                "one k (endpoint.served.acceptance_by_k) with a fixed-k run at that k",
             ).as_dict()
         )
     quant = settings.draft_lm_head_quantization
@@ -111,9 +165,14 @@ def served_claims(
             ).as_dict()
         )
     claims = {
-        "acceptance_length": "configured" if settings.synthetic_run else "mixed_k" if scheduled else "measured",
+        "acceptance_length": code,
         "lossless": "not_judged" if settings.synthetic_run or settings.lossy else "judged",
-        "fixed_k": None if k is None else not scheduled,
+        # no fixed-k claim from steps that drafted one k: only a settings page or --served-config says it
+        "fixed_k": False
+        if scheduled
+        else True
+        if settings.k_schedule.source != UNKNOWN and settings.k_schedule.value == [] and k is not None
+        else None,
         "drafter_as_checkpoint": None if quant.source == UNKNOWN else not quant.value,
         "per_position": PER_POSITION_ALL_STEPS if scheduled else "accepted at position i over all verify steps",
     }
@@ -141,7 +200,8 @@ def _al(al: float | None) -> str:
 
 def _schedule_message(
     settings: ServedSettings,
-    ks: dict[int, int] | None,
+    code: str,
+    one_k: int | None,
     by_k: list[dict] | None,
     overall: SpecCounters,
     al: float | None,
@@ -156,19 +216,15 @@ def _schedule_message(
         else f"the drafts are shorter than k={k} at some steps ({overall.num_draft_tokens} draft tokens over "
         f"{overall.num_drafts} steps)"
     )
-    if by_k and len(by_k) == 1:
-        only = by_k[0]
-        return (
-            f"{what}, but every step of this run drafted k={only['k']} (its batch sizes fell in one range): the AL "
-            f"{_al(al)} is at k={only['k']} for this load only; another load drafts other ks"
-        )
+    if code == "one_k_this_load":
+        return f"{what}; the AL {_al(al)} is {al_said(code, one_k, True)}"
     if by_k:
         per = "; ".join(f"k={r['k']}: {r['num_drafts']} steps, AL {r['acceptance_length']:.3f}" for r in by_k)
-        mix = f"the AL {_al(al)} is over a mix of ks ({per}), not the AL at one k"
+        mix = f"the AL {_al(al)} is {al_said(code, k, True)} ({per})"
     else:
         mean = overall.num_draft_tokens / overall.num_drafts if overall.num_drafts else 0.0
         mix = (
-            f"the AL {_al(al)} is over a mix of ks ({mean:.2f} draft tokens per step on average, up to {k}); "
+            f"the AL {_al(al)} is {al_said(code, k, True)} ({mean:.2f} draft tokens per step on average, up to {k}); "
             "the server gave no per-step k (vLLM: --per-request-spec-decode-metrics detailed gives AL per k)"
         )
     return f"{what}: {mix}; the per-position rates are sized by the largest k ({k}) and count every step"

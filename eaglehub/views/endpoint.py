@@ -7,6 +7,7 @@ import json
 from rich.console import Console
 from rich.table import Table
 
+from eaglehub.verify.served import al_said
 from eaglehub.views.verify import fmt_number, rates_text, render_report_and_baseline
 
 MAX_FAILURES_SHOWN = 5
@@ -58,14 +59,11 @@ SETTING_LABELS = (
     ("draft_lm_head_quantization", "draft lm_head quantization"),
     ("drafter", "drafter"),
 )
-CLAIM_TEXT = {
-    "measured": "measured, at one k",
-    "configured": "CONFIGURED by the synthetic rejection method: not a measurement",
-    "mixed_k": "over a MIX of ks (a schedule): not the AL at one k",
-}
 
 
-def _setting_value(name: str, value) -> str:
+def _setting_value(name: str, value, source: str) -> str:
+    if source == "unknown":  # an unknown setting has no value, whatever the report's placeholder
+        return "?"
     if value is None:
         return "none" if name in ("draft_lm_head_quantization",) else "?"
     if name == "k_schedule":
@@ -86,11 +84,14 @@ def served_table(served: dict) -> Table:
         s = settings[name]
         if name == "synthetic" and s["value"] is None and s["source"] == "unknown":
             continue
-        shown = {"server": _short_where(s["where"]), "assumed": f"ASSUMED ({s['where']})"}
-        origin = shown.get(s["source"], "unknown")
-        t.add_row(label, _setting_value(name, s["value"]), origin)
+        shown = {
+            "server": _short_where(s["where"]),
+            "assumed": f"ASSUMED, {s['where']}",
+            "unknown": f"unknown ({s['where']})" if s["where"] else "unknown",
+        }
+        t.add_row(label, _setting_value(name, s["value"], s["source"]), shown[s["source"]])
     claims = served["claims"]
-    t.add_row("AL", CLAIM_TEXT[claims["acceptance_length"]], "")
+    t.add_row("AL", al_said(claims["acceptance_length"], _one_k(served), _schedule_known(settings)), "")
     lossless = (
         "judged on the outputs" if claims["lossless"] == "judged" else "NOT JUDGED (the method is lossy by design)"
     )
@@ -103,6 +104,17 @@ def served_table(served: dict) -> Table:
             "per-step counts",
         )
     return t
+
+
+def _one_k(served: dict) -> int | None:
+    """The one k every step drafted (a ``one_k_this_load`` claim): the per-step counts' only k, else k."""
+    by_k = served.get("acceptance_by_k") or []
+    return by_k[0]["k"] if len(by_k) == 1 else served["settings"]["k"]["value"]
+
+
+def _schedule_known(settings: dict) -> bool:
+    s = settings["k_schedule"]
+    return s["source"] != "unknown" and bool(s["value"])
 
 
 def _short_where(where: str | None) -> str:

@@ -256,6 +256,22 @@ def context_line(c: dict) -> str:
     )
 
 
+def k_heading(report: dict) -> str:
+    """``k = 3``, or for a served k schedule ``k ≤ 3, schedule [[1, 1, 3], [2, 256, 1]]``: the heading over
+    a drafter's acceptance table."""
+    k = report["settings"]["num_speculative_tokens"]
+    served = (report.get("endpoint") or {}).get("served")
+    if not served:
+        return f"k = {k}"
+    schedule = served["settings"]["k_schedule"]
+    if schedule["source"] != "unknown" and schedule["value"]:
+        value = schedule["value"]
+        return f"k ≤ {k}, schedule {json.dumps(value) if isinstance(value, list) else value}"
+    if served["claims"]["acceptance_length"] == "mixed_k":
+        return f"k ≤ {k}, a mix of ks"
+    return f"k = {k}"
+
+
 def render_report(report: dict, console: Console) -> None:
     """Print the whole report: settings, one table per drafter, findings, reference comparison, timings, serve line."""
     s, e = report["settings"], report["engine"]
@@ -288,7 +304,7 @@ def render_report(report: dict, console: Console) -> None:
         console.print(f"[yellow]note:[/] {escape(figures['note'])}", highlight=False)
     for d in report["drafters"]:
         console.print()
-        console.print(Text(f"{d['drafter']}  (k = {s['num_speculative_tokens']})", style="bold"), soft_wrap=True)
+        console.print(Text(f"{d['drafter']}  ({k_heading(report)})", style="bold"), soft_wrap=True)
         console.print(acceptance_table(d, s["num_speculative_tokens"]))
         console.print(f"[dim]{ACCEPTANCE_LEGEND}[/]", highlight=False)
         dist = distribution_table(d, s["num_speculative_tokens"])
