@@ -446,3 +446,33 @@ def test_served_config_without_an_endpoint_is_refused():
         main, ["verify", "--target", "smollm2", "--served-config", '{"num_speculative_tokens": 3}']
     )
     assert res.exit_code == 2 and "--served-config states the settings of a server" in res.output
+
+
+def test_a_served_config_key_vllm_has_no_field_for_is_refused(tmp_path):
+    """vLLM's SpeculativeConfig forbids extra fields (vllm 0.32.0 / 0.33.0 config/utils.py L70-71)."""
+    text = '{"method": "eagle3", "num_speculative_tokens": 3, "bogus_key": 1, "rejection_sample_method": "fly"}'
+    with SpecServer(None, steps=[(3, 2)]) as served, FakeServer("nospec") as target:
+        res, report = _verify(served.base_url, target.url, tmp_path, "--api", "chat", "--served-config", text)
+    assert res.exit_code == 2 and report is None, res.output
+    assert "bogus_key is no speculative config field of any vLLM release" in res.output
+    assert "Traceback" not in res.output and "hint: drop bogus_key" in res.output
+
+
+def test_a_served_config_method_the_servers_release_lacks_contradicts_the_server(tmp_path):
+    """fly is vLLM 0.33's (config/speculative.py L83); a server that reports 0.32.0 cannot run it."""
+    cfg = json.dumps({"method": "eagle3", "num_speculative_tokens": 3, "rejection_sample_method": "fly"})
+    with SpecServer(None, steps=[(3, 2)]) as served, FakeServer("nospec") as target:
+        res, report = _verify(served.base_url, target.url, tmp_path, "--api", "chat", "--served-config", cfg)
+    assert res.exit_code == 2 and report is None, res.output
+    out = " ".join(res.output.split())
+    assert (
+        "rejection_sample_method 'fly' is not in vLLM 0.32.0, the server's release (its methods: block, standard, synthetic)"
+        in out
+    )
+    assert "lossy by design" not in out
+    draft_quant = json.dumps({"num_speculative_tokens": 3, "draft_lm_head_quantization": "fp8"})
+    with SpecServer(None, steps=[(3, 2)]) as served, FakeServer("nospec") as target:
+        res, _ = _verify(served.base_url, target.url, tmp_path, "--api", "chat", "--served-config", draft_quant)
+    assert (
+        res.exit_code == 2 and "draft_lm_head_quantization is no speculative config field of vLLM 0.32.0" in res.output
+    )

@@ -51,26 +51,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from itertools import pairwise
-from pathlib import Path
 from typing import Any
 
-from eaglehub.errors import UsageError
+from eaglehub.endpoint.served_config import (
+    LOSSLESS_METHODS,
+    known_fields,
+    parse_served_config,
+    raw_config,
+)
 
 SERVER, ASSUMED, UNKNOWN = "server", "assumed", "unknown"
-VLLM_METHODS = ("standard", "synthetic", "block", "fly")
-"""vLLM's ``rejection_sample_method`` values (0.32: the first three; 0.33 adds ``fly``)."""
-LOSSLESS_METHODS = ("standard", "block")
-LM_HEAD_QUANT = ("fp8", "nvfp4")
-SERVED_CONFIG_KEYS = (
-    "num_speculative_tokens",
-    "num_speculative_tokens_per_batch_size",
-    "rejection_sample_method",
-    "synthetic_acceptance_length",
-    "synthetic_acceptance_rates",
-    "draft_lm_head_quantization",
-)
-"""The keys of a ``--speculative-config`` JSON that change what a report may claim; others are ignored."""
 
 
 @dataclass(frozen=True)
@@ -148,77 +138,6 @@ class ServedSettings:
             ("draft_lm_head_quantization", self.draft_lm_head_quantization),
         )
         return {key: s.value for key, s in pairs if s.source != UNKNOWN}
-
-
-def parse_served_config(text: str | None) -> dict | None:
-    """``--served-config``: the JSON given to ``vllm serve --speculative-config`` (or a file holding it)
-    → the :data:`SERVED_CONFIG_KEYS` it sets, checked as vLLM checks them.
-
-    Raises:
-        UsageError: not JSON, not an object, or a value vLLM would refuse (exit 2).
-    """
-    if text is None:
-        return None
-    raw = text.strip()
-    where = "--served-config"
-    if not raw.startswith(("{", "[")):
-        try:
-            raw = Path(raw).expanduser().read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(
-                f"{where} {text}: neither a JSON object nor a readable file ({exc.strerror or exc})",
-                hint="""e.g. --served-config '{"num_speculative_tokens": 3, "rejection_sample_method": "standard"}'""",
-            ) from exc
-    try:
-        cfg = json.loads(raw)
-    except ValueError as exc:
-        raise UsageError(
-            f"{where} is not JSON ({str(exc).splitlines()[0]})",
-            hint="pass the JSON given to vllm serve --speculative-config, in single quotes",
-        ) from exc
-    if not isinstance(cfg, dict):
-        raise UsageError(f"{where} is not a JSON object", hint="""e.g. '{"num_speculative_tokens": 3}'""")
-    out = {key: cfg[key] for key in (*SERVED_CONFIG_KEYS, "method", "model") if key in cfg}
-    k = out.get("num_speculative_tokens")
-    if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
-        raise UsageError(f"{where}: num_speculative_tokens {k!r} is not a positive integer", hint="e.g. 3")
-    if "num_speculative_tokens_per_batch_size" in out:
-        out["num_speculative_tokens_per_batch_size"] = _schedule(out["num_speculative_tokens_per_batch_size"], where)
-    method = out.get("rejection_sample_method")
-    if method is not None and method not in VLLM_METHODS:
-        raise UsageError(
-            f"{where}: rejection_sample_method {method!r} is none of vLLM's", hint=f"one of {', '.join(VLLM_METHODS)}"
-        )
-    synthetic_keys = [key for key in ("synthetic_acceptance_length", "synthetic_acceptance_rates") if key in out]
-    if synthetic_keys and method != "synthetic":
-        # vllm 0.32.0 config/speculative.py L1840-1847 refuses them with another method
-        raise UsageError(
-            f"{where}: {synthetic_keys[0]} is only valid with rejection_sample_method 'synthetic' (vLLM refuses it)",
-            hint="""add "rejection_sample_method": "synthetic" or drop it""",
-        )
-    quant = out.get("draft_lm_head_quantization")
-    if quant is not None and quant not in LM_HEAD_QUANT:
-        raise UsageError(f"{where}: draft_lm_head_quantization {quant!r} is none of vLLM 0.33's", hint="fp8 or nvfp4")
-    return out
-
-
-def _schedule(value: Any, where: str) -> list[list[int]]:
-    """A k schedule checked as vLLM checks it (vllm 0.32.0 ``v1/spec_decode/dynamic/utils.py`` L7-74:
-    triples, positive ranges, non-overlapping, sorted, the first starting at batch size 1)."""
-    hint = "e.g. [[1, 4, 3], [5, 256, 1]]: (first batch size, last batch size, k), the first starting at 1"
-    if not isinstance(value, list) or not value:
-        raise UsageError(f"{where}: num_speculative_tokens_per_batch_size is not a non-empty list", hint=hint)
-    rows = []
-    for entry in value:
-        if not isinstance(entry, list) or len(entry) != 3 or not all(isinstance(x, int) for x in entry):
-            raise UsageError(f"{where}: schedule entry {entry!r} is not [first, last, k]", hint=hint)
-        if entry[0] <= 0 or entry[0] > entry[1] or entry[2] < 0:
-            raise UsageError(f"{where}: schedule entry {entry!r} is not a positive range with k >= 0", hint=hint)
-        rows.append(list(entry))
-    rows.sort(key=lambda r: r[0])
-    if rows[0][0] != 1 or any(b[0] <= a[1] for a, b in pairwise(rows)):
-        raise UsageError(f"{where}: schedule {value!r} must start at batch size 1 without overlaps", hint=hint)
-    return rows
 
 
 def _vllm_settings(body: dict, where: str) -> dict[str, Setting]:
@@ -425,6 +344,11 @@ def read_served_settings(
         UsageError: ``served_config`` is not a valid speculative config (exit 2).
         EndpointError: the server refused the connection.
     """
-    given = assumed(parse_served_config(served_config))
+    cfg = parse_served_config(served_config)
     engine, read = from_server(client.settings_page(timeout) if client is not None else None)
-    return combine(engine, version, read, given)
+    said = read["version"].value if "version" in read else version if version and version != "unknown" else None
+    if (
+        cfg and served_config and said and engine in (None, "vllm")
+    ):  # a setting the server's release cannot have contradicts it
+        known_fields(raw_config(served_config), said)
+    return combine(engine, version, read, assumed(cfg))
