@@ -476,3 +476,11 @@ def test_a_served_config_method_the_servers_release_lacks_contradicts_the_server
     assert (
         res.exit_code == 2 and "draft_lm_head_quantization is no speculative config field of vLLM 0.32.0" in res.output
     )
+
+
+def test_served_config_with_dry_run_is_refused():
+    res = CliRunner().invoke(
+        main, ["verify", "--target", "smollm2", "--dry-run", "--served-config", '{"num_speculative_tokens": 3}']
+    )
+    assert res.exit_code == 2 and "--served-config states the settings of a server" in res.output, res.output
+    assert "--dry-run plans a launch" in res.output and "hint: drop --served-config" in res.output

@@ -61,6 +61,11 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
 
         if request.manifest or opts.endpoint:
             raise UsageError("--dry-run plans one local target", hint="drop --manifest / --endpoint")
+        if opts.served_config:  # it describes a running server; a plan has none, so it would be ignored
+            raise UsageError(
+                "--served-config states the settings of a server measured with --endpoint; --dry-run plans a launch",
+                hint="drop --served-config (the plan's --speculative-config is its own)",
+            )
         if request.plot_path:  # a plot draws a run's acceptance; a plan has none
             raise UsageError("--plot draws a run's acceptance; --dry-run runs nothing", hint="drop --plot")
         plan = plan_for_verify(opts, request.launch, opts.dtype if "dtype" in request.given else None)
