@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from eaglehub.errors import EaglehubError
+from eaglehub.errors import EaglehubError, UsageError
 
 if TYPE_CHECKING:
     from eaglehub.engines.chat import ChatTokenizer
@@ -372,9 +372,36 @@ def max_context(target: Path) -> int | None:
     ``None`` when the config does not say."""
     from eaglehub.io import jsonio
 
-    cfg = jsonio.read_object(Path(target) / "config.json") or {}
+    return config_max_context(jsonio.read_object(Path(target) / "config.json") or {})
+
+
+def config_max_context(cfg: dict) -> int | None:
+    """:func:`max_context` of a config already read (``verify --dry-run`` plans from the config alone)."""
     value = cfg.get("max_position_embeddings") or (cfg.get("text_config") or {}).get("max_position_embeddings")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def context_overflow(length: int, max_tokens: int, limit: int | None) -> str | None:
+    """Why a ``length``-token prompt and its ``max_tokens`` of output do not fit the target's ``limit``, or
+    None: the rule a verify run applies (:func:`build_contexts`) and its dry run shares."""
+    if limit is not None and length + max_tokens > limit:
+        return f"{length} prompt + {max_tokens} output tokens exceed the target's max_position_embeddings {limit}"
+    return None
+
+
+def fit_context(length: int, max_tokens: int, limit: int | None) -> int:
+    """A ``k`` length (``--context 8k``): the longest prompt the target holds with its output, at most ``length``."""
+    return min(length, limit - max_tokens) if limit is not None and limit > max_tokens else length
+
+
+def context_error(requested: int, note: str, limit: int | None, max_tokens: int) -> UsageError:
+    """The usage error of a ``--context`` the target cannot hold (``note``: why), with the longest that fits."""
+    fits = f"; the longest that fits is {limit - max_tokens}" if limit and limit > max_tokens else ""
+    return UsageError(
+        f"--context {requested}: {note}{fits}",
+        hint=f"pass a shorter --context or a smaller --max-tokens, or --context {requested // 1024}k "
+        "for the longest prompt the target holds",
+    )
 
 
 def build_contexts(
@@ -404,16 +431,12 @@ def build_contexts(
     built: list[PaddedPrompts] = []
     skipped: list[Skipped] = []
     cuts = None
-    if fit and limit is not None and limit > max_tokens:
-        contexts = sorted({min(length, limit - max_tokens) for length in contexts})
+    if fit:
+        contexts = sorted({fit_context(length, max_tokens, limit) for length in contexts})
     for length in contexts:
-        if limit is not None and length + max_tokens > limit:
-            skipped.append(
-                Skipped(
-                    length,
-                    f"{length} prompt + {max_tokens} output tokens exceed the target's max_position_embeddings {limit}",
-                )
-            )
+        overflow = context_overflow(length, max_tokens, limit)
+        if overflow:
+            skipped.append(Skipped(length, overflow))
             continue
         if length and cuts is None:
             cuts = token_cuts(chat, padding_text(corpus))

@@ -263,7 +263,7 @@ def padded_context(target: Path, prompts, requests, opts: VerifyOptions, console
     from dataclasses import replace
 
     from eaglehub.errors import UsageError
-    from eaglehub.measure.padding import build_contexts, max_context, padding_source
+    from eaglehub.measure.padding import build_contexts, context_error, max_context, padding_source
 
     assert opts.context is not None  # the caller pads only with --context
     if any(r.turn > 1 for r in requests):
@@ -278,13 +278,7 @@ def padded_context(target: Path, prompts, requests, opts: VerifyOptions, console
         with console.status(f"padding {len(prompts)} prompts to {opts.context} tokens"):
             built, skipped = build_contexts(*args, template_kwargs=opts.chat_template_kwargs)
     if not built:
-        limit = max_context(target)
-        fits = f"; the longest that fits is {limit - opts.max_tokens}" if limit and limit > opts.max_tokens else ""
-        raise UsageError(
-            f"--context {opts.context}: {skipped[0].note}{fits}",
-            hint=f"pass a shorter --context or a smaller --max-tokens, or --context {opts.context // 1024}k "
-            "for the longest prompt the target holds",
-        )
+        raise context_error(opts.context, skipped[0].note, max_context(target), opts.max_tokens)
     padded = built[0]
     longest = max(padded.lengths)
     limit = max_context(target)
