@@ -234,7 +234,8 @@ def test_plans_contain_no_layout_vllm_refuses(path, gpus, card, nodes):
     ],
 )
 def test_chosen_layouts(path, gpus, card, nodes, verify, serve):
-    r = plan(path, gpus, card, nodes)
+    """With an EAGLE-3 drafter (its rules apply: Kimi gets no PP)."""
+    r = plan(path, gpus, card, nodes, drafter=inputs.read_drafter(str(DRAFTER)))
     v, s = r["verify_run"]["layout"], r["serve"]["layout"]
     assert r["fits"] and (v["tp"], v["pp"], v["dp"], v["backend"]) == verify
     assert (s["tp"], s["pp"], s["dp"], s["backend"]) == serve
@@ -255,10 +256,10 @@ def test_kimi_across_nodes_is_served_as_its_publisher_documents():
     assert "Moonshot" in serve["source"] and "Kimi-K2" in serve["source"]
     assert "DP 16" in serve["k_schedule"] and "k = 4 at every batch size" in serve["k_schedule"]
     assert json.loads(flags["--speculative-config"]) == speculative_config(DRAFTER, 4)
-    one_node = plan(KIMI, 8, "141")["serve"]
+    one_node = plan(KIMI, 8, "141", drafter=inputs.read_drafter(str(DRAFTER)))["serve"]
     assert one_node["layout"]["tp"] == 8 and "one replica" in one_node["k_schedule"]
     # experts over the 16 ranks, the rest whole on each: less per GPU than TP 8 holds
-    assert serve["per_gpu"]["weights_bytes"] < plan(KIMI, 8, "141")["serve"]["per_gpu"]["weights_bytes"]
+    assert serve["per_gpu"]["weights_bytes"] < one_node["per_gpu"]["weights_bytes"]
 
 
 def test_kimi_tp4_does_not_fit_an_h200():
@@ -294,7 +295,7 @@ def test_a_70b_bf16_target_fits_two_h100s_at_4k(tmp_path, memory):
     assert L70_PARAMS == 70_553_706_496  # the count published for Llama-3.1-70B
     (tmp_path / "config.json").write_text(json.dumps(L70_CONFIG))
     res = run(
-        "--target", str(tmp_path), "--dry-run", "--gpus", "2", "--gpu-memory", memory, "--context", "4029", "--json"
+        "--target", str(tmp_path), "--dry-run", "--gpus", "2", "--gpu-memory", memory, "--context", "4032", "--json"
     )
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
@@ -313,7 +314,7 @@ def test_a_70b_bf16_target_fits_two_h100s_at_4k(tmp_path, memory):
 def test_an_8b_target_at_128k_with_64_sequences_fits_one_80gb_card():
     """vLLM's KV cache is paged: it needs one max_model_len sequence (16 GiB here, v1/core/kv_cache_planning.py
     L151-186), and the 64 sequences share the token budget left, not 64 full-length caches (24 GPUs' worth)."""
-    args = ["--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "80", "--context", "131005"]
+    args = ["--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "80", "--context", "131008"]
     res = run(*args, "--max-num-seqs", "64", "--json")
     assert res.exit_code == 0, res.output
     r = json.loads(res.output)
@@ -357,11 +358,6 @@ def test_a_requested_layout_is_used():
     ("path", "args", "message"),
     [
         (LLAMA, ["--gpus", "2", "--tensor-parallel-size", "4"], "TP 4 needs 4 GPUs; the machine has 2"),
-        (
-            KIMI,
-            ["--gpus", "8", "--nodes", "2", "--pipeline-parallel-size", "2", "--tensor-parallel-size", "8"],
-            "does not relay EAGLE-3 aux hidden states",
-        ),
         (LLAMA, ["--gpus", "8", "--enable-expert-parallel"], "expert parallelism needs a MoE target"),
         (LLAMA, ["--gpus", "4", "--tensor-parallel-size", "3"], "TP 3 does not divide the 32 attention heads"),
     ],
@@ -455,10 +451,10 @@ def test_trust_remote_code_where_the_config_has_auto_map(tmp_path):
 
 
 def test_kimi_on_one_80gb_gpu_is_refused_with_numbers():
-    r = plan(KIMI, 1, "80")
+    r = plan(KIMI, 1, "80", drafter=inputs.read_drafter(str(DRAFTER)))
     assert not r["fits"] and r["verify_run"]["layout"] is None
     weights = (sum(K_MLP) * 0.5625 + 2 * K_BF16) / GIB
-    msg = r["verify_run"]["refusal"]["message"]
+    msg = r["verify_run"]["refusal"]["message"].replace(" + drafter 0.0 GiB", "")
     assert f"weights {weights:.1f} GiB" in msg and f"{usable_gib('80'):.1f} GiB usable" in msg
     # the fewest H100s: TP 16 across two nodes (no PP: DeepSeek-V3's decoder relays no aux states)
     assert r["verify_run"]["refusal"]["would_fit"] == {"tp": 16, "pp": 1, "gpus": 16, "nodes": 2}
@@ -554,14 +550,15 @@ def test_cli_plans_and_prints_json():
 
 
 def test_cli_refusal_exits_1():
-    res = run("--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "24", "--context", "131072")
+    res = run("--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "24", "--context", "131008")
     assert res.exit_code == 1, res.output
     assert "refused" in flat(res.output) and "16.0 GiB" in flat(res.output)
 
 
 def test_cli_context_sets_max_model_len():
     res = run("--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "80", "--context", "8192", "--json")
-    assert json.loads(res.output)["verify_run"]["max_model_len"] == 8192 + 64 + 3  # context + --max-tokens + k
+    # context + --max-tokens; the target alone drafts nothing, so no k (test_a_target_alone_is_not_held_to_eagle3)
+    assert json.loads(res.output)["verify_run"]["max_model_len"] == 8192 + 64
 
 
 def test_cli_without_gpus_on_a_machine_without_one(monkeypatch):
@@ -706,3 +703,110 @@ def test_cli_dry_run_judges_the_drafter_for_the_plans_release(make_drafter, make
 def test_cli_dry_run_refuses_a_profile_it_cannot_plan_for(profile, message):
     res = run("--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "80", "--profile", profile)
     assert res.exit_code == 2 and message in flat(res.output), res.output
+
+
+# --- a new user's trial of the dry run (#38 follow-up) -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "layout"),
+    [
+        ([], (8, 1, False)),
+        (["--data-parallel-size", "2"], (4, 2, False)),
+        (["--data-parallel-size", "3"], (2, 3, False)),
+    ],
+)
+def test_a_partial_layout_request_is_completed_by_the_planner(extra, layout):
+    """--enable-expert-parallel alone (or with a DP) on 8 H200s was tried as TP 1 and refused with a one-GPU
+    figure (561.9 GiB) while TP 8 serves at 83 GiB: the planner completes it (TP over what a replica has, DP x TP
+    = the GPUs) and says so; the figures are those of the layout it tried."""
+    args = ["--target", str(KIMI), "--dry-run", "--gpus", "8", "--gpu-memory", "H200", "--enable-expert-parallel"]
+    res = run(*args, *extra, "--json")
+    assert res.exit_code == 0, res.output
+    serve = json.loads(res.output)["serve"]
+    lay = serve["layout"]
+    assert (lay["tp"], lay["dp"], lay["pp"] > 1) == layout and lay["ep"] is True
+    assert "completed to" in serve["source"] and f"TP {lay['tp']} over the GPUs a replica has" in serve["source"]
+    argv = shlex.split(serve["serve_command"])
+    assert argv[argv.index("--tensor-parallel-size") + 1] == str(layout[0]) and "--enable-expert-parallel" in argv
+    assert serve["per_gpu"]["total_bytes"] <= read_gpu_memory("H200").total_bytes * UTIL
+
+
+def test_a_refused_serve_line_names_its_layout_and_hints_a_command_that_runs():
+    """Kimi with --enable-expert-parallel on one node of 8 H100s cannot hold a 131072-token sequence: the
+    message names the layout the numbers are for, and the hint is a dry run that plans (exit 0)."""
+    args = ["--target", str(KIMI), "--dry-run", "--gpus", "8", "--gpu-memory", "80", "--enable-expert-parallel"]
+    res = run(*args, "--context", "131000", "--json")
+    assert res.exit_code == 1, res.output
+    refusal = json.loads(res.output)["serve"]["refusal"]
+    assert "the closest, TP 8 + EP, needs" in refusal["message"], refusal
+    argv = shlex.split(refusal["hint"])
+    assert argv[:2] == ["eaglehub", "verify"], refusal["hint"]
+    again = run(*argv[2:], "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.output)["fits"]
+
+
+def test_the_dry_run_refuses_a_context_the_real_run_refuses(tmp_path):
+    """The real run refuses a prompt whose output passes max_position_embeddings (measure/padding.py's rule);
+    the dry run clamped max_model_len with min() and planned it. Now it applies the same rule: the same message,
+    exit 2; a k length (8k) is fitted as the run fits it; a hint never proposes a context the run refuses."""
+    from eaglehub.measure.padding import context_overflow
+
+    (tmp_path / "config.json").write_text(json.dumps({**cfg(LLAMA), "max_position_embeddings": 8192}))
+    base = ["--target", str(tmp_path), "--dry-run", "--gpus", "1", "--gpu-memory", "H100", "--max-tokens", "8"]
+    res = run(*base, "--context", "8192")
+    assert res.exit_code == 2, res.output
+    assert f"--context 8192: {context_overflow(8192, 8, 8192)}" in flat(res.output)
+    assert "8192 prompt + 8 output tokens exceed the target's max_position_embeddings 8192" in flat(res.output)
+    fitted = json.loads(run(*base, "--context", "8k", "--json").output)
+    assert fitted["verify_run"]["max_model_len"] == 8192 and fitted["serve"]["max_model_len"] == 8192
+    # a refusal's hint: every --context it names the real run takes, and the hint plans
+    res = run("--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "24", "--context", "131008", "--json")
+    assert res.exit_code == 1, res.output
+    for part in ("verify_run", "serve"):
+        hint = json.loads(res.output)[part]["refusal"]["hint"]
+        argv = shlex.split(hint)
+        if "--context" in argv:
+            assert context_overflow(int(argv[argv.index("--context") + 1]), 64, 131072) is None, hint
+        again = run(*argv[2:], "--json")
+        assert again.exit_code == 0, (hint, again.output)
+
+
+def test_a_target_alone_is_not_held_to_eagle3():
+    """No --drafter: vLLM 0.33 takes PP for Kimi's model class (kimi_k25.py L291-294, SupportsPP), so PP 2 is not
+    refused with the EAGLE-3 relay rule; no k is printed, no k schedule, no k in the lengths. With a drafter
+    the EAGLE-3 rule still refuses it."""
+    args = ["--target", str(KIMI), "--dry-run", "--gpus", "8", "--gpu-memory", "H200", "--pipeline-parallel-size", "2"]
+    res = run(*args, "--context", "4k", "--json")
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.output)
+    assert r["k"] is None and r["serve"]["k_schedule"] is None and "target alone" in r["vllm_rules"]["pp_rule"]
+    assert r["verify_run"]["layout"]["pp"] == 2 and r["serve"]["layout"]["pp"] == 2
+    assert r["verify_run"]["max_model_len"] == r["serve"]["max_model_len"] == 4096 + 64
+    assert "--max-model-len 4160" in r["serve"]["serve_command"]
+    text = flat(run(*args, "--context", "4k").output)
+    assert "k 3" not in text and "k schedule" not in text and "drafts k" not in text
+    drafted = plan(KIMI, 8, "141", requested={"pp": 2, "tp": 4}, drafter=inputs.read_drafter(str(DRAFTER)))
+    assert "does not relay EAGLE-3 aux hidden states" in drafted["verify_run"]["refusal"]["message"]
+    assert drafted["k"] == 3 and drafted["verify_run"]["max_model_len"] == 2048
+
+
+def test_dense_data_parallel_is_a_serve_line():
+    """vllm serve --data-parallel-size N runs a dense target's ranks as independent engines behind one API server
+    (vLLM 0.33.0 v1/engine/core.py L1546-1554); nothing there refuses EAGLE-3; VllmConfig sees DP > 1 and drops
+    a k schedule (config/vllm.py L1862, L1110-1124). The plan serves it, with both notes."""
+    r = plan(LLAMA, 8, "H100", requested={"dp": 2}, drafter=inputs.read_drafter(str(DRAFTER)))
+    serve = r["serve"]
+    assert serve["refusal"] is None and (serve["layout"]["tp"], serve["layout"]["dp"]) == (4, 2)
+    argv = shlex.split(serve["serve_command"])
+    assert argv[argv.index("--data-parallel-size") + 1] == "2"
+    assert "DP 2" in serve["k_schedule"] and "k = 3 at every batch size" in serve["k_schedule"]
+    assert any("independent engines" in note and "core.py L1546-1554" in note for note in serve["notes"])
+    assert r["verify_run"]["layout"]["dp"] == 1  # LLM(...) has one replica (config/parallel.py L1030-1034)
+
+
+def test_the_plan_prints_layout_options_as_words():
+    res = run("--target", str(KIMI), "--dry-run", "--gpus", "8", "--gpu-memory", "H200", "--enable-expert-parallel")
+    text = flat(res.output)
+    assert "layout asked for: expert parallel (used or refused)" in text and "ep True" not in text

@@ -161,7 +161,8 @@ launch_plan_options = stack(  # verify --dry-run (eaglehub.plan)
         "--data-parallel-size",
         type=click.IntRange(min=1),
         default=None,
-        help="With --dry-run: the serve line's data-parallel replicas (a MoE target), used or refused.",
+        help="With --dry-run: the serve line's data-parallel replicas (any target; without a TP, TP over what each "
+        "replica has), used or refused.",
     ),
     click.option(
         "--enable-expert-parallel",

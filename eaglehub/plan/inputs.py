@@ -4,7 +4,8 @@ target has one), the drafter's weight size, and the GPUs this machine reports; t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
@@ -137,7 +138,9 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
     and ``--max-num-seqs`` (the verify run's sequences and the serve line's). ``dtype``: the compute dtype when
     given, else the checkpoint's."""
     from eaglehub.engines.release import release as release_for
-    from eaglehub.plan.memory import text_config
+    from eaglehub.measure.padding import config_max_context, context_error, context_overflow, fit_context
+    from eaglehub.plan.hints import HintInputs
+    from eaglehub.verify.options import VerifyOptions
 
     if not opts.target:
         raise UsageError("--dry-run plans a target", hint="pass --target DIR or a Hub id")
@@ -148,11 +151,17 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
     release = release_for(opts.profiles[0] if opts.profiles else None)
     config, root, index_bytes = read_target(opts.target)
     drafter = read_drafter(opts.drafters[0]) if opts.drafters else None
-    max_model_len = opts.max_model_len
-    if opts.context:
-        limit = text_config(config).get("max_position_embeddings")
-        need = opts.context + opts.max_tokens + opts.k
-        max_model_len = min(need, limit) if isinstance(limit, int) else need
+    max_model_len, context = opts.max_model_len, opts.context
+    if context:  # the real run's rule (eaglehub.measure.padding), so the plan refuses what the run refuses
+        limit = config_max_context(config)
+        if opts.context_fit:
+            context = fit_context(context, opts.max_tokens, limit)
+        overflow = context_overflow(context, opts.max_tokens, limit)
+        if overflow:
+            raise context_error(opts.context, overflow, limit, opts.max_tokens)
+        # the drafter's k draft tokens of the last verify pass: a target served alone has none
+        need = context + opts.max_tokens + (opts.k if drafter is not None else 0)
+        max_model_len = min(need, limit) if limit else need
     given_seqs = opts.engine_options.get("max_num_seqs")
     seqs = int(given_seqs or 1)
     eo = opts.engine_options
@@ -163,15 +172,17 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
         "dp": launch.data_parallel_size,
         "ep": launch.expert_parallel or None,
     }
-    command = "".join(
+    defaults = {f.name: f.default for f in fields(VerifyOptions)}
+    options = "".join(
         [
-            f" --drafter {opts.drafters[0]}" if opts.drafters else "",
-            f" --context {opts.context}" if opts.context else "",
+            f" --drafter {shlex.quote(opts.drafters[0])}" if opts.drafters else "",
+            f" -k {opts.k}" if drafter is not None and opts.k != defaults["k"] else "",
+            f" --max-tokens {opts.max_tokens}" if context and opts.max_tokens != defaults["max_tokens"] else "",
             f" --max-num-seqs {seqs}" if seqs > 1 else "",
+            f" --profile {release.profile.id}" if opts.profiles else "",
         ]
     )
-    if opts.profiles:
-        command += f" --profile {release.profile.id}"
+    hint = HintInputs(opts.target, options, context, opts.max_tokens + (opts.k if drafter is not None else 0))
     report = plan_launch(
         config,
         machine(launch),
@@ -183,10 +194,10 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
         max_model_len=max_model_len,
         max_num_seqs=seqs,
         dtype=dtype,
-        command=command,
+        hint=hint,
         release=release,
         requested=requested,
-        serve_len=max_model_len if opts.context else None,
+        serve_len=max_model_len if context else None,
         serve_seqs=int(given_seqs) if given_seqs else None,
     )
     if drafter is not None:

@@ -16,12 +16,12 @@ share. A layout the user asks for is used or refused with the numbers.
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import replace
 from pathlib import Path
 
 from eaglehub.plan import memory, rules
 from eaglehub.plan.cards import GB, GIB
+from eaglehub.plan.hints import HintInputs
 from eaglehub.plan.rules import Layout
 from eaglehub.plan.sizing import (
     MAX_SUGGESTED_NODES,
@@ -71,7 +71,7 @@ def plan_launch(
     max_model_len: int = 2048,
     max_num_seqs: int = 1,
     dtype: str | None = None,
-    command: str = "",
+    hint: HintInputs | None = None,
     release=None,
     requested: dict | None = None,
     serve_len: int | None = None,
@@ -82,8 +82,9 @@ def plan_launch(
     ``max_model_len`` / ``max_num_seqs``: the verify run's; ``serve_len``: the serve line's context (default:
     the target's ``max_position_embeddings``), ``serve_seqs`` its ``--max-num-seqs`` (default: vLLM's).
     ``requested``: the layout options given (``tp``, ``pp``, ``dp``, ``ep``, ``backend``), used or refused.
-    ``index_bytes``: ``metadata.total_size`` of the target's index; ``command``: the options of the
-    ``eaglehub verify`` line, for hints; ``release``: the vLLM release the lines are written for.
+    ``index_bytes``: ``metadata.total_size`` of the target's index; ``hint``: what the ``eaglehub verify``
+    line of a refusal's hint is made of; ``release``: the vLLM release the lines are written for. Without a
+    drafter the target is planned alone: no EAGLE-3 layout rule, no k, no draft tokens in its lengths.
 
     Raises:
         EaglehubError: the release lacks an option or method the plan needs (exit 1).
@@ -93,7 +94,8 @@ def plan_launch(
     from eaglehub.plan import serve
 
     release = release or release_for(None)
-    fp = footprint(config, dtype, index_bytes)
+    hint = hint or HintInputs(target_spec)
+    fp = replace(footprint(config, dtype, index_bytes), eagle3=drafter is not None)
     requested = {key: v for key, v in (requested or {}).items() if v}
     report = {
         "target": target_spec,
@@ -113,7 +115,7 @@ def plan_launch(
             "used": "index" if fp.index_bytes else "computed",
         },
         "kv_bytes_per_token": int(memory.kv_bytes_per_token(fp.cfg, fp.dtype_bytes, 1)),
-        "k": k,
+        "k": k if drafter is not None else None,
         "drafter": {"spec": drafter.spec, "path": str(drafter.path), "weight_bytes": drafter.weight_bytes}
         if drafter
         else None,
@@ -129,7 +131,7 @@ def plan_launch(
         },
         "vllm_rules": serve.rules_section(fp, release),
         "requested": requested or None,
-        "verify_run": verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, command, target_spec),
+        "verify_run": verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, hint),
         "serve": None,
         "fits": False,
         "profile": release.section(),
@@ -138,7 +140,7 @@ def plan_launch(
     run = report["verify_run"]
     if run["layout"] is not None:
         run["llm_kwargs"] = serve.llm_arguments(fp, drafter, run, target_path, k, release)
-    report["serve"] = serve.serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs, release)
+    report["serve"] = serve.serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs, release, hint)
     report["fits"] = run["layout"] is not None and report["serve"]["layout"] is not None
     check_output(report, "launch-plan", "launch plan")
     return report
@@ -150,8 +152,10 @@ def _params(fp: Footprint) -> dict:
     return {"total": total, "quantized": quantized, "unquantized": total - quantized}
 
 
-def verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, command, target_spec) -> dict:
+def verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, hint: HintInputs) -> dict:
     """The verify run's section: its settings, the layouts tried, the one chosen (or the refusal)."""
+    from eaglehub.plan.serve import completed
+
     run: dict = {
         "label": "the verify run: what eaglehub verify runs (LLM(...), one replica, the fewest GPUs)",
         "max_model_len": max_model_len,
@@ -167,13 +171,13 @@ def verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, com
     }
     asked = {key: requested[key] for key in ("tp", "pp", "backend") if key in requested}
     if asked:
-        lay = requested_layout(asked, machine)
+        lay = requested_layout(asked, machine, fp)
         why = check_requested(fp, lay, machine, offline=True)
         if why:
             _, auto = search(fp, drafter, machine, replica_layouts(fp, machine), max_model_len, max_model_len)
             run["refusal"] = {
                 "message": f"the requested layout is refused: {why}",
-                "hint": _layout_hint(auto, machine, command, target_spec),
+                "hint": _layout_hint(auto, machine, hint),
                 "would_fit": None,
             }
             return run
@@ -182,14 +186,14 @@ def verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, com
         layouts = replica_layouts(fp, machine)
     run["candidates"], chosen = search(fp, drafter, machine, layouts, max_model_len, max_model_len)
     if chosen is None:
-        run["refusal"] = refusal(fp, drafter, machine, run, command, target_spec, bool(asked))
+        run["refusal"] = refusal(fp, drafter, machine, run, hint, bool(asked))
         return run
     lay = Layout(chosen["tp"], chosen["pp"], nodes=chosen["nodes"], backend=chosen["backend"])
     capacity, _ = kv_room(fp, drafter, lay, machine)
     rejected = [c for c in run["candidates"][:-1] if c["pp"] == 1 and c["nodes"] == 1]
     why = "; ".join(f"TP {c['tp']} needs {_gib(c['per_gpu']['total_bytes'])}" for c in rejected)
     reason = (
-        f"{lay.text()} as asked"
+        f"{lay.text()} as asked" + completed(asked, lay)
         if asked
         else f"{lay.text()} on {lay.nodes} node(s) is the smallest layout vLLM 0.33 accepts that fits"
         + (" (workers on other nodes through Ray)" if lay.backend == RAY else "")
@@ -206,24 +210,16 @@ def verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, com
     return run
 
 
-def _memory_arg(machine) -> str:
-    return machine.card or f"{machine.total_bytes / GIB:.2f}GiB"
-
-
-def _layout_hint(auto: dict | None, machine, command: str, target_spec: str) -> str:
+def _layout_hint(auto: dict | None, machine, hint: HintInputs) -> str:
     """For a requested layout that is refused: the same dry run with the layout the plan itself chooses on
     this machine (a command that works), or, where none fits, what to change."""
     if auto is None:
         return "no layout vLLM 0.33 accepts fits this machine: give more GPUs (--gpus / --nodes)"
-    nodes = f" --nodes {machine.nodes}" if machine.nodes > 1 else ""
     pp = f" --pipeline-parallel-size {auto['pp']}" if auto["pp"] > 1 else ""
-    return (
-        f"eaglehub verify --target {shlex.quote(target_spec)} --dry-run --gpus {machine.gpus} "
-        f"--gpu-memory {_memory_arg(machine)}{nodes}{command} --tensor-parallel-size {auto['tp']}{pp}"
-    )
+    return hint.line(machine, f" --tensor-parallel-size {auto['tp']}{pp}")
 
 
-def refusal(fp, drafter, machine, run, command, target_spec, asked: bool) -> dict:
+def refusal(fp, drafter, machine, run, hint: HintInputs, asked: bool) -> dict:
     """Nothing fits: the numbers of the layout that came closest, the longest context it holds, and the
     fewest GPUs of this memory that would fit (:func:`would_fit`)."""
     tried = run["candidates"]
@@ -241,27 +237,22 @@ def refusal(fp, drafter, machine, run, command, target_spec, asked: bool) -> dic
     usable = f"{_gib(machine.usable_bytes)} usable ({machine.utilization:g} x {_gib(machine.total_bytes)})"
     lay = Layout(closest["tp"], closest["pp"], nodes=closest["nodes"], backend=closest["backend"])
     message = (
-        f"{target_spec} does not fit on {machine.where()}: at {lay.text()} each GPU needs {parts} + overhead "
+        f"{hint.target} does not fit on {machine.where()}: at {lay.text()} each GPU needs {parts} + overhead "
         f"{_gib(g['overhead_bytes'])} = {_gib(g['total_bytes'])} > {usable}; the weights alone are "
         f"{_gib(fp.computed_bytes * fp.scale)}"
     )
     if closest["kv_tokens"]:
         message += f"; at most {closest['kv_tokens']} tokens of context fit there"
     would = None if asked else would_fit(fp, drafter, machine, tokens)
-    hint = (
+    hint_line = (
         "drop the layout options and let the plan choose, or give more GPUs (--gpus / --nodes)"
         if asked
         else f"no layout of up to {MAX_SUGGESTED_NODES} such nodes fits"
     )
     if would:
-        nodes = f" --nodes {would['nodes']}" if would["nodes"] > 1 else ""
-        memory_arg = _memory_arg(machine)
-        hint = (
-            f"eaglehub verify --target {target_spec} --dry-run --gpus {would['gpus'] // would['nodes']} "
-            f"--gpu-memory {memory_arg}{nodes}{command}"
-        )
+        hint_line = hint.line(replace(machine, gpus=would["gpus"] // would["nodes"], nodes=would["nodes"]))
         message += f"; the fewest such GPUs that fit: {would['gpus']} ({Layout(would['tp'], would['pp']).text()})"
-    return {"message": message, "hint": hint, "would_fit": would}
+    return {"message": message, "hint": hint_line, "would_fit": would}
 
 
 def would_fit(fp: Footprint, drafter: Drafter | None, machine: Machine, tokens: int) -> dict | None:

@@ -9,9 +9,13 @@ target's publisher documents. Each rule is vLLM 0.33.0's own check, cited by fil
   ``model_executor/models/interfaces.py`` L1611). V1 has no relay, so no PP is planned for it either;
 - expert parallelism needs a MoE target (``config/model.py`` L1566-1567, L1498-1503);
 - data parallelism with ``LLM(...)`` (offline, what ``eaglehub verify`` runs) is refused for dense targets
-  (``config/parallel.py`` L1030-1034), so the verify run has none; a served MoE target may have it, and
-  then vLLM switches the per-batch-size k schedule off (``num_speculative_tokens_per_batch_size``; fixed
-  k for every batch: ``config/vllm.py`` L1110-1124);
+  (``config/parallel.py`` L1030-1034), so the verify run has none. ``vllm serve --data-parallel-size N``
+  takes it for any target: a MoE target's ranks run in step (``DPEngineCoreProc``), a dense target's run as
+  independent engines behind one API server (``v1/engine/core.py`` L1546-1554, "Non-MoE DP ranks are
+  completely independent"; the coordinator balances load, ``v1/engine/utils.py`` L1265-1269). Nothing there
+  refuses EAGLE-3. Either way ``VllmConfig`` sees DP > 1 before the ranks split (``config/vllm.py`` L1862)
+  and switches the per-batch-size k schedule off (``num_speculative_tokens_per_batch_size``; fixed k for
+  every batch: L1110-1124);
 - workers on other nodes: the Ray executor (``--distributed-executor-backend ray``) or Ray data-parallel
   ranks (``--data-parallel-backend ray``, ``v1/engine/utils.py`` L1301); ``mp`` with more ranks than the
   node's GPUs and no ``--nnodes`` is refused (``config/parallel.py`` L1066-1075), and ``--nnodes`` with
@@ -54,6 +58,21 @@ RELAY_DECODERS = {
 others: DeepSeek-V3 / Kimi-K2 (``DeepseekV2Model``, ``model_executor/models/deepseek_v2.py`` L1427, no flag;
 Kimi-K2.5/K2.6's ``KimiK25ForConditionalGeneration`` wraps it), Qwen3-MoE (``Qwen3MoeModel``) and MiMo
 (``model_executor/models/mimo.py`` L58 sets it False); an architecture not listed gets no PP."""
+
+PP_ALONE = {
+    # architecture -> where vLLM 0.33.0's model class implements SupportsPP (config/model.py L1570-1576
+    # refuses PP for the others): a target served alone, where no EAGLE-3 relay is needed
+    **{arch: f"{where[1]} (a relaying decoder)" for arch, where in RELAY_DECODERS.items()},
+    "DeepseekV2ForCausalLM": "model_executor/models/deepseek_v2.py L1872-1874",
+    "DeepseekV3ForCausalLM": "model_executor/models/deepseek_v2.py L2005 (a DeepseekV2ForCausalLM)",
+    "KimiK25ForConditionalGeneration": "model_executor/models/kimi_k25.py L291-294",
+    "Qwen2MoeForCausalLM": "model_executor/models/qwen2_moe.py L423",
+    "Qwen3MoeForCausalLM": "model_executor/models/qwen3_moe.py L543",
+    "MixtralForCausalLM": "model_executor/models/mixtral.py L375",
+    "GptOssForCausalLM": "model_executor/models/gpt_oss.py L1369",
+    "Gemma3ForCausalLM": "model_executor/models/gemma3.py L367",
+}
+"""Targets vLLM 0.33 runs with PP > 1 when served alone; an architecture not listed gets no PP here."""
 
 KIMI_GUIDE = (
     "Moonshot AI's Kimi-K2 deployment guide for vLLM (the deploy guidance of the Kimi-K2 and Kimi-K2.6 repositories): "
@@ -103,6 +122,15 @@ def relays_aux_over_pp(config: dict) -> bool:
     return bool(archs) and archs[0] in RELAY_DECODERS
 
 
+def pp_allowed(config: dict, eagle3: bool) -> bool:
+    """Whether vLLM 0.33 takes PP > 1 for this target: with an EAGLE-3 drafter a relaying decoder
+    (:func:`relays_aux_over_pp`), alone a model class with SupportsPP (:data:`PP_ALONE`)."""
+    if eagle3:
+        return relays_aux_over_pp(config)
+    archs = architectures(config)
+    return bool(archs) and archs[0] in PP_ALONE
+
+
 def is_moe(cfg: dict) -> bool:
     return n_experts(cfg) > 0
 
@@ -113,14 +141,22 @@ def publisher_rule(config: dict) -> str | None:
     return KIMI_GUIDE if kinds & {"kimi_k2", "kimi_k25"} else None
 
 
-def refusal(layout: Layout, config: dict, cfg: dict, gpus_per_node: int, offline: bool) -> str | None:
-    """Why vLLM 0.33 refuses ``layout`` for this target with an EAGLE-3 drafter (module doc), or None.
-    ``config``: the target's config.json, ``cfg`` its text model's; ``offline``: the ``LLM(...)`` run."""
+def refusal(
+    layout: Layout, config: dict, cfg: dict, gpus_per_node: int, offline: bool, eagle3: bool = True
+) -> str | None:
+    """Why vLLM 0.33 refuses ``layout`` for this target (module doc), or None. ``config``: the target's
+    config.json, ``cfg`` its text model's; ``offline``: the ``LLM(...)`` run; ``eagle3``: served with an
+    EAGLE-3 drafter (the target alone is not held to the EAGLE-3 rules)."""
     heads = int(cfg.get("num_attention_heads") or 0)
     if heads and heads % layout.tp:
         return f"TP {layout.tp} does not divide the {heads} attention heads (vLLM config/model.py L1559)"
-    if layout.pp > 1 and not relays_aux_over_pp(config):
-        arch = (architectures(config) or ["this target"])[0]
+    arch = (architectures(config) or ["this target"])[0]
+    if layout.pp > 1 and not eagle3 and not pp_allowed(config, eagle3):
+        return (
+            f"PP {layout.pp}: {arch} is not among the models eaglehub knows vLLM 0.33 runs with pipeline "
+            "parallelism (SupportsPP; config/model.py L1570-1576)"
+        )
+    if layout.pp > 1 and eagle3 and not relays_aux_over_pp(config):
         return (
             f"PP {layout.pp}: {arch}'s decoder does not relay EAGLE-3 aux hidden states across pipeline stages "
             "(vLLM 0.33 eagle3_utils.py L57-63: 'does not support eagle3 with pipeline parallelism')"
@@ -130,9 +166,7 @@ def refusal(layout: Layout, config: dict, cfg: dict, gpus_per_node: int, offline
     if layout.ep and not is_moe(cfg):
         return "expert parallelism needs a MoE target (vLLM config/model.py L1498-1503)"
     if layout.dp > 1 and offline:
-        return "data parallelism is for served MoE targets: eaglehub's LLM(...) run has one replica"
-    if layout.dp > 1 and not is_moe(cfg):
-        return "data parallelism of a dense target is independent servers, not one serve line"
+        return "data parallelism is for vllm serve: eaglehub's LLM(...) run has one replica"
     replica = layout.tp * layout.pp
     if replica > gpus_per_node and layout.backend != "ray":
         return (

@@ -11,12 +11,15 @@ sequence, and every running sequence shares the token budget left (``kv_tokens_c
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from eaglehub.plan import rules
+from eaglehub.plan.hints import HintInputs
 from eaglehub.plan.rules import Layout
 from eaglehub.plan.sizing import (
     GIB,
+    MAX_SUGGESTED_NODES,
     MP,
     OVERHEAD_BYTES,
     RAY,
@@ -49,8 +52,15 @@ def rules_section(fp: Footprint, release) -> dict:
     arch = (rules.architectures(fp.config) or ["?"])[0]
     decoder = rules.RELAY_DECODERS.get(arch)
     pp_rule = (
-        f"{arch}'s decoder ({decoder[0]}, vLLM {rules.VLLM_VERSION} {decoder[1]}) relays EAGLE-3 aux hidden states "
-        "across pipeline stages: PP is allowed"
+        f"the target alone (no --drafter): no EAGLE-3 rule applies; {arch} "
+        + (
+            f"runs with PP in vLLM {rules.VLLM_VERSION} ({rules.PP_ALONE[arch]})"
+            if arch in rules.PP_ALONE
+            else "is not among the models eaglehub knows vLLM runs with PP (config/model.py L1570-1576): no PP"
+        )
+        if not fp.eagle3
+        else f"{arch}'s decoder ({decoder[0]}, vLLM {rules.VLLM_VERSION} {decoder[1]}) relays EAGLE-3 aux hidden "
+        "states across pipeline stages: PP is allowed"
         if decoder
         else f"{arch}'s decoder does not relay EAGLE-3 aux hidden states across pipeline stages in vLLM "
         f"{rules.VLLM_VERSION} (v1/worker/gpu/spec_decode/eagle/eagle3_utils.py L57-63): no PP"
@@ -117,12 +127,13 @@ def serve_layouts(fp: Footprint, machine: Machine) -> tuple[list[Layout], str]:
     if machine.nodes > 1:  # the whole machine: experts over every GPU, else TP across the nodes, else one node
         across = [Layout(t, nodes=math.ceil(t / per), backend=RAY) for t in tps if t > per]
         out = [Layout(1, dp=total, ep=True, nodes=machine.nodes, backend=MP), *across, node]
-    out = [lay for lay in out if rules.refusal(lay, fp.config, fp.cfg, per, offline=False) is None]
+    out = [lay for lay in out if rules.refusal(lay, fp.config, fp.cfg, per, offline=False, eagle3=fp.eagle3) is None]
     return out, source
 
 
-def serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs, release) -> dict:
-    """The serve section (module doc)."""
+def serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs, release, hints_in) -> dict:
+    """The serve section (module doc). ``hints_in``: what a refusal's hint command is made of
+    (:class:`HintInputs`)."""
     desired = serve_len or fp.cfg.get("max_position_embeddings") or report["verify_run"]["max_model_len"]
     out: dict = {
         "label": "the serve line: a production vllm serve line for the whole machine, at the target's context",
@@ -142,12 +153,16 @@ def serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs,
     }
     requested = report["requested"] or {}
     if requested:
-        lay = requested_layout(requested, machine)
+        lay = requested_layout(requested, machine, fp)
         why = check_requested(fp, lay, machine, offline=False)
         if why:
-            out["refusal"] = {"message": f"the requested layout is refused: {why}", "hint": None, "would_fit": None}
+            out["refusal"] = {
+                "message": f"the requested layout is refused: {why}",
+                "hint": serve_hint(fp, drafter, machine, desired, bool(requested), hints_in),
+                "would_fit": None,
+            }
             return out
-        layouts, out["source"] = [lay], "the layout asked for"
+        layouts, out["source"] = [lay], "the layout asked for" + completed(requested, lay)
     else:
         layouts, out["source"] = serve_layouts(fp, machine)
     best = None
@@ -161,11 +176,14 @@ def serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs,
             best = (lay, c)
     if best is None or (not best[1]["fits"] and serve_len):
         closest = min(out["candidates"], key=lambda c: c["per_gpu"]["total_bytes"], default=None)
-        need = f": the closest, {closest['per_gpu']['total_bytes'] / GIB:.1f} GiB a GPU" if closest else ""
+        need = ""
+        if closest:  # the figures of a layout that was tried, named
+            tried = Layout(closest["tp"], closest["pp"], closest["dp"], closest["ep"])
+            need = f": the closest, {tried.text()}, needs {closest['per_gpu']['total_bytes'] / GIB:.1f} GiB a GPU"
         out["refusal"] = {
             "message": f"no serve layout holds one {desired}-token sequence on {machine.where()}{need} > "
             f"{machine.usable_bytes / GIB:.1f} GiB usable",
-            "hint": "more GPUs (--gpus / --nodes), or a shorter --context",
+            "hint": serve_hint(fp, drafter, machine, desired, bool(requested), hints_in),
             "would_fit": None,
         }
         return out
@@ -185,7 +203,7 @@ def serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs,
         per_gpu=c["per_gpu"],
         kv_tokens_capacity=capacity,
         full_length_sequences=capacity // length,
-        k_schedule=k_schedule(lay, report["k"]),
+        k_schedule=k_schedule(lay, report["k"]) if drafter is not None else None,
         serve_command=command(fp, drafter, machine, lay, length, serve_seqs, target_path, report, release),
     )
     if serve_seqs:
@@ -197,6 +215,12 @@ def serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs,
         out["notes"].append(
             f"each of the {lay.dp} data-parallel replicas has its own KV budget: {capacity:,} tokens "
             f"({capacity // length} full-length sequences), {lay.dp * capacity:,} tokens in all"
+            + (
+                ""
+                if rules.is_moe(fp.cfg)
+                else f"; a dense target's replicas run as independent engines behind one API server (vLLM "
+                f"{rules.VLLM_VERSION} v1/engine/core.py L1546-1554)"
+            )
         )
     if lay.nodes > 1:
         out["notes"].append(
@@ -206,12 +230,42 @@ def serve_plan(fp, drafter, machine, report, target_path, serve_len, serve_seqs,
     return out
 
 
+def serve_hint(fp, drafter, machine: Machine, length: int, asked: bool, h: HintInputs) -> str:
+    """A dry run that serves where this one is refused: the layout the plan chooses on this machine (a layout
+    was asked for), else the fewest GPUs of this memory that hold a ``length``-token sequence, else the
+    longest ``--context`` this machine holds (one the real run takes: at most the target's limit less the
+    output, since it is at most the context asked for)."""
+    from eaglehub.plan.launch import would_fit
+
+    if asked:
+        layouts, _ = serve_layouts(fp, machine)
+        if any(candidate(fp, drafter, lay, machine, length)["fits"] for lay in layouts):
+            return h.line(machine)
+    would = would_fit(fp, drafter, machine, length)
+    if would:
+        return h.line(replace(machine, gpus=would["gpus"] // would["nodes"], nodes=would["nodes"]))
+    if h.context:
+        layouts, _ = serve_layouts(fp, machine)
+        room = max((kv_room(fp, drafter, lay, machine)[0] for lay in layouts), default=0)
+        shorter = room // BLOCK * BLOCK - h.extra
+        if shorter > 0:
+            return h.line(machine, context=shorter)
+    return f"no layout of up to {MAX_SUGGESTED_NODES} nodes of {machine.gpus} such GPUs holds it: a smaller target"
+
+
+def completed(requested: dict, lay: Layout) -> str:
+    """What the planner added to a partial layout request (:func:`eaglehub.plan.sizing.requested_layout`)."""
+    why = {"tp": f"TP {lay.tp} over the GPUs a replica has", "dp": f"DP {lay.dp}: replicas filling the machine"}
+    added = [text for key, text in why.items() if not requested.get(key) and getattr(lay, key) > 1]
+    return f", completed to {lay.text()} ({'; '.join(added)})" if added else ""
+
+
 def k_schedule(lay: Layout, k: int) -> str:
     if lay.dp > 1:
         return (
             f"data parallel (DP {lay.dp}): vLLM {rules.VLLM_VERSION} switches a per-batch-size k schedule "
             f"(num_speculative_tokens_per_batch_size) off and drafts k = {k} at every batch size "
-            "(config/vllm.py L1110-1124)"
+            "(config/vllm.py L1862, L1110-1124)"
         )
     return f"one replica: a k schedule (num_speculative_tokens_per_batch_size) would apply; this line drafts k = {k}"
 

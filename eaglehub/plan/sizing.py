@@ -67,6 +67,8 @@ class Footprint:
     quant: memory.Quantization
     computed_bytes: float
     index_bytes: int | None
+    eagle3: bool = True
+    """Served with an EAGLE-3 drafter: the EAGLE-3 layout rules apply (the target alone is not held to them)."""
 
     @property
     def scale(self) -> float:
@@ -160,7 +162,7 @@ def _tps(fp: Footprint, top: int) -> list[int]:
 def replica_layouts(fp: Footprint, machine: Machine) -> list[Layout]:
     """One replica's layouts in the order the verify run tries them (module doc), each one vLLM 0.33 accepts."""
     per, total = machine.gpus, machine.gpus * machine.nodes
-    relays = rules.relays_aux_over_pp(fp.config)
+    relays = rules.pp_allowed(fp.config, fp.eagle3)
     layers = fp.cfg["num_hidden_layers"]
     in_node = _tps(fp, per)
     out = [Layout(t, backend=UNI if t == 1 else MP) for t in in_node]
@@ -174,12 +176,24 @@ def replica_layouts(fp: Footprint, machine: Machine) -> list[Layout]:
             out += [Layout(top, p, nodes=math.ceil(top * p / per), backend=RAY) for p in pps if p <= layers]
         else:  # no stages: tensor parallelism across nodes (Moonshot's TP 16 on two nodes)
             out += [Layout(t, nodes=math.ceil(t / per), backend=RAY) for t in _tps(fp, total) if t > per]
-    return [lay for lay in out if rules.refusal(lay, fp.config, fp.cfg, per, offline=True) is None]
+    return [lay for lay in out if rules.refusal(lay, fp.config, fp.cfg, per, offline=True, eagle3=fp.eagle3) is None]
 
 
-def requested_layout(want: dict, machine: Machine) -> Layout:
-    """The layout the user's options name: TP / PP / DP given or 1, the backend given or what the GPUs need."""
+def requested_layout(want: dict, machine: Machine, fp: Footprint | None = None) -> Layout:
+    """The layout the user's options name, the backend given or what the GPUs need. A partial layout
+    (pipeline, expert or data parallelism without a TP) is completed over the machine as vLLM's MoE
+    deployments run it: TP over the GPUs a replica has on a node (the largest TP the target allows there),
+    replicas to fill the machine with EP (DP x TP x PP = its GPUs; ``--data-parallel-size`` given: TP over the
+    GPUs each replica has); EP with a TP and no DP gets the replicas that fill the machine. Otherwise what is
+    not given is 1."""
     tp, pp, dp = (int(want.get(k) or 1) for k in ("tp", "pp", "dp"))
+    per, total = machine.gpus, machine.gpus * machine.nodes
+    if fp is not None and not want.get("tp") and (want.get("dp") or want.get("ep") or want.get("pp")):
+        replicas = dp if want.get("dp") else max(1, total // min(per * pp, total))
+        tp = max(_tps(fp, min(per, total // (replicas * pp))), default=1)
+        dp = replicas if want.get("dp") else max(1, total // (tp * pp))
+    elif want.get("ep") and not want.get("dp"):
+        dp = max(1, total // (tp * pp))
     nodes = math.ceil(tp * pp * dp / machine.gpus)
     replica_nodes = math.ceil(tp * pp / machine.gpus)
     backend = want.get("backend") or (RAY if replica_nodes > 1 else (MP if tp * pp > 1 else UNI))
@@ -191,4 +205,4 @@ def check_requested(fp: Footprint, lay: Layout, machine: Machine, offline: bool)
     have = machine.gpus * machine.nodes
     if lay.gpus > have:
         return f"{lay.text()} needs {lay.gpus} GPUs; the machine has {have} ({machine.where()})"
-    return rules.refusal(lay, fp.config, fp.cfg, machine.gpus, offline)
+    return rules.refusal(lay, fp.config, fp.cfg, machine.gpus, offline, eagle3=fp.eagle3)

@@ -21,6 +21,20 @@ def _layout(lay: dict) -> str:
     return " x ".join(parts) + (" + EP" if lay["ep"] else "")
 
 
+ASKED = {
+    "tp": "tensor parallel",
+    "pp": "pipeline parallel",
+    "dp": "data parallel",
+    "ep": "expert parallel",
+    "backend": "executor backend",
+}
+
+
+def _asked(key: str, value) -> str:
+    """One layout option as words: ``expert parallel``, ``tensor parallel 4``."""
+    return ASKED.get(key, key) + ("" if value is True else f" {value}")
+
+
 def _candidates(title: str, candidates: list[dict], console: Console) -> None:
     table = titled_table(
         title, ["layout", "nodes", "weights", "KV", "drafter", "overhead", "total", "fits"], right="all"
@@ -57,7 +71,9 @@ def render_plan(report: dict, console: Console) -> None:
     )
     drafter = r["drafter"]
     console.print(
-        f"KV {r['kv_bytes_per_token']:,} B/token at TP 1; k {r['k']}; drafter "
+        f"KV {r['kv_bytes_per_token']:,} B/token at TP 1; "
+        + (f"k {r['k']}; " if r["k"] is not None else "")
+        + "drafter "
         + (f"{escape(drafter['spec'])} ({drafter['weight_bytes'] / 2**20:.0f} MiB)" if drafter else "none"),
         highlight=False,
     )
@@ -74,7 +90,7 @@ def render_plan(report: dict, console: Console) -> None:
         + f"overhead {rules['overhead']}",
     )
     if r["requested"]:
-        asked = ", ".join(f"{k} {v}" for k, v in r["requested"].items())
+        asked = ", ".join(_asked(k, v) for k, v in r["requested"].items())
         console.print(f"layout asked for: {escape(asked)} (used or refused)", highlight=False)
     prof = r["profile"]
     console.print(
@@ -171,7 +187,8 @@ def _serve(serve: dict, m: dict, ready: bool, console: Console) -> None:
         highlight=False,
     )
     print_prose(console, f"layout from: {serve['source']}")
-    print_prose(console, f"k schedule: {serve['k_schedule']}")
+    if serve["k_schedule"] is not None:
+        print_prose(console, f"k schedule: {serve['k_schedule']}")
     for note in serve["notes"]:
         print_prose(console, f"note: {note}")
     console.print(
