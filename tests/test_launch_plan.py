@@ -810,3 +810,18 @@ def test_the_plan_prints_layout_options_as_words():
     res = run("--target", str(KIMI), "--dry-run", "--gpus", "8", "--gpu-memory", "H200", "--enable-expert-parallel")
     text = flat(res.output)
     assert "layout asked for: expert parallel (used or refused)" in text and "ep True" not in text
+
+
+def test_a_release_before_the_runner_variable_is_not_labelled_with_it():
+    """VLLM_USE_V2_MODEL_RUNNER selects V1 only where Model Runner V2 is the default (0.32 on); vllm-0.20 was
+    labelled 'with the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0)', a variable that release does not have."""
+    res = run("--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "H100", "--profile", "vllm-0.20")
+    assert res.exit_code == 0, res.output
+    text = flat(res.output)
+    assert "vLLM 0.20.0 on GPU with the V1 runner" in text and "VLLM_USE_V2_MODEL_RUNNER" not in text
+    v1 = flat(
+        run(
+            "--target", str(LLAMA), "--dry-run", "--gpus", "1", "--gpu-memory", "H100", "--profile", "vllm-0.33-v1"
+        ).output
+    )
+    assert "VLLM_USE_V2_MODEL_RUNNER=0" in v1

@@ -52,9 +52,12 @@ class Profile:
 def _vllm(version: str, runner: str, platform: str) -> Profile:
     short = ".".join(version.split(".")[:2])
     suffix = {(MRV2, GPU): "gpu", (V1, GPU): "v1", (V1, CPU): "cpu"}[(runner, platform)]
+    # the variable that selects V1 exists where MRV2 is the default (0.32.0 envs.py reads it); before, V1 is all
+    # there is and naming the variable would send users after a setting their release lacks
+    selects_v1 = tuple(int(p) for p in version.split(".")) >= (0, 32, 0)
     where = {
         "gpu": "on GPU (Model Runner V2)",
-        "v1": "on GPU with the V1 runner (VLLM_USE_V2_MODEL_RUNNER=0)",
+        "v1": "on GPU with the V1 runner" + (" (VLLM_USE_V2_MODEL_RUNNER=0)" if selects_v1 else ""),
         "cpu": "on CPU (V1 runner)",
     }[suffix]
     return Profile(f"vllm-{short}-{suffix}", VLLM, version, runner, platform, f"vLLM {version} {where}")
