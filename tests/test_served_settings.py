@@ -484,3 +484,39 @@ def test_served_config_with_dry_run_is_refused():
     )
     assert res.exit_code == 2 and "--served-config states the settings of a server" in res.output, res.output
     assert "--dry-run plans a launch" in res.output and "hint: drop --served-config" in res.output
+
+
+def test_watch_says_settings_differ_as_the_reason_it_is_inconclusive(tmp_path):
+    """W-WATCH-SETTINGS-DIFFER and enough drafts: the last line gives that reason, not a small sample."""
+    with SpecServer(VLLM_032_SPEC) as served, FakeServer("nospec") as target:
+        res, _ = _verify(served.base_url, target.url, tmp_path, "--api", "chat")
+        assert res.exit_code == 0, res.output
+    fixed = {**VLLM_032_SPEC, "num_speculative_tokens_per_batch_size": None}
+    args = ["watch", "--endpoint", "", "--interval", "0.2", "--duration", "0.5", "--min-drafts", "1"]
+    with SpecServer(fixed) as other:
+        args[2] = other.base_url
+        res = CliRunner().invoke(main, [*args, "--reference-report", str(tmp_path / "r.json")])
+    assert res.exit_code == 1, res.output
+    last = res.output.strip().splitlines()[-1]
+    assert last == "INCONCLUSIVE: the server's settings differ from the reference run's (not judged)"
+
+
+def test_watch_takes_a_mixed_k_reference_at_the_served_k_or_judges_nothing(tmp_path):
+    """A reference whose AL is over a mix of ks (no schedule known on the watched server) is no k=3 yardstick:
+    its AL at k=3 from acceptance_by_k where it has one, else nothing is judged (W-WATCH-REFERENCE-MIXED-K)."""
+    with SpecServer(None) as served, FakeServer("nospec") as target:  # per-step counts: AL per k
+        res, report = _verify(served.base_url, target.url, tmp_path, "--api", "chat")
+        assert report["endpoint"]["served"]["claims"]["acceptance_length"] == "mixed_k"
+        code, summary = _watch(served.base_url, tmp_path / "r.json")
+    ref = summary["reference"]
+    assert ref["acceptance_length"] == pytest.approx(1 + 5 / 3)  # the k=3 steps' AL, not the mix's 2.143
+    assert "its AL at k=3 over 18 steps (acceptance_by_k), not its overall AL 2.143" in ref["chosen_by"]
+    summary_only = tmp_path / "s"
+    summary_only.mkdir()
+    with SpecServer(None, detailed=False) as served, FakeServer("nospec") as target:  # no AL per k
+        res, report = _verify(served.base_url, target.url, summary_only, "--api", "chat")
+        assert report["endpoint"]["served"]["acceptance_by_k"] is None
+        code, summary = _watch(served.base_url, summary_only / "r.json")
+    assert code == 1 and summary["verdict"] == "inconclusive" and summary["num_judged"] == 0
+    f = next(f for f in summary["findings"] if f["code"] == "W-WATCH-REFERENCE-MIXED-K")
+    assert f["message"].startswith("the reference AL 2.143 is over a mix of ks (no per-step counts), not an AL at k=3")

@@ -205,6 +205,7 @@ def test_watch_codes_are_registered_in_the_report_schema_in_order():
         "W-WATCH-UNREACHABLE",
         "I-WATCH-RESTART",
         "W-WATCH-SETTINGS-DIFFER",
+        "W-WATCH-REFERENCE-MIXED-K",
     ]
     finding = load_schema("watch-report")["properties"]["findings"]["items"]
     assert finding["properties"]["code"]["enum"] == codes

@@ -188,6 +188,14 @@ def verdict_line(report: dict) -> str:
             why = "server unreachable or without speculative-decoding metrics"
         return f"[bold red]FAILED[/]: no reading in {n} poll(s) ({why})"
     if verdict == "inconclusive":
+        codes = {f["code"] for f in report["findings"]}
+        if "W-WATCH-SETTINGS-DIFFER" in codes:
+            return "[bold yellow]INCONCLUSIVE[/]: the server's settings differ from the reference run's (not judged)"
+        if "W-WATCH-REFERENCE-MIXED-K" in codes:
+            return (
+                "[bold yellow]INCONCLUSIVE[/]: the reference AL is over a mix of ks, none at the server's k "
+                "(not judged)"
+            )
         return (
             f"[bold yellow]INCONCLUSIVE[/]: no interval reached {report['reference']['min_drafts']} drafts "
             "(sample too small to judge)"

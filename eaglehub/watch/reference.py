@@ -30,6 +30,8 @@ class ReferenceAL:
     chosen_by: str
     served: dict | None = None
     """What the reference AL depends on besides the drafter (:func:`reference_served`)."""
+    not_at_k: str | None = None
+    """Why the report has no AL at the served k (its AL is over a mix of ks): then nothing is judged."""
 
     def to_dict(self) -> dict:
         return {
@@ -95,8 +97,43 @@ def settings_differences(server: dict, reference: dict) -> list[str]:
     ]
 
 
-def choose_reference(path: str | Path, server_k: int | None, drafter: str | None = None) -> ReferenceAL:
-    """Read the verify report at ``path`` and choose its entry (module doc).
+def _al_at_k(report: dict, al: float, k: int, chosen: str, keep_mix: bool) -> tuple[float, str, str | None]:
+    """The reference AL at the served k: a ``verify --endpoint`` report whose AL is over a mix of ks (a k
+    schedule, ``claims.acceptance_length`` ``mixed_k``) or at another k than the server's gives its AL at k
+    from ``acceptance_by_k`` where it has one; else ``not_at_k`` says why there is no yardstick.
+    ``keep_mix``: the server is known to run a schedule (its /metrics AL is a mix too): the overall AL is
+    kept, and a schedule other than the reference's is W-WATCH-SETTINGS-DIFFER."""
+    served = (report.get("endpoint") or {}).get("served") or {}
+    claim = (served.get("claims") or {}).get("acceptance_length")
+    if keep_mix or claim not in ("mixed_k", "one_k_this_load"):
+        return al, chosen, None
+    rows = served.get("acceptance_by_k") or []
+    row = next((r for r in rows if r["k"] == k), None)
+    if row is not None:
+        if len(rows) == 1:
+            return al, chosen, None
+        return (
+            float(row["acceptance_length"]),
+            f"{chosen}; its AL at k={k} over {row['num_drafts']} steps (acceptance_by_k), not its overall AL "
+            f"{al:.3f} over a mix of ks",
+            None,
+        )
+    if claim == "one_k_this_load" and not rows:  # summary counters: every step drafted the report's k
+        return al, chosen, None
+    per = ", ".join(f"k={r['k']}: {r['num_drafts']} steps" for r in rows) or "no per-step counts"
+    return (
+        al,
+        chosen,
+        f"the reference AL {al:.3f} is over a mix of ks ({per}), not an AL at k={k}, and the report has no AL at "
+        f"k={k}: no yardstick for the server's AL",
+    )
+
+
+def choose_reference(
+    path: str | Path, server_k: int | None, drafter: str | None = None, scheduled: bool = False
+) -> ReferenceAL:
+    """Read the verify report at ``path`` and choose its entry (module doc); its AL at the server's k where
+    the report's AL is over a mix of ks and the server is not known to run a schedule (``scheduled``).
 
     Raises:
         EaglehubError: (exit 2) the report is unreadable or not a verify report; ``drafter`` names no entry;
@@ -141,11 +178,13 @@ def choose_reference(path: str | Path, server_k: int | None, drafter: str | None
             f"reference drafter {entry['drafter']} has no AL in {ref.path} (nothing was drafted)",
             hint="pass a report in which the drafter drafted",
         )
+    al, chosen, not_at_k = _al_at_k(ref.report, float(al), server_k or _k(entry, ref.report), chosen, scheduled)
     return ReferenceAL(
+        not_at_k=not_at_k,
         report=ref.path,
         drafter=entry["drafter"],
         k=_k(entry, ref.report),
-        acceptance_length=float(al),
+        acceptance_length=al,
         engine=ref.report["engine"],
         settings=ref.report["settings"],
         chosen_by=chosen,

@@ -26,7 +26,7 @@ import httpx
 from eaglehub import __version__
 from eaglehub.endpoint.client import METRICS_TIMEOUT_S, EndpointClient, RequestFailed, metrics_url, redact_url
 from eaglehub.endpoint.metrics import ServerSpecMetrics
-from eaglehub.endpoint.settings import ServedSettings, read_served_settings, with_observed
+from eaglehub.endpoint.settings import UNKNOWN, ServedSettings, read_served_settings, with_observed
 from eaglehub.errors import EndpointError
 from eaglehub.findings import Finding, count_by_severity, finding
 from eaglehub.io.schemas import check_output, write_output
@@ -145,11 +145,14 @@ class Watch:
             settings = with_observed(settings, metrics.k, "/metrics per-position counter", None)
         self.settings = settings
         if self.opts.reference_report:
-            self.reference = choose_reference(self.opts.reference_report, metrics.k, self.opts.reference_drafter)
+            known_schedule = settings.k_schedule.source != UNKNOWN and settings.scheduled
+            self.reference = choose_reference(
+                self.opts.reference_report, metrics.k, self.opts.reference_drafter, known_schedule
+            )
             # like with like: an AL measured with other settings (a schedule, another rejection method, a
             # quantized head) is no reference for this server's
             self.differences = settings_differences(settings.comparable(), self.reference.served or {})
-            if not self.differences:
+            if not self.differences and self.reference.not_at_k is None:
                 judge = Judge(
                     self.reference.acceptance_length, self.opts.al_tolerance, self.opts.patience, self.opts.min_drafts
                 )
@@ -283,6 +286,8 @@ class Watch:
                     f"its AL is not judged against the reference AL {self.reference.acceptance_length:.3f}",
                 )
             )
+        elif self.reference is not None and self.reference.not_at_k is not None:
+            out.append(finding("W-WATCH-REFERENCE-MIXED-K", "reference", self.reference.not_at_k))
         restarts = [r["index"] for r in self.readings if r["status"] == "restart"]
         if restarts:
             out.append(
