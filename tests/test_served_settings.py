@@ -520,3 +520,23 @@ def test_watch_takes_a_mixed_k_reference_at_the_served_k_or_judges_nothing(tmp_p
     assert code == 1 and summary["verdict"] == "inconclusive" and summary["num_judged"] == 0
     f = next(f for f in summary["findings"] if f["code"] == "W-WATCH-REFERENCE-MIXED-K")
     assert f["message"].startswith("the reference AL 2.143 is over a mix of ks (no per-step counts), not an AL at k=3")
+
+
+def test_at_80_columns_metric_names_are_whole_and_acceptance_rows_are_one_line(tmp_path):
+    with SpecServer(None) as served, FakeServer("nospec") as target:
+        args = ["verify", "--endpoint", served.base_url, "--baseline-endpoint", target.url, "--target", "smollm2"]
+        res = CliRunner().invoke(
+            main, [*args, "--limit", "1", "--max-tokens", "8", "--api", "chat"], env={"COLUMNS": "80"}
+        )
+    assert res.exit_code == 0, res.output
+    lines = res.output.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    endpoint = lines[next(i for i, line in enumerate(lines) if line.startswith("served endpoint")) :]
+    endpoint = endpoint[: next(i for i, line in enumerate(endpoint) if line.startswith("└"))]
+    assert not any("…" in line for line in endpoint)  # folded, never cut
+    cells = "".join(line.split("│")[2].strip() for line in endpoint if line.count("│") == 3)
+    for name in ("vllm:spec_decode_num_draft_tokens_total", "vllm:spec_decode_num_accepted_tokens_total"):
+        assert name in cells
+    overall = next(line for line in lines if line.startswith("│ overall"))
+    assert "2.143" in overall and "0.71/0.29/0.14" in overall and "0.615" in overall  # one line, every figure
+    assert "the rates given the one before are in the report" in " ".join(res.output.split())

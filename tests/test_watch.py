@@ -556,6 +556,21 @@ def test_an_endpoint_without_a_scheme_is_http_and_another_scheme_is_refused():
     assert bad.exit_code == 2 and f"eaglehub watch --endpoint http://{hostport}" in bad.output
 
 
+def test_the_url_is_also_the_one_argument():
+    script = Script(*[text(20 * i, (10 * i, 4 * i, 0)) for i in range(10)])
+    with MetricsServer(script) as srv:
+        hostport = srv.base_url.removeprefix("http://")
+        res = CliRunner().invoke(main, ["watch", hostport, "--interval", "0.2", "--count", "2"])
+        bad = CliRunner().invoke(main, ["watch", f"ftp://{hostport}", "--count", "2"])
+    assert res.exit_code == 0, res.output
+    assert f"watching {srv.base_url} " in res.output and "1.700" in res.output
+    assert bad.exit_code == 2 and f"eaglehub watch --endpoint http://{hostport}" in bad.output
+    none = CliRunner().invoke(main, ["watch", "--count", "1"])
+    assert none.exit_code == 2 and "no server given" in none.output and "eaglehub watch http://host:port" in none.output
+    two = CliRunner().invoke(main, ["watch", "http://a:1", "--endpoint", "http://b:2"])
+    assert two.exit_code == 2 and "two servers given" in two.output
+
+
 def test_a_duration_shorter_than_the_interval_is_a_usage_error():
     res = CliRunner().invoke(main, ["watch", "--endpoint", "http://h:1", "--interval", "5", "--duration", "2"])
     assert res.exit_code == 2 and "eaglehub watch --endpoint http://h:1 --interval 5 --duration 50" in res.output

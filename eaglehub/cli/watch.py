@@ -22,14 +22,22 @@ from eaglehub.errors import UsageError
 from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
 
 
+def _url_argument(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """The positional URL, read as --endpoint is (a refusal's hint names --endpoint, a command that runs)."""
+    endpoint = next(p for p in ctx.command.params if p.name == "endpoint")
+    return server_url(ctx, endpoint, value)
+
+
 @click.command("watch")
+@click.argument("url", required=False, metavar="[URL]", callback=_url_argument)
 @click.option(
     "--endpoint",
-    required=True,
+    default=None,
     metavar="URL",
     callback=server_url,
     help="The server: http://host:port or its OpenAI base http://host:port/v1 (vLLM, SGLang; host:port alone "
-    "means http://host:port); only its /metrics page is read.",
+    "means http://host:port); only its /metrics page is read. Also accepted as the one argument: eaglehub "
+    "watch URL.",
 )
 @click.option(
     "--interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True, help="Seconds between polls."
@@ -83,7 +91,7 @@ from eaglehub.watch.intervals import DEFAULT_PATIENCE, MIN_DRAFTS_TO_JUDGE
     "(schemas/watch-report.schema.json).",
 )
 @handle_errors
-def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
+def watch_cmd(report_path: str | None, as_json: bool, url: str | None, **options) -> None:
     """Read a running server's speculative-decoding counters every --interval seconds and show, per
     interval, the drafts, the acceptance length (AL) and the acceptance rate per position.
 
@@ -100,6 +108,13 @@ def watch_cmd(report_path: str | None, as_json: bool, **options) -> None:
     from eaglehub.views.watch import WatchDisplay
     from eaglehub.watch.run import WatchOptions, run_watch, write_report
 
+    if url is not None and options["endpoint"] is not None and url != options["endpoint"]:
+        raise UsageError(
+            f"two servers given: {url} and --endpoint {options['endpoint']}", hint="give one: eaglehub watch URL"
+        )
+    options["endpoint"] = options["endpoint"] or url
+    if options["endpoint"] is None:
+        raise UsageError("no server given", hint="give its URL: eaglehub watch http://host:port")
     if options["duration"] < options["interval"]:
         raise UsageError(
             f"--duration {options['duration']:g} is shorter than --interval {options['interval']:g}: no interval "

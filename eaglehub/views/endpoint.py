@@ -17,7 +17,7 @@ def endpoint_table(ep: dict) -> Table:
     """What was measured where: the server, k, the requests, and the two counter sources side by side."""
     t = Table(title=f"served endpoint {ep['url']}", title_justify="left")
     t.add_column("")
-    t.add_column("value")
+    t.add_column("value", overflow="fold")  # a metric name is folded, never cut
     base = ep["baseline"]
     shown = base["endpoint"]["url"] if base["kind"] == "endpoint" else f"local {base['engine']['name']}"
     rows = [

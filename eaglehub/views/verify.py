@@ -6,9 +6,8 @@ Prints ids, categories, counts and rates only — never prompt text or tokens.
 from __future__ import annotations
 
 import json
-from typing import cast
 
-from rich.console import Console, JustifyMethod
+from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -25,20 +24,20 @@ def rates_text(xs: list[float | None]) -> str:
     return " / ".join(fmt_number(x, 2) for x in xs) or "—"
 
 
-def acceptance_table(d: dict, k: int) -> Table:
+def acceptance_table(d: dict, k: int, width: int | None = None) -> Table:
     """Per-category and overall: prompts matched, AL, per-position rates, draft acceptance rate (untitled:
-    :func:`render_report` prints the drafter's path above it on one line, which a title would wrap)."""
+    :func:`render_report` prints the drafter's path above it on one line, which a title would wrap). The
+    rates are written without spaces and never wrap; where the table would not fit ``width`` (80 columns)
+    the rates given the one before are left out (the report has them), not squeezed onto three lines."""
+    rates_width = max(4, 5 * k - 1)
+    # category ≤ 12, matched 7, drafts 6, AL 5, the rates, drafts accepted 8; " │ " between, "│ " / " │" at the edges
+    needed = 12 + 7 + 6 + 5 + rates_width + 8 + 3 * 5 + 4
+    given = width is None or needed + rates_width + 3 <= width
     t = Table()
-    for col, just in (
-        ("category", "left"),
-        ("matched", "right"),
-        ("drafts", "right"),
-        ("AL", "right"),
-        ("accepted per position", "right"),
-        ("given the one before", "right"),
-        ("drafts accepted", "right"),
-    ):
-        t.add_column(col, justify=cast(JustifyMethod, just))
+    t.add_column("category", max_width=12, no_wrap=True, overflow="ellipsis")
+    for col in ("matched", "drafts", "AL", "accepted per position", "given the one before", "drafts accepted"):
+        if col != "given the one before" or given:
+            t.add_column(col, justify="right", no_wrap=col not in ("accepted per position", "given the one before"))
     matched: dict[str, list[int]] = {}
     for r in d["prompts"]:
         m = matched.setdefault(r["category"], [0, 0])
@@ -47,17 +46,17 @@ def acceptance_table(d: dict, k: int) -> Table:
     rows = list(d["acceptance"]["per_category"].items()) + [("overall", d["acceptance"]["overall"])]
     for name, a in rows:
         ok, n = matched.get(name, [d["num_prompts_matched"], d["num_prompts"]])
-        t.add_row(
-            name,
-            f"{ok}/{n}",
-            str(a["num_drafts"]),
-            fmt_number(a["acceptance_length"]),
-            rates_text(a["acceptance_rate_per_position"]),
-            rates_text(a["conditional_acceptance_rate_per_position"]),
-            fmt_number(a["draft_acceptance_rate"]),
-            style="bold" if name == "overall" else None,
-        )
+        cells = [name, f"{ok}/{n}", str(a["num_drafts"]), fmt_number(a["acceptance_length"])]
+        cells.append(_compact_rates(a["acceptance_rate_per_position"]))
+        if given:
+            cells.append(_compact_rates(a["conditional_acceptance_rate_per_position"]))
+        cells.append(fmt_number(a["draft_acceptance_rate"]))
+        t.add_row(*cells, style="bold" if name == "overall" else None)
     return t
+
+
+def _compact_rates(xs: list[float | None]) -> str:
+    return "/".join(fmt_number(x, 2) for x in xs) or "—"
 
 
 ACCEPTANCE_LEGEND = (
@@ -264,9 +263,10 @@ def k_heading(report: dict) -> str:
     if not served:
         return f"k = {k}"
     schedule = served["settings"]["k_schedule"]
-    if schedule["source"] != "unknown" and schedule["value"]:
-        value = schedule["value"]
-        return f"k ≤ {k}, schedule {json.dumps(value) if isinstance(value, list) else value}"
+    if schedule["source"] != "unknown" and isinstance(schedule["value"], list) and schedule["value"]:
+        return f"k ≤ {k}, schedule {json.dumps(schedule['value'])}"
+    if schedule["value"] == "adaptive":
+        return f"k ≤ {k}, adaptive"
     if served["claims"]["acceptance_length"] == "mixed_k":
         return f"k ≤ {k}, a mix of ks"
     return f"k = {k}"
@@ -305,8 +305,12 @@ def render_report(report: dict, console: Console) -> None:
     for d in report["drafters"]:
         console.print()
         console.print(Text(f"{d['drafter']}  ({k_heading(report)})", style="bold"), soft_wrap=True)
-        console.print(acceptance_table(d, s["num_speculative_tokens"]))
-        console.print(f"[dim]{ACCEPTANCE_LEGEND}[/]", highlight=False)
+        acc = acceptance_table(d, s["num_speculative_tokens"], console.width)
+        console.print(acc)
+        legend = ACCEPTANCE_LEGEND
+        if len(acc.columns) < 7:
+            legend += "; the rates given the one before are in the report (a wider terminal shows them)"
+        console.print(f"[dim]{legend}[/]", highlight=False)
         dist = distribution_table(d, s["num_speculative_tokens"])
         if dist is not None:
             console.print(dist)
