@@ -425,6 +425,7 @@ def test_watch_compares_like_with_like_and_says_when_the_settings_differ(tmp_pat
         "source": ASSUMED,
         "where": "--served-config",
     }
+    assert assumed_run["served"]["engine"] == {"value": "vllm", "source": SERVER, "where": "the /metrics names"}
     f = next(f for f in assumed_run["findings"] if f["code"] == "W-WATCH-SETTINGS-DIFFER")
     assert "rejection_method synthetic here, standard in the reference" in f["message"]
 

@@ -141,8 +141,9 @@ class Watch:
             settings = read_served_settings(self.client, self.opts.served_config, None, METRICS_TIMEOUT_S)
         except RequestFailed:  # the server went away after the baseline poll: the polls will say so
             settings = read_served_settings(None, self.opts.served_config, None)
-        if metrics.k is not None:
-            settings = with_observed(settings, metrics.k, "/metrics per-position counter", None)
+        engine = (metrics.server, "the /metrics names") if metrics.server else None
+        if metrics.k is not None or engine is not None:
+            settings = with_observed(settings, metrics.k, "/metrics per-position counter", None, engine)
         self.settings = settings
         if self.opts.reference_report:
             known_schedule = settings.k_schedule.source != UNKNOWN and settings.scheduled
