@@ -751,7 +751,7 @@ def test_the_dry_run_refuses_a_context_the_real_run_refuses(tmp_path):
     """The real run refuses a prompt whose output passes max_position_embeddings (measure/padding.py's rule);
     the dry run clamped max_model_len with min() and planned it. Now it applies the same rule: the same message,
     exit 2; a k length (8k) is fitted as the run fits it; a hint never proposes a context the run refuses."""
-    from eaglehub.measure.padding import context_overflow
+    from eaglehub.measure.context import context_overflow
 
     (tmp_path / "config.json").write_text(json.dumps({**cfg(LLAMA), "max_position_embeddings": 8192}))
     base = ["--target", str(tmp_path), "--dry-run", "--gpus", "1", "--gpu-memory", "H100", "--max-tokens", "8"]

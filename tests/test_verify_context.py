@@ -15,7 +15,8 @@ from helpers.tiny_tokenizer import add_tokenizer
 from eaglehub.cli import main
 from eaglehub.errors import EaglehubError, UsageError
 from eaglehub.io.schemas import validate_json
-from eaglehub.measure.padding import padding_source, parse_context
+from eaglehub.measure.context import parse_context
+from eaglehub.measure.padding import padding_source
 from eaglehub.verify import run as verify
 from eaglehub.verify.regression import settings_differences
 

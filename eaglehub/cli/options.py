@@ -204,7 +204,7 @@ def padding_option() -> Decorator:
 def context_option() -> Decorator:
     def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, bool] | None:
         from eaglehub.errors import UsageError
-        from eaglehub.measure.padding import parse_context
+        from eaglehub.measure.context import parse_context
 
         if value is None:
             return None

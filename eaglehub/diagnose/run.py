@@ -27,7 +27,8 @@ from eaglehub.engines.base import Engine, RunResult, RunSpec
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import check_output, write_output
 from eaglehub.measure import acceptance
-from eaglehub.measure.padding import BOOK, PaddedPrompts, Skipped, build_contexts, max_context, padding_source
+from eaglehub.measure.context import max_context
+from eaglehub.measure.padding import BOOK, PaddedPrompts, Skipped, build_contexts, padding_source
 from eaglehub.measure.prompts import Prompt, default_prompts_path, load_prompts
 from eaglehub.measure.runner import progress_runner, resolve_drafter
 

@@ -138,7 +138,7 @@ def plan_for_verify(opts, launch: LaunchOptions, dtype: str | None) -> dict:
     and ``--max-num-seqs`` (the verify run's sequences and the serve line's). ``dtype``: the compute dtype when
     given, else the checkpoint's."""
     from eaglehub.engines.release import release as release_for
-    from eaglehub.measure.padding import config_max_context, context_error, context_overflow, fit_context
+    from eaglehub.measure.context import config_max_context, context_error, context_overflow, fit_context
     from eaglehub.plan.hints import HintInputs
     from eaglehub.verify.options import VerifyOptions
 

@@ -25,7 +25,6 @@ from eaglehub.plan.hints import HintInputs
 from eaglehub.plan.rules import Layout
 from eaglehub.plan.sizing import (
     MAX_SUGGESTED_NODES,
-    MAX_SUGGESTED_TP,
     OVERHEAD_BYTES,
     RAY,
     Drafter,
@@ -33,12 +32,13 @@ from eaglehub.plan.sizing import (
     Machine,
     candidate,
     check_requested,
+    completed,
     footprint,
     kv_room,
     layout_dict,
-    per_gpu,
     replica_layouts,
     requested_layout,
+    would_fit,
 )
 
 __all__ = ["GB", "GIB", "OVERHEAD_BYTES", "Drafter", "Machine", "plan_launch"]
@@ -154,8 +154,6 @@ def _params(fp: Footprint) -> dict:
 
 def verify_run(fp, drafter, machine, max_model_len, max_num_seqs, requested, hint: HintInputs) -> dict:
     """The verify run's section: its settings, the layouts tried, the one chosen (or the refusal)."""
-    from eaglehub.plan.serve import completed
-
     run: dict = {
         "label": "the verify run: what eaglehub verify runs (LLM(...), one replica, the fewest GPUs)",
         "max_model_len": max_model_len,
@@ -253,13 +251,3 @@ def refusal(fp, drafter, machine, run, hint: HintInputs, asked: bool) -> dict:
         hint_line = hint.line(replace(machine, gpus=would["gpus"] // would["nodes"], nodes=would["nodes"]))
         message += f"; the fewest such GPUs that fit: {would['gpus']} ({Layout(would['tp'], would['pp']).text()})"
     return {"message": message, "hint": hint_line, "would_fit": would}
-
-
-def would_fit(fp: Footprint, drafter: Drafter | None, machine: Machine, tokens: int) -> dict | None:
-    """The fewest GPUs of this memory that fit, by the same rule on nodes of eight (or of the given
-    GPUs per node, when more)."""
-    bigger = replace(machine, gpus=max(machine.gpus, MAX_SUGGESTED_TP), nodes=MAX_SUGGESTED_NODES)
-    for lay in replica_layouts(fp, bigger):
-        if per_gpu(fp, drafter, lay, tokens)["total_bytes"] <= machine.usable_bytes:
-            return {"tp": lay.tp, "pp": lay.pp, "gpus": lay.gpus, "nodes": lay.nodes}
-    return None

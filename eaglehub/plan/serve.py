@@ -27,10 +27,12 @@ from eaglehub.plan.sizing import (
     Machine,
     candidate,
     check_requested,
+    completed,
     kv_room,
     layout_dict,
     replica_layouts,
     requested_layout,
+    would_fit,
 )
 
 VLLM_DEFAULT_UTILIZATION = 0.92
@@ -235,8 +237,6 @@ def serve_hint(fp, drafter, machine: Machine, length: int, asked: bool, h: HintI
     was asked for), else the fewest GPUs of this memory that hold a ``length``-token sequence, else the
     longest ``--context`` this machine holds (one the real run takes: at most the target's limit less the
     output, since it is at most the context asked for)."""
-    from eaglehub.plan.launch import would_fit
-
     if asked:
         layouts, _ = serve_layouts(fp, machine)
         if any(candidate(fp, drafter, lay, machine, length)["fits"] for lay in layouts):
@@ -251,13 +251,6 @@ def serve_hint(fp, drafter, machine: Machine, length: int, asked: bool, h: HintI
         if shorter > 0:
             return h.line(machine, context=shorter)
     return f"no layout of up to {MAX_SUGGESTED_NODES} nodes of {machine.gpus} such GPUs holds it: a smaller target"
-
-
-def completed(requested: dict, lay: Layout) -> str:
-    """What the planner added to a partial layout request (:func:`eaglehub.plan.sizing.requested_layout`)."""
-    why = {"tp": f"TP {lay.tp} over the GPUs a replica has", "dp": f"DP {lay.dp}: replicas filling the machine"}
-    added = [text for key, text in why.items() if not requested.get(key) and getattr(lay, key) > 1]
-    return f", completed to {lay.text()} ({'; '.join(added)})" if added else ""
 
 
 def k_schedule(lay: Layout, k: int) -> str:

@@ -5,7 +5,7 @@ layouts vLLM 0.33 accepts (:mod:`eaglehub.plan.rules`) in the order the verify r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
@@ -206,3 +206,20 @@ def check_requested(fp: Footprint, lay: Layout, machine: Machine, offline: bool)
     if lay.gpus > have:
         return f"{lay.text()} needs {lay.gpus} GPUs; the machine has {have} ({machine.where()})"
     return rules.refusal(lay, fp.config, fp.cfg, machine.gpus, offline, eagle3=fp.eagle3)
+
+
+def completed(requested: dict, lay: Layout) -> str:
+    """What the planner added to a partial layout request (:func:`eaglehub.plan.sizing.requested_layout`)."""
+    why = {"tp": f"TP {lay.tp} over the GPUs a replica has", "dp": f"DP {lay.dp}: replicas filling the machine"}
+    added = [text for key, text in why.items() if not requested.get(key) and getattr(lay, key) > 1]
+    return f", completed to {lay.text()} ({'; '.join(added)})" if added else ""
+
+
+def would_fit(fp: Footprint, drafter: Drafter | None, machine: Machine, tokens: int) -> dict | None:
+    """The fewest GPUs of this memory that fit, by the same rule on nodes of eight (or of the given
+    GPUs per node, when more)."""
+    bigger = replace(machine, gpus=max(machine.gpus, MAX_SUGGESTED_TP), nodes=MAX_SUGGESTED_NODES)
+    for lay in replica_layouts(fp, bigger):
+        if per_gpu(fp, drafter, lay, tokens)["total_bytes"] <= machine.usable_bytes:
+            return {"tp": lay.tp, "pp": lay.pp, "gpus": lay.gpus, "nodes": lay.nodes}
+    return None

@@ -263,7 +263,8 @@ def padded_context(target: Path, prompts, requests, opts: VerifyOptions, console
     from dataclasses import replace
 
     from eaglehub.errors import UsageError
-    from eaglehub.measure.padding import build_contexts, context_error, max_context, padding_source
+    from eaglehub.measure.context import context_error, max_context
+    from eaglehub.measure.padding import build_contexts, padding_source
 
     assert opts.context is not None  # the caller pads only with --context
     if any(r.turn > 1 for r in requests):
