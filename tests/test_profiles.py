@@ -793,3 +793,22 @@ def test_a_release_whose_code_was_not_read_is_said_not_judged_ok_silently(make_d
     (f,) = _by_code(validate(d, options=Options(profiles=(profile,))), "W-PROFILE-UNREAD")
     assert f["profiles"] == [resolve(profile).id] and f"judged with {near}'s code" in f["message"]
     assert _by_code(validate(d, options=Options(profiles=("vllm-0.33-gpu", "sglang-0.5.23"))), "W-PROFILE-UNREAD") == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda c: c["transformer_layer_config"].update(model_type=[]), "transformer_layer_config.model_type"),
+        (lambda c: c.update(speculators_model_type={"eagle3": 1}), "speculators_model_type"),
+    ],
+)
+def test_a_list_or_object_where_vllm_looks_up_a_name_is_vllm_s_type_error(tmp_path, edit, field):
+    """vLLM's speculators adapter looks the names up with ``in`` (algos.py L43-45, base.py L51-56): a list or an
+    object there raises TypeError in vLLM, and is a load failure of that kind here, not an exception."""
+    w = write_format(tmp_path / "d", "speculators")
+    cfg = json.loads((w.path / "config.json").read_text())
+    edit(cfg)
+    reading = read(Stored(cfg), "vllm-0.33-gpu")
+    assert not reading.loads
+    failure = next(f for f in reading.failures if f.field == field)
+    assert failure.message.startswith("TypeError: unhashable type")

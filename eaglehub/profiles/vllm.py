@@ -117,14 +117,15 @@ def engine_config(stored: Stored, profile: Profile) -> tuple[dict, tuple[str, ..
     failures: list[LoadFailure] = []
     kind = raw.get("speculators_model_type")
     layer = raw.get("transformer_layer_config")
-    if kind not in SPECULATORS_TYPES:
-        failures.append(
-            LoadFailure(
-                "speculators_model_type",
-                f"ValueError: speculators_model_type {kind!r} is not one of {sorted(SPECULATORS_TYPES)}",
-                "vllm/transformers_utils/configs/speculators/base.py L51-56",
-            )
-        )
+    failure = _not_in(
+        kind,
+        SPECULATORS_TYPES,
+        "speculators_model_type",
+        f"ValueError: speculators_model_type {kind!r} is not one of {sorted(SPECULATORS_TYPES)}",
+        "vllm/transformers_utils/configs/speculators/base.py L51-56",
+    )
+    if failure:
+        failures.append(failure)
     if not isinstance(layer, dict):
         failures.append(
             LoadFailure(
@@ -143,20 +144,31 @@ def engine_config(stored: Stored, profile: Profile) -> tuple[dict, tuple[str, ..
     cfg["fc_norm"] = raw.get("fc_norm", False)
     cfg["norm_output"] = raw.get("norm_output", False)
     model_type = cfg.get("model_type", "llama")
-    if model_type not in SPECULATORS_ARCH:
-        failures.append(
-            LoadFailure(
-                "transformer_layer_config.model_type",
-                f"ValueError: Unsupported model_type {model_type} for Eagle3 speculator",
-                "vllm/transformers_utils/configs/speculators/algos.py L43-45",
-            )
-        )
+    failure = _not_in(
+        model_type,
+        SPECULATORS_ARCH,
+        "transformer_layer_config.model_type",
+        f"ValueError: Unsupported model_type {model_type} for Eagle3 speculator",
+        "vllm/transformers_utils/configs/speculators/algos.py L43-45",
+    )
+    if failure:
+        failures.append(failure)
     else:
         cfg["architectures"] = [SPECULATORS_ARCH[model_type]]
     if raw.get(AUX):
         cfg[AUX] = raw[AUX]
     dropped = tuple(k for k in raw if k not in SPECULATORS_OWN and k not in ADAPTER_KEYS)
     return cfg, dropped, failures, "transformer_layer_config."
+
+
+def _not_in(value, table, field: str, message: str, where: str) -> LoadFailure | None:
+    """vLLM's ``value not in table`` check as a failure: ``message`` when the value is not there, and the
+    ``TypeError`` the same ``in`` raises in vLLM when the value is a list or an object (unhashable)."""
+    try:
+        missing = value not in table
+    except TypeError as exc:
+        return LoadFailure(field, f"TypeError: {exc}", where)
+    return LoadFailure(field, message, where) if missing else None
 
 
 def _key(field: str, prefix: str, kind: str, count_key: str) -> str:
