@@ -172,6 +172,6 @@ def test_captured_vllm_pages():
     assert fresh.counters == SpecCounters(0, 0, 0, (0, 0, 0)) and fresh.k == 3
     assert after.counters == SpecCounters(83, 249, 76, (43, 20, 13)) and after.k == 3
     assert check_consistency(after.counters, 3) == []
-    assert after.labels == {"engine": ("0",), "model_name": ("/work/main/.cache/targets/SmolLM2-135M-Instruct",)}
+    assert after.labels == {"engine": ("0",), "model_name": ("/models/SmolLM2-135M-Instruct",)}
     assert after.process_start_time == fresh.process_start_time == pytest.approx(1.79622394597e09)
     assert not is_reset(fresh.counters, after.counters) and is_reset(after.counters, fresh.counters)

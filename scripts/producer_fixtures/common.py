@@ -20,18 +20,27 @@ TINY = dict(
     max_position_embeddings=2048,
     num_hidden_layers=8,
 )
-# The tiny target in the short names the speculators and ModelOpt scripts build configs from (one source of the
-# numbers: TINY), plus the draft vocabulary most cases prune to.
-TINY_SHORT = dict(
-    hidden=TINY["hidden_size"],
-    heads=TINY["num_attention_heads"],
-    kv=TINY["num_key_value_heads"],
-    head_dim=TINY["head_dim"],
-    inter=TINY["intermediate_size"],
-    layers=TINY["num_hidden_layers"],
-    vocab=TINY["vocab_size"],
-    draft=128,
+# The short names the speculators and ModelOpt scripts build configs and MANIFEST records from, and the
+# transformers field each stands for (one mapping both ways: TINY_SHORT from TINY, llama_fields back).
+SHORT_NAMES = dict(
+    hidden="hidden_size",
+    heads="num_attention_heads",
+    kv="num_key_value_heads",
+    head_dim="head_dim",
+    inter="intermediate_size",
+    layers="num_hidden_layers",
+    vocab="vocab_size",
 )
+# The tiny target in those short names (one source of the numbers: TINY), plus the draft vocabulary most cases
+# prune to.
+TINY_SHORT = {short: TINY[field] for short, field in SHORT_NAMES.items()} | {"draft": 128}
+
+
+def llama_fields(dims: dict, **override) -> dict:
+    """The transformers config fields of short-named ``dims`` (:data:`SHORT_NAMES`), with ``override``."""
+    return {field: dims[short] for short, field in SHORT_NAMES.items()} | override
+
+
 SMOLLM2 = dict(
     hidden_size=576,
     num_attention_heads=9,

@@ -41,7 +41,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts' shared common.py
-from common import TINY_SHORT, observed
+from common import TINY_SHORT, llama_fields, observed
 
 SEED = 0
 TINY = TINY_SHORT
@@ -94,13 +94,7 @@ def make_base(root: Path, name: str, dims: dict, dtype: torch.dtype, smollm2: bo
         else dict(rope_theta=10000.0, max_position_embeddings=2048, tie_word_embeddings=False, pad_token_id=2)
     )
     cfg = LlamaConfig(
-        vocab_size=dims["vocab"],
-        hidden_size=dims["hidden"],
-        intermediate_size=dims["inter"],
-        num_hidden_layers=dims["layers"],
-        num_attention_heads=dims["heads"],
-        num_key_value_heads=dims["kv"],
-        head_dim=dims["head_dim"],
+        **llama_fields(dims),
         rms_norm_eps=1e-5,
         bos_token_id=1,
         eos_token_id=2,

@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the scripts' shared common.py
-from common import TINY_SHORT, observed
+from common import TINY_SHORT, llama_fields, observed
 
 SEED = 0
 HERE = Path(__file__).resolve().parent
@@ -148,13 +148,7 @@ def make_tiny_target(root: Path) -> Path:
         return out
     torch.manual_seed(SEED)
     cfg = LlamaConfig(
-        vocab_size=TINY["vocab"],
-        hidden_size=TINY["hidden"],
-        intermediate_size=TINY["inter"],
-        num_hidden_layers=TINY["layers"],
-        num_attention_heads=TINY["heads"],
-        num_key_value_heads=TINY["kv"],
-        head_dim=TINY["head_dim"],
+        **llama_fields(TINY),
         max_position_embeddings=2048,
         rms_norm_eps=1e-5,
         bos_token_id=1,
@@ -596,14 +590,9 @@ def api_cases(root: Path, out: Path, cases: list) -> None:
     os.chdir(root)  # the verifier is named by its relative path, as in the CLI cases
 
     def layer_config(kind: str):
-        common = dict(
-            vocab_size=TINY["vocab"],
-            hidden_size=TINY["hidden"],
-            intermediate_size=TINY["inter"],
+        common = llama_fields(
+            TINY,
             num_hidden_layers=1,
-            num_attention_heads=TINY["heads"],
-            num_key_value_heads=TINY["kv"],
-            head_dim=TINY["head_dim"],
             max_position_embeddings=2048,
             rms_norm_eps=1e-5,
             tie_word_embeddings=False,
