@@ -117,3 +117,72 @@ def test_a_synthetic_server_is_no_pass_and_its_al_is_the_configured_one(syntheti
     hint = next(f["hint"] for f in d["findings"] if f["code"] == "E-ENDPOINT-SYNTHETIC")
     assert str(FIXTURE) in hint and "vllm serve" in hint and "synthetic" not in hint.split("--speculative-config")[1]
     assert "CONFIGURED by the synthetic rejection method" in text and "lossless: not judged" in text
+
+
+SCHEDULES = [
+    [[1, 1, 3], [2, 256, 1]],
+    [[5, 8, 1], [1, 4, 3]],  # vLLM sorts the ranges
+    [[1, 4, 3], [6, 8, 1]],  # a gap between ranges is allowed
+    [[1, 4, 0], [5, 8, 2]],
+    [[1, 4, 5]],  # k above num_speculative_tokens: vLLM clamps it at run time, the config is accepted
+    [[2, 4, 3]],
+    [[1, 4, 3], [3, 8, 1]],
+    [],
+    [[1, 4]],
+    [[4, 1, 3]],
+    [[1, 4, -1]],
+    [[0, 4, 3]],
+    "1-4:3",
+]
+SYNTHETIC = [
+    ([1.0, 0.5, 0.0], None),
+    (None, 2.5),
+    (None, 1.0),
+    (None, 4.0),
+    ([0.5, 0.6, 0.1], None),
+    ([1.0, 1.0], None),
+    ([1.2, 0.5, 0.0], None),
+    (None, 4.5),
+    (None, 0.5),
+    ([1.0, 0.5, 0.0], 2.0),
+    (None, None),
+]
+
+
+def _refused(parse, value) -> bool:
+    from eaglehub.errors import UsageError
+
+    try:
+        parse(value)
+    except (UsageError, ValueError):
+        return True
+    return False
+
+
+@pytest.mark.vllm
+def test_served_config_is_refused_exactly_where_vllm_refuses_it():
+    """--served-config's schedule and synthetic acceptance checked against vLLM 0.32's own validators
+    (v1/spec_decode/dynamic/utils.py L7-74; config/speculative.py L566-601): eaglehub refuses exactly what
+    vLLM refuses, on valid and invalid values alike."""
+    from vllm.config.speculative import SpeculativeConfig
+    from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
+
+    from eaglehub.endpoint.served_config import parse_served_config
+
+    def ours(cfg: dict):
+        return parse_served_config(json.dumps({"num_speculative_tokens": 3, **cfg}))
+
+    disagree = []
+    for schedule in SCHEDULES:
+        theirs = _refused(validate_and_normalize_dynamic_sd_schedule, schedule)
+        if theirs != _refused(ours, {"num_speculative_tokens_per_batch_size": schedule}):
+            disagree.append(("schedule", schedule, "vLLM refuses" if theirs else "vLLM accepts"))
+    for rates, length in SYNTHETIC:
+        theirs = _refused(lambda v: SpeculativeConfig._resolve_synthetic_acceptance_rates(3, *v), (rates, length))
+        cfg: dict = {"rejection_sample_method": "synthetic"}
+        cfg |= {"synthetic_acceptance_rates": rates} if rates is not None else {}
+        cfg |= {"synthetic_acceptance_length": length} if length is not None else {}
+        if theirs != _refused(ours, cfg):
+            disagree.append(("synthetic", (rates, length), "vLLM refuses" if theirs else "vLLM accepts"))
+    assert not disagree, disagree
+    assert sum(_refused(validate_and_normalize_dynamic_sd_schedule, s) for s in SCHEDULES) == 8  # both kinds tried

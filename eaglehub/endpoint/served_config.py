@@ -5,6 +5,7 @@ and checked as vLLM checks it, so a config the server could not have run is refu
 from __future__ import annotations
 
 import json
+import math
 import re
 from itertools import pairwise
 from pathlib import Path
@@ -57,10 +58,51 @@ def parse_served_config(text: str | None) -> dict | None:
             f"{where}: {synthetic_keys[0]} is only valid with rejection_sample_method 'synthetic' (vLLM refuses it)",
             hint="""add "rejection_sample_method": "synthetic" or drop it""",
         )
+    if method == "synthetic":
+        _synthetic(out, k, where)
     quant = out.get("draft_lm_head_quantization")
     if quant is not None and quant not in LM_HEAD_QUANT:
         raise UsageError(f"{where}: draft_lm_head_quantization {quant!r} is none of vLLM 0.33's", hint="fp8 or nvfp4")
     return out
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _synthetic(out: dict, k: int | None, where: str) -> None:
+    """vLLM's check of a synthetic acceptance (vllm 0.32.0 ``config/speculative.py`` L566-601, applied at
+    L1832-1839): exactly one of the rates and the length; the rates, one per draft position (k of them), each in
+    [0, 1] and non-increasing; the length in [1, k + 1]. Without k in the config only what needs no k is checked."""
+    rates, length = out.get("synthetic_acceptance_rates"), out.get("synthetic_acceptance_length")
+    hint = """e.g. "synthetic_acceptance_length": 2.5, or one rate per draft position, non-increasing"""
+    if (rates is None) == (length is None):
+        raise UsageError(
+            f"{where}: rejection_sample_method 'synthetic' needs exactly one of synthetic_acceptance_rates and "
+            "synthetic_acceptance_length (vLLM refuses it otherwise)",
+            hint=hint,
+        )
+    if rates is not None:
+        ok = (
+            isinstance(rates, list)
+            and all(_number(r) and 0.0 <= r <= 1.0 for r in rates)
+            and all(b <= a for a, b in pairwise(rates))
+            and (k is None or len(rates) == k)
+        )
+        if not ok:
+            count = f"{k} rates" if k is not None else "rates"
+            raise UsageError(
+                f"{where}: synthetic_acceptance_rates {rates!r} are not {count} in [0, 1], non-increasing "
+                "(vLLM refuses them)",
+                hint=hint,
+            )
+    elif isinstance(length, bool) or not (
+        isinstance(length, int | float) and 1.0 <= length <= (k + 1 if k is not None else math.inf)
+    ):
+        top = f"{k + 1}" if k is not None else "k + 1"
+        raise UsageError(
+            f"{where}: synthetic_acceptance_length {length!r} is not in [1, {top}] (vLLM refuses it)", hint=hint
+        )
 
 
 def raw_config(text: str) -> dict:
