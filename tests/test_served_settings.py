@@ -541,3 +541,19 @@ def test_at_80_columns_metric_names_are_whole_and_acceptance_rows_are_one_line(t
     overall = next(line for line in lines if line.startswith("│ overall"))
     assert "2.143" in overall and "0.71/0.29/0.14" in overall and "0.615" in overall  # one line, every figure
     assert "the rates given the one before are in the report" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("verb", ["verify", "watch"])
+def test_a_served_config_vllm_refuses_fails_before_the_server_is_asked(verb):
+    """Nothing listens on the port: the bad --served-config is what the user hears of, exit 2, not the server."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # a port nothing listens on once the socket is closed
+    args = [verb, "--endpoint", f"http://127.0.0.1:{port}", *(["--target", "smollm2"] if verb == "verify" else [])]
+    bad = '{"rejection_sample_method": "synthetic", "synthetic_acceptance_length": 9.0, "num_speculative_tokens": 3}'
+    res = CliRunner().invoke(main, [*args, "--served-config", bad])
+    assert res.exit_code == 2, res.output
+    assert "synthetic_acceptance_length 9.0 is not in [1, 4]" in " ".join(res.output.split())
+    assert "not reachable" not in res.output

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from eaglehub.endpoint.client import EndpointClient, engine_of
 from eaglehub.endpoint.engine import EndpointEngine, EndpointRun
+from eaglehub.endpoint.served_config import parse_served_config
 from eaglehub.endpoint.settings import read_served_settings
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EndpointError, UsageError
@@ -135,6 +136,8 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
         raise UsageError(
             "--temperature with --endpoint samples token-id prompts", hint="use --api completions with a local --target"
         )
+
+    parse_served_config(opts.served_config)  # a --served-config vLLM would refuse fails before the server is asked
 
     with ExitStack() as stack:
         server = EndpointEngine(

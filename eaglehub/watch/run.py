@@ -26,6 +26,7 @@ import httpx
 from eaglehub import __version__
 from eaglehub.endpoint.client import METRICS_TIMEOUT_S, EndpointClient, RequestFailed, metrics_url, redact_url
 from eaglehub.endpoint.metrics import ServerSpecMetrics
+from eaglehub.endpoint.served_config import parse_served_config
 from eaglehub.endpoint.settings import UNKNOWN, ServedSettings, read_served_settings, with_observed
 from eaglehub.errors import EndpointError
 from eaglehub.findings import Finding, count_by_severity, finding
@@ -118,6 +119,7 @@ class Watch:
             EndpointError: the first poll failed or found no speculative-decoding metrics (exit 1).
             EaglehubError: the reference report cannot be used (exit 2).
         """
+        parse_served_config(self.opts.served_config)  # a --served-config vLLM would refuse fails before any poll
         shown = redact_url(metrics_url(self.opts.endpoint))
         first = self.clock()
         try:
