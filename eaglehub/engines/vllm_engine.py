@@ -303,15 +303,23 @@ class VllmEngine:
         return result
 
     @staticmethod
-    def _spawn(request: Path, result: Path, log_path: Path, progress: ProgressFn | None, in_process: bool) -> int:
-        """Run the worker, forward its progress events, return its exit code. ``in_process``: vLLM's
+    def _spawn(
+        request: Path,
+        result: Path,
+        log_path: Path,
+        progress: ProgressFn | None,
+        in_process: bool,
+        module: str = "eaglehub.engines.vllm_engine",
+    ) -> int:
+        """Run the worker ``python -m module REQUEST RESULT``, forward its progress events, return its exit
+        code; on any exception here (Ctrl-C included) the worker is killed first. ``in_process``: vLLM's
         engine core runs inside the worker (module doc: one process)."""
         env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", **os.environ}
         if in_process:
             env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "eaglehub.engines.vllm_engine", str(request), str(result)],
+                [sys.executable, "-m", module, str(request), str(result)],
                 stdout=subprocess.PIPE,
                 stderr=log,
                 stdin=subprocess.DEVNULL,
