@@ -36,6 +36,7 @@ from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.errors import EndpointError, UsageError
 from eaglehub.findings import finding
 from eaglehub.measure import acceptance
+from eaglehub.measure.curve import attach as attach_curves
 from eaglehub.measure.prompts import default_prompts_path, load_prompts
 from eaglehub.measure.requests import Request, chat_codec, requests_of, run_by_turn
 from eaglehub.measure.runner import progress_runner
@@ -242,6 +243,7 @@ def run_verify_endpoint(opts: VerifyOptions, console=None) -> dict:
     report["engine"] = {"name": server.name, "version": server.version()}
     report["endpoint"] = _section(opts, server, base, seen, base_failures, requests, len(keep), api, texts)
     report["endpoint"]["served"] = served_section
+    attach_curves(report)  # the server's engine, its sampled run, and no curve for a configured or mixed-k AL
     validate_report(report)
     return report
 

@@ -10,7 +10,7 @@ from eaglehub.engines.base import RunResult
 from eaglehub.engines.vllm_engine import serve_command
 from eaglehub.errors import EaglehubError
 from eaglehub.io.schemas import check_output, write_output
-from eaglehub.measure import acceptance, distribution
+from eaglehub.measure import acceptance, curve, distribution
 from eaglehub.measure.prompts import Prompt, describe_prompts
 from eaglehub.measure.requests import MULTI_TURN_DEFINITION, Request, requests_of
 from eaglehub.verify import cross_engine, forensics
@@ -147,7 +147,7 @@ def build_report(
         )
     )
     drafters = [drafter_report(d, target, opts.k, requests, baseline, r, ctx, explain) for d, r in runs]
-    return {
+    report = {
         "report_version": REPORT_VERSION,
         "tool": {"name": "eaglehub", "version": __version__},
         "engine": engine,
@@ -165,12 +165,14 @@ def build_report(
             "forensics": forensics.DEFINITION,
             "cross_engine": cross_engine.DEFINITION,
             "multi_turn": MULTI_TURN_DEFINITION,
+            "acceptance_curve": curve.MODEL,
         },
         "baseline": timing_section(baseline),
         "speed_figures": speed_figures(baseline.engine, opts.device),
         "drafters": drafters,
         "passed": all(d["passed"] for d in drafters),
     }
+    return curve.attach(report)  # again by whoever adds sampled runs or changes the engine (eaglehub.measure.curve)
 
 
 CPU_SPEED_NOTE = (

@@ -50,6 +50,7 @@ from eaglehub.checks.validate import preflight
 from eaglehub.engines.base import Engine, RunResult, RunSpec, SpecCounters
 from eaglehub.engines.registry import make_engines
 from eaglehub.errors import EaglehubError
+from eaglehub.measure.curve import attach as attach_curves
 from eaglehub.measure.prompts import default_prompts_path, load_prompts
 from eaglehub.measure.requests import Request, chat_codec, requests_of, run_by_turn
 from eaglehub.measure.runner import progress_runner, resolve_drafter, run_all, run_label
@@ -377,6 +378,7 @@ def _attach_sampled(
         greedy = SpecCounters.from_dict(d["acceptance"]["overall"])
         d["sampled_acceptance"], found = sampled.sampled_acceptance(run, requests, opts, greedy)
         d["findings"] += [f.as_dict() for f in found]
+    attach_curves(report)  # the sampled runs' curves
     _refresh_passed(report)
 
 
