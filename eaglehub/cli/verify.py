@@ -33,6 +33,7 @@ from eaglehub.cli.verify_options import (
     endpoint_options,
     engine_parallel_options,
     launch_plan_options,
+    production_options,
     sampling_test_options,
     served_settings_options,
 )
@@ -96,6 +97,7 @@ from eaglehub.cli.verify_options import (
     "(schemas/verify-summary.schema.json).",
 )
 @engine_parallel_options
+@production_options
 @launch_plan_options
 @click.option(
     "--engine",
@@ -185,6 +187,7 @@ def verify_cmd(
     from eaglehub.plan.inputs import LaunchOptions
     from eaglehub.verify.command import OVERRIDABLE, VerifyRequest, run_verify_command
     from eaglehub.verify.options import VerifyOptions, parse_chat_template_kwargs
+    from eaglehub.verify.production import parse_k_schedule
     from eaglehub.verify.report import write_plot, write_report
     from eaglehub.views.endpoint import render_endpoint_report
 
@@ -197,6 +200,8 @@ def verify_cmd(
     launch, launch_given = LaunchOptions.pop_from(options, dry_run)  # --gpus, --gpu-memory, ...
     context = options.pop("context")
     options["profiles"] = list(options.pop("profiles"))
+    concurrency = options.pop("concurrency")
+    local = not options.get("endpoint")  # --concurrency: requests per server, or a local run's max_num_seqs
     opts = VerifyOptions(
         target=target_spec or "",
         context=context[0] if context else None,
@@ -206,6 +211,9 @@ def verify_cmd(
         engines=list(engines) or ["auto"],
         engine_options={name: value for name, value in parallel.items() if value is not None},
         chat_template_kwargs=parse_chat_template_kwargs(options.pop("chat_template_kwargs")),
+        concurrency=concurrency or 8,
+        in_flight=concurrency if local else None,
+        k_schedule=parse_k_schedule(options.pop("k_schedule")),
         **options,
     )
     ctx = click.get_current_context()

@@ -48,9 +48,10 @@ endpoint_options = stack(  # verify --endpoint (eaglehub.verify.endpoint)
     click.option(
         "--concurrency",
         type=click.IntRange(1, 256),
-        default=8,
-        show_default=True,
-        help="With --endpoint: requests in flight at once.",
+        default=None,
+        help="Requests in flight at once. With --endpoint: against each server (default 8). In a local vLLM run: "
+        "vLLM's max_num_seqs, and every prompt goes to the engine in one batch so up to N run together across "
+        "categories, the target alone and each drafter alike (default: one batch per category).",
     ),
     api_key_option("With --endpoint: Bearer token for the servers; never printed or written."),
     click.option(
@@ -223,4 +224,38 @@ PROMPTS_HELP = (
     "Prompt file, format detected from its first line: eaglehub JSONL (schemas/prompts.schema.json), "
     "MT-Bench / Spec-Bench question.jsonl (schemas/prompts-mtbench.schema.json; multi-turn), or plain "
     "text (one prompt per line, category = file name); default eaglehub/data/prompts/eval.jsonl."
+)
+
+
+production_options = stack(  # a local vLLM run under production features (eaglehub.verify.production)
+    click.option(
+        "--prefix-caching/--no-prefix-caching",
+        "prefix_caching",
+        default=None,
+        help="vLLM's automatic prefix caching in every run (vLLM 0.32: on by default). The CPU build caches "
+        "whole 128-token blocks, so only prompts sharing that much reuse the cache (--context pads every prompt "
+        "with the same text before its question); the report gives the hit tokens per run.",
+    ),
+    click.option(
+        "--chunked-prefill/--no-chunked-prefill",
+        "chunked_prefill",
+        default=None,
+        help="vLLM's chunked prefill in every run (vLLM 0.32: on by default); a prompt is split only when it is "
+        "longer than --max-num-batched-tokens.",
+    ),
+    click.option(
+        "--max-num-batched-tokens",
+        type=click.IntRange(min=1),
+        default=None,
+        help="vLLM's token budget per scheduler step in every run (vLLM's default depends on the platform); "
+        "below the prompts' length, chunked prefill really splits them.",
+    ),
+    click.option(
+        "--k-schedule",
+        default=None,
+        metavar="JSON",
+        help="k per batch size for the drafter runs, vLLM's num_speculative_tokens_per_batch_size: "
+        "'[[1, 4, 3], [5, 16, 2]]' = k 3 while 1-4 requests are scheduled, k 2 at 5-16 (inclusive ranges, the "
+        "first from 1, no overlaps; a k above -k is capped at -k, as vLLM does). Pair it with --concurrency.",
+    ),
 )

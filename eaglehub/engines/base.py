@@ -115,6 +115,9 @@ class RunSpec:
     distinct_seeds: bool = False
     """At temperature > 0: repeated prompts must draw independent samples (vLLM: no per-request seed,
     the engine's generator seeded once at start-up draws them all; the reference engine always does)."""
+    one_batch: bool = False
+    """vLLM: every prompt in one ``generate`` call, so up to ``max_num_seqs`` run at once across categories
+    (``verify --concurrency``); each category's counters are then the sum of its requests' own counters."""
 
 
 @dataclass
@@ -128,6 +131,10 @@ class RunResult:
         generate_seconds: wall time spent generating (s), excluding model loading.
         group_seconds: per prompt group, the wall time of its batch (s; they sum to
             ``generate_seconds``), where the engine times each batch; empty otherwise.
+        engine_config: what the engine says it ran with (vLLM: prefix caching, chunked prefill, the token
+            budget, max_num_seqs, the k schedule, read from its own config) and what it counted across the
+            whole run (prefix-cache hit tokens per request; with ``one_batch`` the aggregate counters);
+            ``None`` where the engine does not say.
         load_seconds: wall time to start the engine and load the weights (s).
         engine: engine name (e.g. ``vllm``); ``engine_version``: its version string.
         prompt_counters: per prompt (input order), its own counters with ``accepted_histogram``, where
@@ -148,6 +155,7 @@ class RunResult:
     prompt_counters: list[SpecCounters] | None = None
     diagnostics: dict | None = None
     group_seconds: dict[str, float] = field(default_factory=dict)
+    engine_config: dict | None = None
 
     @property
     def num_output_tokens(self) -> int:
@@ -169,6 +177,7 @@ class RunResult:
             "prompt_counters": None if self.prompt_counters is None else [c.to_dict() for c in self.prompt_counters],
             "diagnostics": self.diagnostics,
             "group_seconds": self.group_seconds,
+            "engine_config": self.engine_config,
         }
 
     @classmethod
@@ -185,6 +194,7 @@ class RunResult:
             else [SpecCounters.from_dict(c) for c in d["prompt_counters"]],
             diagnostics=d.get("diagnostics"),
             group_seconds={g: float(s) for g, s in (d.get("group_seconds") or {}).items()},
+            engine_config=d.get("engine_config"),
         )
 
 

@@ -63,19 +63,31 @@ METRIC_DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 METRIC_ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 METRIC_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 LOG_TAIL_LINES = 25
+K_SCHEDULE_KEY = "num_speculative_tokens_per_batch_size"
 ENGINE_OPTION_KEYS = (
     "tensor_parallel_size",
     "pipeline_parallel_size",
     "distributed_executor_backend",
     "max_num_seqs",
     "trust_remote_code",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "max_num_batched_tokens",
+    K_SCHEDULE_KEY,
 )
-"""The :attr:`RunSpec.engine_options` keys passed on to ``LLM(...)`` (others are ignored)."""
+"""The :attr:`RunSpec.engine_options` keys passed on to ``LLM(...)`` (others are ignored); the k schedule
+(:data:`K_SCHEDULE_KEY`) goes into the drafter run's ``speculative_config`` instead, and a target-alone run
+drops it (vLLM has nowhere to put it without a drafter)."""
 
 
-def speculative_config(drafter: Path, k: int) -> dict:
-    """The ``speculative_config`` for an EAGLE-3 drafter (docs/vllm.md §8: method + absolute path)."""
-    return {"method": "eagle3", "model": str(Path(drafter).resolve()), "num_speculative_tokens": int(k)}
+def speculative_config(drafter: Path, k: int, k_schedule: list | None = None) -> dict:
+    """The ``speculative_config`` for an EAGLE-3 drafter (docs/vllm.md §8: method + absolute path); with
+    ``k_schedule`` also vLLM's per-batch-size k (``num_speculative_tokens_per_batch_size``, vllm 0.32.0
+    ``config/speculative.py`` L490-496)."""
+    config: dict = {"method": "eagle3", "model": str(Path(drafter).resolve()), "num_speculative_tokens": int(k)}
+    if k_schedule:
+        config[K_SCHEDULE_KEY] = [list(entry) for entry in k_schedule]
+    return config
 
 
 def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list[str], kv_cache_bytes: int) -> dict:
@@ -99,6 +111,7 @@ def build_request(spec: RunSpec, prompt_token_ids: list[list[int]], groups: list
         "prompt_token_ids": prompt_token_ids,
         "groups": groups,
         "distinct_seeds": spec.distinct_seeds,
+        "one_batch": spec.one_batch,
     }
 
 
@@ -133,11 +146,13 @@ def llm_kwargs(req: dict, per_request_metrics: bool = True, enforce_eager: bool 
         max_model_len=req["max_model_len"],
         kv_cache_memory_bytes=req["kv_cache_bytes"],
     )
+    options = dict(req["engine_options"])
+    schedule = options.pop(K_SCHEDULE_KEY, None)
     if req["drafter"]:
-        kwargs["speculative_config"] = speculative_config(Path(req["drafter"]), req["k"])
+        kwargs["speculative_config"] = speculative_config(Path(req["drafter"]), req["k"], schedule)
         if per_request_metrics:  # vLLM refuses the setting without speculative decoding
             kwargs["per_request_spec_decode_metrics"] = "summary"
-    kwargs.update(req["engine_options"])
+    kwargs.update(options)
     if single_process(req):
         kwargs["distributed_executor_backend"] = "uni"
     return kwargs
@@ -349,8 +364,72 @@ def _tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
 # --- worker side (runs in the subprocess) ------------------------------------------------------
 
 
+def engine_config(llm, num_prompts: int) -> dict:
+    """What the engine runs with, read from its own config after start-up (not echoed from the request):
+    ``LLMEngine.vllm_config`` (vllm 0.32.0 ``v1/engine/llm_engine.py`` L69) holds the cache config
+    (``enable_prefix_caching``, ``block_size``: the CPU platform sets 128, ``platforms/cpu.py`` L292-293) and
+    the scheduler config (``enable_chunked_prefill``, ``max_num_batched_tokens``, ``max_num_seqs``); the k
+    schedule is the one the scheduler expanded (``Scheduler.dynamic_sd_lookup``, ``v1/core/sched/scheduler.py``
+    L307-314, reachable when the engine core runs in this process) as ``{batch size: k}``, else ``None``.
+    ``prefix_cache_hit_tokens``: one slot per prompt, filled from each output's ``num_cached_tokens``."""
+    cfg = llm.llm_engine.vllm_config
+    spec = cfg.speculative_config
+    schedule = getattr(spec, K_SCHEDULE_KEY, None) if spec is not None else None
+    core = getattr(getattr(llm.llm_engine, "engine_core", None), "engine_core", None)  # in-process core only
+    lookup = getattr(getattr(core, "scheduler", None), "dynamic_sd_lookup", None)
+    return {
+        "enable_prefix_caching": bool(cfg.cache_config.enable_prefix_caching),
+        "block_size": int(cfg.cache_config.block_size),
+        "enable_chunked_prefill": bool(cfg.scheduler_config.enable_chunked_prefill),
+        "max_num_batched_tokens": int(cfg.scheduler_config.max_num_batched_tokens),
+        "max_num_seqs": int(cfg.scheduler_config.max_num_seqs),
+        "num_speculative_tokens": None if spec is None else int(spec.num_speculative_tokens),
+        K_SCHEDULE_KEY: None if not schedule else [[int(x) for x in entry] for entry in schedule],
+        # index 0 of vLLM's dense lookup is unused (utils.py L98-100)
+        "k_by_batch_size": None if lookup is None else {str(b): int(k) for b, k in enumerate(lookup) if b},
+        "prefix_cache_hit_tokens": [0] * num_prompts,
+    }
+
+
+def _one_batch(llm, params, req: dict, outputs: list, per_request: list, group_counters: dict, events) -> dict:
+    """``one_batch``: every prompt in one ``generate`` call, so the scheduler runs up to ``max_num_seqs`` of
+    them at once, whatever their category. The engine's counters cannot be read between categories then: each
+    category's counters are the sum of its requests' own (per-request spec-decode metrics), and the engine's
+    aggregate over the batch is returned as ``aggregate_counters`` for verify to hold them to. Fills
+    ``outputs``, ``per_request`` and ``group_counters``; returns ``aggregate_counters``, the hit tokens and
+    ``generate_seconds``."""
+    from vllm.inputs import TokensPrompt
+
+    ids, groups = req["prompt_token_ids"], req["groups"]
+    before = counters_from_metrics(llm.get_metrics())
+    t0 = time.perf_counter()
+    outs = llm.generate([cast(TokensPrompt, {"prompt_token_ids": p}) for p in ids], params, use_tqdm=False)
+    seconds = time.perf_counter() - t0
+    aggregate = counters_from_metrics(llm.get_metrics()) - before
+    counted = request_counters(outs) if req["drafter"] else None
+    for i, out in enumerate(outs):
+        outputs[i] = list(out.outputs[0].token_ids)
+        if counted is not None:
+            per_request[i] = counted[i]
+    if req["drafter"]:
+        for group in dict.fromkeys(groups):
+            mine = [c for c, g in zip(counted or [], groups) if g == group]
+            # without per-request counters the batch cannot be split by category: all of it under the first
+            group_counters[group] = sum(mine, SpecCounters()) if counted is not None else SpecCounters()
+        if counted is None:
+            group_counters[groups[0]] = aggregate
+    for group in dict.fromkeys(groups):
+        events.write(json.dumps({"event": "group_done", "group": group, "n": groups.count(group)}) + "\n")
+    return {
+        "aggregate_counters": aggregate.to_dict() if req["drafter"] else None,
+        "prefix_cache_hit_tokens": [int(o.num_cached_tokens or 0) for o in outs],
+        "generate_seconds": seconds,
+    }
+
+
 def _worker(request_path: str, result_path: str) -> None:
-    """Load the target (and drafter), decode each group as one batch, write the result JSON."""
+    """Load the target (and drafter), decode each group as one batch (with ``one_batch``: all prompts as one,
+    :func:`_one_batch`), write the result JSON with the engine's own config (:func:`engine_config`)."""
     events = os.fdopen(os.dup(1), "w", buffering=1)  # private progress pipe (not inherited)
     os.dup2(2, 1)  # everything vLLM prints goes to the log
     req = json.loads(Path(request_path).read_text())
@@ -375,32 +454,40 @@ def _worker(request_path: str, result_path: str) -> None:
     per_request: list[SpecCounters | None] = [None] * len(ids)
     group_counters: dict[str, SpecCounters] = {}
     group_seconds: dict[str, float] = {}
-    for group in dict.fromkeys(groups):  # first-appearance order
-        idx = [i for i, g in enumerate(groups) if g == group]
-        before = counters_from_metrics(llm.get_metrics())
-        t0 = time.perf_counter()
-        # a cast, not the constructor call: vLLM imports NotRequired from typing, which mypy's 3.10 target
-        # lacks, so every optional key would read as required
-        prompts = [cast(TokensPrompt, {"prompt_token_ids": ids[i]}) for i in idx]
-        outs = llm.generate(prompts, params, use_tqdm=False)
-        group_seconds[group] = time.perf_counter() - t0
-        for i, out in zip(idx, outs):
-            outputs[i] = list(out.outputs[0].token_ids)
-        group_counters[group] = counters_from_metrics(llm.get_metrics()) - before
-        counted = request_counters(outs) if req["drafter"] else None
-        if counted is not None:
-            for i, c in zip(idx, counted):
-                per_request[i] = c
-            histogram = sum(counted, SpecCounters()).accepted_histogram
-            group_counters[group] = dataclasses.replace(group_counters[group], accepted_histogram=histogram)
-        events.write(json.dumps({"event": "group_done", "group": group, "n": len(idx)}) + "\n")
+    config = engine_config(llm, len(ids))
+    if req.get("one_batch"):
+        config.update(_one_batch(llm, params, req, outputs, per_request, group_counters, events))
+        generate_seconds = float(config.pop("generate_seconds"))  # one batch: no per-category wall time
+    else:
+        for group in dict.fromkeys(groups):  # first-appearance order
+            idx = [i for i, g in enumerate(groups) if g == group]
+            before = counters_from_metrics(llm.get_metrics())
+            t0 = time.perf_counter()
+            # a cast, not the constructor call: vLLM imports NotRequired from typing, which mypy's 3.10 target
+            # lacks, so every optional key would read as required
+            prompts = [cast(TokensPrompt, {"prompt_token_ids": ids[i]}) for i in idx]
+            outs = llm.generate(prompts, params, use_tqdm=False)
+            group_seconds[group] = time.perf_counter() - t0
+            for i, out in zip(idx, outs):
+                outputs[i] = list(out.outputs[0].token_ids)
+                config["prefix_cache_hit_tokens"][i] = int(out.num_cached_tokens or 0)
+            group_counters[group] = counters_from_metrics(llm.get_metrics()) - before
+            counted = request_counters(outs) if req["drafter"] else None
+            if counted is not None:
+                for i, c in zip(idx, counted):
+                    per_request[i] = c
+                histogram = sum(counted, SpecCounters()).accepted_histogram
+                group_counters[group] = dataclasses.replace(group_counters[group], accepted_histogram=histogram)
+            events.write(json.dumps({"event": "group_done", "group": group, "n": len(idx)}) + "\n")
+        generate_seconds = sum(group_seconds.values())
 
     result = RunResult(
         outputs=cast("list[list[int]]", outputs),  # every index is in one group, so none is left None
         group_counters=group_counters if req["drafter"] else {},
-        generate_seconds=sum(group_seconds.values()),
+        generate_seconds=generate_seconds,
         load_seconds=load_seconds,
         group_seconds=group_seconds,
+        engine_config=config,
         # every request of every group counted, or none: a partial list would misalign with the prompts
         prompt_counters=None if any(c is None for c in per_request) else cast("list[SpecCounters]", per_request),
     )
@@ -420,7 +507,12 @@ if __name__ == "__main__":
 
 
 def serve_command(
-    target: Path | str, drafter: Path | str | None, k: int, options: dict | None = None, release=None
+    target: Path | str,
+    drafter: Path | str | None,
+    k: int,
+    options: dict | None = None,
+    release=None,
+    k_schedule: list | None = None,
 ) -> str:
     """The ready-to-paste ``vllm serve`` line for the pair (docs/vllm.md §8: method + absolute path).
 
@@ -428,7 +520,8 @@ def serve_command(
     ``options`` (``{"tensor_parallel_size": 4, ...}``) become ``--tensor-parallel-size 4`` before the
     speculative config, in their order; without a drafter the line serves the target alone. ``release``
     (:class:`eaglehub.engines.release.Release`): the line is for that vLLM release: its method, config keys and
-    flags are checked against the release's table and its runner's environment leads the line.
+    flags are checked against the release's table and its runner's environment leads the line. ``k_schedule``:
+    the speculative config's ``num_speculative_tokens_per_batch_size`` (``verify --k-schedule``).
 
     Raises:
         EaglehubError: ``release`` lacks a method, key or flag the line uses (exit 1).
@@ -445,7 +538,7 @@ def serve_command(
         # a boolean field is a bare flag on vllm serve's command line (--trust-remote-code)
         parts += [f"--{key.replace('_', '-')}"] + ([] if value is True else [shlex.quote(str(value))])
     if drafter is not None:
-        config = speculative_config(Path(drafter), k)
+        config = speculative_config(Path(drafter), k, k_schedule)
         if isinstance(drafter, str):
             config["model"] = drafter
         if release is not None:

@@ -56,6 +56,7 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
     from eaglehub.verify.run import run_verify
 
     opts = request.options
+    _refuse_features(request)
     if request.launch is not None:  # plan only: reads the target's config, never its weights
         from eaglehub.plan.inputs import plan_for_verify
 
@@ -125,3 +126,24 @@ def run_verify_command(request: VerifyRequest, console: Any = None) -> VerifyOut
     }
     summary = run_pairs(selection, opts, overrides, engines=chosen, console=console, report_dir=request.report_dir)
     return VerifyOutcome("summary", summary, pairs_exit_code(summary))
+
+
+def _refuse_features(request: VerifyRequest) -> None:
+    """Production-feature options (:mod:`eaglehub.verify.production`) set up local vLLM runs: with
+    ``--endpoint`` or ``--dry-run`` nothing would use them.
+
+    Raises:
+        UsageError: such an option there.
+    """
+    from eaglehub.verify.production import FEATURE_OPTIONS, requested
+
+    opts = request.options
+    given = [FEATURE_OPTIONS[k] for k, v in requested(opts).items() if v is not None]
+    if not given or not (opts.endpoint or request.launch is not None):
+        return
+    if opts.endpoint:
+        raise UsageError(
+            f"{', '.join(given)} set up the local vLLM runs; --endpoint measures a server started with its own",
+            hint="drop them (--served-config states a served k schedule)",
+        )
+    raise UsageError(f"{', '.join(given)} set up a run; --dry-run runs nothing", hint="drop --dry-run")

@@ -47,14 +47,31 @@ def _lossless_findings(rows: list[dict]) -> list[Finding]:
         return []
     faults = [r for r in bad if (r.get("forensics") or {}).get("classification") != "near_tie"]
     if not faults:
-        return [
-            finding(
-                "W-VERIFY-NEAR-TIE",
-                "outputs",
-                f"{len(bad)} of {len(rows)} prompts diverge, each at a near-tie of the target's top-2 logits "
-                f"(id@first divergent token: {_where(bad)})",
+        # a near-tie the target alone also flips when the engine batches differently (verify's production
+        # features, eaglehub.verify.production) is the engine's numerics, named apart from the verify pass's own
+        batched = [r for r in bad if r["forensics"].get("batch_variant")]
+        ties = [r for r in bad if not r["forensics"].get("batch_variant")]
+        out = []
+        if batched:
+            out.append(
+                finding(
+                    "W-VERIFY-BATCH-NUMERICS",
+                    "outputs",
+                    f"{len(batched)} of {len(rows)} prompts diverge at a near-tie of the target's top-2 logits that "
+                    "the target alone also flips when run one request at a time without the production features "
+                    f"(id@first divergent token: {_where(batched)}): the engine's batch-dependent numerics",
+                )
             )
-        ]
+        if ties:
+            out.append(
+                finding(
+                    "W-VERIFY-NEAR-TIE",
+                    "outputs",
+                    f"{len(ties)} of {len(rows)} prompts diverge, each at a near-tie of the target's top-2 logits "
+                    f"(id@first divergent token: {_where(ties)})",
+                )
+            )
+        return out
     explained = sum(r.get("forensics") is not None for r in faults)
     return [
         finding(

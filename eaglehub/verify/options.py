@@ -82,6 +82,18 @@ class VerifyOptions:
     """A ``k`` length (``--context 8k``): past the target's limit, the longest prompt that fits instead."""
     padding: str = "book"
     """The padding corpus (:data:`eaglehub.measure.padding.CORPORA`)."""
+    # production features of a local vLLM run (:mod:`eaglehub.verify.production`); None: vLLM's default
+    prefix_caching: bool | None = None
+    """vLLM ``enable_prefix_caching`` for every run (vLLM 0.32's default: on)."""
+    chunked_prefill: bool | None = None
+    """vLLM ``enable_chunked_prefill`` for every run (vLLM 0.32's default: on)."""
+    max_num_batched_tokens: int | None = None
+    """vLLM's token budget per scheduler step; below a prompt's length, chunked prefill splits that prompt."""
+    in_flight: int | None = None
+    """``--concurrency`` of a local run: vLLM ``max_num_seqs`` and every prompt in one batch
+    (:attr:`~eaglehub.engines.base.RunSpec.one_batch`); ``None``: one batch per category."""
+    k_schedule: list | None = None
+    """vLLM ``num_speculative_tokens_per_batch_size`` for the drafter runs: ``[[first, last, k], ...]``."""
 
 
 MIN_SAMPLING_TRIALS = 1000

@@ -43,6 +43,7 @@ when any drafter fails, else 0.
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ from eaglehub.measure.curve import attach as attach_curves
 from eaglehub.measure.prompts import default_prompts_path, load_prompts
 from eaglehub.measure.requests import Request, chat_codec, requests_of, run_by_turn
 from eaglehub.measure.runner import progress_runner, resolve_drafter, run_all, run_label
-from eaglehub.verify import cross_engine, forensics
+from eaglehub.verify import cross_engine, forensics, production
 from eaglehub.verify.options import MAX_K, MIN_SAMPLING_TRIALS, VerifyOptions
 from eaglehub.verify.preflight import judged_profiles, profiles_section
 from eaglehub.verify.regression import (
@@ -169,6 +170,7 @@ def run_verify(
     engines = engines or ([engine] if engine is not None else make_engines(opts.engines, device=opts.device))
     for e in engines:
         e.version()  # fail fast, before any model work, when an engine is missing
+    production.check_features(opts, [e.name for e in engines])
     drafters = [
         resolve_drafter(d) for d in [*opts.drafters, *([opts.baseline_drafter] if opts.baseline_drafter else [])]
     ]
@@ -193,7 +195,8 @@ def run_verify(
             opts.dtype,
             opts.seed,
             opts.max_model_len,
-            engine_options=dict(opts.engine_options),
+            engine_options=production.engine_options(opts),
+            one_batch=opts.in_flight is not None,
         )
         for d in (None, *drafters)  # the target alone first: the baseline
     ]
@@ -216,6 +219,12 @@ def run_verify(
         explain = forensics_for(
             {r.id: i for r, i in zip(requests, ids)}, results[0], load_target, opts.dtype, opts.tie_epsilon
         )
+        explain, numerics = production.numerics_explainer(
+            explain,
+            results[0],
+            partial(run_all, e, [production.plain_spec(specs[0], opts)], ids, groups, console),
+            {r.id: i for i, r in enumerate(requests)},
+        )
         reports.append(
             build_report(
                 opts,
@@ -230,6 +239,7 @@ def run_verify(
                 context,
             )
         )
+        production.attach(reports[-1], opts, results, drafters, [len(i) for i in ids], numerics)
         all_results.append(results)
     report = reports[0]
     if len(engines) > 1:

@@ -255,6 +255,41 @@ def context_line(c: dict) -> str:
     )
 
 
+def features_lines(section: dict, num_requests: int) -> list[str]:
+    """``settings.production_features``: what the vLLM runs ran with, read from the engine's config, as one line
+    (a second when the target-alone run differs, a third after a numerics rerun)."""
+
+    def line(r: dict, n: int) -> str:
+        onoff = {True: "on", False: "off"}
+        hits = f"{r['prefix_cache_hit_tokens']} prompt tokens from the cache in {r['prompts_hitting_cache']} prompts"
+        parts = [
+            f"prefix caching {onoff[r['enable_prefix_caching']]}"
+            + (f" (block {r['block_size']} tokens; {hits})" if r["enable_prefix_caching"] else ""),
+            f"chunked prefill {onoff[r['enable_chunked_prefill']]}"
+            + (f" ({r['prompts_split']} of {n} prompts split)" if r["enable_chunked_prefill"] else ""),
+            f"max_num_batched_tokens {r['max_num_batched_tokens']}",
+            f"max_num_seqs {r['max_num_seqs']}",
+        ]
+        schedule = r.get("num_speculative_tokens_per_batch_size")
+        if schedule:
+            parts.append(f"k schedule {json.dumps(schedule)}")
+        return ", ".join(parts)
+
+    runs = section["runs"]
+    n = num_requests
+    shown = runs[1] if len(runs) > 1 else runs[0]
+    batching = "every prompt in one batch" if section["one_batch"] else "one batch per category"
+    out = [f"vLLM features (from the engine's config): {line(shown, n)}; {batching}"]
+    keys = ("enable_prefix_caching", "enable_chunked_prefill", "max_num_batched_tokens", "max_num_seqs")
+    if any(runs[0][k] != shown[k] for k in keys):
+        out.append(f"  target alone: {line(runs[0], n)}")
+    check = section.get("numerics_check")
+    if check:
+        changed = ", ".join(f"{c['id']}@{c['first_divergence']}" for c in check["prompts_changed"]) or "none"
+        out.append(f"  target alone rerun without the features (near-tie check): prompts it changes: {changed}")
+    return out
+
+
 def k_heading(report: dict) -> str:
     """``k = 3``, or for a served k schedule ``k ≤ 3, schedule [[1, 1, 3], [2, 256, 1]]``: the heading over
     a drafter's acceptance table."""
@@ -272,6 +307,22 @@ def k_heading(report: dict) -> str:
     return f"k = {k}"
 
 
+def curve_lines(d: dict) -> list[str]:
+    """The drafter's acceptance curves in one line each (greedy, then sampled): AL(k) predicted for every k up to
+    the run's from its rates per position (eaglehub.measure.curve)."""
+    from eaglehub.measure.curve import AcceptanceCurve
+
+    out = []
+    for c in (d.get("acceptance_curve"), (d.get("sampled_acceptance") or {}).get("acceptance_curve")):
+        if c:
+            curve = AcceptanceCurve.from_dict(c)
+            out.append(
+                f"acceptance curve: {curve.line()} (predicted from the rates at k={curve.k}; prompts sha256 "
+                f"{curve.prompts_sha256[:12]}…)"
+            )
+    return out
+
+
 def render_report(report: dict, console: Console) -> None:
     """Print the whole report: settings, one table per drafter, findings, reference comparison, timings, serve line."""
     s, e = report["settings"], report["engine"]
@@ -287,6 +338,9 @@ def render_report(report: dict, console: Console) -> None:
     )
     if s.get("context"):
         console.print(context_line(s["context"]), highlight=False)
+    if s.get("production_features"):
+        for text in features_lines(s["production_features"], report["prompts"]["requests"]):
+            console.print(escape(text), highlight=False)
     if report.get("profiles"):
         from eaglehub.verify.preflight import profiles_line
 
@@ -311,6 +365,8 @@ def render_report(report: dict, console: Console) -> None:
         if len(acc.columns) < 7:
             legend += "; the rates given the one before are in the report (a wider terminal shows them)"
         console.print(f"[dim]{legend}[/]", highlight=False)
+        for line in curve_lines(d):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
         dist = distribution_table(d, s["num_speculative_tokens"])
         if dist is not None:
             console.print(dist)
