@@ -290,3 +290,42 @@ def test_offline_hints_carry_hf_hub_offline(hub_tree, monkeypatch):
     res = cli("drafters", "--target", QUANT_ID)
     assert res.exit_code == 0, res.output
     assert f"verify them: HF_HUB_OFFLINE=1 eaglehub verify --target {QUANT_ID}" in res.stdout
+
+
+def test_drafters_show_the_acceptance_curve_a_published_repo_carries(hub_tree):
+    """`publish` put the drafter's acceptance curve into its report and its card's metadata: `drafters` lists it
+    (AL(k) at k = 1..3 from the scripted rates 0.7 / 0.3 / 0.1), and for a repo with the card but no report, from
+    the card's metadata alone; a card whose curve is broken (rates that rise) shows none."""
+    import hashlib
+
+    hub = hub_tree["hub"]
+    files = hub.files("org/good-eagle3")
+    card = files["README.md"].decode()
+    hub.create("org/card-only-eagle3", files={"config.json": files["config.json"], "README.md": card.encode()})
+    broken = card.replace("- 0.7\n", "- 0.05\n", 1)
+    assert broken != card
+    hub.create("org/broken-eagle3", files={"config.json": files["config.json"], "README.md": broken.encode()})
+    res = cli("drafters", "--target", BASE_ID, "--endpoint", hub.url, "--json")
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    validate_json(report, "drafters-report")
+    rows = {d["repo_id"]: d for d in report["drafters"]}
+    curve = rows["org/good-eagle3"]["acceptance_curve"]
+    assert curve["k"] == 3 and curve["rates"] == pytest.approx([0.7, 0.3, 0.1])
+    assert curve["al_by_k"] == pytest.approx([1.0, 1.7, 2.0, 2.1]) and curve["num_drafts"] == 10
+    assert curve["prompts"] == 4
+    assert curve["prompts_sha256"] == hashlib.sha256(hub_tree["prompts"].read_bytes()).hexdigest()
+    assert curve["settings"] == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "max_tokens": 4,
+        "dtype": "float32",
+        "engine": {"name": "scripted", "version": "1.0"},
+    }
+    assert rows["org/card-only-eagle3"]["claim"] is None  # no report, no model-index: no claimed AL
+    assert rows["org/card-only-eagle3"]["acceptance_curve"] == curve  # the card's metadata
+    assert rows["org/broken-eagle3"]["acceptance_curve"] is None
+    table = " ".join(cli("drafters", "--target", BASE_ID, "--endpoint", hub.url).output.split())
+    assert f"AL(k) 1.70 / 2.00 / 2.10 at k=1..3, T=0 (prompts sha256 {curve['prompts_sha256'][:12]}…)" in table
+    assert table.count("AL(k) 1.70 / 2.00 / 2.10") == 2  # the published drafter and the card-only one

@@ -609,3 +609,35 @@ def test_the_card_serve_line_never_holds_a_placeholder_target(verified, fake_hub
     res = publish(fake_hub, tmp_path / "dead", "--force", "--dry-run", "--json", "--base-model", "org/base")
     text = ModelCard(json.loads(res.stdout)["card"]["text"]).text
     assert "vllm serve org/base --speculative-config" in text and "TARGET" not in text
+
+
+def test_the_card_carries_the_acceptance_curve_as_a_table_and_in_its_metadata(verified, fake_hub, hf_env, tmp_path):
+    """The published card has a row per k (AL(k), the rate at position k: the scripted rates 0.7 / 0.3 / 0.1 at
+    k = 3), the prompts' hash and settings, and the curve in its metadata (``eaglehub.acceptance_curve``), equal to
+    the uploaded report's; a report written before reports recorded the curve gives the same card (from its
+    counters)."""
+    import hashlib
+
+    from eaglehub.measure.curve import AcceptanceCurve
+
+    src, _ = verified
+    res = publish(fake_hub, src, "--no-pr")
+    assert res.exit_code == 0, res.output
+    files = fake_hub.files("org/tiny")
+    card = ModelCard(files["README.md"].decode())
+    curve = card.data.eaglehub["acceptance_curve"]
+    assert curve == json.loads(files["eaglehub-verify.json"])["drafters"][0]["acceptance_curve"]
+    c = AcceptanceCurve.from_dict(curve)
+    assert (c.k, c.rates, c.al_by_k(), c.num_drafts, c.prompts) == (3, (0.7, 0.3, 0.1), [1.0, 1.7, 2.0, 2.1], 10, 4)
+    sha = hashlib.sha256((tmp_path / "p.jsonl").read_bytes()).hexdigest()
+    assert c.prompts_sha256 == sha and c.settings["engine"] == {"name": "scripted", "version": "1.0"}
+    assert c.settings["temperature"] == 0.0 and c.settings["max_tokens"] == 4
+    table = "| k | AL(k) | rate at position k |\n|---|---|---|\n| 0 | 1.000 | — |\n| 1 | 1.700 | 0.700 |\n"
+    table += "| 2 | 2.000 | 0.300 |\n| 3 | 2.100 | 0.100 |\n"
+    assert table in card.text and f"prompts sha256 `{sha}`" in card.text
+    assert '`{"rejection_sample_method": "synthetic", "synthetic_acceptance_rates": [0.7, 0.3, 0.1]}`' in card.text
+    old = json.loads((tmp_path / "good.verify.json").read_text())
+    del old["drafters"][0]["acceptance_curve"]
+    (tmp_path / "good.verify.json").write_text(json.dumps(old))
+    doc = json.loads(publish(fake_hub, src, "--dry-run", "--json").stdout)
+    assert ModelCard(doc["card"]["text"]).data.eaglehub["acceptance_curve"] == curve and table in doc["card"]["text"]

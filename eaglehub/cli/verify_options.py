@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from eaglehub.cli.options import api_key_option, endpoint_url_option, stack
-from eaglehub.cli.paths import server_url
+from eaglehub.cli.paths import output_path, server_url
 from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
 
 
@@ -217,6 +217,19 @@ sampling_test_options = stack(
         help="With --sampling-trials: samples per prefix of vLLM's own sampled output (its second token "
         "tested against the target's distribution); 0: skip.",
     ),
+)
+
+
+write_synthetic_option = click.option(  # eaglehub.verify.synthetic
+    "--write-synthetic",
+    "write_synthetic",
+    type=click.Path(dir_okay=False),
+    default=None,
+    callback=output_path("file"),
+    metavar="FILE",
+    help="Write the drafter's measured acceptance curve as the --speculative-config JSON of vLLM's synthetic "
+    "rejection method (synthetic_acceptance_rates; schemas/synthetic-config.schema.json), for serving "
+    "benchmarks: the sampled run's rates with --temperature > 0, the greedy run's otherwise. One drafter only.",
 )
 
 

@@ -1,7 +1,9 @@
 """The acceptance a published drafter claims: read from its ``eaglehub-verify.json`` (the verify report
 ``eaglehub publish`` uploads: the AL with the settings it was measured at) or, failing that, from the
 card's ``model-index`` results (a metric whose type or name says acceptance length). Whether a run
-reached it is :mod:`eaglehub.verify.claims`.
+reached it is :mod:`eaglehub.verify.claims`. The acceptance curve (AL(k) at each k up to the measured one,
+:mod:`eaglehub.measure.curve`) comes from the same report, or from the card's metadata
+(``eaglehub.acceptance_curve``, written by ``eaglehub publish``).
 """
 
 from __future__ import annotations
@@ -62,3 +64,33 @@ def claim_from_card(card: dict | None) -> dict | None:
                         "engine": None,
                     }
     return None
+
+
+def curve_from_report(report: dict | None) -> dict | None:
+    """The acceptance curve of a verify report's first drafter (recorded, or from its counters for a report
+    written before reports recorded it), or ``None``."""
+    from eaglehub.measure.curve import AcceptanceCurve, entry_curve
+
+    try:
+        entry = report["drafters"][0]  # type: ignore[index]
+        if entry.get("acceptance_curve"):
+            return AcceptanceCurve.from_dict(entry["acceptance_curve"]).to_dict()
+        curve = entry_curve(report, entry)  # type: ignore[arg-type]
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+    return None if curve is None else curve.to_dict()
+
+
+def curve_from_card(card: dict | None) -> dict | None:
+    """The acceptance curve a card's metadata holds (``eaglehub.acceptance_curve``), or ``None`` (none, or not
+    a curve by ``schemas/acceptance-curve.schema.json``)."""
+    from eaglehub.measure.curve import AcceptanceCurve
+
+    meta = (card or {}).get("eaglehub")
+    data = meta.get("acceptance_curve") if isinstance(meta, dict) else None
+    if not isinstance(data, dict):
+        return None
+    try:
+        return AcceptanceCurve.from_dict(data).to_dict()
+    except ValueError:
+        return None

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from eaglehub import __version__
 from eaglehub.constants import VERIFY_FILE
-from eaglehub.discovery.claims import claim_from_card, claim_from_report
+from eaglehub.discovery.claims import claim_from_card, claim_from_report, curve_from_card, curve_from_report
 from eaglehub.discovery.tree import MAX_DEPTH, TAG_PREFIX, Base, bases_from_card, bases_from_tags, drafter_view
 from eaglehub.errors import InputError
 from eaglehub.io.jsonio import read_object
@@ -204,15 +204,17 @@ def _hub_row(model, base_id: str, endpoint: str) -> dict | None:
         return None
     relation = next((b.relation for b in bases_from_tags(model.tags) if b.repo_id == base_id), None)
     files = [s.rfilename for s in model.siblings or []]
-    claim = None
+    claim = curve = None
     if VERIFY_FILE in files:
-        claim = claim_from_report(_download_json(model.id, VERIFY_FILE, model.sha, endpoint), VERIFY_FILE)
+        report = _download_json(model.id, VERIFY_FILE, model.sha, endpoint)
+        claim, curve = claim_from_report(report, VERIFY_FILE), curve_from_report(report)
     if claim is None:
         claim = claim_from_card(_card_dict(model))
     parameters, size = _safetensors_size(model.safetensors)
     row = _row(
         model.id.split("/")[-1], model.id, None, "hub", base_id, relation, view, parameters, size, claim, model.sha
     )
+    row["acceptance_curve"] = curve or curve_from_card(_card_dict(model))
     # the search's config is a digest of config.json; the engines read the whole file
     row["_config"] = _download_json(model.id, "config.json", model.sha, endpoint) if "config.json" in files else None
     return row
@@ -263,11 +265,8 @@ def _from_cache(root: str) -> tuple[list[dict], list[dict]]:
         if base is None or view is None:
             continue
         snapshot: Path = entry["path"]
-        claim = (
-            claim_from_report(read_object(snapshot / VERIFY_FILE), VERIFY_FILE)
-            if (snapshot / VERIFY_FILE).is_file()
-            else None
-        )
+        report = read_object(snapshot / VERIFY_FILE) if (snapshot / VERIFY_FILE).is_file() else None
+        claim = claim_from_report(report, VERIFY_FILE) if report is not None else None
         size = sum(p.stat().st_size for p in snapshot.glob("*.safetensors")) or None
         rows.append(
             _row(
@@ -284,6 +283,7 @@ def _from_cache(root: str) -> tuple[list[dict], list[dict]]:
                 snapshot.name,
             )
         )
+        rows[-1]["acceptance_curve"] = curve_from_report(report) or curve_from_card(entry["card"])
         rows[-1]["_config"] = entry["config"]
     return lineage, rows
 
@@ -335,9 +335,10 @@ def _from_manifest(opts: DiscoverOptions, names: list[str], found: list[dict]) -
         view = drafter_view(config)
         if view is None:
             continue
-        claim = None
+        claim = curve = None
         if (pair.drafter / VERIFY_FILE).is_file():
-            claim = claim_from_report(read_object(pair.drafter / VERIFY_FILE), VERIFY_FILE)
+            report = read_object(pair.drafter / VERIFY_FILE)
+            claim, curve = claim_from_report(report, VERIFY_FILE), curve_from_report(report)
         size = sum(p.stat().st_size for p in pair.drafter.glob("*.safetensors")) or None
         k = pair.settings.get("num_speculative_tokens")
         if isinstance(k, int):
@@ -345,6 +346,7 @@ def _from_manifest(opts: DiscoverOptions, names: list[str], found: list[dict]) -
         rows.append(
             _row(pair.name, None, str(pair.drafter), "manifest", pair.target.name, None, view, None, size, claim, None)
         )
+        rows[-1]["acceptance_curve"] = curve
         rows[-1]["_config"] = config
     return rows
 
@@ -411,6 +413,7 @@ def _row(name, repo_id, path, source, base, relation, view, parameters, size, cl
         "parameters": parameters,
         "size_bytes": size,
         "claim": claim,
+        "acceptance_curve": None,  # set by the caller from the report or the card it read
     }
 
 

@@ -68,7 +68,7 @@ class AcceptanceCurve:
         """
         if not 0 <= k <= self.k:
             raise ValueError(f"AL({k}) is not predicted: the curve was measured at k={self.k} (0 <= k <= {self.k})")
-        return 1.0 + math.fsum(self.rates[:k])
+        return math.fsum((1.0, *self.rates[:k]))  # correctly rounded: AL(k) of 0.7, 0.3, 0.1 is 2.1, not 2.0999…
 
     def al_by_k(self) -> list[float]:
         """AL(0), AL(1), …, AL(k)."""
@@ -174,7 +174,10 @@ def report_settings(report: dict, sampled: dict | None = None) -> dict:
     """The curve's ``settings`` from a verify report: its greedy settings, or those of its ``sampled_acceptance``
     section ``sampled`` (temperature, filters, that run's engine)."""
     s = report["settings"]
-    engine = (sampled or {}).get("engine") or report["engine"]
+    engine = dict((sampled or {}).get("engine") or report["engine"])
+    served = ((report.get("endpoint") or {}).get("served") or {}).get("settings") or {}
+    if isinstance((served.get("engine") or {}).get("value"), str):  # a server: the engine behind it, as it says
+        engine["name"] = served["engine"]["value"]
     out = {
         "temperature": float(sampled["temperature"]) if sampled else float(s.get("temperature", 0.0)),
         "top_p": float(sampled["top_p"]) if sampled else GREEDY_FILTERS["top_p"],

@@ -6,7 +6,9 @@ Metadata (``huggingface_hub.ModelCardData``): ``base_model`` = the target the dr
 ``compressed-tensors``) when there is one (docs/publishing.md §1). The body records what users
 and engines need and what docs/failure-kinds.md asks ``publish`` to record: the ready ``vllm serve``
 line, the measured acceptance with its settings and definitions and the engine version (F26: a
-later ``verify --reference-report`` compares against the uploaded report), the aux-layer ids and
+later ``verify --reference-report`` compares against the uploaded report), the acceptance curve (AL(k) at
+each k up to the measured one, also in the metadata as ``eaglehub.acceptance_curve`` for ``eaglehub drafters``
+to read from the Hub's search; schemas/acceptance-curve.schema.json), the aux-layer ids and
 their convention (F11), the 3.1 / pre-FC norm switches (F16), the chat template the drafter was
 trained with (F25), whether it ships its own ``lm_head`` (F8), how it was made (``eaglehub.json``
 provenance, the quantization config), the validation result, and ``--force`` when used.
@@ -17,6 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 from eaglehub.constants import VERIFY_FILE
 from eaglehub.engines.vllm_engine import serve_command
@@ -86,6 +89,7 @@ def _verify_section(entry: dict, report: dict, others: list[dict]) -> list[str]:
         "|---|---|---|",
     ]
     lines += [f"| {c} | {_fmt(a['acceptance_length'])} | {_rates(a)} |" for c, a in acc["per_category"].items()]
+    lines += _curve_section(entry, report)
     findings = [f"`{f['code']}` ({f['severity']}): {f['message']}" for f in entry["findings"]]
     if findings:
         lines += ["", "Verify findings:", ""] + [f"- {f}" for f in findings]
@@ -102,6 +106,61 @@ def _verify_section(entry: dict, report: dict, others: list[dict]) -> list[str]:
         f"{VERIFY_FILE}` fails a later run (another engine version, a changed target) whose AL falls "
         "below it by more than the tolerance.",
         "",
+    ]
+    return lines
+
+
+def card_curve(entry: dict | None, report: dict | None) -> dict | None:
+    """The drafter's greedy acceptance curve (``schemas/acceptance-curve.schema.json``) from its verify ``entry``:
+    the one the report records, or for a report written before reports recorded it, the one its counters give."""
+    from eaglehub.measure.curve import AcceptanceCurve, entry_curve
+
+    if entry is None or report is None:
+        return None
+    if entry.get("acceptance_curve"):
+        return AcceptanceCurve.from_dict(entry["acceptance_curve"]).to_dict()
+    curve = entry_curve(report, entry)
+    return None if curve is None else curve.to_dict()
+
+
+def _curve_section(entry: dict, report: dict) -> list[str]:
+    """A row per k: the AL the rates measured at the run's k predict there, and the rate at position k; the
+    settings and the prompts' hash; the rates as vLLM's synthetic acceptance (serving benchmarks replay it)."""
+    import json
+
+    from eaglehub.measure.curve import MODEL, AcceptanceCurve
+
+    data = card_curve(entry, report)
+    if data is None:
+        return []
+    curve = AcceptanceCurve.from_dict(data)
+    s = curve.settings
+    temperature = s["temperature"]
+    sampling = (
+        "greedy (temperature 0)"
+        if not temperature
+        else f"temperature {temperature:g}, top-p {s['top_p']:g}, top-k {s['top_k']}"
+    )
+    lines = [
+        "",
+        "### Acceptance curve",
+        "",
+        f"Mean acceptance length at each k up to {curve.k}, predicted from the rates per draft position measured at "
+        f"k = {curve.k} ({curve.num_drafts} verify steps over {_n(curve.prompts, 'prompt')}, prompts sha256 "
+        f"`{curve.prompts_sha256}`; {s['engine']['name']} {s['engine']['version']}, {sampling}, {s['dtype']}, at most "
+        f"{s['max_tokens']} output tokens). {MODEL}",
+        "",
+        "| k | AL(k) | rate at position k |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {i} | {_fmt(al)} | {'—' if i == 0 else _fmt(curve.rates[i - 1])} |" for i, al in enumerate(curve.al_by_k())
+    ]
+    lines += [
+        "",
+        "The same rates as vLLM's synthetic acceptance, for serving benchmarks (add to `--speculative-config`): "
+        f"`{json.dumps(curve.synthetic_config())}`. The card's metadata holds the curve as "
+        "`eaglehub.acceptance_curve`.",
     ]
     return lines
 
@@ -328,6 +387,8 @@ def build_card(
     if source_card and source_card.startswith("---"):  # ModelCard logs a warning for a card without metadata
         parsed = ModelCard(source_card, ignore_metadata_errors=True)
         meta, source_body = parsed.data.to_dict(), parsed.text
+    curve = card_curve(entry, report)
+    extra: dict[str, Any] = {"eaglehub": {"acceptance_curve": curve}} if curve else {}
     data = ModelCardData(
         base_model=base_model,
         library_name="vllm",
@@ -335,6 +396,8 @@ def build_card(
         tags=card_tags(inspect, config),
         license=meta.get("license"),
         datasets=meta.get("datasets"),
+        # machine-readable for `eaglehub drafters`, which reads a card's metadata from the Hub's search
+        **extra,
     )
     name = repo_id.split("/")[-1]
     # a local target directory by its name only: the card must not leak machine paths

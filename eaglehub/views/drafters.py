@@ -17,6 +17,15 @@ def claim_text(claim: dict) -> str:
     return f"claimed AL {claim['acceptance_length']:.3f} ({', '.join(w for w in where if w)})"
 
 
+def curve_text(data: dict) -> str:
+    """``AL(k) 1.70 / 2.00 / 2.10 at k=1..3, T=0 (prompts sha256 3f2a…)``: the AL the drafter's measured rates
+    predict at each k up to the measured one (eaglehub.measure.curve)."""
+    from eaglehub.measure.curve import AcceptanceCurve
+
+    curve = AcceptanceCurve.from_dict(data)
+    return f"{curve.line()} (prompts sha256 {curve.prompts_sha256[:12]}…)"
+
+
 def render_drafters(report: dict, console: Console) -> None:
     from rich.markup import escape
 
@@ -43,6 +52,7 @@ def render_drafters(report: dict, console: Console) -> None:
     for d in report["drafters"]:
         base = f"base {d['base_model']}" + (f" ({d['relation']})" if d["relation"] else "")
         claim = f"; {claim_text(d['claim'])}" if d["claim"] else "; no claimed AL"
+        claim += f"; {curve_text(d['acceptance_curve'])}" if d.get("acceptance_curve") else ""
         console.print(f"{escape(d['name'])}: {escape(base)}{escape(claim)}", highlight=False, soft_wrap=True)
     if lineage:
         console.print(f"lineage: {escape(lineage)}", highlight=False, soft_wrap=True)
