@@ -62,7 +62,9 @@ def test_features_reach_llm_and_the_schedule_only_the_drafter_run():
         "num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 16, 2]],
     }
     target = Path("/models/t")
-    alone = llm_kwargs(build_request(RunSpec(target, None, 3, 16, engine_options=options, one_batch=True), [[1]], ["a"], 1))
+    alone = llm_kwargs(
+        build_request(RunSpec(target, None, 3, 16, engine_options=options, one_batch=True), [[1]], ["a"], 1)
+    )
     assert (alone["enable_prefix_caching"], alone["enable_chunked_prefill"]) == (False, True)
     assert (alone["max_num_batched_tokens"], alone["max_num_seqs"]) == (64, 8)
     assert "speculative_config" not in alone and "num_speculative_tokens_per_batch_size" not in alone
@@ -154,7 +156,9 @@ def test_features_section_reads_the_engine_not_the_options():
 def test_one_batch_counters_are_held_to_the_engine_aggregate():
     per = [SpecCounters(2, 5, 3, (2, 1)), SpecCounters(1, 3, 0, (0, 0))]
     agg = SpecCounters(3, 8, 3, (2, 1)).to_dict()
-    run = RunResult([[1], [2]], {"a": per[0], "b": per[1]}, prompt_counters=per, engine_config=_config([0, 0], None, agg))
+    run = RunResult(
+        [[1], [2]], {"a": per[0], "b": per[1]}, prompt_counters=per, engine_config=_config([0, 0], None, agg)
+    )
     assert production.aggregate_findings(run) == []
     run.engine_config["aggregate_counters"] = SpecCounters(4, 8, 3, (2, 1)).to_dict()
     (f,) = production.aggregate_findings(run)
@@ -184,7 +188,9 @@ def test_numerics_rerun_runs_once_and_marks_only_flips_at_or_before_the_divergen
     calls = []
 
     def explain(rows, run):
-        return {r["id"]: {"id": r["id"], "position": r["first_divergence"], "classification": "near_tie"} for r in rows}, None
+        return {
+            r["id"]: {"id": r["id"], "position": r["first_divergence"], "classification": "near_tie"} for r in rows
+        }, None
 
     def rerun():
         calls.append(1)
@@ -215,7 +221,75 @@ def test_text_view_shows_the_features_read_back():
     text = "\n".join(features_lines(section, 2))
     assert text.startswith("vLLM features (from the engine's config): prefix caching on (block 128 tokens; 384")
     assert "chunked prefill on (1 of 2 prompts split)" in text and "max_num_seqs 8" in text
-    assert 'k schedule [[1, 1, 3], [2, 8, 2]]; every prompt in one batch' in text
+    assert "k schedule [[1, 1, 3], [2, 8, 2]]; every prompt in one batch" in text
     assert "prompts it changes: p1@4" in text
     Console(record=True).print(text)
     assert json.dumps(section)  # JSON-ready
+
+
+class _Batched:
+    """A stand-in for the vLLM engine: the target alone flips prompt 0's token 2 when run without the features
+    (one request at a time), the drafter run flips it too; the engine reports its config as vLLM's worker does."""
+
+    name = "vllm"
+    kv_cache_bytes = 0
+
+    def __init__(self):
+        self.specs: list[RunSpec] = []
+
+    def version(self) -> str:
+        return "0.32.0"
+
+    def profile(self) -> str:
+        return "vllm-0.32-cpu"
+
+    def run(self, spec, ids, groups, progress=None):
+        self.specs.append(spec)
+        outputs = [[10, 11, 12, 13] for _ in ids]
+        if spec.drafter or not spec.one_batch:
+            outputs[0] = [10, 11, 99, 13]
+        per = [SpecCounters(2, 6, 2, (1, 1, 0), (0, 2, 0, 0)) for _ in ids] if spec.drafter else None
+        counters = {}
+        for g, c in zip(groups, per or []):
+            counters[g] = counters[g] + c if g in counters else c
+        config = _config([0] * len(ids), [[1, 8, 3]] if spec.drafter else None)
+        config["max_num_seqs"] = spec.engine_options.get("max_num_seqs", 256)
+        total = sum(per, SpecCounters()) if per else None
+        config["aggregate_counters"] = total.to_dict() if total else None
+        return RunResult(outputs, counters, 1.0, 1.0, "vllm", "0.32.0", per, engine_config=config)
+
+
+class _TiedTarget:
+    """Forensics' target: tokens 12 and 99 are its top-2, 0.001 apart (a near-tie)."""
+
+    def new_cache(self):
+        return None
+
+    def forward(self, ids, cache, extra):
+        import torch
+
+        logits = torch.zeros(len(ids), 128)
+        logits[-1, 12], logits[-1, 99] = 20.0, 19.999
+        return logits, None
+
+
+def test_run_verify_classifies_a_batch_flipped_near_tie(monkeypatch):
+    from eaglehub.verify import run as verify
+
+    monkeypatch.setattr(verify, "preflight", lambda d, t, profiles=None: None)
+    monkeypatch.setattr(verify, "_target_loader", lambda engines, target, opts: lambda: _TiedTarget())
+    engine = _Batched()
+    opts = _opts(k=3, max_tokens=4, categories=["coding"], limit=2, in_flight=2, k_schedule=[[1, 8, 3]])
+    report = verify.run_verify(opts, engines=[engine])  # validated against the schema inside
+    d = report["drafters"][0]
+    assert [f["code"] for f in d["findings"] if f["code"] != "W-VERIFY-LOW-AL"] == ["W-VERIFY-BATCH-NUMERICS"]
+    assert d["passed"] and not d["lossless"]
+    forensics = d["prompts"][0]["forensics"]
+    assert (forensics["classification"], forensics["batch_variant"], forensics["position"]) == ("near_tie", True, 2)
+    section = report["settings"]["production_features"]
+    assert section["numerics_check"] == {"ran": True, "prompts_changed": [{"id": "code-01", "first_divergence": 2}]}
+    # the featured runs, then the one rerun: the target alone, one request at a time, one batch per category
+    featured, drafted, plain = engine.specs
+    assert featured.one_batch and featured.engine_options["max_num_seqs"] == 2 and drafted.drafter is not None
+    assert plain.drafter is None and not plain.one_batch and plain.engine_options == {"max_num_seqs": 1}
+    assert featured.engine_options["num_speculative_tokens_per_batch_size"] == [[1, 8, 3]]
