@@ -116,7 +116,7 @@ SPECULATORS_PKG ?= speculators==0.9.0
 SPEC_VENV := $(BENCH_WORK)/speculators-venv
 SPEC_STAMP := $(SPEC_VENV)/.bench-complete
 
-.PHONY: bench bench-setup bench-validate
+.PHONY: bench bench-setup bench-validate bench-tune
 
 bench-setup: $(SPEC_STAMP)
 
@@ -136,3 +136,9 @@ bench: setup bench-setup
 # `python -c pass`; the headers-only target is < 1 s for the Llama-3.1-8B-shaped drafter.
 bench-validate: setup
 	$(BIN)/python benchmarks/validate_speed.py --work $(BENCH_WORK) --repeat 5 --json $(OUT)/bench-validate.json
+
+# bench-tune: `eaglehub tune --check` on the SmolLM2 pair over 4 levels x k 0-4 (3 repeats), held to issue 39's
+# targets, then the printed schedule served by `vllm serve` and verified through it (docs/benchmarks.md §16).
+bench-tune: setup
+	$(BIN)/eaglehub target build smollm2
+	$(BIN)/python benchmarks/tune_grid.py --out $(OUT)/bench-tune

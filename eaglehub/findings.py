@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from eaglehub.io.resources import data_path
 
 SEVERITIES = {"E": "error", "W": "warning", "I": "info"}
-STAGES = ("validate", "verify", "watch", "probe")
+STAGES = ("validate", "verify", "watch", "probe", "tune")
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,13 @@ VERBS: dict[str, Verb] = {
         "Output tokens/s of TARGET alone and with DRAFTER per concurrency level (vLLM, greedy), and the "
         "speedup expected from the measured acceptance length and forward costs (Leviathan et al.",
     ),
+    "tune": Verb(
+        "eaglehub.cli.tune",
+        "tune_cmd",
+        "Pick the k to serve at each batch size: acceptance per draft position on your prompts, engine step "
+        "costs by batch size and k, and the schedule with the highest predicted throughput, printed as vLLM's "
+        "num_speculative_tokens_per_batch_size (the ready vllm serve line) and TensorRT-LLM's draft_len_schedule.",
+    ),
     "diagnose": Verb(
         "eaglehub.cli.diagnose",
         "diagnose_cmd",

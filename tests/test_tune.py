@@ -1,0 +1,336 @@
+"""eaglehub tune without an engine: the step-cost fit, the schedule and its three printed forms, the AL
+prediction check, reading saved costs and acceptance, the report schema, the text view at 80 columns, the
+plot, and the CLI's usage errors. The engine runs are in tests/test_tune_vllm.py."""
+
+import json
+import shlex
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from eaglehub.cli import main
+from eaglehub.endpoint.served_config import parse_served_config
+from eaglehub.errors import EaglehubError, UsageError
+from eaglehub.io.schemas import schema_errors
+from eaglehub.measure.curve import AcceptanceCurve
+from eaglehub.tune import costs as tc
+from eaglehub.tune import run as tr
+from eaglehub.tune.engine import Pass, Step, pass_prompts
+from eaglehub.tune.schedule import Schedule, best_schedule, serve_line, speculative_config, throughput
+
+SETTINGS = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64, "dtype": "float32",
+            "engine": {"name": "vllm", "version": "0.32.0"}}  # fmt: skip
+# per-position rates of the committed fixture drafter's shape: falling with position
+CURVE = AcceptanceCurve(4, (0.45, 0.25, 0.12, 0.05), 900, 24, "0" * 64, SETTINGS)
+# a GPU-like cost: the target step hardly grows with tokens, the drafter costs a tenth of a target step
+GPU_LIKE = {"a": 10.0, "g": 0.03, "s": 0.3, "d": 1.0, "e": 0.06}
+# a compute-bound cost: every target token costs, so drafting stops paying as the batch grows
+BOUND = {"a": 10.0, "g": 0.9, "s": 0.5, "d": 0.4, "e": 0.85}
+
+
+def model(params: dict) -> tc.CostModel:
+    return tc.CostModel(dict(params), (), {"name": "vllm", "version": "0.32.0"}, {"device": "cpu"}, {})
+
+
+def cells_of(params: dict, batches=(1, 2, 4, 8), ks=(0, 1, 2, 4), noise=lambda b, k: 1.0) -> list[tc.Cell]:
+    m = model(params)
+    return [tc.Cell(b, k, 20, m.step_ms(b, k) * noise(b, k)) for b in batches for k in ks]
+
+
+# --- the cost model ---------------------------------------------------------------------------------------------
+
+
+def test_fit_recovers_the_coefficients_of_exact_step_times():
+    fitted = tc.fit(cells_of(BOUND))
+    for name, value in BOUND.items():
+        assert fitted.params[name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
+    assert fitted.max_abs_residual() < 1e-9
+    assert len(fitted.cells) == 16 and all(c.predicted_ms is not None for c in fitted.cells)
+
+
+def test_fit_reports_each_cells_residual_against_its_measurement():
+    # one cell measured 10 % slow: its residual shows it, the others stay small
+    fitted = tc.fit(cells_of(GPU_LIKE, noise=lambda b, k: 1.10 if (b, k) == (8, 4) else 1.0))
+    worst = max(fitted.cells, key=lambda c: abs(c.residual or 0))
+    assert (worst.batch, worst.k) == (8, 4)
+    assert 0.02 < worst.residual < 0.10
+
+
+@given(st.lists(st.floats(0.8, 1.25), min_size=16, max_size=16))
+def test_fit_never_returns_a_negative_cost(factors):
+    noisy = cells_of(BOUND, noise=lambda b, k: factors[[1, 2, 4, 8].index(b) * 4 + [0, 1, 2, 4].index(k)])
+    fitted = tc.fit(noisy)
+    assert all(v >= 0 for v in fitted.params.values())
+    assert all(fitted.step_ms(b, k) > 0 for b in (1, 64) for k in range(5))
+
+
+def test_fit_refuses_a_measurement_without_plain_decoding():
+    with pytest.raises(EaglehubError, match="k = 0 and k > 0") as exc:
+        tc.fit([c for c in cells_of(BOUND) if c.k > 0])
+    assert exc.value.exit_code == 1
+
+
+def test_cells_take_the_median_of_each_repeats_mean_and_drop_thin_cells():
+    # repeat 2 ran during someone else's job: its steps took 5x; the median of the three repeats' means ignores it
+    steps = [(1, 0, 0, 0.010), (1, 0, 0, 0.012), (1, 0, 1, 0.011), (1, 0, 2, 0.055), (2, 0, 0, 0.5), (2, 0, 1, 0.5)]
+    cells = tc.cells_from_steps(steps)
+    assert [(c.batch, c.k, c.steps) for c in cells] == [(1, 0, 4)]
+    assert cells[0].mean_ms == pytest.approx(11.0)
+
+
+def test_costs_round_trip_through_their_schema(tmp_path):
+    fitted = tc.fit(cells_of(BOUND))
+    doc = fitted.to_dict()
+    assert schema_errors(doc, "tune-costs") == []
+    again = tc.CostModel.from_dict(json.loads(json.dumps(doc)))
+    assert again.step_ms(16, 3) == pytest.approx(fitted.step_ms(16, 3))
+
+
+# --- the schedule -----------------------------------------------------------------------------------------------
+
+
+def test_throughput_is_tokens_per_step_over_step_time():
+    m = model(BOUND)
+    assert throughput(4, 0, CURVE, m) == pytest.approx(4000 / m.step_ms(4, 0))
+    assert throughput(4, 2, CURVE, m) == pytest.approx(4000 * 1.70 / m.step_ms(4, 2))
+
+
+def test_a_cheap_verify_drafts_the_most_useful_k_at_every_batch_size():
+    sched = best_schedule(CURVE, model(GPU_LIKE), 64, 4)
+    ms = [model(GPU_LIKE).step_ms(1, k) for k in range(5)]
+    rates = [CURVE.al(k) / ms[k] for k in range(5)]
+    assert sched.best[0] == max(range(5), key=rates.__getitem__)
+    assert sched.break_even is None
+
+
+def test_a_compute_bound_target_turns_speculation_off_past_the_break_even():
+    m = model(BOUND)
+    sched = best_schedule(CURVE, m, 64, 4)
+    assert sched.best[0] >= 1 and sched.best[-1] == 0
+    be = sched.break_even
+    assert be is not None and all(k == 0 for k in sched.best[be - 1 :]) and sched.best[be - 2] > 0
+    # at the break-even the best static k loses to plain decoding, one below it it wins
+    assert max(throughput(be, k, CURVE, m) for k in range(1, 5)) <= throughput(be, 0, CURVE, m)
+    assert max(throughput(be - 1, k, CURVE, m) for k in range(1, 5)) > throughput(be - 1, 0, CURVE, m)
+    # k never rises with the batch here, and every batch size gets the argmax
+    assert list(sched.best) == sorted(sched.best, reverse=True)
+    for b in (1, 7, 33):
+        assert sched.k_at(b) == max(range(5), key=lambda k: (throughput(b, k, CURVE, m), -k))
+
+
+def test_the_schedule_is_vllms_ranges_and_vllm_would_accept_the_config(tmp_path):
+    sched = Schedule((3, 3, 2, 2, 2, 0, 0), 4, 4)
+    assert sched.ranges == [[1, 2, 3], [3, 5, 2], [6, 7, 0]]
+    config = speculative_config(tmp_path, sched)
+    assert config is not None
+    assert config["num_speculative_tokens"] == 3 and config["num_speculative_tokens_per_batch_size"] == sched.ranges
+    checked = parse_served_config(json.dumps(config))  # vLLM 0.32's checks, as verify --served-config applies them
+    assert checked["num_speculative_tokens_per_batch_size"] == sched.ranges
+    assert sched.trtllm() == {1: 3, 3: 2, 6: 0}
+    assert sched.break_even == 6
+    assert sched.k_at(100) == 0  # vLLM carries the last range's k past its end
+
+
+def test_a_schedule_that_starts_below_its_largest_k_has_no_trtllm_form():
+    assert Schedule((1, 2, 2), 2, 3).trtllm() is None
+
+
+def test_one_k_everywhere_is_a_plain_num_speculative_tokens_and_zero_everywhere_serves_the_target(tmp_path):
+    static = speculative_config(tmp_path, Schedule((2, 2, 2), 4, 3))
+    assert static is not None and "num_speculative_tokens_per_batch_size" not in static
+    assert static["num_speculative_tokens"] == 2
+    off = Schedule((0, 0), 4, 2)
+    assert speculative_config(tmp_path, off) is None
+    assert "--speculative-config" not in serve_line("HuggingFaceTB/SmolLM2-135M-Instruct", tmp_path, off)
+
+
+def test_the_serve_line_parses_and_carries_the_schedule(tmp_path):
+    sched = Schedule((3, 2, 0), 3, 3)
+    line = serve_line("HuggingFaceTB/SmolLM2-135M-Instruct", tmp_path, sched)
+    argv = shlex.split(line)
+    assert argv[:3] == ["vllm", "serve", "HuggingFaceTB/SmolLM2-135M-Instruct"]
+    config = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert config["num_speculative_tokens_per_batch_size"] == [[1, 1, 3], [2, 2, 2], [3, 3, 0]]
+    assert config["model"] == str(tmp_path.resolve())
+
+
+# --- the step records and the AL check ---------------------------------------------------------------------------
+
+
+def test_a_pass_counts_only_pure_decode_steps_at_its_concurrency():
+    steps = (Step(2, False, 2, 0.5), Step(2, True, 5, 0.1), Step(2, True, 3, 0.1), Step(1, True, 1, 0.05))
+    p = Pass(2, None, 2, 0, steps, tr.SpecCounters(), (0, 1), ((1,), (2,)))
+    assert p.throughput() == pytest.approx(8 / 0.2)
+    assert Pass(2, None, 4, 0, steps, tr.SpecCounters(), (), ()).throughput() is None
+
+
+def test_a_pass_serves_every_prompt_and_at_least_three_times_its_concurrency():
+    assert pass_prompts(24, 4) == list(range(24))
+    assert pass_prompts(5, 4) == [0, 1, 2, 3, 4, 0, 1, 2, 3, 4, 0, 1]
+
+
+def test_the_al_check_uses_two_other_k():
+    assert tr.check_ks(4) == [1, 2]
+    assert tr.check_ks(3) == [1]
+    assert tr.check_ks(8) == [1, 4]
+    assert tr.check_ks(1) == []
+
+
+# --- saved inputs, the offline verb, the report, the view -------------------------------------------------------
+
+
+@pytest.fixture
+def offline(tmp_path, make_drafter, make_target):
+    """A tiny target and drafter, a prompt file, a cost file and a tune-report acceptance curve on disk."""
+    target = make_target(n_layers=8, weights=True)
+    drafter = make_drafter("good")
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"id": "a", "category": "math", "prompt": "2+2?"}) + "\n")
+    costs = tmp_path / "costs.json"
+    fitted = tc.fit(cells_of(BOUND), {"name": "vllm", "version": "0.33.0", "profile": "vllm-0.33-gpu"},
+                    {"device": "cuda", "gpu": "NVIDIA H100", "cpus": 32, "platform": "linux"}, {})  # fmt: skip
+    costs.write_text(json.dumps(fitted.to_dict()))
+    acceptance = tmp_path / "acc.json"
+    acceptance.write_text(json.dumps({"acceptance": {"curve": CURVE.to_dict()}}))
+    return target, drafter, prompts, costs, acceptance
+
+
+def _run(*args):
+    return CliRunner().invoke(main, ["tune", *map(str, args)], catch_exceptions=False)
+
+
+def test_offline_tune_plans_from_saved_costs_and_acceptance_without_an_engine(offline, tmp_path, monkeypatch):
+    target, drafter, prompts, costs, acceptance = offline
+
+    def no_engine(*a, **k):
+        raise AssertionError("no engine may start when --costs and --acceptance are given")
+
+    monkeypatch.setattr("eaglehub.tune.run.run_engine", no_engine)
+    report_path, plot_path = tmp_path / "tune.json", tmp_path / "tune.png"
+    res = _run("--target", target, "--drafter", drafter, "--prompts", prompts, "--costs", costs,
+               "--acceptance", acceptance, "--max-batch", 64, "--report", report_path, "--plot", plot_path)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads(report_path.read_text())
+    assert schema_errors(report, "tune-report") == []
+    assert report["engines"] == [] and report["grid"] == []
+    expected = best_schedule(CURVE, tc.CostModel.from_dict(json.loads(costs.read_text())), 64, 4)
+    assert report["schedule"]["ranges"] == expected.ranges
+    assert report["schedule"]["break_even_batch_size"] == expected.break_even
+    assert report["costs"]["source"] == str(costs) and report["acceptance"]["source"] == str(acceptance)
+    assert report["notes"] == []  # GPU costs: no CPU caveat
+    assert report["acceptance"]["synthetic"]["synthetic_acceptance_rates"] == list(CURVE.rates)
+    assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the text: the schedule, the break-even, the extrapolation warning, the serve line whole on one line
+    assert f"stops paying from batch size {expected.break_even}" in res.output
+    assert "extrapolated" in res.output
+    line = next(ln for ln in res.output.splitlines() if ln.startswith("vllm serve"))
+    assert json.loads(shlex.split(line)[-1])["num_speculative_tokens_per_batch_size"] == expected.ranges
+
+
+def test_tune_text_fits_80_columns(offline, monkeypatch):
+    target, drafter, prompts, costs, acceptance = offline
+    monkeypatch.setenv("COLUMNS", "80")
+    res = _run("--target", target, "--drafter", drafter, "--prompts", prompts, "--costs", costs,
+               "--acceptance", acceptance)  # fmt: skip
+    assert res.exit_code == 0, res.output
+    long = [ln for ln in res.output.splitlines() if len(ln) > 80 and not ln.startswith("vllm serve")]
+    assert long == []
+
+
+def test_json_output_is_the_report(offline):
+    target, drafter, prompts, costs, acceptance = offline
+    res = _run("--target", target, "--drafter", drafter, "--prompts", prompts, "--costs", costs,
+               "--acceptance", acceptance, "--json")  # fmt: skip
+    assert res.exit_code == 0
+    assert schema_errors(json.loads(res.output), "tune-report") == []
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        (["--check", "--costs", "{costs}"], "--check measures"),
+        (["--max-batch", "2", "--concurrency", "1,4"], "--max-batch 2 is below"),
+        (["--check", "--repeats", "2"], "a spread needs at least 3"),
+        (["--costs", "{acc}"], "not a tune cost file"),
+        (["--costs", "{missing}"], "cannot read it"),
+        (["--acceptance", "{costs}"], "not a tune report or a one-drafter verify report"),
+    ],
+)
+def test_usage_errors_exit_2_before_any_engine(offline, tmp_path, monkeypatch, extra, match):
+    target, drafter, prompts, costs, acceptance = offline
+    monkeypatch.setattr("eaglehub.tune.run.run_engine", lambda *a, **k: pytest.fail("an engine started"))
+    extra = [x.format(costs=costs, acc=acceptance, missing=tmp_path / "nope.json") for x in extra]
+    res = _run("--target", target, "--drafter", drafter, "--prompts", prompts, *extra)
+    assert res.exit_code == 2, res.output
+    assert match in res.output
+
+
+def test_a_json_usage_error_is_one_json_object(offline):
+    target, drafter, prompts, costs, acceptance = offline
+    res = _run("--target", target, "--drafter", drafter, "--costs", costs, "--check", "--json")
+    assert res.exit_code == 2
+    assert "--check measures" in json.loads(res.stdout)["error"]
+
+
+def test_findings_name_the_al_model_error_with_a_command(offline):
+    target, drafter, *_ = offline
+    opts = tr.TuneOptions(target=str(target), drafter=str(drafter), limit=2)
+    report = {
+        "acceptance": {"curve": CURVE.to_dict(), "check": [
+            {"k": 1, "direct": 1.40, "predicted": 1.45, "error": 1.45 / 1.40 - 1, "num_drafts": 300},
+            {"k": 2, "direct": 1.69, "predicted": 1.70, "error": 1.70 / 1.69 - 1, "num_drafts": 250}]},
+        "check": None,
+        "settings": {"temperature": 0.0},
+    }  # fmt: skip
+    found = tr.findings(report, opts)
+    assert [f["code"] for f in found] == ["W-TUNE-AL-MODEL"]
+    assert "AL(1)" == found[0]["subject"] and "+3.6%" in found[0]["message"]
+    cmd = found[0]["hint"].split(": ", 1)[1]
+    assert shlex.split(cmd)[:2] == ["eaglehub", "tune"] and "--limit 4" in cmd and "--max-tokens 128" in cmd
+    assert main.get_command(None, "tune").make_context("tune", shlex.split(cmd)[2:])  # eaglehub's own parser
+
+
+def test_usage_error_type():
+    with pytest.raises(UsageError):
+        tr.check_options(tr.TuneOptions(target="t", drafter="d", max_k=0))
+
+
+def _run_of(k, schedule, tps_by_level, outputs=((5, 6),)):
+    """An engine run whose pass at concurrency c, repeat r decodes at tps_by_level[c][r] tokens/s."""
+    passes = []
+    for c, values in tps_by_level.items():
+        for r, tps in enumerate(values):
+            steps = (Step(c, False, c, 0.1),) + (Step(c, True, c, c / tps),) * 10
+            passes.append(Pass(k, schedule, c, r, steps, tr.SpecCounters(), (0,), tuple(outputs)))
+    return tr.EngineRun(k, schedule, 1.0, tuple(passes))
+
+
+def test_the_check_fails_a_schedule_below_the_best_static_k_and_a_lossy_one(offline):
+    target, drafter, *_ = offline
+    opts = tr.TuneOptions(target=str(target), drafter=str(drafter), concurrency=[1, 4], check=True)
+    sched = Schedule((2, 2, 2, 0), 2, 4)
+    runs = [
+        _run_of(0, None, {1: [50, 51, 49], 4: [180, 182, 178]}),
+        _run_of(2, None, {1: [70, 72, 69], 4: [150, 151, 149]}),
+        # the schedule (k=2 at 1, k=0 at 4): right at 1, slower than plain decoding's slowest repeat at 4, one output off
+        _run_of(2, ((1, 3, 2), (4, 4, 0)), {1: [71, 70, 72], 4: [170, 171, 169]}, outputs=((5, 7),)),
+    ]
+    chk = tr.check_section(runs, sched, CURVE, model(BOUND))
+    assert [(lv["concurrency"], lv["best_static_k"], lv["at_least_best_static"]) for lv in chk["levels"]] == [
+        (1, 2, True),
+        (4, 0, False),
+    ]
+    assert chk["lossless"] == {"compared": 6, "identical": 0}
+    report = {"acceptance": {"curve": CURVE.to_dict(), "check": []}, "check": chk, "settings": {"temperature": 0.0},
+              "schedule": {"ranges": sched.ranges}}  # fmt: skip
+    found = tr.findings(report, opts)
+    assert [f["code"] for f in found] == ["E-TUNE-SCHEDULE-WORSE", "E-TUNE-SCHEDULE-LOSSY"]
+    assert "concurrency 4" == found[0]["subject"] and "170.0 tokens/s" in found[0]["message"]
+    assert "178.0" in found[0]["message"]  # k=0's lowest repeat
+    assert "--check" in found[0]["hint"] and "--repeats 5" in found[0]["hint"]
+    assert "6 of 6 greedy outputs" in found[1]["message"]
+    cmd = shlex.split(found[1]["hint"].split(": ", 1)[1])
+    assert json.loads(cmd[cmd.index("--k-schedule") + 1]) == [[1, 3, 2], [4, 4, 0]]
+    assert main.get_command(None, "verify").make_context("verify", cmd[2:])  # eaglehub's own parser takes it
