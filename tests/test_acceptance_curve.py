@@ -209,3 +209,47 @@ def test_a_served_drafter_has_its_curve_unless_its_acceptance_is_configured(tmp_
         )
     assert report["drafters"][0]["acceptance_curve"] is None
     assert res.exit_code == 2 and "the greedy run measured no acceptance curve" in res.output and not out.exists()
+
+
+@pytest.mark.real
+def test_the_fixture_pairs_curve_is_its_counters_and_vllm_takes_its_rates(shared_engine_runs, tmp_path):
+    """The committed SmolLM2 drafter in the reference engine at the shared settings (helpers/real_runs.py: k = 3,
+    one prompt per category, 32 tokens; the runs test_real_pair and test_quantize make too): the curve is the
+    report's counters, AL(3) is the measured AL, the prompts' hash is the default prompt file's, and vLLM's own
+    validator of synthetic_acceptance_rates (vllm 0.32.0 config/speculative.py L566-601) takes the file written."""
+    from helpers.paths import FIXTURE
+    from helpers.real_runs import MAX_TOKENS, PROMPTS, K
+    from helpers.real_runs import SETTINGS as RUN
+
+    from eaglehub.measure.prompts import default_prompts_path
+
+    report_path, out = tmp_path / "r.json", tmp_path / "synthetic.json"
+    args = ["verify", *RUN, "--drafter", str(FIXTURE), "--engine", "reference", "--report", str(report_path)]
+    res = CliRunner().invoke(main, [*args, "--write-synthetic", str(out)], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    report = json.loads(report_path.read_text())
+    (entry,) = report["drafters"]
+    counters = SpecCounters.from_dict(entry["acceptance"]["overall"])
+    curve = AcceptanceCurve.from_dict(entry["acceptance_curve"])
+    assert curve.k == K and curve.num_drafts == counters.num_drafts > 0 and curve.prompts == PROMPTS
+    assert list(curve.rates) == [n / counters.num_drafts for n in counters.accepted_per_pos]
+    assert curve.rates[0] > 0.2  # wired and trained
+    assert curve.al(K) == pytest.approx(entry["acceptance"]["overall"]["acceptance_length"], abs=1e-12)
+    assert all(a < b for a, b in zip(curve.al_by_k(), curve.al_by_k()[1:]))  # every position accepts something
+    assert curve.prompts_sha256 == hashlib.sha256(default_prompts_path().read_bytes()).hexdigest()
+    assert curve.settings == {
+        "temperature": 0.0,
+        "top_p": 1.0,
+        "top_k": 0,
+        "max_tokens": MAX_TOKENS,
+        "dtype": "float32",
+        "engine": report["engine"],
+    }
+    assert curve.line() in " ".join(res.output.split())
+    written = json.loads(out.read_text())
+    assert written["synthetic_acceptance_rates"] == [round(r, 6) for r in curve.rates]
+    assert written["num_speculative_tokens"] == K and written["model"] == str(FIXTURE.resolve())
+    from vllm.config.speculative import SpeculativeConfig
+
+    resolved = SpeculativeConfig._resolve_synthetic_acceptance_rates(K, written["synthetic_acceptance_rates"], None)
+    assert resolved == written["synthetic_acceptance_rates"]
