@@ -58,5 +58,6 @@ def test_verify_real_pair_under_production_features(tmp_path):
     assert 2 * a["num_drafts"] < a["num_draft_tokens"] < 3 * a["num_drafts"]
     assert d["speculative_config"]["num_speculative_tokens_per_batch_size"] == SCHEDULE
     assert '"num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 8, 2]]' in d["serve_command"]
-    assert "vLLM features (from the engine's config): prefix caching on (block 128 tokens;" in res.output
-    assert "k schedule [[1, 4, 3], [5, 8, 2]]; every prompt in one batch" in res.output
+    text = " ".join(res.output.split())  # the text view wraps at the console's width
+    assert "vLLM features (from the engine's config): prefix caching on (block 128 tokens;" in text
+    assert "k schedule [[1, 4, 3], [5, 8, 2]]; every prompt in one batch" in text

@@ -246,8 +246,9 @@ production_options = stack(  # a local vLLM run under production features (eagle
         "prefix_caching",
         default=None,
         help="vLLM's automatic prefix caching in every run (vLLM 0.32: on by default). The CPU build caches "
-        "whole 128-token blocks, so only prompts sharing that much reuse the cache (--context pads every prompt "
-        "with the same text before its question); the report gives the hit tokens per run.",
+        "whole 128-token blocks and an EAGLE run reuses all but the last block of a hit, so prompts must share "
+        "two blocks or more (--context pads every prompt with the same text before its question); the report "
+        "gives the hit tokens per run.",
     ),
     click.option(
         "--chunked-prefill/--no-chunked-prefill",
