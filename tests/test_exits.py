@@ -204,6 +204,7 @@ BAD = {
     "vocab": ["vocab", "{t}/missing", "--target", "{t}/missing"],
     "watch": ["watch", "--endpoint", "http://127.0.0.1:{port}", "--count", "1"],
     "speedup": ["speedup", "--target", "{t}/missing", "--drafter", "{t}/missing"],
+    "tune": ["tune", "--target", "{t}/missing", "--drafter", "{t}/missing"],
     "diagnose": ["diagnose", "--target", "{t}/missing", "--drafter", "{t}/missing"],
     "publish": ["publish", "{t}/missing", "--repo", "org/name", "--dry-run"],
     "pipeline": ["pipeline", "{t}/missing.toml"],

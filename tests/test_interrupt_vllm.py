@@ -23,8 +23,8 @@ pytestmark = [pytest.mark.vllm, pytest.mark.real]
 WORKER = b"eaglehub.engines.vllm_engine"
 
 
-def _workers_of(pid: int) -> list[int]:
-    """The vLLM worker processes ``pid`` started (read from /proc: no extra package)."""
+def _workers_of(pid: int, marker: bytes = WORKER) -> list[int]:
+    """The worker processes ``pid`` started whose command line holds ``marker`` (read from /proc)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -35,7 +35,7 @@ def _workers_of(pid: int) -> list[int]:
         except OSError:  # gone meanwhile
             continue
         ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and WORKER in cmdline:
+        if ppid == pid and marker in cmdline:
             found.append(int(entry.name))
     return found
 
@@ -94,3 +94,30 @@ def test_verify_stops_within_3_s_of_sigint_while_vllm_runs(tmp_path):
         time.sleep(0.1)
     assert not [w for w in workers if _alive(w)], "the vLLM worker outlived verify"
     assert not (tmp_path / "r.json").exists()  # an interrupted run writes no report that looks complete
+
+
+def test_tune_stops_within_3_s_of_sigint_while_vllm_runs(tmp_path):
+    proc = start(
+        "tune", "--target", "smollm2", "--drafter", FIXTURE, "--max-k", "2", "--concurrency", "1", "--limit", "2",
+        "--max-tokens", "256", "--report", tmp_path / "r.json",
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        workers: list[int] = []
+        while not workers and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            workers = _workers_of(proc.pid, b"eaglehub.tune.worker")
+        assert workers, "no tune worker within 240 s"
+        time.sleep(3)  # well into the worker's load or its first steps
+        rc, took = stop(proc, signal.SIGINT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert rc == 130 and took < 3, (rc, took, err[-2000:])
+    assert "interrupted (SIGINT)" in err and "Traceback" not in err, err[-2000:]
+    deadline = time.monotonic() + 3
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if _alive(w)], "the tune worker outlived tune"
+    assert not (tmp_path / "r.json").exists()
