@@ -25,9 +25,9 @@ SETTINGS = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64, "dty
 # per-position rates of the committed fixture drafter's shape: falling with position
 CURVE = AcceptanceCurve(4, (0.45, 0.25, 0.12, 0.05), 900, 24, "0" * 64, SETTINGS)
 # a GPU-like cost: the target step hardly grows with tokens, the drafter costs a tenth of a target step
-GPU_LIKE = {"a": 10.0, "g": 0.03, "s": 0.3, "d": 1.0, "e": 0.06}
+GPU_LIKE = {"a": 10.0, "g": 0.03, "c": 0.01, "s": 0.3, "d": 1.0, "e": 0.05}
 # a compute-bound cost: every target token costs, so drafting stops paying as the batch grows
-BOUND = {"a": 10.0, "g": 0.9, "s": 0.5, "d": 0.4, "e": 0.85}
+BOUND = {"a": 10.0, "g": 0.9, "c": 0.8, "s": 0.5, "d": 0.4, "e": 0.05}
 
 
 def model(params: dict) -> tc.CostModel:
@@ -42,12 +42,31 @@ def cells_of(params: dict, batches=(1, 2, 4, 8), ks=(0, 1, 2, 4), noise=lambda b
 # --- the cost model ---------------------------------------------------------------------------------------------
 
 
+def targets_of(params: dict, x0=12.0, x1=0.5, batches=(1, 2, 4, 8), ns=(1, 2, 3, 5)) -> list[tc.TargetCell]:
+    """The target's timed forwards: their own fixed and per-request costs, the per-token c of ``params``."""
+    return [tc.TargetCell(b, n, 3, x0 + x1 * b + params["c"] * b * n) for b in batches for n in ns]
+
+
 def test_fit_recovers_the_coefficients_of_exact_step_times():
-    fitted = tc.fit(cells_of(BOUND))
+    fitted = tc.fit(cells_of(BOUND), target_cells=targets_of(BOUND))
     for name, value in BOUND.items():
         assert fitted.params[name] == pytest.approx(value, rel=1e-6, abs=1e-9), name
+    assert fitted.target_fit == pytest.approx({"x0": 12.0, "x1": 0.5, "c": BOUND["c"]})
     assert fitted.max_abs_residual() < 1e-9
     assert len(fitted.cells) == 16 and all(c.predicted_ms is not None for c in fitted.cells)
+    assert all(abs(t.residual) < 1e-9 for t in fitted.target_cells)
+    # the parts: the target's forward at 1 and k + 1 tokens, the drafter's, and the step they make
+    assert fitted.target_ms(4, 1) == pytest.approx(10.0 + 0.9 * 4)
+    assert fitted.target_ms(4, 4) == pytest.approx(10.0 + 0.9 * 4 + 0.8 * 4 * 3)
+    assert fitted.drafter_ms(4) == pytest.approx(0.4 + 0.05 * 4)
+    assert fitted.step_ms(4, 3) == pytest.approx(fitted.target_ms(4, 4) + 0.5 + 3 * fitted.drafter_ms(4))
+
+
+def test_without_target_forwards_the_verified_tokens_ride_on_the_drafter_and_the_steps_stay_the_same():
+    fitted = tc.fit(cells_of(BOUND))
+    assert fitted.params["c"] == 0.0 and fitted.target_fit == {}
+    assert fitted.params["e"] == pytest.approx(BOUND["e"] + BOUND["c"])
+    assert fitted.step_ms(6, 2) == pytest.approx(model(BOUND).step_ms(6, 2))
 
 
 def test_fit_reports_each_cells_residual_against_its_measurement():
@@ -81,7 +100,7 @@ def test_cells_take_the_median_of_each_repeats_mean_and_drop_thin_cells():
 
 
 def test_costs_round_trip_through_their_schema(tmp_path):
-    fitted = tc.fit(cells_of(BOUND))
+    fitted = tc.fit(cells_of(BOUND), target_cells=targets_of(BOUND))
     doc = fitted.to_dict()
     assert schema_errors(doc, "tune-costs") == []
     again = tc.CostModel.from_dict(json.loads(json.dumps(doc)))
@@ -173,7 +192,8 @@ def test_a_pass_serves_every_prompt_and_at_least_three_times_its_concurrency():
 
 def test_the_al_check_uses_two_other_k():
     assert tr.check_ks(4) == [1, 2]
-    assert tr.check_ks(3) == [1]
+    assert tr.check_ks(3) == [1, 2]
+    assert tr.check_ks(2) == [1]
     assert tr.check_ks(8) == [1, 4]
     assert tr.check_ks(1) == []
 

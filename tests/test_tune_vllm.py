@@ -48,6 +48,11 @@ def test_tune_measures_every_cell_and_the_schedule_is_lossless(tuned):
     assert {(c["batch"], c["k"]) for c in cells} >= {(b, k) for b in (1, 2) for k in (0, 1, 2)}
     for c in cells:
         assert c["residual"] == pytest.approx(c["mean_ms"] / c["predicted_ms"] - 1)
+    # the target's own forwards over n = 1 .. K + 1 tokens, timed behind a cached prefix, fix c
+    targets = report["costs"]["model"]["target_cells"]
+    assert {(t["batch"], t["tokens"]) for t in targets} == {(b, n) for b in (1, 2) for n in (1, 2, 3)}
+    assert all(t["repeats"] == 3 and t["mean_ms"] > 0 for t in targets)
+    assert set(report["costs"]["model"]["target_fit_ms"]) == {"x0", "x1", "c"}
     # the curve at k=2 and its check against the direct run at k=1
     curve = AcceptanceCurve.from_dict(report["acceptance"]["curve"])
     assert curve.k == 2 and curve.prompts == 6 and curve.num_drafts > 0

@@ -1,22 +1,28 @@
 """The step-cost model of ``eaglehub tune``: the wall time of one engine step by batch size b and k,
-fitted to step timings measured on the engine that will serve (:mod:`eaglehub.tune.worker`).
+fitted to timings measured on the engine that will serve (:mod:`eaglehub.tune.worker`).
 
 Model (milliseconds; every term is a cost vLLM's step pays, none depends on acceptance)::
 
-    step(b, 0) = a + g·b                                  plain decoding: one target forward, 1 token each
-    step(b, k) = a + g·b + s + k·(d + e·b)                k ≥ 1
+    target(b, n) = a + g·b + c·b·(n − 1)        the target's forward over n tokens for each of b requests
+    drafter(b)   = d + e·b                      one drafter forward for b requests
+    step(b, 0)   = target(b, 1)                 plain decoding
+    step(b, k)   = target(b, k + 1) + s + k·drafter(b)        k ≥ 1
 
-a: fixed cost of a step (scheduling, launch); g: per request (one target token, sampling, output
-handling); s: per speculative step (rejection sampling, draft set-up); d: per draft token, fixed (one
-drafter forward's launch and weights); e: per draft token and request (one more verified token in the
-target forward, one more drafter row). A step with k draft tokens verifies k + 1 tokens per request and
-runs k drafter forwards: the target's extra tokens and the drafter's rows both grow as k·b, so step times
-alone cannot tell them apart, and the model does not pretend to; e is their sum.
+a: fixed cost of a step (scheduling, launch); g: per request (its token, sampling, output handling);
+c: per extra token a request verifies; s: per speculative step (rejection sampling, draft set-up);
+d, e: the drafter's forward, fixed and per request.
 
-The five coefficients are fitted by non-negative least squares on *relative* residuals over the step time
-of each measured (b, k) cell (:func:`cells_from_steps`) (``scipy.optimize.nnls``), so a 20 ms cell and a 200 ms cell weigh alike,
-and no coefficient can turn negative (a negative cost would let the schedule buy throughput by drafting
-more). The residual of every cell is kept and printed.
+Two measurements, both timed step by step:
+
+* **c from the target alone**: the target's forward over n = 1 … K + 1 new tokens for b requests behind a
+  cached prefix (:func:`eaglehub.tune.worker.time_extends`), fitted as x0 + x1·b + c·b·n. Without it the
+  extra verified tokens and the drafter's rows would both grow as k·b and could not be told apart.
+* **a, g, s, d, e from the decode steps** of every engine (k = 0 … K), with c·b·k taken out, fitted by
+  non-negative least squares on *relative* residuals (a 20 ms and a 200 ms cell weigh alike; no cost can
+  turn negative, which would let the schedule buy throughput by drafting more).
+
+The residual of every cell, decode and target forward, is kept and printed. Costs read from a file that has
+no target cells (none measured) keep c at 0 and e carries the verified tokens too; the model says so.
 """
 
 from __future__ import annotations
@@ -30,15 +36,20 @@ from eaglehub.errors import EaglehubError
 
 SCHEMA = "tune-costs"
 VERSION = 1
-PARAMS = ("a", "g", "s", "d", "e")
+PARAMS = ("a", "g", "c", "s", "d", "e")
+STEP_PARAMS = ("a", "g", "s", "d", "e")
+"""The coefficients fitted on the decode steps (c comes from the target's timed forwards)."""
 PARAM_MEANING = {
     "a": "ms per step, fixed (scheduling, launch)",
-    "g": "ms per request per step (one target token, sampling, output handling)",
+    "g": "ms per request per step (its token, sampling, output handling)",
+    "c": "ms per extra verified token per request (from the target's timed forwards)",
     "s": "ms per speculative step (rejection sampling, draft set-up)",
-    "d": "ms per draft token, fixed (one drafter forward)",
-    "e": "ms per draft token per request (one more verified token, one more drafter row)",
+    "d": "ms per drafter forward, fixed",
+    "e": "ms per drafter forward per request",
 }
-FORMULA = "step(b,k) = a + g*b + [k>0]*(s + k*(d + e*b)) ms"
+FORMULA = (
+    "target(b,n) = a + g*b + c*b*(n-1); drafter(b) = d + e*b; step(b,k) = target(b,k+1) + [k>0]*(s + k*drafter(b)) ms"
+)
 MIN_STEPS = 3
 """Decode steps a (b, k) cell needs before its mean enters the fit."""
 
@@ -61,9 +72,25 @@ class Cell:
 
 
 def features(b: int, k: int) -> list[float]:
-    """The model's design row for (b, k), in :data:`PARAMS` order."""
+    """The decode-step design row for (b, k), in :data:`STEP_PARAMS` order (c·b·k taken out beforehand)."""
     spec = 1.0 if k > 0 else 0.0
     return [1.0, float(b), spec, float(k), float(k * b)]
+
+
+@dataclass(frozen=True)
+class TargetCell:
+    """The target's forward over ``tokens`` new tokens for each of ``batch`` requests: ``repeats`` timings,
+    ``mean_ms`` their median, ``predicted_ms`` the fit x0 + x1·b + c·b·n."""
+
+    batch: int
+    tokens: int
+    repeats: int
+    mean_ms: float
+    predicted_ms: float | None = None
+
+    @property
+    def residual(self) -> float | None:
+        return None if self.predicted_ms is None else self.mean_ms / self.predicted_ms - 1.0
 
 
 @dataclass(frozen=True)
@@ -77,19 +104,22 @@ class CostModel:
     engine: dict = field(default_factory=dict)
     machine: dict = field(default_factory=dict)
     context: dict = field(default_factory=dict)
+    target_cells: tuple[TargetCell, ...] = ()
+    target_fit: dict = field(default_factory=dict)
 
-    def plain_ms(self, b: int) -> float:
-        """One plain decoding step (the target alone, one token for each of ``b`` requests)."""
-        return self.params["a"] + self.params["g"] * b
+    def target_ms(self, b: int, n: int) -> float:
+        """The target's forward within a step, over ``n`` tokens for each of ``b`` requests."""
+        p = self.params
+        return p["a"] + p["g"] * b + p.get("c", 0.0) * b * (n - 1)
 
-    def draft_token_ms(self, b: int) -> float:
-        """What one more draft token adds to a step of ``b`` requests."""
+    def drafter_ms(self, b: int) -> float:
+        """One drafter forward for ``b`` requests."""
         return self.params["d"] + self.params["e"] * b
 
     def step_ms(self, b: int, k: int) -> float:
         """One engine step at batch size ``b`` with ``k`` draft tokens (0: plain decoding)."""
-        spec = self.params["s"] + k * self.draft_token_ms(b) if k > 0 else 0.0
-        return self.plain_ms(b) + spec
+        spec = self.params["s"] + k * self.drafter_ms(b) if k > 0 else 0.0
+        return self.target_ms(b, k + 1) + spec
 
     @property
     def ks(self) -> list[int]:
@@ -121,6 +151,18 @@ class CostModel:
                 for c in self.cells
             ],
             "max_abs_residual": self.max_abs_residual(),
+            "target_cells": [
+                {
+                    "batch": c.batch,
+                    "tokens": c.tokens,
+                    "repeats": c.repeats,
+                    "mean_ms": c.mean_ms,
+                    "predicted_ms": c.predicted_ms,
+                    "residual": c.residual,
+                }
+                for c in self.target_cells
+            ],
+            "target_fit_ms": dict(self.target_fit),
             "engine": self.engine,
             "machine": self.machine,
             "context": self.context,
@@ -129,7 +171,19 @@ class CostModel:
     @classmethod
     def from_dict(cls, d: dict) -> CostModel:
         cells = tuple(Cell(c["batch"], c["k"], c["steps"], c["mean_ms"], c.get("predicted_ms")) for c in d["cells"])
-        return cls(dict(d["params_ms"]), cells, d.get("engine", {}), d.get("machine", {}), d.get("context", {}))
+        targets = tuple(
+            TargetCell(c["batch"], c["tokens"], c["repeats"], c["mean_ms"], c.get("predicted_ms"))
+            for c in d.get("target_cells", ())
+        )
+        return cls(
+            dict(d["params_ms"]),
+            cells,
+            d.get("engine", {}),
+            d.get("machine", {}),
+            d.get("context", {}),
+            targets,
+            dict(d.get("target_fit_ms", {})),
+        )
 
 
 def cells_from_steps(steps: Iterable[tuple[int, int, int, float]]) -> list[Cell]:
@@ -148,30 +202,69 @@ def cells_from_steps(steps: Iterable[tuple[int, int, int, float]]) -> list[Cell]
     return cells
 
 
-def fit(cells: list[Cell], engine: dict | None = None, machine: dict | None = None, context: dict | None = None):
-    """Fit :data:`PARAMS` to ``cells`` (module doc) and return the :class:`CostModel` with each cell's prediction.
+def target_cells_from(extends: Iterable[tuple[int, int, int, float]]) -> list[TargetCell]:
+    """Group ``(b, n, repeat, seconds)`` target forwards into cells: the median over the repeats."""
+    grouped: dict[tuple[int, int], list[float]] = {}
+    for b, n, _rep, seconds in extends:
+        grouped.setdefault((b, n), []).append(seconds * 1e3)
+    return [TargetCell(b, n, len(v), statistics.median(v)) for (b, n), v in sorted(grouped.items())]
 
-    Raises:
-        EaglehubError: fewer cells than coefficients, or no cell with k = 0 and none with k > 0 (exit 1:
-            the measurement did not cover what the model needs).
-    """
+
+def _nnls_relative(rows: list[list[float]], measured: list[float]) -> list[float]:
     import numpy as np
     from scipy.optimize import nnls
 
-    if len(cells) < len(PARAMS) or not any(c.k == 0 for c in cells) or not any(c.k > 0 for c in cells):
+    a = np.array([[x / m for x in row] for row, m in zip(rows, measured)])
+    coef, _ = nnls(a, np.ones(len(rows)))
+    return [float(v) for v in coef]
+
+
+def fit_target(cells: list[TargetCell]) -> tuple[dict, list[TargetCell]]:
+    """x0 + x1·b + c·b·n over the target's timed forwards; ``({}, cells)`` when they cannot fix c (fewer than
+    three cells, or one n only)."""
+    if len(cells) < 3 or len({c.tokens for c in cells}) < 2:
+        return {}, cells
+    x0, x1, c = _nnls_relative(
+        [[1.0, float(t.batch), float(t.batch * t.tokens)] for t in cells], [t.mean_ms for t in cells]
+    )
+    fitted = [
+        TargetCell(t.batch, t.tokens, t.repeats, t.mean_ms, x0 + x1 * t.batch + c * t.batch * t.tokens) for t in cells
+    ]
+    return {"x0": x0, "x1": x1, "c": c}, fitted
+
+
+def fit(
+    cells: list[Cell],
+    engine: dict | None = None,
+    machine: dict | None = None,
+    context: dict | None = None,
+    target_cells: list[TargetCell] | None = None,
+) -> CostModel:
+    """Fit the model (module doc) and return the :class:`CostModel` with each cell's prediction.
+
+    Raises:
+        EaglehubError: fewer decode cells than coefficients, or none with k = 0 or none with k > 0 (exit 1: the
+            measurement did not cover what the model needs).
+    """
+    if len(cells) < len(STEP_PARAMS) or not any(c.k == 0 for c in cells) or not any(c.k > 0 for c in cells):
         have = ", ".join(f"(b={c.batch}, k={c.k})" for c in cells) or "none"
         raise EaglehubError(
-            f"the cost model needs at least {len(PARAMS)} measured (batch size, k) cells with k = 0 and k > 0; "
+            f"the cost model needs at least {len(STEP_PARAMS)} measured (batch size, k) cells with k = 0 and k > 0; "
             f"measured: {have}",
             hint="measure more concurrency levels (e.g. --concurrency 1,2,4,8) or more prompts (--limit)",
             exit_code=1,
         )
-    a = np.array([[x / c.mean_ms for x in features(c.batch, c.k)] for c in cells])
-    coef, _ = nnls(a, np.ones(len(cells)))
-    params = {name: float(v) for name, v in zip(PARAMS, coef)}
+    target_fit, fitted_targets = fit_target(list(target_cells or []))
+    c = target_fit.get("c", 0.0)
+    coef = _nnls_relative(
+        [features(x.batch, x.k) for x in cells],
+        [max(x.mean_ms - c * x.batch * x.k, 1e-6) for x in cells],
+    )
+    params = {**dict(zip(STEP_PARAMS, coef)), "c": c}
+    params = {name: params[name] for name in PARAMS}
     model = CostModel(params, (), engine or {}, machine or {}, context or {})
-    fitted = tuple(Cell(c.batch, c.k, c.steps, c.mean_ms, model.step_ms(c.batch, c.k)) for c in cells)
-    return CostModel(params, fitted, model.engine, model.machine, model.context)
+    fitted = tuple(Cell(x.batch, x.k, x.steps, x.mean_ms, model.step_ms(x.batch, x.k)) for x in cells)
+    return CostModel(params, fitted, model.engine, model.machine, model.context, tuple(fitted_targets), target_fit)
 
 
 def finite(x: float) -> bool:

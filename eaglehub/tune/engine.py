@@ -15,6 +15,8 @@ from pathlib import Path
 from eaglehub.engines.base import ProgressFn, SpecCounters
 from eaglehub.errors import EaglehubError
 
+EXTEND_PREFIX_TOKENS = 128
+"""Cached context behind the timed target forwards: about the context of the decode steps they stand for."""
 MIN_PASS_FACTOR = 3
 """A pass at concurrency c serves at least this many times c requests (prompts cycled), so most of its
 steps run at batch size c rather than in the start-up and drain."""
@@ -56,12 +58,14 @@ class Pass:
 
 @dataclass(frozen=True)
 class EngineRun:
-    """One engine's passes and its load time."""
+    """One engine's passes, its load time, and (target alone) its timed target forwards ``(b, n, repeat,
+    seconds)`` over n new tokens for each of b requests (:func:`eaglehub.tune.worker.time_extends`)."""
 
     k: int
     schedule: tuple[tuple[int, int, int], ...] | None
     load_seconds: float
     passes: tuple[Pass, ...]
+    extends: tuple[tuple[int, int, int, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,9 +98,11 @@ def build_request(
     levels: Sequence[int],
     repeats: int,
     ids: list[list[int]],
+    max_k: int = 0,
 ) -> dict:
     """The worker request: one cell per (repeat, level), repeats outermost so a slow spell of the machine
-    spreads over every level instead of landing on one."""
+    spreads over every level instead of landing on one; the target-alone engine (``k`` 0) also times its
+    forward over n = 1 … ``max_k`` + 1 new tokens at every level."""
     cells = [
         {
             "label": f"k{k if schedule is None else 'S'}-c{c}-r{r}",
@@ -123,6 +129,14 @@ def build_request(
         "max_num_seqs": max(levels),
         "prompt_token_ids": ids,
         "cells": cells,
+        "extend": {
+            "prefix_tokens": EXTEND_PREFIX_TOKENS,
+            "ns": list(range(1, max_k + 2)),
+            "levels": list(levels),
+            "repeats": repeats,
+        }
+        if k == 0 and max_k > 0
+        else None,
     }
 
 
@@ -140,7 +154,8 @@ def read_result(result: dict, k: int, schedule) -> EngineRun:
         )
         for c in result["cells"]
     )
-    return EngineRun(k, schedule, float(result["load_seconds"]), passes)
+    extends = tuple((int(b), int(n), int(r), float(sec)) for b, n, r, sec in result.get("extends") or ())
+    return EngineRun(k, schedule, float(result["load_seconds"]), passes, extends)
 
 
 def run_engine(
@@ -151,9 +166,11 @@ def run_engine(
     ids: list[list[int]],
     schedule: Sequence[Sequence[int]] | None = None,
     progress: ProgressFn | None = None,
+    max_k: int = 0,
 ) -> EngineRun:
     """Start one vLLM engine (target alone at ``k`` 0, else target + drafter at ``k`` or ``schedule``), serve
-    the prompts ``repeats`` times at each concurrency level, timing every step.
+    the prompts ``repeats`` times at each concurrency level, timing every step; at ``k`` 0 also time the
+    target's forward over 1 … ``max_k`` + 1 new tokens per request.
 
     Raises:
         EaglehubError: the worker failed (exit 1; the message carries the tail of vLLM's log).
@@ -161,7 +178,7 @@ def run_engine(
     from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, VllmEngine, _tail
 
     frozen = tuple(tuple(int(x) for x in r) for r in schedule) if schedule else None
-    request = build_request(settings, k, schedule, levels, repeats, ids)
+    request = build_request(settings, k, schedule, levels, repeats, ids, max_k)
     request["kv_cache_bytes"] = request["kv_cache_bytes"] or DEFAULT_KV_CACHE_BYTES
     with tempfile.TemporaryDirectory(prefix="eaglehub-tune-") as tmp_name:
         tmp = Path(tmp_name)

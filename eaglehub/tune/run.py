@@ -33,7 +33,7 @@ from eaglehub.engines.base import SpecCounters
 from eaglehub.errors import EaglehubError, UsageError
 from eaglehub.io.schemas import check_output, write_output
 from eaglehub.measure.curve import MODEL, AcceptanceCurve, curve_from_counters
-from eaglehub.tune.costs import FORMULA, CostModel, cells_from_steps, fit
+from eaglehub.tune.costs import FORMULA, CostModel, cells_from_steps, fit, target_cells_from
 from eaglehub.tune.engine import EngineRun, RunSettings, run_engine
 from eaglehub.tune.schedule import Schedule, best_schedule, serve_line, speculative_config, throughput
 
@@ -47,9 +47,9 @@ AL_TOLERANCE = 0.03
 """Relative error of AL(k) predicted from the run at K against a direct run at k, past which the model is
 said not to hold for this drafter (W-TUNE-AL-MODEL)."""
 CPU_NOTE = (
-    "measured on a CPU: the costs say which k pays on this machine, not on a GPU server, where a (k+1)-token "
-    "verify costs about one single-token forward while the batch fits the memory-bound regime; measure the "
-    "costs on the server (eaglehub tune ... --save-costs costs.json) and plan with --costs costs.json"
+    "costs measured on a CPU: the schedule is this machine's; a GPU server's step costs differ in every "
+    "coefficient (memory bandwidth, kernels, CUDA graphs, the batch size where compute starts to bind), so "
+    "measure them there (eaglehub tune ... --save-costs costs.json) and plan with --costs costs.json"
 )
 DEFINITIONS = {
     "throughput": "decode tokens per second at batch size c: output tokens of the engine steps with exactly c "
@@ -116,8 +116,9 @@ def check_options(opts: TuneOptions) -> None:
 
 
 def check_ks(max_k: int) -> list[int]:
-    """The two k (below K) whose direct runs check AL(k) predicted from the run at K: 1 and the middle."""
-    return sorted({1, max(1, max_k // 2)} - {max_k}) if max_k > 1 else []
+    """The two k below K whose direct runs check AL(k) predicted from the run at K: 1 and K/2 (at least 2);
+    only 1 when K is 2, none when K is 1."""
+    return sorted({1, max(2, max_k // 2)} - {max_k}) if max_k > 1 else []
 
 
 # --- reading saved inputs --------------------------------------------------------------------------------------
@@ -447,7 +448,7 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
             ks = list(range(max_k + 1))
         for k in ks:
             say(f"engine {'target alone' if k == 0 else f'k={k}'}: {len(levels)} level(s) x {repeats} repeat(s)")
-            runs.append(run_engine(settings, k, levels, repeats, ids, progress=_step_progress(say)))
+            runs.append(run_engine(settings, k, levels, repeats, ids, progress=_step_progress(say), max_k=max_k))
         if curve is None:
             at_k = next(r for r in runs if r.k == max_k)
             curve = curve_from_counters(
@@ -477,6 +478,7 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
                     "dtype": opts.dtype,
                     "prompts_sha256": sha,
                 },
+                target_cells_from([x for r in runs for x in r.extends]),
             )
     assert curve is not None and costs is not None
     max_batch = opts.max_batch or max(opts.concurrency)

@@ -56,6 +56,8 @@ def _llm(req: dict):
         kv_cache_memory_bytes=req["kv_cache_bytes"],
         max_num_seqs=req["max_num_seqs"],
         distributed_executor_backend="uni",
+        # the extend timings need the cached prefix (vLLM's default in 0.32; said here, not assumed)
+        **({"enable_prefix_caching": True} if req.get("extend") else {}),
     )
     spec = _speculative(req)
     if spec is not None:
@@ -119,6 +121,57 @@ def run_cell(llm, params, prompts: list[list[int]], concurrency: int, tag: str) 
     return steps, [outputs[r] for r in ids]
 
 
+def time_extends(llm, req: dict) -> list[list]:
+    """The target's forward over n new tokens for each of b requests, timed directly (target alone only).
+
+    Each request is a cached prefix plus n fresh tokens and asks for one output token, so the one engine step
+    that serves b of them computes exactly b·n tokens over a cached context, the shape of a verify pass over
+    n = k + 1 tokens, with no drafter and no acceptance in it. The prefix is a whole number of the engine's
+    prefix-cache units (vllm 0.32.0 ``config/cache.py``: ``block_size``, ``prefix_match_unit``) and is served
+    once before, so it is a cache hit; a row whose requests did not hit it in full (``num_cached_tokens``,
+    ``outputs.py`` L153) or that took more than one step is dropped. Rows: ``[b, n, repeat, seconds]``."""
+    import random
+
+    from vllm import SamplingParams
+    from vllm.inputs import TokensPrompt
+
+    ext = req.get("extend")
+    if not ext:
+        return []
+    engine = llm.llm_engine
+    cache = engine.vllm_config.cache_config
+    unit = max(int(cache.block_size), int(getattr(cache, "prefix_match_unit", 0) or 0))
+    length = unit * max(1, -(-int(ext["prefix_tokens"]) // unit))
+    flat = [t for p in req["prompt_token_ids"] for t in p]
+    prefix = (flat * (length // len(flat) + 1))[:length]
+    one = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False, ignore_eos=True)
+    rng = random.Random(req["seed"])
+    rows: list[list] = []
+
+    def serve(prompts: list[list[int]], tag: str) -> tuple[float, int, bool]:
+        for i, p in enumerate(prompts):
+            engine.add_request(f"{tag}-{i}", cast(TokensPrompt, {"prompt_token_ids": p}), one)
+        t0 = time.perf_counter()
+        outs = engine.step()
+        seconds = time.perf_counter() - t0
+        one_step = len(outs) == len(prompts) and all(o.finished for o in outs)
+        cached = min((o.num_cached_tokens or 0 for o in outs), default=0)
+        while engine.has_unfinished_requests():
+            engine.step()
+        return seconds, cached, one_step
+
+    serve([prefix], "xwarm")
+    serve([prefix + [flat[0]]], "xwarm2")  # the first hit's one-time work, untimed
+    for rep in range(int(ext["repeats"])):
+        for b in ext["levels"]:
+            for n in ext["ns"]:
+                prompts = [prefix + [rng.choice(flat) for _ in range(n)] for _ in range(b)]
+                seconds, cached, one_step = serve(prompts, f"x{rep}-{b}-{n}")
+                if one_step and cached >= length:
+                    rows.append([b, n, rep, seconds])
+    return rows
+
+
 def _worker(request_path: str, result_path: str) -> None:
     events = os.fdopen(os.dup(1), "w", buffering=1)  # private progress pipe (not inherited)
     os.dup2(2, 1)  # everything vLLM prints goes to the log
@@ -142,7 +195,8 @@ def _worker(request_path: str, result_path: str) -> None:
         counters = counters_from_metrics(llm.get_metrics()) - before
         cells.append({**cell, "steps": steps, "outputs": outputs, "counters": counters.to_dict()})
         events.write(json.dumps({"event": "group_done", "group": cell["label"], "n": len(cell["prompts"])}) + "\n")
-    Path(result_path).write_text(json.dumps({"load_seconds": load_seconds, "cells": cells}))
+    extends = time_extends(llm, req)
+    Path(result_path).write_text(json.dumps({"load_seconds": load_seconds, "cells": cells, "extends": extends}))
     events.close()
     # the result is on disk and vLLM runs in this process alone: skip the interpreter's teardown of the
     # engine (seconds on 2 CPU cores), as the verify worker does

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from eaglehub.tune.costs import CostModel
 from eaglehub.views.common import print_prose
 from eaglehub.views.plots import save_figure
 
@@ -72,12 +73,46 @@ def render_report(report: dict, console) -> None:
             _pct(c["residual"]),
         )
     console.print(t)
+    if costs["target_cells"]:
+        t = _table(
+            console, "target forward (ms): n new tokens per request", ["batch", "n", "measured", "fit", "residual"]
+        )
+        for c in costs["target_cells"]:
+            t.add_row(
+                str(c["batch"]),
+                str(c["tokens"]),
+                f"{c['mean_ms']:.2f}",
+                "—" if c["predicted_ms"] is None else f"{c['predicted_ms']:.2f}",
+                _pct(c["residual"]),
+            )
+        console.print(t)
     p = costs["params_ms"]
     print_prose(
         console,
-        f"model: {costs['formula']}; a {p['a']:.3f}, g {p['g']:.3f}, s {p['s']:.3f}, "
+        f"model: {costs['formula']}; a {p['a']:.3f}, g {p['g']:.3f}, c {p['c']:.3f}, s {p['s']:.3f}, "
         f"d {p['d']:.3f}, e {p['e']:.3f} ms; largest residual {costs['max_abs_residual']:.1%}",
     )
+    if not costs["target_cells"]:
+        print_prose(
+            console,
+            "no target forwards were timed: c is 0 and e carries the verified tokens as well as the drafter's rows",
+            style="yellow",
+        )
+    parts = _table(
+        console,
+        "the parts (ms) by batch size",
+        ["batch", "target n=1", f"target n={curve['k'] + 1}", "drafter", f"step k={curve['k']}"],
+    )
+    model = CostModel.from_dict(costs)
+    for b in sorted({c["batch"] for c in costs["cells"]}):
+        parts.add_row(
+            str(b),
+            f"{model.target_ms(b, 1):.2f}",
+            f"{model.target_ms(b, curve['k'] + 1):.2f}",
+            f"{model.drafter_ms(b):.2f}",
+            f"{model.step_ms(b, curve['k']):.2f}",
+        )
+    console.print(parts)
     print_prose(console, f"acceptance: {acc['source']}; costs: {source}", style="dim")
     if report["grid"]:
         t = _table(
