@@ -211,6 +211,27 @@ def test_a_served_drafter_has_its_curve_unless_its_acceptance_is_configured(tmp_
     assert res.exit_code == 2 and "the greedy run measured no acceptance curve" in res.output and not out.exists()
 
 
+def test_a_local_run_under_a_schedule_of_several_ks_has_no_curve_and_of_one_k_has_it_at_that_k():
+    from eaglehub.measure.curve import entry_curve
+
+    def report(schedule):
+        features = {"requested": {"num_speculative_tokens_per_batch_size": schedule}}
+        return {
+            "settings": {"num_speculative_tokens": 3, "max_tokens": 32, "dtype": "float32", "temperature": 0.0,
+                         "production_features": features},
+            "prompts": {"count": 2, "sha256": "0" * 64},
+            "engine": {"name": "vllm", "version": "0.32.0"},
+        }  # fmt: skip
+
+    mixed = {"acceptance": {"overall": SpecCounters(10, 26, 9, (6, 3)).to_dict()}}
+    assert entry_curve(report([[1, 4, 3], [5, 8, 2]]), mixed) is None  # steps at k 3 and k 2: rates of neither
+    one = {"acceptance": {"overall": SpecCounters(10, 20, 9, (6, 3)).to_dict()}}
+    curve = entry_curve(report([[1, 8, 2]]), one)
+    assert curve is not None and curve.k == 2 and curve.rates == (0.6, 0.3)
+    # k 0 at some batch sizes: those steps draft nothing and count no drafts, the others are all at k 2
+    assert entry_curve(report([[1, 2, 2], [3, 8, 0]]), one) == curve
+
+
 @pytest.mark.real
 def test_the_fixture_pairs_curve_is_its_counters_and_vllm_takes_its_rates(shared_engine_runs, tmp_path):
     """The committed SmolLM2 drafter in the reference engine at the shared settings (helpers/real_runs.py: k = 3,

@@ -197,7 +197,8 @@ def report_settings(report: dict, sampled: dict | None = None) -> dict:
 def entry_curve(report: dict, entry: dict, sampled: bool = False) -> AcceptanceCurve | None:
     """The curve of one drafter ``entry`` of a verify ``report`` (any report version: it is recomputed from the
     overall counters), greedy or (``sampled``) from its ``sampled_acceptance`` section; ``None`` where there is
-    none: nothing drafted, no sampled run, or a served drafter whose AL is configured (synthetic) or mixes ks."""
+    none: nothing drafted, no sampled run, a served drafter whose AL is configured (synthetic) or mixes ks, or a
+    local run under a k schedule of more than one k."""
     section = entry.get("sampled_acceptance") if sampled else entry
     if not isinstance(section, dict):
         return None
@@ -205,6 +206,16 @@ def entry_curve(report: dict, entry: dict, sampled: bool = False) -> AcceptanceC
     if claims in ("configured", "mixed_k"):
         return None
     k = report["settings"]["num_speculative_tokens"]
+    requested = (report["settings"].get("production_features") or {}).get("requested") or {}
+    schedule = requested.get("num_speculative_tokens_per_batch_size")
+    if schedule:
+        # a local run under verify --k-schedule: vLLM drafts min(k_range, k) per step (vllm 0.32.0
+        # v1/spec_decode/dynamic/utils.py L77-148), so the rates mix ks unless the schedule holds one; steps at
+        # k 0 draft nothing and count no drafts
+        ks = {min(int(row[2]), k) for row in schedule} - {0}
+        if len(ks) != 1:
+            return None
+        k = ks.pop()
     try:
         counters = SpecCounters.from_dict(section["acceptance"]["overall"])
         if claims == "one_k_this_load" and counters.num_drafts:
