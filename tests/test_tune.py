@@ -354,3 +354,20 @@ def test_the_check_fails_a_schedule_below_the_best_static_k_and_a_lossy_one(offl
     cmd = shlex.split(found[1]["hint"].split(": ", 1)[1])
     assert json.loads(cmd[cmd.index("--k-schedule") + 1]) == [[1, 3, 2], [4, 4, 0]]
     assert main.get_command(None, "verify").make_context("verify", cmd[2:])  # eaglehub's own parser takes it
+
+
+def test_max_k_caps_a_longer_curve_and_costs_of_another_pair_are_said(offline, tmp_path):
+    target, drafter, prompts, costs, acceptance = offline
+    doc = json.loads(costs.read_text())
+    doc["context"] = {"target": "Llama-3.1-8B-Instruct", "drafter": "some-eagle3", "dtype": "bfloat16"}
+    other = tmp_path / "other-costs.json"
+    other.write_text(json.dumps(doc))
+    res = _run("--target", target, "--drafter", drafter, "--prompts", prompts, "--costs", other,
+               "--acceptance", acceptance, "--max-k", 2, "--json")  # fmt: skip
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["settings"]["max_k"] == 2 and max(report["schedule"]["best_k"]) <= 2
+    assert set(report["schedule"]["predicted_throughput"]["static"]) == {"0", "1", "2"}
+    assert "the schedule considers k up to 2" in res.stderr
+    (note,) = report["notes"]
+    assert "Llama-3.1-8B-Instruct with drafter some-eagle3" in note and target.name in note

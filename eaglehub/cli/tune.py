@@ -54,8 +54,14 @@ from eaglehub.cli.paths import output_path
     show_default=True,
     help="Sampling temperature of the acceptance and throughput runs (0: greedy), as you serve.",
 )
-@click.option("--top-p", type=click.FloatRange(0.0, 1.0, min_open=True), default=1.0, show_default=True)
-@click.option("--top-k", type=click.IntRange(min=0), default=0, show_default=True, help="0: off.")
+@click.option(
+    "--top-p",
+    type=click.FloatRange(0.0, 1.0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Nucleus sampling of those runs (1: off).",
+)
+@click.option("--top-k", type=click.IntRange(min=0), default=0, show_default=True, help="Top-k sampling (0: off).")
 @dtype_option()
 @click.option(
     "--max-batch",

@@ -374,6 +374,18 @@ def findings(report: dict, opts: TuneOptions) -> list[dict]:
     return out
 
 
+def notes(costs: CostModel, target: Path, drafter: Path) -> list[str]:
+    """What the figures do not say: CPU costs; costs measured for another pair (read with --costs)."""
+    out = [CPU_NOTE] if costs.machine.get("device") == "cpu" else []
+    measured = (costs.context.get("target"), costs.context.get("drafter"))
+    if all(measured) and measured != (target.name, drafter.name):
+        out.append(
+            f"the costs were measured for target {measured[0]} with drafter {measured[1]}, this plan is for "
+            f"{target.name} with {drafter.name}: step costs carry over only between the same models and dtype"
+        )
+    return out
+
+
 def machine() -> dict:
     import os
     import platform
@@ -413,9 +425,9 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     say = progress or (lambda _msg: None)
     costs = load_costs(opts.costs) if opts.costs else None
     curve = load_acceptance(opts.acceptance) if opts.acceptance else None
-    if curve is not None and curve.k < opts.max_k:
-        say(f"the acceptance curve reaches k={curve.k}: the schedule considers k up to {curve.k}")
-    max_k = curve.k if curve is not None else opts.max_k
+    max_k = opts.max_k if curve is None else min(curve.k, opts.max_k)
+    if curve is not None and curve.k != opts.max_k:
+        say(f"the acceptance curve reaches k={curve.k}: the schedule considers k up to {max_k} (--max-k {opts.max_k})")
     drafter = resolve_drafter(opts.drafter)
     target = resolve_target(opts.target)
     engine = VllmEngine(log_dir=opts.log_dir)
@@ -529,7 +541,8 @@ def build_report(
 ) -> dict:
     config = speculative_config(drafter, schedule)
     static_lines = {
-        str(k): [throughput(b, k, curve, costs) for b in range(1, len(schedule.best) + 1)] for k in range(curve.k + 1)
+        str(k): [throughput(b, k, curve, costs) for b in range(1, len(schedule.best) + 1)]
+        for k in range(schedule.max_k + 1)
     }
     report: dict = {
         "report_version": REPORT_VERSION,
@@ -537,7 +550,7 @@ def build_report(
         "target": {"spec": opts.target, "path": str(target)},
         "drafter": str(drafter),
         "settings": {
-            "max_k": curve.k,
+            "max_k": schedule.max_k,
             "concurrency": list(opts.concurrency),
             "repeats": opts.repeats,
             "max_tokens": opts.max_tokens,
@@ -581,7 +594,7 @@ def build_report(
         },
         "check": check,
         "definitions": DEFINITIONS,
-        "notes": [CPU_NOTE] if costs.machine.get("device") == "cpu" else [],
+        "notes": notes(costs, target, drafter),
     }
     report["findings"] = findings(report, opts)
     report["ok"] = not any(f["severity"] == "error" for f in report["findings"])
