@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eaglehub.engines.base import ProgressFn, SpecCounters
+from eaglehub.engines.vllm_engine import K_SCHEDULE_KEY
 from eaglehub.errors import EaglehubError
 
 EXTEND_PREFIX_TOKENS = 128
@@ -113,11 +114,15 @@ def build_request(
         for r in range(repeats)
         for c in levels
     ]
+    options: dict = {"max_num_seqs": max(levels)}
+    if schedule:
+        options[K_SCHEDULE_KEY] = [list(r) for r in schedule]
+    if k == 0 and max_k > 0:
+        options["enable_prefix_caching"] = True  # the timed target forwards need the cached prefix
     return {
         "target": str(settings.target.resolve()),
         "drafter": str(settings.drafter.resolve()) if k > 0 else None,
         "k": k,
-        "schedule": [list(r) for r in schedule] if schedule else None,
         "max_tokens": settings.max_tokens,
         "dtype": settings.dtype,
         "seed": settings.seed,
@@ -126,7 +131,7 @@ def build_request(
         "top_k": settings.top_k,
         "max_model_len": settings.max_model_len,
         "kv_cache_bytes": settings.kv_cache_bytes,
-        "max_num_seqs": max(levels),
+        "engine_options": options,
         "prompt_token_ids": ids,
         "cells": cells,
         "extend": {

