@@ -20,7 +20,7 @@ from helpers.paths import FIXTURE
 
 pytestmark = [pytest.mark.vllm, pytest.mark.real]
 
-WORKER = b"eaglehub.engines.vllm_engine"
+WORKER = b"eaglehub.engines.vllm_worker"
 
 
 def _workers_of(pid: int, marker: bytes = WORKER) -> list[int]:

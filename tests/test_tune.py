@@ -12,12 +12,14 @@ from hypothesis import strategies as st
 
 from eaglehub.cli import main
 from eaglehub.endpoint.served_config import parse_served_config
+from eaglehub.engines.base import SpecCounters
 from eaglehub.errors import EaglehubError, UsageError
 from eaglehub.io.schemas import schema_errors
 from eaglehub.measure.curve import AcceptanceCurve
 from eaglehub.tune import costs as tc
-from eaglehub.tune import run as tr
-from eaglehub.tune.engine import Pass, Step, pass_prompts
+from eaglehub.tune import options as topts
+from eaglehub.tune import report as trep
+from eaglehub.tune.engine import EngineRun, Pass, Step, pass_prompts
 from eaglehub.tune.schedule import Schedule, best_schedule, serve_line, speculative_config, throughput
 
 SETTINGS = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64, "dtype": "float32",
@@ -180,9 +182,9 @@ def test_the_serve_line_parses_and_carries_the_schedule(tmp_path):
 
 def test_a_pass_counts_only_pure_decode_steps_at_its_concurrency():
     steps = (Step(2, False, 2, 0.5), Step(2, True, 5, 0.1), Step(2, True, 3, 0.1), Step(1, True, 1, 0.05))
-    p = Pass(2, None, 2, 0, steps, tr.SpecCounters(), (0, 1), ((1,), (2,)))
+    p = Pass(2, None, 2, 0, steps, SpecCounters(), (0, 1), ((1,), (2,)))
     assert p.throughput() == pytest.approx(8 / 0.2)
-    assert Pass(2, None, 4, 0, steps, tr.SpecCounters(), (), ()).throughput() is None
+    assert Pass(2, None, 4, 0, steps, SpecCounters(), (), ()).throughput() is None
 
 
 def test_a_pass_serves_every_prompt_and_at_least_three_times_its_concurrency():
@@ -191,11 +193,11 @@ def test_a_pass_serves_every_prompt_and_at_least_three_times_its_concurrency():
 
 
 def test_the_al_check_uses_two_other_k():
-    assert tr.check_ks(4) == [1, 2]
-    assert tr.check_ks(3) == [1, 2]
-    assert tr.check_ks(2) == [1]
-    assert tr.check_ks(8) == [1, 4]
-    assert tr.check_ks(1) == []
+    assert topts.check_ks(4) == [1, 2]
+    assert topts.check_ks(3) == [1, 2]
+    assert topts.check_ks(2) == [1]
+    assert topts.check_ks(8) == [1, 4]
+    assert topts.check_ks(1) == []
 
 
 # --- saved inputs, the offline verb, the report, the view -------------------------------------------------------
@@ -296,7 +298,7 @@ def test_a_json_usage_error_is_one_json_object(offline):
 
 def test_findings_name_the_al_model_error_with_a_command(offline):
     target, drafter, *_ = offline
-    opts = tr.TuneOptions(target=str(target), drafter=str(drafter), limit=2)
+    opts = topts.TuneOptions(target=str(target), drafter=str(drafter), limit=2)
     report = {
         "acceptance": {"curve": CURVE.to_dict(), "check": [
             {"k": 1, "direct": 1.40, "predicted": 1.45, "error": 1.45 / 1.40 - 1, "num_drafts": 300},
@@ -304,7 +306,7 @@ def test_findings_name_the_al_model_error_with_a_command(offline):
         "check": None,
         "settings": {"temperature": 0.0},
     }  # fmt: skip
-    found = tr.findings(report, opts)
+    found = trep.findings(report, opts)
     assert [f["code"] for f in found] == ["W-TUNE-AL-MODEL"]
     assert "AL(1)" == found[0]["subject"] and "+3.6%" in found[0]["message"]
     cmd = found[0]["hint"].split(": ", 1)[1]
@@ -314,7 +316,7 @@ def test_findings_name_the_al_model_error_with_a_command(offline):
 
 def test_usage_error_type():
     with pytest.raises(UsageError):
-        tr.check_options(tr.TuneOptions(target="t", drafter="d", max_k=0))
+        topts.check_options(topts.TuneOptions(target="t", drafter="d", max_k=0))
 
 
 def _run_of(k, schedule, tps_by_level, outputs=((5, 6),)):
@@ -323,13 +325,13 @@ def _run_of(k, schedule, tps_by_level, outputs=((5, 6),)):
     for c, values in tps_by_level.items():
         for r, tps in enumerate(values):
             steps = (Step(c, False, c, 0.1),) + (Step(c, True, c, c / tps),) * 10
-            passes.append(Pass(k, schedule, c, r, steps, tr.SpecCounters(), (0,), tuple(outputs)))
-    return tr.EngineRun(k, schedule, 1.0, tuple(passes))
+            passes.append(Pass(k, schedule, c, r, steps, SpecCounters(), (0,), tuple(outputs)))
+    return EngineRun(k, schedule, 1.0, tuple(passes))
 
 
 def test_the_check_fails_a_schedule_below_the_best_static_k_and_a_lossy_one(offline):
     target, drafter, *_ = offline
-    opts = tr.TuneOptions(target=str(target), drafter=str(drafter), concurrency=[1, 4], check=True)
+    opts = topts.TuneOptions(target=str(target), drafter=str(drafter), concurrency=[1, 4], check=True)
     sched = Schedule((2, 2, 2, 0), 2, 4)
     runs = [
         _run_of(0, None, {1: [50, 51, 49], 4: [180, 182, 178]}),
@@ -337,7 +339,7 @@ def test_the_check_fails_a_schedule_below_the_best_static_k_and_a_lossy_one(offl
         # the schedule (k=2 at 1, k=0 at 4): right at 1, slower than plain decoding's slowest repeat at 4, one output off
         _run_of(2, ((1, 3, 2), (4, 4, 0)), {1: [71, 70, 72], 4: [170, 171, 169]}, outputs=((5, 7),)),
     ]
-    chk = tr.check_section(runs, sched, CURVE, model(BOUND))
+    chk = trep.check_section(runs, sched, CURVE, model(BOUND))
     assert [(lv["concurrency"], lv["best_static_k"], lv["at_least_best_static"]) for lv in chk["levels"]] == [
         (1, 2, True),
         (4, 0, False),
@@ -345,7 +347,7 @@ def test_the_check_fails_a_schedule_below_the_best_static_k_and_a_lossy_one(offl
     assert chk["lossless"] == {"compared": 6, "identical": 0}
     report = {"acceptance": {"curve": CURVE.to_dict(), "check": []}, "check": chk, "settings": {"temperature": 0.0},
               "schedule": {"ranges": sched.ranges}}  # fmt: skip
-    found = tr.findings(report, opts)
+    found = trep.findings(report, opts)
     assert [f["code"] for f in found] == ["E-TUNE-SCHEDULE-WORSE", "E-TUNE-SCHEDULE-LOSSY"]
     assert "concurrency 4" == found[0]["subject"] and "170.0 tokens/s" in found[0]["message"]
     assert "178.0" in found[0]["message"]  # k=0's lowest repeat

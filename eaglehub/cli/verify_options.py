@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from eaglehub.cli.options import api_key_option, endpoint_url_option, stack
-from eaglehub.cli.paths import output_path, server_url
+from eaglehub.cli.paths import server_url
 from eaglehub.constants import DEFAULT_GPU_MEMORY_UTILIZATION
 
 
@@ -221,56 +221,8 @@ sampling_test_options = stack(
 )
 
 
-write_synthetic_option = click.option(  # eaglehub.verify.synthetic
-    "--write-synthetic",
-    "write_synthetic",
-    type=click.Path(dir_okay=False),
-    default=None,
-    callback=output_path("file"),
-    metavar="FILE",
-    help="Write the drafter's measured acceptance curve as the --speculative-config JSON of vLLM's synthetic "
-    "rejection method (synthetic_acceptance_rates; schemas/synthetic-config.schema.json), for serving "
-    "benchmarks: the sampled run's rates with --temperature > 0, the greedy run's otherwise. One drafter only.",
-)
-
-
 PROMPTS_HELP = (
     "Prompt file, format detected from its first line: eaglehub JSONL (schemas/prompts.schema.json), "
     "MT-Bench / Spec-Bench question.jsonl (schemas/prompts-mtbench.schema.json; multi-turn), or plain "
     "text (one prompt per line, category = file name); default eaglehub/data/prompts/eval.jsonl."
-)
-
-
-production_options = stack(  # a local vLLM run under production features (eaglehub.verify.production)
-    click.option(
-        "--prefix-caching/--no-prefix-caching",
-        "prefix_caching",
-        default=None,
-        help="vLLM's automatic prefix caching in every run (vLLM 0.32: on by default). The CPU build caches "
-        "whole 128-token blocks and an EAGLE run reuses all but the last block of a hit, so prompts must share "
-        "two blocks or more (--context pads every prompt with the same text before its question); the report "
-        "gives the hit tokens per run.",
-    ),
-    click.option(
-        "--chunked-prefill/--no-chunked-prefill",
-        "chunked_prefill",
-        default=None,
-        help="vLLM's chunked prefill in every run (vLLM 0.32: on by default); a prompt is split only when it is "
-        "longer than --max-num-batched-tokens.",
-    ),
-    click.option(
-        "--max-num-batched-tokens",
-        type=click.IntRange(min=1),
-        default=None,
-        help="vLLM's token budget per scheduler step in every run (vLLM's default depends on the platform); "
-        "below the prompts' length, chunked prefill really splits them.",
-    ),
-    click.option(
-        "--k-schedule",
-        default=None,
-        metavar="JSON",
-        help="k per batch size for the drafter runs, vLLM's num_speculative_tokens_per_batch_size: "
-        "'[[1, 4, 3], [5, 16, 2]]' = k 3 while 1-4 requests are scheduled, k 2 at 5-16 (inclusive ranges, the "
-        "first from 1, no overlaps; a k above -k is capped at -k, as vLLM does). Pair it with --concurrency.",
-    ),
 )

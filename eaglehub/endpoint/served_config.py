@@ -45,7 +45,7 @@ def parse_served_config(text: str | None) -> dict | None:
     if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
         raise UsageError(f"{where}: num_speculative_tokens {k!r} is not a positive integer", hint="e.g. 3")
     if "num_speculative_tokens_per_batch_size" in out:
-        out["num_speculative_tokens_per_batch_size"] = _schedule(out["num_speculative_tokens_per_batch_size"], where)
+        out["num_speculative_tokens_per_batch_size"] = check_schedule(out["num_speculative_tokens_per_batch_size"], where)
     method = out.get("rejection_sample_method")
     if method is not None and method not in VLLM_METHODS:
         raise UsageError(
@@ -172,7 +172,7 @@ def known_fields(cfg: dict, version: str | None) -> None:
         )
 
 
-def _schedule(value: Any, where: str) -> list[list[int]]:
+def check_schedule(value: Any, where: str) -> list[list[int]]:
     """A k schedule checked as vLLM checks it (vllm 0.32.0 ``v1/spec_decode/dynamic/utils.py`` L7-74:
     triples, positive ranges, non-overlapping, sorted, the first starting at batch size 1)."""
     hint = "e.g. [[1, 4, 3], [5, 256, 1]]: (first batch size, last batch size, k), the first starting at 1"
@@ -195,5 +195,5 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"[0-9]+", version)[:3])
 
 
-__all__ = ["LM_HEAD_QUANT", "LOSSLESS_METHODS", "SERVED_CONFIG_KEYS", "VLLM_METHODS", "known_fields",
+__all__ = ["LM_HEAD_QUANT", "LOSSLESS_METHODS", "SERVED_CONFIG_KEYS", "VLLM_METHODS", "check_schedule", "known_fields",
            "parse_served_config", "raw_config"]  # fmt: skip

@@ -21,21 +21,9 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from eaglehub.constants import VERIFY_FILE
 from eaglehub.engines.vllm_engine import serve_command
+from eaglehub.publish.measured import card_curve, fmt, plural, verify_section
 from eaglehub.publish.paths import scrub_text
-
-
-def _n(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
-def _fmt(x, digits: int = 3) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
-
-
-def _rates(acc: dict) -> str:
-    return " / ".join(_fmt(r) for r in acc.get("acceptance_rate_per_position") or []) or "—"
 
 
 def _quant(config: dict) -> dict | None:
@@ -57,112 +45,6 @@ def card_tags(inspect: dict, config: dict) -> list[str]:
         if "'type': 'float'" in text and "'num_bits': 8" in text:
             tags.append("fp8")
     return tags
-
-
-def _verify_section(entry: dict, report: dict, others: list[dict]) -> list[str]:
-    s, p, acc = report["settings"], report["prompts"], entry["acceptance"]
-    lines = [
-        "## Measured acceptance",
-        "",
-        f"Measured by `eaglehub verify` with {report['engine']['name']} {report['engine']['version']}: "
-        f"k = {s['num_speculative_tokens']} draft tokens, greedy (temperature {s['temperature']}), {s['dtype']}, "
-        f"at most {s['max_tokens']} output tokens per prompt, {p['count']} prompts from `{p['file'].rsplit('/', 1)[-1]}` "
-        f"(sha256 `{p['sha256'][:12]}…`; {', '.join(f'{c} {n}' for c, n in p['categories'].items())}).",
-        "",
-        "| drafter | lossless | acceptance length (AL) | rate per draft position | per-request mean AL | drafts |",
-        "|---|---|---|---|---|---|",
-    ]
-    for e, label in [(entry, "**this drafter**")] + [
-        (o, f"`{o['drafter'].rsplit('/', 1)[-1]}` (same run)") for o in others
-    ]:
-        a = e["acceptance"]
-        lines.append(
-            f"| {label} | {e['num_prompts_matched']} / {e['num_prompts']} token-identical | "
-            f"{_fmt(a['overall']['acceptance_length'])} | {_rates(a['overall'])} | "
-            f"{_fmt(a.get('per_request_mean_acceptance_length'))} | {a['overall'].get('num_drafts', '—')} |"
-        )
-    lines += [
-        "",
-        "Per prompt category (this drafter):",
-        "",
-        "| category | AL | rate per draft position |",
-        "|---|---|---|",
-    ]
-    lines += [f"| {c} | {_fmt(a['acceptance_length'])} | {_rates(a)} |" for c, a in acc["per_category"].items()]
-    lines += _curve_section(entry, report)
-    findings = [f"`{f['code']}` ({f['severity']}): {f['message']}" for f in entry["findings"]]
-    if findings:
-        lines += ["", "Verify findings:", ""] + [f"- {f}" for f in findings]
-    d = report["definitions"]
-    lines += [
-        "",
-        "Definitions:",
-        "",
-        f"- *acceptance length*: {d['acceptance_length']}",
-        f"- *rate per draft position*: {d['acceptance_rate_per_position']}",
-        "- *lossless*: the greedy output with the drafter is token-identical to the target alone.",
-        "",
-        f"The full report is [`{VERIFY_FILE}`]({VERIFY_FILE}); `eaglehub verify --reference-report "
-        f"{VERIFY_FILE}` fails a later run (another engine version, a changed target) whose AL falls "
-        "below it by more than the tolerance.",
-        "",
-    ]
-    return lines
-
-
-def card_curve(entry: dict | None, report: dict | None) -> dict | None:
-    """The drafter's greedy acceptance curve (``schemas/acceptance-curve.schema.json``) from its verify ``entry``:
-    the one the report records, or for a report written before reports recorded it, the one its counters give."""
-    from eaglehub.measure.curve import AcceptanceCurve, entry_curve
-
-    if entry is None or report is None:
-        return None
-    if entry.get("acceptance_curve"):
-        return AcceptanceCurve.from_dict(entry["acceptance_curve"]).to_dict()
-    curve = entry_curve(report, entry)
-    return None if curve is None else curve.to_dict()
-
-
-def _curve_section(entry: dict, report: dict) -> list[str]:
-    """A row per k: the AL the rates measured at the run's k predict there, and the rate at position k; the
-    settings and the prompts' hash; the rates as vLLM's synthetic acceptance (serving benchmarks replay it)."""
-    import json
-
-    from eaglehub.measure.curve import MODEL, AcceptanceCurve
-
-    data = card_curve(entry, report)
-    if data is None:
-        return []
-    curve = AcceptanceCurve.from_dict(data)
-    s = curve.settings
-    temperature = s["temperature"]
-    sampling = (
-        "greedy (temperature 0)"
-        if not temperature
-        else f"temperature {temperature:g}, top-p {s['top_p']:g}, top-k {s['top_k']}"
-    )
-    lines = [
-        "",
-        "### Acceptance curve",
-        "",
-        f"Mean acceptance length at each k up to {curve.k}, predicted from the rates per draft position measured at "
-        f"k = {curve.k} ({curve.num_drafts} verify steps over {_n(curve.prompts, 'prompt')}, prompts sha256 "
-        f"`{curve.prompts_sha256}`; {s['engine']['name']} {s['engine']['version']}, {sampling}, {s['dtype']}, at most "
-        f"{s['max_tokens']} output tokens). {MODEL}",
-        "",
-        "| k | AL(k) | rate at position k |",
-        "|---|---|---|",
-    ]
-    lines += [
-        f"| {i} | {_fmt(al)} | {'—' if i == 0 else _fmt(curve.rates[i - 1])} |" for i, al in enumerate(curve.al_by_k())
-    ]
-    lines += [
-        "",
-        "The same rates as vLLM's synthetic acceptance, for serving benchmarks (add to `--speculative-config`): "
-        f"`{json.dumps(curve.synthetic_config())}`. The card's metadata holds the curve as "
-        "`eaglehub.acceptance_curve`.",
-    ]
-    return lines
 
 
 def _set(value) -> str:
@@ -201,14 +83,14 @@ def _calibration_words(conv: dict) -> str:
     gains = ", ".join(f"`{t}`" for t in conv.get("added_tensors") or [] if t.startswith("fc_norm"))
     words = (
         f"; calibrated on {cal.get('target') or 'the target'}: {gains or 'the fc_norm gains'} fitted by least "
-        f"squares per channel to the target's aux states on {_n(p.get('fit', 0), 'prompt')} "
+        f"squares per channel to the target's aux states on {plural(p.get('fit', 0), 'prompt')} "
         f"({p.get('tokens', '?')} target tokens, `{Path(p.get('file') or '?').name}`), `norm_output` {str(cal.get('norm_output')).lower()}"
     )
     tune = cal.get("fine_tuning")
     if tune:
         words += (
-            f"; fine-tuned ({tune['train']}) for {_n(tune['steps'], 'step')} at lr {tune['lr']:g}, "
-            f"{tune['objective']}: loss {_fmt(tune.get('loss_first'))} → {_fmt(tune.get('loss_last'))}"
+            f"; fine-tuned ({tune['train']}) for {plural(tune['steps'], 'step')} at lr {tune['lr']:g}, "
+            f"{tune['objective']}: loss {fmt(tune.get('loss_first'))} → {fmt(tune.get('loss_last'))}"
         )
     al = cal.get("held_out_acceptance_length") or {}
     names = {
@@ -218,8 +100,8 @@ def _calibration_words(conv: dict) -> str:
         "calibrated": "calibrated",
     }
     if al:
-        shown = ", ".join(f"{names.get(k, k)} {_fmt(v)}" for k, v in al.items())
-        words += f"; acceptance length on {_n(p.get('held_out', 0), 'held-out prompt')} (reference engine): {shown}"
+        shown = ", ".join(f"{names.get(k, k)} {fmt(v)}" for k, v in al.items())
+        words += f"; acceptance length on {plural(p.get('held_out', 0), 'held-out prompt')} (reference engine): {shown}"
     return words
 
 
@@ -229,7 +111,7 @@ def _rewritten_words(conv: dict) -> str:
     if not replaced:
         return ""
     why = " by fine-tuning" if (conv.get("calibration") or {}).get("fine_tuning") else ""
-    return f"; rewrote {_n(len(replaced), 'trained tensor')}{why}: " + ", ".join(f"`{t}`" for t in replaced)
+    return f"; rewrote {plural(len(replaced), 'trained tensor')}{why}: " + ", ".join(f"`{t}`" for t in replaced)
 
 
 def _made_section(
@@ -416,7 +298,7 @@ def build_card(
         *_serve_section(base_model, target_shown, repo_id, k, checked),
     ]
     if entry is not None and report is not None:
-        lines += _verify_section(entry, report, others)
+        lines += verify_section(entry, report, others)
     lines += _made_section(inspect, config, provenance, _captured(inspect, validate_report, checked))
     tmpl = (training or {}).get("chat_template_sha256")
     lines += [
@@ -433,7 +315,7 @@ def build_card(
         "",
         f"`eaglehub validate --deep`{' against the target' if validate_report.get('target') else ''}"
         f"{_profiles_words(checked)}: "
-        f"{_n(counts['error'], 'error')}, {_n(counts['warning'], 'warning')}, {_n(counts['info'], 'note')}"
+        f"{plural(counts['error'], 'error')}, {plural(counts['warning'], 'warning')}, {plural(counts['info'], 'note')}"
         + (f" ({', '.join(f'`{c}`' for c in codes)})" if codes else "")
         + ". Other engines and releases were not checked.",
     ]

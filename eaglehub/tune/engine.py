@@ -180,7 +180,7 @@ def run_engine(
     Raises:
         EaglehubError: the worker failed (exit 1; the message carries the tail of vLLM's log).
     """
-    from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, VllmEngine, _tail
+    from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, VllmEngine, log_tail
 
     frozen = tuple(tuple(int(x) for x in r) for r in schedule) if schedule else None
     request = build_request(settings, k, schedule, levels, repeats, ids, max_k)
@@ -196,7 +196,7 @@ def run_engine(
         )
         if rc != 0 or not (tmp / "result.json").is_file():
             raise EaglehubError(
-                f"the vLLM step-timing worker failed (exit code {rc}); last lines of its log:\n{_tail(log)}",
+                f"the vLLM step-timing worker failed (exit code {rc}); last lines of its log:\n{log_tail(log)}",
                 hint="see the log above; rerun with --engine-log DIR to keep it",
                 exit_code=1,
             )

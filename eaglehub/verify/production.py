@@ -61,7 +61,7 @@ def parse_k_schedule(text: str | None) -> list[list[int]] | None:
     Raises:
         UsageError: not JSON, or a schedule vLLM would refuse (exit 2).
     """
-    from eaglehub.endpoint.served_config import _schedule
+    from eaglehub.endpoint.served_config import check_schedule
 
     if text is None:
         return None
@@ -72,7 +72,7 @@ def parse_k_schedule(text: str | None) -> list[list[int]] | None:
             f"--k-schedule is not JSON ({str(exc).splitlines()[0]})",
             hint="give vLLM's num_speculative_tokens_per_batch_size, e.g. --k-schedule '[[1, 4, 3], [5, 256, 1]]'",
         ) from exc
-    return _schedule(value, "--k-schedule")
+    return check_schedule(value, "--k-schedule")
 
 
 def requested(opts: VerifyOptions) -> dict:

@@ -1,0 +1,326 @@
+"""The tune report: measured against predicted throughput per cell, the AL check, the check of the schedule
+against every static k, findings with exact commands, notes, and the report itself
+(``schemas/tune-report.schema.json``)."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+from eaglehub import __version__
+from eaglehub.engines.base import SpecCounters
+from eaglehub.io.schemas import write_output
+from eaglehub.measure.curve import MODEL, AcceptanceCurve
+from eaglehub.tune.costs import FORMULA, CostModel
+from eaglehub.tune.costs import SCHEMA as COSTS_SCHEMA
+from eaglehub.tune.engine import EngineRun
+from eaglehub.tune.options import TuneOptions
+from eaglehub.tune.schedule import Schedule, serve_line, speculative_config, throughput
+
+REPORT_SCHEMA = "tune-report"
+
+REPORT_VERSION = 1
+AL_TOLERANCE = 0.03
+"""Relative error of AL(k) predicted from the run at K against a direct run at k, past which the model is
+said not to hold for this drafter (W-TUNE-AL-MODEL)."""
+CPU_NOTE = (
+    "costs measured on a CPU: the schedule is this machine's; a GPU server's step costs differ in every "
+    "coefficient (memory bandwidth, kernels, CUDA graphs, the batch size where compute starts to bind), so "
+    "measure them there (eaglehub tune ... --save-costs costs.json) and plan with --costs costs.json"
+)
+DEFINITIONS = {
+    "throughput": "decode tokens per second at batch size c: output tokens of the engine steps with exactly c "
+    "requests in flight, all past their prefill, over those steps' wall time",
+    "predicted_throughput": "1000 * c * AL(k) / step_ms(c, k), AL(0) = 1",
+    "step_ms": FORMULA,
+    "acceptance_model": MODEL,
+    "residual": "(measured - predicted) / predicted",
+}
+
+
+def first_pass_counters(run: EngineRun, concurrency: int) -> SpecCounters:
+    """The counters of the first pass at ``concurrency``: each prompt served once (more passes repeat the
+    same greedy outputs and would only inflate the sample size)."""
+    first = next(p for p in run.passes if p.concurrency == concurrency and p.rep == 0)
+    return first.counters
+
+
+def spread(values: list[float]) -> dict:
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "repeats": len(values),
+        "values": values,
+    }
+
+
+def grid(runs: list[EngineRun], curve: AcceptanceCurve, costs: CostModel) -> list[dict]:
+    """Measured (median and spread of the repeats) against predicted throughput, per (k, concurrency) cell."""
+    out = []
+    for run in runs:
+        if run.schedule is not None:
+            continue
+        for c in sorted({p.concurrency for p in run.passes}):
+            values = [t for p in run.passes if p.concurrency == c and (t := p.throughput()) is not None]
+            if not values or run.k > curve.k:
+                continue
+            measured = spread(values)
+            predicted = throughput(c, run.k, curve, costs)
+            out.append(
+                {
+                    "k": run.k,
+                    "concurrency": c,
+                    "measured": measured,
+                    "predicted": predicted,
+                    "error": predicted / measured["median"] - 1.0,
+                }
+            )
+    return out
+
+
+def al_check(runs: list[EngineRun], curve: AcceptanceCurve, concurrency: int) -> list[dict]:
+    """AL(k) predicted from the run at K against the direct run at each other k > 0."""
+    from eaglehub.measure.acceptance import acceptance_length
+
+    out = []
+    for run in runs:
+        if run.schedule is not None or run.k in (0, curve.k):
+            continue
+        counters = first_pass_counters(run, concurrency)
+        direct = acceptance_length(counters)
+        if direct is None:
+            continue
+        out.append(
+            {
+                "k": run.k,
+                "direct": direct,
+                "predicted": curve.al(run.k),
+                "error": curve.al(run.k) / direct - 1.0,
+                "num_drafts": counters.num_drafts,
+            }
+        )
+    return out
+
+
+def check_section(runs: list[EngineRun], schedule: Schedule, curve: AcceptanceCurve, costs: CostModel) -> dict:
+    """Per level: the schedule's measured throughput against each static k's, and whether it is at least the
+    best static k's (its median at or above the lowest repeat of that k); the schedule's outputs against the
+    target alone's (greedy: token-identical)."""
+    sched = next(r for r in runs if r.schedule is not None)
+    statics = {r.k: r for r in runs if r.schedule is None}
+    levels = []
+    for c in sorted({p.concurrency for p in sched.passes}):
+        s_values = [t for p in sched.passes if p.concurrency == c and (t := p.throughput()) is not None]
+        per_k = {
+            k: [t for p in r.passes if p.concurrency == c and (t := p.throughput()) is not None]
+            for k, r in statics.items()
+        }
+        per_k = {k: v for k, v in per_k.items() if v}
+        if not s_values or not per_k:
+            continue
+        best_k = max(per_k, key=lambda k: statistics.median(per_k[k]))
+        s = spread(s_values)
+        ok = s["median"] >= min(per_k[best_k])
+        levels.append(
+            {
+                "concurrency": c,
+                "schedule_k": schedule.k_at(c),
+                "schedule": s,
+                "predicted": throughput(c, schedule.k_at(c), curve, costs),
+                "static": {str(k): spread(v) for k, v in sorted(per_k.items())},
+                "best_static_k": best_k,
+                "at_least_best_static": ok,
+            }
+        )
+    base = statics.get(0)
+    compared = identical = 0
+    if base is not None:
+        outputs = {p.prompts[i]: o for p in base.passes for i, o in enumerate(p.outputs)}
+        for p in sched.passes:
+            for i, o in enumerate(p.outputs):
+                ref = outputs.get(p.prompts[i])
+                if ref is not None:
+                    compared += 1
+                    identical += ref == o
+    return {
+        "levels": levels,
+        "schedule_at_least_best_static": bool(levels) and all(lv["at_least_best_static"] for lv in levels),
+        "lossless": {"compared": compared, "identical": identical},
+    }
+
+
+def tune_command(opts: TuneOptions, **changes) -> str:
+    """The ``eaglehub tune`` command line of ``opts`` with ``changes`` (option name → value; ``True``: a flag)."""
+    import shlex
+
+    parts = ["eaglehub tune", "--target", shlex.quote(opts.target), "--drafter", shlex.quote(opts.drafter)]
+    values = {
+        "--max-k": opts.max_k,
+        "--concurrency": ",".join(map(str, opts.concurrency)),
+        "--repeats": opts.repeats,
+        "--max-tokens": opts.max_tokens,
+        "--limit": opts.limit,
+        "--prompts": opts.prompts_file,
+        "--temperature": opts.temperature or None,
+        **changes,
+    }
+    for flag, value in values.items():
+        if value is True:
+            parts.append(flag)
+        elif value is not None and value is not False:
+            parts += [flag, shlex.quote(str(value))]
+    for category in opts.categories:
+        parts += ["--category", shlex.quote(category)]
+    return " ".join(parts)
+
+
+def findings(report: dict, opts: TuneOptions) -> list[dict]:
+    import json
+    import shlex
+
+    """W-TUNE-AL-MODEL per direct run off the prediction by more than :data:`AL_TOLERANCE`; with ``--check``,
+    E-TUNE-SCHEDULE-WORSE per level the schedule lost and E-TUNE-SCHEDULE-LOSSY for greedy outputs that differ."""
+    from eaglehub.findings import finding
+
+    out = []
+    at = report["acceptance"]["curve"]["k"]
+    for row in report["acceptance"]["check"]:
+        if abs(row["error"]) > AL_TOLERANCE:
+            more = (opts.limit or 1) * 2 if opts.limit else None
+            out.append(
+                finding(
+                    "W-TUNE-AL-MODEL",
+                    f"AL({row['k']})",
+                    f"predicted from the run at k={at}: {row['predicted']:.3f}; a direct run at k={row['k']} measured "
+                    f"{row['direct']:.3f} ({row['error']:+.1%}, {row['num_drafts']} drafts), so the schedule's "
+                    f"throughput at k={row['k']} is off by about as much",
+                    hint="measure on more tokens: "
+                    + tune_command(opts, **{"--limit": more, "--max-tokens": opts.max_tokens * 2}),
+                ).as_dict()
+            )
+    chk = report.get("check")
+    if chk:
+        for lv in chk["levels"]:
+            if not lv["at_least_best_static"]:
+                best = lv["static"][str(lv["best_static_k"])]
+                out.append(
+                    finding(
+                        "E-TUNE-SCHEDULE-WORSE",
+                        f"concurrency {lv['concurrency']}",
+                        f"the schedule (k={lv['schedule_k']} there) measured {lv['schedule']['median']:.1f} "
+                        f"tokens/s (median of {lv['schedule']['repeats']}), below static k={lv['best_static_k']}'s "
+                        f"lowest repeat {best['min']:.1f} ({best['repeats']} repeats)",
+                        hint="repeat the check with more repeats on a quiet machine: "
+                        + tune_command(opts, **{"--repeats": max(5, opts.repeats + 2), "--check": True}),
+                    ).as_dict()
+                )
+        loss = chk["lossless"]
+        if report["settings"]["temperature"] == 0 and loss["identical"] < loss["compared"]:
+            out.append(
+                finding(
+                    "E-TUNE-SCHEDULE-LOSSY",
+                    "num_speculative_tokens_per_batch_size",
+                    f"with the schedule {loss['compared'] - loss['identical']} of {loss['compared']} greedy outputs "
+                    "differ from the target alone's",
+                    hint="see each divergence classified: eaglehub verify --target "
+                    f"{shlex.quote(opts.target)} --drafter {shlex.quote(opts.drafter)} --max-tokens "
+                    f"{opts.max_tokens} --k-schedule {shlex.quote(json.dumps(report['schedule']['ranges']))}",
+                ).as_dict()
+            )
+    return out
+
+
+def notes(costs: CostModel, target: Path, drafter: Path) -> list[str]:
+    """What the figures do not say: CPU costs; costs measured for another pair (read with --costs)."""
+    out = [CPU_NOTE] if costs.machine.get("device") == "cpu" else []
+    measured = (costs.context.get("target"), costs.context.get("drafter"))
+    if all(measured) and measured != (target.name, drafter.name):
+        out.append(
+            f"the costs were measured for target {measured[0]} with drafter {measured[1]}, this plan is for "
+            f"{target.name} with {drafter.name}: step costs carry over only between the same models and dtype"
+        )
+    return out
+
+
+def build_report(
+    opts: TuneOptions,
+    target: Path,
+    drafter: Path,
+    prompts_file: Path,
+    sha: str,
+    n_prompts: int,
+    runs: list[EngineRun],
+    curve: AcceptanceCurve,
+    costs: CostModel,
+    schedule: Schedule,
+    check: dict | None,
+) -> dict:
+    config = speculative_config(drafter, schedule)
+    static_lines = {
+        str(k): [throughput(b, k, curve, costs) for b in range(1, len(schedule.best) + 1)]
+        for k in range(schedule.max_k + 1)
+    }
+    report: dict = {
+        "report_version": REPORT_VERSION,
+        "tool": {"name": "eaglehub", "version": __version__},
+        "target": {"spec": opts.target, "path": str(target)},
+        "drafter": str(drafter),
+        "settings": {
+            "max_k": schedule.max_k,
+            "concurrency": list(opts.concurrency),
+            "repeats": opts.repeats,
+            "max_tokens": opts.max_tokens,
+            "temperature": opts.temperature,
+            "top_p": opts.top_p,
+            "top_k": opts.top_k,
+            "dtype": opts.dtype,
+            "seed": opts.seed,
+            "max_model_len": opts.max_model_len,
+            "max_batch": len(schedule.best),
+        },
+        "prompts": {"file": str(prompts_file.resolve()), "sha256": sha, "count": n_prompts},
+        "engines": [
+            {
+                "k": r.k,
+                "schedule": [list(x) for x in r.schedule] if r.schedule else None,
+                "load_seconds": r.load_seconds,
+            }
+            for r in runs
+        ],
+        "acceptance": {
+            "source": opts.acceptance or "measured",
+            "curve": curve.to_dict(),
+            "synthetic": curve.synthetic_config(),
+            "check": al_check(runs, curve, min(opts.concurrency)),
+        },
+        "costs": {"source": opts.costs or "measured", "model": costs.to_dict()},
+        "grid": grid(runs, curve, costs),
+        "schedule": {
+            "best_k": list(schedule.best),
+            "ranges": schedule.ranges,
+            "measured_up_to": schedule.measured_up_to,
+            "break_even_batch_size": schedule.break_even,
+            "speculative_config": config,
+            "serve_command": serve_line(target, drafter, schedule),
+            "trtllm_draft_len_schedule": {str(b): k for b, k in (schedule.trtllm() or {}).items()} or None,
+            "predicted_throughput": {
+                "static": static_lines,
+                "schedule": [throughput(b, schedule.k_at(b), curve, costs) for b in range(1, len(schedule.best) + 1)],
+            },
+        },
+        "check": check,
+        "definitions": DEFINITIONS,
+        "notes": notes(costs, target, drafter),
+    }
+    report["findings"] = findings(report, opts)
+    report["ok"] = not any(f["severity"] == "error" for f in report["findings"])
+    return report
+
+
+def write_report(report: dict, path: str | Path) -> None:
+    write_output(report, path, REPORT_SCHEMA, "tune report")
+
+
+def write_costs(report: dict, path: str | Path) -> None:
+    write_output(report["costs"]["model"], path, COSTS_SCHEMA, "tune cost file")
