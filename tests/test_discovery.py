@@ -120,7 +120,8 @@ def test_drafters_of_a_quantized_target_are_those_of_its_base(hub_tree):
     assert claim["engine"] == "scripted 1.0" and d["num_speculative_tokens"] == 3
     table = cli("drafters", "--target", QUANT_ID, "--endpoint", hub.url)
     assert "good-eagle3" in table.output and "2.100" in table.output and "quantized of" in table.output
-    assert f"eaglehub verify --target {QUANT_ID}" in table.output
+    # the Hub they were found on goes with the command: verify would otherwise look on the default Hub
+    assert f"eaglehub verify --target {QUANT_ID} --hub-endpoint {hub.url}" in " ".join(table.output.split())
 
 
 def test_no_drafter_found_exits_1_and_an_unreachable_hub_is_one_line(hub_tree):

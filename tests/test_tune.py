@@ -2,6 +2,8 @@
 prediction check, reading saved costs and acceptance, the report schema, the text view at 80 columns, the
 plot, and the CLI's usage errors. The engine runs are in tests/test_tune_vllm.py."""
 
+import dataclasses
+import hashlib
 import json
 import shlex
 
@@ -215,7 +217,9 @@ def offline(tmp_path, make_drafter, make_target):
                     {"device": "cuda", "gpu": "NVIDIA H100", "cpus": 32, "platform": "linux"}, {})  # fmt: skip
     costs.write_text(json.dumps(fitted.to_dict()))
     acceptance = tmp_path / "acc.json"
-    acceptance.write_text(json.dumps({"acceptance": {"curve": CURVE.to_dict()}}))
+    sha = hashlib.sha256(prompts.read_bytes()).hexdigest()  # measured on these prompts: nothing to say
+    mine = dataclasses.replace(CURVE, prompts_sha256=sha)
+    acceptance.write_text(json.dumps({"drafter": str(drafter), "acceptance": {"curve": mine.to_dict()}}))
     return target, drafter, prompts, costs, acceptance
 
 
@@ -277,7 +281,7 @@ def test_json_output_is_the_report(offline):
         (["--check", "--repeats", "2"], "a spread needs at least 3"),
         (["--costs", "{acc}"], "not a tune cost file"),
         (["--costs", "{missing}"], "cannot read it"),
-        (["--acceptance", "{costs}"], "not a tune report or a one-drafter verify report"),
+        (["--acceptance", "{costs}"], "not a tune report or a verify report"),
     ],
 )
 def test_usage_errors_exit_2_before_any_engine(offline, tmp_path, monkeypatch, extra, match):
@@ -305,6 +309,8 @@ def test_findings_name_the_al_model_error_with_a_command(offline):
             {"k": 2, "direct": 1.69, "predicted": 1.70, "error": 1.70 / 1.69 - 1, "num_drafts": 250}]},
         "check": None,
         "settings": {"temperature": 0.0},
+        "costs": {"source": "measured", "model": {"cells": []}},
+        "grid": [],
     }  # fmt: skip
     found = trep.findings(report, opts)
     assert [f["code"] for f in found] == ["W-TUNE-AL-MODEL"]
@@ -346,7 +352,8 @@ def test_the_check_fails_a_schedule_below_the_best_static_k_and_a_lossy_one(offl
     ]
     assert chk["lossless"] == {"compared": 6, "identical": 0}
     report = {"acceptance": {"curve": CURVE.to_dict(), "check": []}, "check": chk, "settings": {"temperature": 0.0},
-              "schedule": {"ranges": sched.ranges}}  # fmt: skip
+              "schedule": {"ranges": sched.ranges}, "costs": {"source": "measured", "model": {"cells": []}},
+              "grid": []}  # fmt: skip
     found = trep.findings(report, opts)
     assert [f["code"] for f in found] == ["E-TUNE-SCHEDULE-WORSE", "E-TUNE-SCHEDULE-LOSSY"]
     assert "concurrency 4" == found[0]["subject"] and "170.0 tokens/s" in found[0]["message"]
@@ -373,3 +380,52 @@ def test_max_k_caps_a_longer_curve_and_costs_of_another_pair_are_said(offline, t
     assert "the schedule considers k up to 2" in res.stderr
     (note,) = report["notes"]
     assert "Llama-3.1-8B-Instruct with drafter some-eagle3" in note and target.name in note
+
+
+def test_acceptance_from_another_pair_prompts_settings_or_a_lossy_run_is_said(offline, tmp_path):
+    target, drafter, prompts, costs, _ = offline
+    # a verify report of two drafters: the one named like --drafter is taken; it was not lossless there
+    entry = {
+        "drafter": str(drafter),
+        "lossless": False,
+        "acceptance": {"overall": SpecCounters(100, 400, 87, (45, 25, 12, 5)).to_dict()},
+    }
+    other = {**entry, "drafter": "/x/other-drafter", "lossless": True}
+    verify_report = {
+        "settings": {"num_speculative_tokens": 4, "max_tokens": 128, "dtype": "float32", "temperature": 0.0},
+        "prompts": {"count": 24, "sha256": "0" * 64},
+        "engine": {"name": "vllm", "version": "0.32.0"},
+        "drafters": [other, entry],
+    }  # fmt: skip
+    path = tmp_path / "verify.json"
+    path.write_text(json.dumps(verify_report))
+    res = _run(
+        "--target", target, "--drafter", drafter, "--prompts", prompts, "--costs", costs, "--acceptance", path, "--json"
+    )
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["acceptance"]["curve"]["rates"] == [0.45, 0.25, 0.12, 0.05]
+    assert report["settings"]["max_tokens"] == 128  # the measured one, not --max-tokens' default
+    notes = " | ".join(report["notes"])
+    assert "other prompts (sha256 000000000000…)" in notes
+    assert "max_tokens 128 (asked 64)" in notes
+    assert "not lossless" in notes
+    # --drafter named neither: refused, naming the report's drafters
+    res = _run("--target", target, "--drafter", tmp_path, "--prompts", prompts, "--costs", costs, "--acceptance", path)
+    assert res.exit_code == 2 and "a verify report of 2 drafters" in res.output
+
+
+def test_a_model_that_misses_a_measured_cell_by_more_than_15_percent_is_said(offline):
+    target, drafter, *_ = offline
+    opts = topts.TuneOptions(target=str(target), drafter=str(drafter), repeats=1)
+    fitted = tc.fit(cells_of(BOUND, noise=lambda b, k: 1.0))
+    grid = [{"k": 2, "concurrency": 1, "measured": {"median": 100.0, "min": 95.0, "max": 104.0, "repeats": 1,
+             "values": [100.0]}, "predicted": 80.0, "error": -0.2}]  # fmt: skip
+    report = {"acceptance": {"curve": CURVE.to_dict(), "check": []}, "check": None, "settings": {"temperature": 0.0},
+              "costs": {"source": "measured", "model": fitted.to_dict()}, "grid": grid}  # fmt: skip
+    (found,) = trep.findings(report, opts)
+    assert found["code"] == "W-TUNE-MODEL-FIT" and found["subject"] == "throughput at k=2, concurrency 1"
+    assert "-20.0% off" in found["message"] and "median of 1" in found["message"]
+    assert "--repeats 5" in found["hint"] and "--max-tokens 128" in found["hint"]
+    grid[0] |= {"predicted": 90.0, "error": -0.1}
+    assert trep.findings(report, opts) == []

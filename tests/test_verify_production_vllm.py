@@ -58,6 +58,8 @@ def test_verify_real_pair_under_production_features(tmp_path):
     assert 2 * a["num_drafts"] < a["num_draft_tokens"] < 3 * a["num_drafts"]
     assert d["speculative_config"]["num_speculative_tokens_per_batch_size"] == SCHEDULE
     assert '"num_speculative_tokens_per_batch_size": [[1, 4, 3], [5, 8, 2]]' in d["serve_command"]
+    # its rates mix steps at k 3 and k 2: no acceptance curve (it would dilute position 3)
+    assert d["acceptance_curve"] is None
     text = " ".join(res.output.split())  # the text view wraps at the console's width
     assert "vLLM features (from the engine's config): prefix caching on (block 128 tokens;" in text
     assert "k schedule [[1, 4, 3], [5, 8, 2]]; every prompt in one batch" in text

@@ -45,7 +45,9 @@ def parse_served_config(text: str | None) -> dict | None:
     if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
         raise UsageError(f"{where}: num_speculative_tokens {k!r} is not a positive integer", hint="e.g. 3")
     if "num_speculative_tokens_per_batch_size" in out:
-        out["num_speculative_tokens_per_batch_size"] = check_schedule(out["num_speculative_tokens_per_batch_size"], where)
+        out["num_speculative_tokens_per_batch_size"] = check_schedule(
+            out["num_speculative_tokens_per_batch_size"], where
+        )
     method = out.get("rejection_sample_method")
     if method is not None and method not in VLLM_METHODS:
         raise UsageError(

@@ -129,6 +129,14 @@ class CostModel:
     def batches(self) -> list[int]:
         return sorted({c.batch for c in self.cells})
 
+    @property
+    def levels(self) -> list[int]:
+        """The concurrency levels measured: batch sizes with plain decoding and speculation both timed (a level's
+        passes also time the smaller batches of their start and drain)."""
+        with_k = {c.batch for c in self.cells if c.k > 0}
+        both = sorted({c.batch for c in self.cells if c.k == 0} & with_k)
+        return both or self.batches
+
     def max_abs_residual(self) -> float:
         return max((abs(c.residual) for c in self.cells if c.residual is not None), default=0.0)
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import PurePath
+
 from eaglehub.errors import UsageError
 from eaglehub.measure.curve import AcceptanceCurve
 from eaglehub.tune.costs import SCHEMA as COSTS_SCHEMA
@@ -38,25 +41,58 @@ def load_costs(path: str) -> CostModel:
     return CostModel.from_dict(doc)
 
 
-def load_acceptance(path: str) -> AcceptanceCurve:
-    """The acceptance curve of a tune report, or of the one drafter of a verify report (local or ``--endpoint``).
+@dataclass(frozen=True)
+class Acceptance:
+    """An acceptance curve read from a report, with what the report says of it: the direct-run checks of a tune
+    report (``check``), the drafter it was measured for (``drafter``: its directory name or Hub id) and whether
+    that pair was lossless (``lossless``: ``None`` where the report does not say)."""
+
+    curve: AcceptanceCurve
+    check: tuple[dict, ...]
+    drafter: str | None
+    lossless: bool | None
+
+
+def _name(drafter: str | None) -> str | None:
+    return None if not drafter else PurePath(str(drafter)).name
+
+
+def load_acceptance(path: str, drafter: str | None = None) -> Acceptance:
+    """The acceptance curve of a tune report, or of one drafter of a verify report (local or ``--endpoint``): the
+    only one, or the one whose directory name is ``drafter``'s.
 
     Raises:
-        UsageError: (exit 2) unreadable, neither report, or a verify report without exactly one curve.
+        UsageError: (exit 2) unreadable, neither report, a verify report whose drafters none or several match,
+            or a drafter without a measured curve.
     """
     from eaglehub.measure.curve import entry_curve
 
     doc = read_json(path, "--acceptance")
-    hint = "give a tune report or a verify report of one drafter (eaglehub verify ... --report FILE)"
+    hint = "give a tune report or a verify report (eaglehub verify ... --report FILE)"
     if isinstance(doc, dict) and isinstance(doc.get("acceptance"), dict) and "curve" in doc["acceptance"]:
         try:
-            return AcceptanceCurve.from_dict(doc["acceptance"]["curve"])
+            curve = AcceptanceCurve.from_dict(doc["acceptance"]["curve"])
         except ValueError as exc:
             raise UsageError(f"--acceptance {path}: {exc}", hint=hint) from exc
+        check = tuple(r for r in doc["acceptance"].get("check") or () if isinstance(r, dict))
+        checked = doc.get("check")
+        loss = checked.get("lossless") if isinstance(checked, dict) else None
+        same = loss.get("identical") == loss.get("compared") if isinstance(loss, dict) else None
+        return Acceptance(curve, check, _name(doc.get("drafter")), same)
     entries = doc.get("drafters") if isinstance(doc, dict) else None
-    if not isinstance(entries, list) or len(entries) != 1 or "settings" not in doc:
-        raise UsageError(f"--acceptance {path}: not a tune report or a one-drafter verify report", hint=hint)
-    curve = entry_curve(doc, entries[0])
-    if curve is None:
+    if not isinstance(entries, list) or not entries or "settings" not in doc:
+        raise UsageError(f"--acceptance {path}: not a tune report or a verify report", hint=hint)
+    names = [_name(e.get("drafter")) for e in entries if isinstance(e, dict)]
+    if len(entries) > 1:
+        entries = [e for e, n in zip(entries, names) if n is not None and n == _name(drafter)]
+        if len(entries) != 1:
+            raise UsageError(
+                f"--acceptance {path}: a verify report of {len(names)} drafters ({', '.join(map(str, names))}), "
+                f"none of them --drafter {drafter}",
+                hint="give the verify report of --drafter, or --drafter one of the report's drafters",
+            )
+    measured = entry_curve(doc, entries[0])
+    if measured is None:
         raise UsageError(f"--acceptance {path}: its drafter has no measured acceptance curve", hint=hint)
-    return curve
+    lossless = entries[0].get("lossless")
+    return Acceptance(measured, (), _name(entries[0].get("drafter")), lossless if isinstance(lossless, bool) else None)

@@ -14,6 +14,7 @@ from eaglehub.measure.curve import MODEL, AcceptanceCurve
 from eaglehub.tune.costs import FORMULA, CostModel
 from eaglehub.tune.costs import SCHEMA as COSTS_SCHEMA
 from eaglehub.tune.engine import EngineRun
+from eaglehub.tune.inputs import Acceptance
 from eaglehub.tune.options import TuneOptions
 from eaglehub.tune.schedule import Schedule, serve_line, speculative_config, throughput
 
@@ -21,12 +22,15 @@ REPORT_SCHEMA = "tune-report"
 
 REPORT_VERSION = 1
 AL_TOLERANCE = 0.03
+FIT_TOLERANCE = 0.15
+"""Relative error of the cost model (a step cell) or of its throughput prediction (a grid cell) past which the
+schedule is said to be no surer than that (W-TUNE-MODEL-FIT): the issue's bar for the model on this machine."""
 """Relative error of AL(k) predicted from the run at K against a direct run at k, past which the model is
 said not to hold for this drafter (W-TUNE-AL-MODEL)."""
 CPU_NOTE = (
     "costs measured on a CPU: the schedule is this machine's; a GPU server's step costs differ in every "
     "coefficient (memory bandwidth, kernels, CUDA graphs, the batch size where compute starts to bind), so "
-    "measure them there (eaglehub tune ... --save-costs costs.json) and plan with --costs costs.json"
+    "measure them there with --save-costs and plan with --costs (docs/tune.md, section 6)"
 )
 DEFINITIONS = {
     "throughput": "decode tokens per second at batch size c: output tokens of the engine steps with exactly c "
@@ -175,11 +179,31 @@ def tune_command(opts: TuneOptions, **changes) -> str:
     return " ".join(parts)
 
 
+def _worst_fit(report: dict) -> tuple[float, str, str] | None:
+    """The measured cell the model misses most: (relative error, subject, what it is), over the cost cells'
+    residuals and the throughput grid's errors; ``None`` when nothing was measured here."""
+    rows: list[tuple[float, str, str]] = []
+    model = report["costs"]["model"]
+    if report["costs"]["source"] == "measured":
+        rows += [
+            (c["residual"], f"step cost at batch {c['batch']}, k={c['k']}", f"the modelled step time {c['predicted_ms']:.2f} ms "
+             f"against {c['mean_ms']:.2f} ms measured over {c['steps']} steps")
+            for c in model["cells"] if c["residual"] is not None
+        ]  # fmt: skip
+    rows += [
+        (g["error"], f"throughput at k={g['k']}, concurrency {g['concurrency']}", f"the predicted {g['predicted']:.1f} "
+         f"tokens/s against {g['measured']['median']:.1f} measured (median of {g['measured']['repeats']})")
+        for g in report["grid"]
+    ]  # fmt: skip
+    return max(rows, key=lambda r: abs(r[0]), default=None)
+
+
 def findings(report: dict, opts: TuneOptions) -> list[dict]:
     import json
     import shlex
 
-    """W-TUNE-AL-MODEL per direct run off the prediction by more than :data:`AL_TOLERANCE`; with ``--check``,
+    """W-TUNE-AL-MODEL per direct run off the prediction by more than :data:`AL_TOLERANCE`; W-TUNE-MODEL-FIT when
+    the cost model misses a measured cell by more than :data:`FIT_TOLERANCE`; with ``--check``,
     E-TUNE-SCHEDULE-WORSE per level the schedule lost and E-TUNE-SCHEDULE-LOSSY for greedy outputs that differ."""
     from eaglehub.findings import finding
 
@@ -199,6 +223,18 @@ def findings(report: dict, opts: TuneOptions) -> list[dict]:
                     + tune_command(opts, **{"--limit": more, "--max-tokens": opts.max_tokens * 2}),
                 ).as_dict()
             )
+    fit = _worst_fit(report)
+    if fit is not None and abs(fit[0]) > FIT_TOLERANCE:
+        out.append(
+            finding(
+                "W-TUNE-MODEL-FIT",
+                fit[1],
+                f"{fit[2]} is {fit[0]:+.1%} off (tolerance {FIT_TOLERANCE:.0%}): the schedule's choice between ks "
+                "whose predicted throughputs are closer than that is not decided by the measurement",
+                hint="measure longer: "
+                + tune_command(opts, **{"--repeats": max(5, opts.repeats + 2), "--max-tokens": opts.max_tokens * 2}),
+            ).as_dict()
+        )
     chk = report.get("check")
     if chk:
         for lv in chk["levels"]:
@@ -231,6 +267,28 @@ def findings(report: dict, opts: TuneOptions) -> list[dict]:
     return out
 
 
+def acceptance_notes(given: Acceptance | None, sha: str, opts: TuneOptions, drafter: Path) -> list[str]:
+    """What an acceptance read from a report does not match: its drafter, its prompts, its sampling settings, and a
+    pair that was not lossless there."""
+    if given is None:
+        return []
+    curve, out = given.curve, []
+    if given.drafter and given.drafter != drafter.name:
+        out.append(f"the acceptance was measured for drafter {given.drafter}, this plan is for {drafter.name}")
+    if curve.prompts_sha256 != sha:
+        out.append(
+            f"the acceptance was measured on other prompts (sha256 {curve.prompts_sha256[:12]}…) than --prompts "
+            f"(sha256 {sha[:12]}…): the plan is for the traffic it was measured on"
+        )
+    asked = {"temperature": opts.temperature, "max_tokens": opts.max_tokens}
+    differ = [f"{k} {curve.settings.get(k)} (asked {v})" for k, v in asked.items() if curve.settings.get(k) != v]
+    if differ:
+        out.append("the acceptance was measured at " + ", ".join(differ) + ": the report states the measured ones")
+    if given.lossless is False:
+        out.append("the report the acceptance came from found the pair not lossless: fix that before tuning it")
+    return out
+
+
 def notes(costs: CostModel, target: Path, drafter: Path) -> list[str]:
     """What the figures do not say: CPU costs; costs measured for another pair (read with --costs)."""
     out = [CPU_NOTE] if costs.machine.get("device") == "cpu" else []
@@ -255,8 +313,14 @@ def build_report(
     costs: CostModel,
     schedule: Schedule,
     check: dict | None,
+    given: Acceptance | None = None,
 ) -> dict:
+    """The report (``schemas/tune-report.schema.json``); ``given``: the acceptance read with ``--acceptance``, whose
+    settings (sampling, max tokens) and checks the report carries instead of the options'."""
     config = speculative_config(drafter, schedule)
+    sampling = {key: getattr(opts, key) for key in ("temperature", "top_p", "top_k", "max_tokens")}
+    if given is not None:
+        sampling |= {key: curve.settings[key] for key in sampling if key in curve.settings}
     static_lines = {
         str(k): [throughput(b, k, curve, costs) for b in range(1, len(schedule.best) + 1)]
         for k in range(schedule.max_k + 1)
@@ -268,12 +332,10 @@ def build_report(
         "drafter": str(drafter),
         "settings": {
             "max_k": schedule.max_k,
-            "concurrency": list(opts.concurrency),
+            # offline the levels are the ones the cost file was measured at
+            "concurrency": costs.levels if opts.costs else list(opts.concurrency),
             "repeats": opts.repeats,
-            "max_tokens": opts.max_tokens,
-            "temperature": opts.temperature,
-            "top_p": opts.top_p,
-            "top_k": opts.top_k,
+            **sampling,
             "dtype": opts.dtype,
             "seed": opts.seed,
             "max_model_len": opts.max_model_len,
@@ -292,7 +354,7 @@ def build_report(
             "source": opts.acceptance or "measured",
             "curve": curve.to_dict(),
             "synthetic": curve.synthetic_config(),
-            "check": al_check(runs, curve, min(opts.concurrency)),
+            "check": list(given.check) if given is not None else al_check(runs, curve, min(opts.concurrency)),
         },
         "costs": {"source": opts.costs or "measured", "model": costs.to_dict()},
         "grid": grid(runs, curve, costs),
@@ -302,7 +364,7 @@ def build_report(
             "measured_up_to": schedule.measured_up_to,
             "break_even_batch_size": schedule.break_even,
             "speculative_config": config,
-            "serve_command": serve_line(target, drafter, schedule),
+            "serve_command": serve_line(target, drafter, schedule, len(schedule.best), opts.dtype),
             "trtllm_draft_len_schedule": {str(b): k for b, k in (schedule.trtllm() or {}).items()} or None,
             "predicted_throughput": {
                 "static": static_lines,
@@ -311,7 +373,7 @@ def build_report(
         },
         "check": check,
         "definitions": DEFINITIONS,
-        "notes": notes(costs, target, drafter),
+        "notes": notes(costs, target, drafter) + acceptance_notes(given, sha, opts, drafter),
     }
     report["findings"] = findings(report, opts)
     report["ok"] = not any(f["severity"] == "error" for f in report["findings"])

@@ -73,7 +73,8 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     check_options(opts)
     say = progress or (lambda _msg: None)
     costs = load_costs(opts.costs) if opts.costs else None
-    curve = load_acceptance(opts.acceptance) if opts.acceptance else None
+    given = load_acceptance(opts.acceptance, opts.drafter) if opts.acceptance else None
+    curve = given.curve if given else None
     max_k = opts.max_k if curve is None else min(curve.k, opts.max_k)
     if curve is not None and curve.k != opts.max_k:
         say(f"the acceptance curve reaches k={curve.k}: the schedule considers k up to {max_k} (--max-k {opts.max_k})")
@@ -142,7 +143,8 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
                 target_cells_from([x for r in runs for x in r.extends]),
             )
     assert curve is not None and costs is not None
-    max_batch = opts.max_batch or max(opts.concurrency)
+    # offline, the plan reaches as far as the costs were measured unless --max-batch says more
+    max_batch = opts.max_batch or (max(costs.batches) if opts.costs else max(opts.concurrency))
     schedule = best_schedule(curve, costs, max_batch, max_k)
     check = None
     if opts.check:
@@ -166,7 +168,9 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
             frozen = tuple((a, b, k) for a, b, k in schedule.ranges)
             runs.append(EngineRun(same.k, frozen, same.load_seconds, same.passes))
         check = check_section(runs, schedule, curve, costs)
-    report = build_report(opts, target, drafter, prompts_file, sha, len(prompts), runs, curve, costs, schedule, check)
+    report = build_report(
+        opts, target, drafter, prompts_file, sha, len(prompts), runs, curve, costs, schedule, check, given
+    )
     check_output(report, REPORT_SCHEMA, "tune report")
     return report
 

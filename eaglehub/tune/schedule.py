@@ -79,8 +79,9 @@ class Schedule:
         return self.best[min(b, len(self.best)) - 1]
 
     def trtllm(self) -> dict[int, int] | None:
-        """TensorRT-LLM's ``draft_len_schedule`` (module doc), ``None`` when the k at batch size 1 is not the largest."""
-        if self.best[0] != self.largest_k:
+        """TensorRT-LLM's ``draft_len_schedule`` (module doc), ``None`` when the k at batch size 1 is not the largest
+        or speculation never pays."""
+        if self.largest_k == 0 or self.best[0] != self.largest_k:
             return None
         return {first: k for first, _, k in self.ranges}
 
@@ -109,12 +110,22 @@ def speculative_config(drafter: Path | str, schedule: Schedule) -> dict | None:
     return config
 
 
-def serve_line(target: Path | str, drafter: Path | str, schedule: Schedule, max_num_seqs: int | None = None) -> str:
-    """The ready ``vllm serve`` line (a line without a drafter when speculation never pays)."""
+def serve_line(
+    target: Path | str,
+    drafter: Path | str,
+    schedule: Schedule,
+    max_num_seqs: int | None = None,
+    dtype: str | None = None,
+) -> str:
+    """The ready ``vllm serve`` line (a line without a drafter when speculation never pays): ``--dtype`` as measured
+    (vLLM would otherwise pick its own, e.g. bfloat16 for a float32 checkpoint) and ``--max-num-seqs`` the largest
+    planned batch size, so no batch size the plan did not weigh is served."""
     import shlex
 
     config = speculative_config(drafter, schedule)
     parts = ["vllm serve", shlex.quote(str(target))]
+    if dtype:
+        parts += ["--dtype", dtype]
     if max_num_seqs:
         parts += ["--max-num-seqs", str(max_num_seqs)]
     if config is not None:

@@ -31,6 +31,7 @@ from eaglehub.engines.base import RunResult, RunSpec, SpecCounters
 from eaglehub.engines.vllm_engine import K_SCHEDULE_KEY
 from eaglehub.errors import UsageError
 from eaglehub.findings import Finding, finding
+from eaglehub.measure import curve
 from eaglehub.verify.options import VerifyOptions
 
 FEATURE_OPTIONS = {
@@ -110,7 +111,8 @@ def check_features(opts: VerifyOptions, engine_names: list[str]) -> None:
     others = [n for n in engine_names if n != "vllm"]
     if others:
         raise UsageError(
-            f"{', '.join(given)} set vLLM engine features; the {others[0]} engine has none of them",
+            f"{', '.join(given)} {'sets a vLLM engine feature' if len(given) == 1 else 'set vLLM engine features'}; "
+            f"the {others[0]} engine has none of them",
             hint="add --engine vllm (once), or drop " + ", ".join(given),
         )
     seqs = opts.engine_options.get("max_num_seqs")
@@ -275,3 +277,4 @@ def attach(
             d["findings"] = sorted(d["findings"] + [f.as_dict() for f in found], key=lambda f: f["severity"] != "error")
             d["passed"] = False
     report["passed"] = all(d["passed"] for d in report["drafters"])
+    curve.attach(report)  # the curves again: a k schedule of several ks leaves none (curve.entry_curve)

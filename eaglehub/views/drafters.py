@@ -64,8 +64,12 @@ def render_drafters(report: dict, console: Console) -> None:
         console.print(f"[yellow]note:[/] {escape(note)}", highlight=False, soft_wrap=True)
     if report["drafters"]:
         env = "HF_HUB_OFFLINE=1 " if report["offline"] else ""  # found offline: verified offline too
+        # the Hub they were found on: without it verify would look them up on huggingface_hub's default one
+        hub = f" --hub-endpoint {escape(report['endpoint'])}" if report.get("endpoint") else ""
         console.print(
-            f"verify them: {env}eaglehub verify --target {escape(report['target'])}", highlight=False, soft_wrap=True
+            f"verify them: {env}eaglehub verify --target {escape(report['target'])}{hub}",
+            highlight=False,
+            soft_wrap=True,
         )
 
 

@@ -36,7 +36,7 @@ def render_report(report: dict, console) -> None:
     t = _table(
         console,
         f"acceptance at k={curve['k']}: {curve['num_drafts']} drafts, {curve['prompts']} prompts, "
-        f"T={s['temperature']:g}",
+        f"T={curve['settings'].get('temperature', s['temperature']):g}",
         ["k", "rate@k", "AL(k)", "direct", "error"],
     )
     direct = {row["k"]: row for row in acc["check"]}
@@ -56,6 +56,9 @@ def render_report(report: dict, console) -> None:
         "from the one run at the largest k; direct: AL measured by a run at that k; error: predicted / direct - 1",
         style="dim",
     )
+    if not acc["check"]:
+        why = "no k below 1" if curve["k"] == 1 else f"read from {acc['source']}, which has no direct runs"
+        print_prose(console, f"AL(k) prediction not checked: {why}", style="yellow")
     eng = costs.get("engine") or {}
     mach = costs.get("machine") or {}
     t = _table(
@@ -135,7 +138,12 @@ def render_report(report: dict, console) -> None:
         print_prose(console, f"largest prediction error {worst:.1%} over {len(report['grid'])} cells", style="dim")
     ranges = ", ".join(f"{a}-{b}: k={k}" for a, b, k in sched["ranges"])
     console.print(f"schedule (batch size: k): {ranges}", highlight=False)
-    if sched["break_even_batch_size"] is not None:
+    if max(sched["best_k"]) == 0:
+        console.print(
+            f"speculation does not pay at any batch size up to {len(sched['best_k'])}: serve the target alone",
+            highlight=False,
+        )
+    elif sched["break_even_batch_size"] is not None:
         console.print(f"speculation stops paying from batch size {sched['break_even_batch_size']}", highlight=False)
     else:
         console.print(f"speculation pays up to batch size {len(sched['best_k'])}, the largest planned", highlight=False)
@@ -147,15 +155,16 @@ def render_report(report: dict, console) -> None:
             style="yellow",
         )
     trt = sched["trtllm_draft_len_schedule"]
-    console.print(
-        "TensorRT-LLM draft_len_schedule: "
-        + (
-            "{" + ", ".join(f"{b}: {k}" for b, k in trt.items()) + "}"
-            if trt
-            else "not expressible (it must start at its largest draft length)"
-        ),
-        highlight=False,
-    )
+    if max(sched["best_k"]) > 0:
+        console.print(
+            "TensorRT-LLM draft_len_schedule: "
+            + (
+                "{" + ", ".join(f"{b}: {k}" for b, k in trt.items()) + "}"
+                if trt
+                else "not expressible (it must start at its largest draft length)"
+            ),
+            highlight=False,
+        )
     chk = report["check"]
     if chk:
         t = _table(
@@ -230,7 +239,7 @@ def plot_tune(report: dict, path: str | Path) -> Path:
                 ms=4,
                 capsize=2,
             )
-    ax.plot(batches, pred["schedule"], "k--", lw=2, label="schedule")
+    ax.plot(batches, pred["schedule"], "k--", lw=2.5, alpha=0.6, label="schedule", zorder=1)
     chk = report.get("check")
     if chk:
         ax.plot(
@@ -241,6 +250,8 @@ def plot_tune(report: dict, path: str | Path) -> Path:
             label="schedule, measured",
         )
     ax.set_xscale("log", base=2)
+    # throughput grows about with the batch: on a linear axis the small batches, where the ks differ, flatten
+    ax.set_yscale("log")
     ax.set_xlabel("batch size (requests in flight)")
     ax.set_ylabel("decode tokens / s")
     ax.legend(fontsize=8)

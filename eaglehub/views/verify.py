@@ -261,7 +261,8 @@ def features_lines(section: dict, num_requests: int) -> list[str]:
 
     def line(r: dict, n: int) -> str:
         onoff = {True: "on", False: "off"}
-        hits = f"{r['prefix_cache_hit_tokens']} prompt tokens from the cache in {r['prompts_hitting_cache']} prompts"
+        n_hit = r["prompts_hitting_cache"]
+        hits = f"{r['prefix_cache_hit_tokens']} prompt tokens from the cache in {n_hit} prompt{'s' * (n_hit != 1)}"
         parts = [
             f"prefix caching {onoff[r['enable_prefix_caching']]}"
             + (f" (block {r['block_size']} tokens; {hits})" if r["enable_prefix_caching"] else ""),
@@ -366,7 +367,7 @@ def render_report(report: dict, console: Console) -> None:
             legend += "; the rates given the one before are in the report (a wider terminal shows them)"
         console.print(f"[dim]{legend}[/]", highlight=False)
         for line in curve_lines(d):
-            console.print(line, highlight=False, markup=False, soft_wrap=True)
+            print_prose(console, line)
         dist = distribution_table(d, s["num_speculative_tokens"])
         if dist is not None:
             console.print(dist)
