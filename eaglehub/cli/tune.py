@@ -93,6 +93,14 @@ from eaglehub.cli.paths import output_path
     help="Write the fitted step-cost model here (schemas/tune-costs.schema.json), for --costs elsewhere.",
 )
 @click.option(
+    "--schedule-margin",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.05,
+    show_default=True,
+    help="Serve a k schedule only when it is predicted to beat the best static k (or the target alone) by more "
+    "than this share at some batch size; else print that static choice (vLLM's schedule mode has costs of its own).",
+)
+@click.option(
     "--check",
     is_flag=True,
     help="Also run the engine with the schedule and with every static k at every level, and report measured "

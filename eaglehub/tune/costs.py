@@ -117,9 +117,16 @@ class CostModel:
         return self.params["d"] + self.params["e"] * b
 
     def step_ms(self, b: int, k: int) -> float:
-        """One engine step at batch size ``b`` with ``k`` draft tokens (0: plain decoding)."""
+        """One engine step at batch size ``b`` with ``k`` draft tokens (0: plain decoding, no drafter loaded)."""
         spec = self.params["s"] + k * self.drafter_ms(b) if k > 0 else 0.0
         return self.target_ms(b, k + 1) + spec
+
+    def scheduled_step_ms(self, b: int, k: int) -> float:
+        """A step under a k schedule: as :meth:`step_ms`, except that at k 0 the drafter still runs its first
+        forward over the verified tokens, to keep its KV cache in step (vllm 0.32.0
+        ``v1/spec_decode/llm_base_proposer.py`` L612-620: "No draft tokens requested (e.g. Dynamic SD decided K=0).
+        The prefill forward pass above already ran"): k 0 in a schedule is not the target alone."""
+        return self.step_ms(b, k) if k > 0 else self.target_ms(b, 1) + self.drafter_ms(b)
 
     @property
     def ks(self) -> list[int]:

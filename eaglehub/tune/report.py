@@ -16,7 +16,7 @@ from eaglehub.tune.costs import SCHEMA as COSTS_SCHEMA
 from eaglehub.tune.engine import EngineRun
 from eaglehub.tune.inputs import Acceptance
 from eaglehub.tune.options import TuneOptions
-from eaglehub.tune.schedule import Schedule, serve_line, speculative_config, throughput
+from eaglehub.tune.schedule import Recommendation, Schedule, recommend, serve_line, speculative_config, throughput
 
 REPORT_SCHEMA = "tune-report"
 
@@ -314,10 +314,13 @@ def build_report(
     schedule: Schedule,
     check: dict | None,
     given: Acceptance | None = None,
+    rec: Recommendation | None = None,
 ) -> dict:
     """The report (``schemas/tune-report.schema.json``); ``given``: the acceptance read with ``--acceptance``, whose
     settings (sampling, max tokens) and checks the report carries instead of the options'."""
-    config = speculative_config(drafter, schedule)
+    rec = rec or recommend(schedule, curve, costs, opts.schedule_margin)
+    served = rec.served
+    config = speculative_config(drafter, served)
     sampling = {key: getattr(opts, key) for key in ("temperature", "top_p", "top_k", "max_tokens")}
     if given is not None:
         sampling |= {key: curve.settings[key] for key in sampling if key in curve.settings}
@@ -363,12 +366,22 @@ def build_report(
             "ranges": schedule.ranges,
             "measured_up_to": schedule.measured_up_to,
             "break_even_batch_size": schedule.break_even,
+            "recommendation": {
+                "kind": rec.kind,
+                "served_ranges": served.ranges,
+                "static_k": rec.static_k,
+                "static_worst_ratio": rec.worst_ratio,
+                "margin": rec.margin,
+            },
             "speculative_config": config,
-            "serve_command": serve_line(target, drafter, schedule, len(schedule.best), opts.dtype),
-            "trtllm_draft_len_schedule": {str(b): k for b, k in (schedule.trtllm() or {}).items()} or None,
+            "serve_command": serve_line(target, drafter, served, len(served.best), opts.dtype),
+            "trtllm_draft_len_schedule": {str(b): k for b, k in (served.trtllm() or {}).items()} or None,
             "predicted_throughput": {
                 "static": static_lines,
-                "schedule": [throughput(b, schedule.k_at(b), curve, costs) for b in range(1, len(schedule.best) + 1)],
+                "schedule": [
+                    throughput(b, schedule.k_at(b), curve, costs, in_schedule=True)
+                    for b in range(1, len(schedule.best) + 1)
+                ],
             },
         },
         "check": check,

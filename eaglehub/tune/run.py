@@ -32,7 +32,7 @@ from eaglehub.tune.engine import EngineRun, RunSettings, run_engine
 from eaglehub.tune.inputs import load_acceptance, load_costs
 from eaglehub.tune.options import TuneOptions, check_ks, check_options
 from eaglehub.tune.report import REPORT_SCHEMA, build_report, check_section, first_pass_counters
-from eaglehub.tune.schedule import best_schedule, speculative_config
+from eaglehub.tune.schedule import best_schedule, recommend
 
 
 def machine() -> dict:
@@ -146,30 +146,31 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     # offline, the plan reaches as far as the costs were measured unless --max-batch says more
     max_batch = opts.max_batch or (max(costs.batches) if opts.costs else max(opts.concurrency))
     schedule = best_schedule(curve, costs, max_batch, max_k)
+    rec = recommend(schedule, curve, costs, opts.schedule_margin)
+    served = rec.served
     check = None
     if opts.check:
-        config = speculative_config(drafter, schedule)
-        if config is not None and not schedule.static:
-            say(f"engine with the schedule {schedule.ranges}")
+        if rec.kind == "schedule":
+            say(f"engine with the schedule {served.ranges}")
             runs.append(
                 run_engine(
                     settings,
-                    schedule.largest_k,
+                    served.largest_k,
                     opts.concurrency,
                     opts.repeats,
                     ids,
-                    schedule=schedule.ranges,
+                    schedule=served.ranges,
                     progress=_step_progress(say),
                 )
             )
         else:
-            # a one-k schedule is that static k, already measured
-            same = next(r for r in runs if r.k == schedule.largest_k)
-            frozen = tuple((a, b, k) for a, b, k in schedule.ranges)
+            # a static k (or the target alone) is that engine, already measured
+            same = next(r for r in runs if r.k == served.largest_k)
+            frozen = tuple((a, b, k) for a, b, k in served.ranges)
             runs.append(EngineRun(same.k, frozen, same.load_seconds, same.passes))
-        check = check_section(runs, schedule, curve, costs)
+        check = check_section(runs, served, curve, costs)
     report = build_report(
-        opts, target, drafter, prompts_file, sha, len(prompts), runs, curve, costs, schedule, check, given
+        opts, target, drafter, prompts_file, sha, len(prompts), runs, curve, costs, schedule, check, given, rec
     )
     check_output(report, REPORT_SCHEMA, "tune report")
     return report

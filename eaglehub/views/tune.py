@@ -138,6 +138,15 @@ def render_report(report: dict, console) -> None:
         print_prose(console, f"largest prediction error {worst:.1%} over {len(report['grid'])} cells", style="dim")
     ranges = ", ".join(f"{a}-{b}: k={k}" for a, b, k in sched["ranges"])
     console.print(f"schedule (batch size: k): {ranges}", highlight=False)
+    rec = sched["recommendation"]
+    kept = f"{rec['static_worst_ratio']:.1%} of the best at its worst batch size"
+    if rec["kind"] == "schedule":
+        what = f"serve the schedule: no static choice comes within {rec['margin']:.0%} of it everywhere"
+        what += f" (the best, k={rec['static_k']}, keeps {kept})"
+    else:
+        choice = "the target alone" if rec["kind"] == "target_alone" else f"static k={rec['static_k']}"
+        what = f"serve {choice}: it keeps {kept}, within the {rec['margin']:.0%} a schedule must gain"
+    print_prose(console, what)
     if max(sched["best_k"]) == 0:
         console.print(
             f"speculation does not pay at any batch size up to {len(sched['best_k'])}: serve the target alone",
