@@ -6,7 +6,7 @@ from pathlib import Path
 
 from eaglehub.tune.costs import CostModel
 from eaglehub.views.common import print_prose
-from eaglehub.views.plots import save_figure
+from eaglehub.views.plots import save_figure, stamp_text
 
 
 def _table(console, title: str, columns: list[str]):
@@ -248,7 +248,11 @@ def plot_tune(report: dict, path: str | Path) -> Path:
                 ms=4,
                 capsize=2,
             )
-    ax.plot(batches, pred["schedule"], "k--", lw=2.5, alpha=0.6, label="schedule", zorder=1)
+    rec = sched["recommendation"]
+    served = "the schedule" if rec["kind"] == "schedule" else (
+        "the target alone" if rec["kind"] == "target_alone" else f"static k={rec['static_k']}"
+    )  # fmt: skip
+    ax.plot(batches, pred["schedule"], "k--", lw=2.5, alpha=0.6, label=f"schedule (served: {served})", zorder=1)
     chk = report.get("check")
     if chk:
         ax.plot(
@@ -256,7 +260,7 @@ def plot_tune(report: dict, path: str | Path) -> Path:
             [lv["schedule"]["median"] for lv in chk["levels"]],
             "k*",
             ms=10,
-            label="schedule, measured",
+            label="served, measured (--check)",
         )
     ax.set_xscale("log", base=2)
     # throughput grows about with the batch: on a linear axis the small batches, where the ks differ, flatten
@@ -270,4 +274,7 @@ def plot_tune(report: dict, path: str | Path) -> Path:
         f"measured · {eng.get('name', '?')} {eng.get('version', '')} on {report['costs']['model']['machine'].get('device', '?')}",
         fontsize=9,
     )
-    return save_figure(fig, path)
+    stamp = stamp_text(
+        {"engine": {"name": eng.get("name", "?"), "version": eng.get("version", "?")}, "tool": report["tool"]}
+    )
+    return save_figure(fig, path, stamp)
