@@ -87,7 +87,11 @@ def test_features_reach_llm_and_the_schedule_only_the_drafter_run():
 @pytest.mark.parametrize(
     "kw, engines, message",
     [
-        ({"in_flight": 4}, ["reference"], "the reference engine has none of them"),
+        (
+            {"in_flight": 4},
+            ["reference"],
+            "--concurrency sets a vLLM engine feature; the reference engine has no such feature",
+        ),
         ({"in_flight": 4, "engine_options": {"max_num_seqs": 2}}, ["vllm"], "--max-num-seqs says 2"),
         ({"chunked_prefill": False, "max_num_batched_tokens": 64}, ["vllm"], "below max_model_len 2048"),
         ({"max_num_batched_tokens": 4, "in_flight": 8}, ["vllm"], "below max_num_seqs 8"),
@@ -107,7 +111,14 @@ def test_cli_options_and_their_usage_errors(tmp_path):
     base = ["verify", "--target", "smollm2", "--drafter", str(FIXTURE)]
     cases = [
         (["--k-schedule", "[[2, 4, 3]]"], "--k-schedule: schedule [[2, 4, 3]] must start at batch size 1"),
-        (["--engine", "reference", "--concurrency", "4"], "--concurrency set vLLM engine features; the reference"),
+        (
+            ["--engine", "reference", "--concurrency", "4"],
+            "--concurrency sets a vLLM engine feature; the reference engine has no such feature",
+        ),
+        (
+            ["--engine", "reference", "--concurrency", "4", "--no-prefix-caching"],
+            "set vLLM engine features; the reference engine has none of them",
+        ),
         (["--endpoint", "http://127.0.0.1:9", "--prefix-caching"], "--endpoint measures a server started"),
         (["--dry-run", "--k-schedule", "[[1, 8, 2]]"], "--dry-run runs nothing"),
     ]

@@ -112,7 +112,7 @@ def check_features(opts: VerifyOptions, engine_names: list[str]) -> None:
     if others:
         raise UsageError(
             f"{', '.join(given)} {'sets a vLLM engine feature' if len(given) == 1 else 'set vLLM engine features'}; "
-            f"the {others[0]} engine has none of them",
+            f"the {others[0]} engine has {'no such feature' if len(given) == 1 else 'none of them'}",
             hint="add --engine vllm (once), or drop " + ", ".join(given),
         )
     seqs = opts.engine_options.get("max_num_seqs")
