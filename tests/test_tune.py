@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 import shlex
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -263,7 +264,7 @@ def test_offline_tune_plans_from_saved_costs_and_acceptance_without_an_engine(of
     def no_engine(*a, **k):
         raise AssertionError("no engine may start when --costs and --acceptance are given")
 
-    monkeypatch.setattr("eaglehub.tune.run.run_engine", no_engine)
+    monkeypatch.setattr("eaglehub.tune.engine.EnginePool._start", no_engine)
     report_path, plot_path = tmp_path / "tune.json", tmp_path / "tune.png"
     res = _run("--target", target, "--drafter", drafter, "--prompts", prompts, "--costs", costs,
                "--acceptance", acceptance, "--max-batch", 64, "--report", report_path, "--plot", plot_path)  # fmt: skip
@@ -321,7 +322,7 @@ def test_json_output_is_the_report(offline):
 )
 def test_usage_errors_exit_2_before_any_engine(offline, tmp_path, monkeypatch, extra, match):
     target, drafter, prompts, costs, acceptance = offline
-    monkeypatch.setattr("eaglehub.tune.run.run_engine", lambda *a, **k: pytest.fail("an engine started"))
+    monkeypatch.setattr("eaglehub.tune.engine.EnginePool._start", lambda *a, **k: pytest.fail("an engine started"))
     extra = [x.format(costs=costs, acc=acceptance, missing=tmp_path / "nope.json") for x in extra]
     res = _run("--target", target, "--drafter", drafter, "--prompts", prompts, *extra)
     assert res.exit_code == 2, res.output
@@ -464,3 +465,70 @@ def test_a_model_that_misses_a_measured_cell_by_more_than_15_percent_is_said(off
     assert "--repeats 5" in found["hint"] and "--max-tokens 128" in found["hint"]
     grid[0] |= {"predicted": 90.0, "error": -0.1}
     assert trep.findings(report, opts) == []
+
+
+class _FakeWorker:
+    """Stands for a live step-timing worker: answers each cell with a one-step pass and records the order."""
+
+    def __init__(self, k, schedule, log):
+        self.k, self.schedule, self.load_seconds, self.stopped = k, schedule, 1.5, False
+        self.log = log
+
+    def ask(self, command):
+        if "extend" in command:
+            return {"rows": [[1, 1, 0, 0.01]]}
+        cell = command["cell"]
+        self.log.append((self.k, self.schedule, cell["concurrency"], cell["rep"]))
+        return {"cell": {**cell, "steps": [[cell["concurrency"], True, 2, 0.02]], "outputs": [[7]] * len(cell["prompts"]),
+                         "counters": SpecCounters().to_dict()}}  # fmt: skip
+
+    def stop(self):
+        self.stopped = True
+
+
+def _fake_pool(monkeypatch, interleave):
+    from eaglehub.tune import engine as te
+
+    order: list = []
+    started: list = []
+
+    def start(self, k, schedule, prefix_caching):
+        w = _FakeWorker(k, schedule, order)
+        started.append((k, schedule, prefix_caching, [len(self.live)]))
+        self.live[(k, schedule)] = w
+        return w
+
+    monkeypatch.setattr(te.EnginePool, "_start", start)
+    settings = te.RunSettings(Path("/t"), Path("/d"), 8, "float32", 0, 0.0, 1.0, 0, 256, 1 << 20)
+    return te.EnginePool(settings, [[1, 2], [3]], [1, 2], interleave), order, started
+
+
+def test_interleaved_engines_take_one_cell_each_in_turn_with_the_order_rotated(monkeypatch):
+    pool, order, started = _fake_pool(monkeypatch, interleave=True)
+    with pool:
+        runs = pool.measure([(0, None), (1, None), (2, None)], repeats=2, max_k=2)
+        # all three live before the first cell; only the target alone caches the prefix its forwards need
+        assert [(k, p) for k, _, p, _ in started] == [(0, True), (1, False), (2, False)]
+        assert order[:3] == [(0, None, 1, 0), (1, None, 1, 0), (2, None, 1, 0)]
+        assert order[3:6] == [(1, None, 2, 0), (2, None, 2, 0), (0, None, 2, 0)]  # rotated by one each round
+        assert [(o[2], o[3]) for o in order[::3]] == [(1, 0), (2, 0), (1, 1), (2, 1)]  # repeats outermost
+        # a later measure (the check's schedule) reuses the live engines and adds one
+        sched = ((1, 2, 2),)
+        again = pool.measure([(0, None), (2, [[1, 2, 2]])], repeats=1)
+        assert len(started) == 4 and started[-1][:2] == (2, sched)
+        live = list(pool.live.values())
+    assert all(w.stopped for w in live)
+    assert [r.k for r in runs] == [0, 1, 2] and all(len(r.passes) == 4 for r in runs)
+    assert runs[0].extends == ((1, 1, 0, 0.01),) and runs[1].extends == ()
+    assert [p.concurrency for p in runs[1].passes] == [1, 2, 1, 2]
+    assert again[1].schedule == sched and len(again[0].passes) == 2
+
+
+def test_without_interleave_each_engine_runs_all_its_cells_and_stops_before_the_next(monkeypatch):
+    pool, order, started = _fake_pool(monkeypatch, interleave=False)
+    with pool:
+        runs = pool.measure([(0, None), (1, None)], repeats=2)
+        assert pool.live == {}
+    assert [o[0] for o in order] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [live for *_, live in started] == [[0], [0]]  # the first had stopped when the second started
+    assert [len(r.passes) for r in runs] == [4, 4]

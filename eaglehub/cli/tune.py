@@ -106,6 +106,13 @@ from eaglehub.cli.paths import output_path
     help="Also run the engine with the schedule and with every static k at every level, and report measured "
     "against predicted throughput and whether the schedule is at least as good as the best static k.",
 )
+@click.option(
+    "--interleave/--no-interleave",
+    default=None,
+    help="Keep every engine loaded and hand them one pass each in turn, so a slow spell of a shared machine "
+    "lands on all of them alike (default: on with vLLM's CPU build; off on a GPU, where each engine takes its "
+    "own share of GPU memory).",
+)
 @engine_log_option()
 @report_option("Write the JSON report here (schemas/tune-report.schema.json).")
 @plot_option("Write a PNG of predicted throughput against batch size per static k and for the schedule.")

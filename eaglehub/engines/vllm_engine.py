@@ -328,9 +328,7 @@ class VllmEngine:
         """Run the worker ``python -m module REQUEST RESULT``, forward its progress events, return its exit
         code; on any exception here (Ctrl-C included) the worker is killed first. ``in_process``: vLLM's
         engine core runs inside the worker (module doc: one process)."""
-        env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", **os.environ}
-        if in_process:
-            env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        env = worker_env(in_process)
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", module, str(request), str(result)],
@@ -351,6 +349,15 @@ class VllmEngine:
                 proc.wait()
                 raise
             return proc.wait()
+
+
+def worker_env(in_process: bool) -> dict[str, str]:
+    """The environment an engine worker runs in: no OpenMP thread pinning (several workers may share the
+    cores), and with ``in_process`` vLLM's engine core inside the worker (module doc: one process)."""
+    env = {"VLLM_CPU_OMP_THREADS_BIND": "nobind", **os.environ}
+    if in_process:
+        env.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    return env
 
 
 def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:

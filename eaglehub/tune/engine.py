@@ -1,19 +1,31 @@
-"""Parent side of the step-timing runs: build a worker request (:mod:`eaglehub.tune.worker`), run it as a
-subprocess with verify's process handling (killed on Ctrl-C), and read the timed steps back."""
+"""Parent side of the step-timing runs: start step-timing workers (:mod:`eaglehub.tune.worker`), one per
+engine configuration, hand them cells one at a time, and read the timed steps back.
+
+Why the cells of several engines are interleaved: on a shared machine the same engine step is 20 % slower in
+some spells than in others (measured on this project's 2-core CPU VM: static k = 1 at batch size 1 ran 23 ms
+steps for three passes, then 19 ms, with nothing else running). Run one configuration after another and such a
+spell lands on whichever ran then, which can turn the ranking of two k around; hand every live engine one cell
+in turn and it lands on all of them alike. Each engine holds its own KV cache and weights, so interleaving is
+the default on vLLM's CPU build (host memory) and off on a GPU (one engine's memory fraction each), where
+``--no-interleave`` runs one engine at a time.
+"""
 
 from __future__ import annotations
 
 import json
 import math
 import os
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from eaglehub.engines.base import ProgressFn, SpecCounters
-from eaglehub.engines.vllm_engine import K_SCHEDULE_KEY
+from eaglehub.engines.vllm_engine import K_SCHEDULE_KEY, log_tail, worker_env
 from eaglehub.errors import EaglehubError
 
 EXTEND_PREFIX_TOKENS = 128
@@ -97,28 +109,17 @@ def build_request(
     k: int,
     schedule: Sequence[Sequence[int]] | None,
     levels: Sequence[int],
-    repeats: int,
     ids: list[list[int]],
-    max_k: int = 0,
+    prefix_caching: bool = False,
 ) -> dict:
-    """The worker request: one cell per (repeat, level), repeats outermost so a slow spell of the machine
-    spreads over every level instead of landing on one; the target-alone engine (``k`` 0) also times its
-    forward over n = 1 … ``max_k`` + 1 new tokens at every level."""
-    cells = [
-        {
-            "label": f"k{k if schedule is None else 'S'}-c{c}-r{r}",
-            "concurrency": c,
-            "rep": r,
-            "prompts": pass_prompts(len(ids), c),
-        }
-        for r in range(repeats)
-        for c in levels
-    ]
+    """The worker request: the engine (target alone at ``k`` 0, else target + drafter at ``k`` or with
+    ``schedule``) sized for the largest level; ``prefix_caching`` for the target alone whose timed forwards
+    need a cached prefix (:func:`eaglehub.tune.worker.time_extends`)."""
     options: dict = {"max_num_seqs": max(levels)}
     if schedule:
         options[K_SCHEDULE_KEY] = [list(r) for r in schedule]
-    if k == 0 and max_k > 0:
-        options["enable_prefix_caching"] = True  # the timed target forwards need the cached prefix
+    if prefix_caching:
+        options["enable_prefix_caching"] = True
     return {
         "target": str(settings.target.resolve()),
         "drafter": str(settings.drafter.resolve()) if k > 0 else None,
@@ -133,71 +134,198 @@ def build_request(
         "kv_cache_bytes": settings.kv_cache_bytes,
         "engine_options": options,
         "prompt_token_ids": ids,
-        "cells": cells,
-        "extend": {
-            "prefix_tokens": EXTEND_PREFIX_TOKENS,
-            "ns": list(range(1, max_k + 2)),
-            "levels": list(levels),
-            "repeats": repeats,
-        }
-        if k == 0 and max_k > 0
-        else None,
+        "warmup_concurrency": max(levels),
     }
 
 
-def read_result(result: dict, k: int, schedule) -> EngineRun:
-    passes = tuple(
-        Pass(
-            k,
-            schedule,
-            int(c["concurrency"]),
-            int(c["rep"]),
-            tuple(Step(int(b), bool(d), int(t), float(s)) for b, d, t, s in c["steps"]),
-            SpecCounters.from_dict(c["counters"]),
-            tuple(c["prompts"]),
-            tuple(tuple(o) for o in c["outputs"]),
-        )
-        for c in result["cells"]
+def _pass(cell: dict, k: int, schedule) -> Pass:
+    return Pass(
+        k,
+        schedule,
+        int(cell["concurrency"]),
+        int(cell["rep"]),
+        tuple(Step(int(b), bool(d), int(t), float(s)) for b, d, t, s in cell["steps"]),
+        SpecCounters.from_dict(cell["counters"]),
+        tuple(cell["prompts"]),
+        tuple(tuple(o) for o in cell["outputs"]),
     )
-    extends = tuple((int(b), int(n), int(r), float(sec)) for b, n, r, sec in result.get("extends") or ())
-    return EngineRun(k, schedule, float(result["load_seconds"]), passes, extends)
 
 
-def run_engine(
-    settings: RunSettings,
-    k: int,
-    levels: Sequence[int],
-    repeats: int,
-    ids: list[list[int]],
-    schedule: Sequence[Sequence[int]] | None = None,
-    progress: ProgressFn | None = None,
-    max_k: int = 0,
-) -> EngineRun:
-    """Start one vLLM engine (target alone at ``k`` 0, else target + drafter at ``k`` or ``schedule``), serve
-    the prompts ``repeats`` times at each concurrency level, timing every step; at ``k`` 0 also time the
-    target's forward over 1 … ``max_k`` + 1 new tokens per request.
+Frozen = tuple[tuple[int, int, int], ...]
 
-    Raises:
-        EaglehubError: the worker failed (exit 1; the message carries the tail of vLLM's log).
-    """
-    from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, VllmEngine, log_tail
 
-    frozen = tuple(tuple(int(x) for x in r) for r in schedule) if schedule else None
-    request = build_request(settings, k, schedule, levels, repeats, ids, max_k)
-    request["kv_cache_bytes"] = request["kv_cache_bytes"] or DEFAULT_KV_CACHE_BYTES
-    with tempfile.TemporaryDirectory(prefix="eaglehub-tune-") as tmp_name:
-        tmp = Path(tmp_name)
-        log_dir = settings.log_dir or tmp
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log = log_dir / f"vllm-tune-{'S' if frozen else k}-{os.getpid()}-{time.time_ns()}.log"
-        (tmp / "request.json").write_text(json.dumps(request))
-        rc = VllmEngine._spawn(
-            tmp / "request.json", tmp / "result.json", log, progress, True, module="eaglehub.tune.worker"
-        )
-        if rc != 0 or not (tmp / "result.json").is_file():
+def freeze(schedule: Sequence[Sequence[int]] | None) -> Frozen | None:
+    """A k schedule as the hashable ``((lo, hi, k), …)`` an engine is keyed by; ``None`` for no schedule."""
+    return tuple((int(lo), int(hi), int(k)) for lo, hi, k in schedule) if schedule else None
+
+
+def config_name(k: int, schedule: Frozen | None) -> str:
+    if schedule:
+        return f"the schedule {[list(r) for r in schedule]}"
+    return "the target alone" if k == 0 else f"k={k}"
+
+
+class _Worker:
+    """One live step-timing worker: its engine configuration, process and log."""
+
+    def __init__(self, k: int, schedule: Frozen | None, proc: subprocess.Popen, log: Path) -> None:
+        self.k, self.schedule, self.proc, self.log = k, schedule, proc, log
+        self.load_seconds = 0.0
+
+    @property
+    def name(self) -> str:
+        return config_name(self.k, self.schedule)
+
+    def read(self) -> dict:
+        assert self.proc.stdout is not None  # stdout=PIPE
+        line = self.proc.stdout.readline()
+        if not line:
+            rc = self.proc.wait()
             raise EaglehubError(
-                f"the vLLM step-timing worker failed (exit code {rc}); last lines of its log:\n{log_tail(log)}",
+                f"the vLLM step-timing worker for {self.name} failed (exit code {rc}); last lines of its log:\n"
+                f"{log_tail(self.log)}",
                 hint="see the log above; rerun with --engine-log DIR to keep it",
                 exit_code=1,
             )
-        return read_result(json.loads((tmp / "result.json").read_text()), k, frozen)
+        return json.loads(line)
+
+    def ask(self, command: dict) -> dict:
+        assert self.proc.stdin is not None  # stdin=PIPE
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return self.read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(json.dumps({"stop": True}) + "\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=60)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
+
+
+class EnginePool:
+    """The step-timing engines of one tune run, as a context manager: every worker is stopped on exit and
+    killed first on any exception (Ctrl-C included).
+
+    :meth:`measure` serves the prompts ``repeats`` times at every level on each requested configuration. With
+    ``interleave`` (module doc) all of them are live at once and take one cell each in turn, the order rotated
+    every round, and they stay live for a later :meth:`measure` (``tune --check``); without it each engine runs
+    all its cells and is stopped before the next starts."""
+
+    def __init__(
+        self,
+        settings: RunSettings,
+        ids: list[list[int]],
+        levels: Sequence[int],
+        interleave: bool,
+        progress: ProgressFn | None = None,
+    ) -> None:
+        self.settings, self.ids, self.levels = settings, ids, list(levels)
+        self.interleave, self.progress = interleave, progress
+        self.live: dict[tuple[int, Frozen | None], _Worker] = {}
+        self._stack = ExitStack()
+        self._tmp = Path(self._stack.enter_context(tempfile.TemporaryDirectory(prefix="eaglehub-tune-")))
+
+    def __enter__(self) -> EnginePool:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        for w in list(self.live.values()):
+            if exc_type is not None:
+                w.proc.kill()
+                w.proc.wait()
+            else:
+                w.stop()
+        self.live.clear()
+        self._stack.close()
+
+    def _start(self, k: int, schedule: Frozen | None, prefix_caching: bool) -> _Worker:
+        log_dir = self.settings.log_dir or self._tmp
+        log_dir.mkdir(parents=True, exist_ok=True)
+        tag = "S" if schedule else str(k)
+        log = log_dir / f"vllm-tune-{tag}-{os.getpid()}-{time.time_ns()}.log"
+        request = self._tmp / f"request-{tag}-{time.time_ns()}.json"
+        request.write_text(json.dumps(build_request(self.settings, k, schedule, self.levels, self.ids, prefix_caching)))
+        with open(log, "wb") as log_file:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "eaglehub.tune.worker", str(request)],
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                stdin=subprocess.PIPE,
+                text=True,
+                env=worker_env(True),
+            )
+        worker = _Worker(k, schedule, proc, log)
+        self.live[(k, schedule)] = worker
+        worker.load_seconds = float(worker.read()["load_seconds"])
+        return worker
+
+    def _cell(self, worker: _Worker, concurrency: int, rep: int) -> Pass:
+        label = f"k{'S' if worker.schedule else worker.k}-c{concurrency}-r{rep}"
+        prompts = pass_prompts(len(self.ids), concurrency)
+        cell = {"label": label, "concurrency": concurrency, "rep": rep, "prompts": prompts}
+        done = worker.ask({"cell": cell})["cell"]
+        if self.progress:
+            self.progress(label, len(prompts))
+        return _pass(done, worker.k, worker.schedule)
+
+    def _rounds(self, workers: list[_Worker], repeats: int) -> Iterator[tuple[_Worker, Pass]]:
+        """Repeats outermost, then levels, then engines in an order rotated every round, so neither a slow
+        spell nor a position in the round favours one configuration."""
+        n = 0
+        for rep in range(repeats):
+            for c in self.levels:
+                for i in range(len(workers)):
+                    w = workers[(i + n) % len(workers)]
+                    yield w, self._cell(w, c, rep)
+                n += 1
+
+    def measure(
+        self,
+        configs: Sequence[tuple[int, Sequence[Sequence[int]] | None]],
+        repeats: int,
+        max_k: int = 0,
+        say=None,
+    ) -> list[EngineRun]:
+        """One :class:`EngineRun` per ``(k, schedule)`` in ``configs``, in that order, holding the passes of this
+        call; the target alone (``k`` 0) also times its forward over 1 … ``max_k`` + 1 new tokens.
+
+        Raises:
+            EaglehubError: a worker failed (exit 1; the message carries the tail of vLLM's log).
+        """
+        frozen = [(k, freeze(s)) for k, s in configs]
+        passes: dict[tuple[int, Frozen | None], list[Pass]] = {key: [] for key in frozen}
+        extends: dict[tuple[int, Frozen | None], tuple] = {}
+        loads: dict[tuple[int, Frozen | None], float] = {}
+        groups = [frozen] if self.interleave else [[key] for key in frozen]
+        for group in groups:
+            workers = []
+            for k, sched in group:
+                w = self.live.get((k, sched))
+                if w is None:
+                    if say:
+                        say(f"engine {config_name(k, sched)}: loading")
+                    w = self._start(k, sched, prefix_caching=k == 0 and max_k > 0)
+                workers.append(w)
+            for w, p in self._rounds(workers, repeats):
+                passes[(w.k, w.schedule)].append(p)
+            for w in workers:
+                key = (w.k, w.schedule)
+                loads[key] = w.load_seconds
+                if w.k == 0 and w.schedule is None and max_k > 0:
+                    ext = {
+                        "prefix_tokens": EXTEND_PREFIX_TOKENS,
+                        "ns": list(range(1, max_k + 2)),
+                        "levels": self.levels,
+                        "repeats": repeats,
+                    }
+                    rows = w.ask({"extend": ext})["rows"]
+                    extends[key] = tuple((int(b), int(n), int(r), float(sec)) for b, n, r, sec in rows)
+                if not self.interleave:
+                    w.stop()
+                    del self.live[key]
+        return [EngineRun(k, s, loads[(k, s)], tuple(passes[(k, s)]), extends.get((k, s), ())) for k, s in frozen]

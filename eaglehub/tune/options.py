@@ -39,6 +39,9 @@ class TuneOptions:
     acceptance: str | None = None
     check: bool = False
     schedule_margin: float = DEFAULT_SCHEDULE_MARGIN
+    interleave: bool | None = None
+    """All engines live at once, one cell each in turn (:mod:`eaglehub.tune.engine`); None: on vLLM's CPU
+    build only. A finished run's report holds what was done (None: no engine ran)."""
     log_dir: Path | None = None
 
 

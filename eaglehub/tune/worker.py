@@ -16,7 +16,11 @@ them had already produced a token (a pure decode step; a step holding a prefill 
 the output tokens it produced, and its wall seconds. The acceptance counters of each cell come from
 ``LLM.get_metrics()`` before and after it (docs/vllm.md §9).
 
-Run as ``python -m eaglehub.tune.worker REQUEST.json RESULT.json`` by :func:`eaglehub.tune.engine.run_cells`.
+Run as ``python -m eaglehub.tune.worker REQUEST.json`` by :class:`eaglehub.tune.engine.EnginePool`. The worker
+loads the engine, serves an untimed warm-up cell, says ``ready``, then takes one command per line on stdin
+(``{"cell": …}``: serve one cell; ``{"extend": …}``: :func:`time_extends`; ``{"stop": true}``) and answers each
+with one JSON line on its event pipe. Staying up between commands is what lets the parent interleave the cells
+of several engines, so a slow spell of a shared machine lands on every configuration alike.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def run_cell(llm, params, prompts: list[list[int]], concurrency: int, tag: str) 
     return steps, [outputs[r] for r in ids]
 
 
-def time_extends(llm, req: dict) -> list[list]:
+def time_extends(llm, ext: dict, pool: list[list[int]], seed: int) -> list[list]:
     """The target's forward over n new tokens for each of b requests, timed directly (target alone only).
 
     Each request is a cached prefix plus n fresh tokens and asks for one output token, so the one engine step
@@ -107,17 +111,14 @@ def time_extends(llm, req: dict) -> list[list]:
     from vllm import SamplingParams
     from vllm.inputs import TokensPrompt
 
-    ext = req.get("extend")
-    if not ext:
-        return []
     engine = llm.llm_engine
     cache = engine.vllm_config.cache_config
     unit = max(int(cache.block_size), int(getattr(cache, "prefix_match_unit", 0) or 0))
     length = unit * max(1, -(-int(ext["prefix_tokens"]) // unit))
-    flat = [t for p in req["prompt_token_ids"] for t in p]
+    flat = [t for p in pool for t in p]
     prefix = (flat * (length // len(flat) + 1))[:length]
     one = SamplingParams(max_tokens=1, temperature=0.0, detokenize=False, ignore_eos=True)
-    rng = random.Random(req["seed"])
+    rng = random.Random(seed)
     rows: list[list] = []
 
     def serve(prompts: list[list[int]], tag: str) -> tuple[float, int, bool]:
@@ -144,38 +145,49 @@ def time_extends(llm, req: dict) -> list[list]:
     return rows
 
 
-def _worker(request_path: str, result_path: str) -> None:
-    events = os.fdopen(os.dup(1), "w", buffering=1)  # private progress pipe (not inherited)
+def _worker(request_path: str) -> None:
+    events = os.fdopen(os.dup(1), "w", buffering=1)  # private event pipe (not inherited)
     os.dup2(2, 1)  # everything vLLM prints goes to the log
     req = json.loads(Path(request_path).read_text())
 
     from eaglehub.engines.vllm_engine import counters_from_metrics
 
+    def send(event: dict) -> None:
+        events.write(json.dumps(event) + "\n")
+
     t0 = time.perf_counter()
     llm = _llm(req)
     load_seconds = time.perf_counter() - t0
-    events.write(json.dumps({"event": "loaded", "seconds": load_seconds}) + "\n")
     params = _params(req)
     pool = req["prompt_token_ids"]
     # one-time work (first-call allocations, oneDNN kernel selection) lands on an untimed cell
-    warm = max((c["concurrency"] for c in req["cells"]), default=1)
+    warm = int(req["warmup_concurrency"])
     run_cell(llm, params, [pool[i % len(pool)] for i in range(warm)], warm, "warmup")
-    cells = []
-    for n, cell in enumerate(req["cells"]):
-        before = counters_from_metrics(llm.get_metrics())
-        steps, outputs = run_cell(llm, params, [pool[i] for i in cell["prompts"]], cell["concurrency"], f"c{n}")
-        counters = counters_from_metrics(llm.get_metrics()) - before
-        cells.append({**cell, "steps": steps, "outputs": outputs, "counters": counters.to_dict()})
-        events.write(json.dumps({"event": "group_done", "group": cell["label"], "n": len(cell["prompts"])}) + "\n")
-    extends = time_extends(llm, req)
-    Path(result_path).write_text(json.dumps({"load_seconds": load_seconds, "cells": cells, "extends": extends}))
+    send({"event": "ready", "load_seconds": load_seconds})
+    # one command per line until "stop" or the end of stdin (the parent went away)
+    for line in sys.stdin:
+        command = json.loads(line)
+        if "cell" in command:
+            cell = command["cell"]
+            before = counters_from_metrics(llm.get_metrics())
+            steps, outputs = run_cell(
+                llm, params, [pool[i] for i in cell["prompts"]], cell["concurrency"], cell["label"]
+            )
+            counters = counters_from_metrics(llm.get_metrics()) - before
+            send(
+                {"event": "cell", "cell": {**cell, "steps": steps, "outputs": outputs, "counters": counters.to_dict()}}
+            )
+        elif "extend" in command:
+            send({"event": "extends", "rows": time_extends(llm, command["extend"], pool, int(req["seed"]))})
+        else:
+            break
     events.close()
-    # the result is on disk and vLLM runs in this process alone: skip the interpreter's teardown of the
-    # engine (seconds on 2 CPU cores), as the verify worker does
+    # vLLM runs in this process alone: skip the interpreter's teardown of the engine (seconds on 2 CPU cores),
+    # as the verify worker does
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
 
 
 if __name__ == "__main__":
-    _worker(sys.argv[1], sys.argv[2])
+    _worker(sys.argv[1])
