@@ -551,3 +551,21 @@ def test_each_engine_reserves_the_kv_cache_its_requests_need_not_verifys_gib(mak
     assert kv_cache_bytes(target, "bfloat16", 2048, ids, [1, 2], 64, 4) == small // 2
     # a config it cannot read keeps verify's reservation
     assert kv_cache_bytes(tmp_path, "float32", 2048, ids, [1], 64, 4) == DEFAULT_KV_CACHE_BYTES
+
+
+def test_a_worker_that_dies_is_a_one_line_error_with_its_log_tail(tmp_path):
+    import subprocess
+    import sys
+
+    from eaglehub.errors import EaglehubError
+    from eaglehub.tune.engine import _Worker
+
+    log = tmp_path / "w.log"
+    log.write_text("loading\nRuntimeError: out of KV cache blocks\n")
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(3)"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    worker = _Worker(2, None, proc, log)
+    with pytest.raises(EaglehubError) as err:
+        worker.ask({"cell": {}})
+    assert err.value.exit_code == 1
+    assert "worker for k=2 failed (exit code 3)" in str(err.value) and "out of KV cache blocks" in str(err.value)
