@@ -569,3 +569,30 @@ def test_a_worker_that_dies_is_a_one_line_error_with_its_log_tail(tmp_path):
         worker.ask({"cell": {}})
     assert err.value.exit_code == 1
     assert "worker for k=2 failed (exit code 3)" in str(err.value) and "out of KV cache blocks" in str(err.value)
+
+
+@pytest.mark.parametrize("interleave", [True, False])
+def test_the_check_measures_a_served_schedule_beside_the_static_engines(monkeypatch, interleave):
+    from eaglehub.tune.run import _check_runs
+    from eaglehub.tune.schedule import Recommendation, Schedule
+
+    pool, order, started = _fake_pool(monkeypatch, interleave)
+    served = Schedule((2, 1), 2, 2)
+    with pool:
+        runs = pool.measure([(0, None), (1, None), (2, None)], repeats=3, max_k=2)
+        n = len(order)
+        checked = _check_runs(pool, runs, Recommendation("schedule", served, 1, 0.9, 0.05), 3, lambda _m: None)
+    sched = ((1, 1, 2), (2, 2, 1))
+    assert started[-1][:2] == (2, sched) and len(started) == 4  # one new engine: the schedule's
+    if interleave:
+        # fresh rounds of every static engine and the schedule, side by side
+        assert {o[:2] for o in order[n:]} == {(0, None), (1, None), (2, None), (2, sched)}
+        assert [r.k for r in checked] == [0, 1, 2, 2] and all(len(r.passes) == 6 for r in checked)
+        assert all(r.passes is not o.passes for r, o in zip(checked, runs))
+    else:
+        # the static engines stopped after their own cells: their passes stand, the schedule runs alone
+        assert {o[:2] for o in order[n:]} == {(2, sched)}
+        assert checked[:3] == runs and checked[3].schedule == sched
+    # a served static k is that engine's own passes, no engine started
+    again = _check_runs(pool, runs, Recommendation("static", Schedule((1, 1), 2, 2), 1, 0.99, 0.05), 3, print)
+    assert len(started) == 4 and again[-1].passes == runs[1].passes and again[-1].schedule == ((1, 2, 1),)
