@@ -194,7 +194,8 @@ def check_prompt_lengths(prompts: list, ids: list[list[int]], max_tokens: int, m
     if over:
         n, pid = max(over)
         raise UsageError(
-            f"prompt {pid!r} is {n} tokens: with --max-tokens {max_tokens} and up to {max_k} draft tokens it needs "
+            f"prompt {pid!r} is {n} tokens: with --max-tokens {max_tokens} and up to {max_k} draft "
+            f"token{'s' if max_k != 1 else ''} it needs "
             f"{n + need} of the engine's {max_model_len}-token context"
             + (f" ({len(over)} prompts are too long)" if len(over) > 1 else ""),
             hint="shorten or leave out the long prompts (--category / --limit pick a subset), or lower --max-tokens",
