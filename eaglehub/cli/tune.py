@@ -22,6 +22,7 @@ from eaglehub.cli.options import (
 )
 from eaglehub.cli.output import err_console, write_and_show
 from eaglehub.cli.paths import output_path
+from eaglehub.tune.options import DEFAULT_CONCURRENCY, DEFAULT_MAX_K, DEFAULT_SCHEDULE_MARGIN, MAX_K
 
 
 @click.command("tune")
@@ -29,14 +30,14 @@ from eaglehub.cli.paths import output_path
 @click.option("--drafter", required=True, help="EAGLE-3 drafter directory.")
 @click.option(
     "--max-k",
-    type=click.IntRange(1, 16),
-    default=4,
+    type=click.IntRange(1, MAX_K),
+    default=DEFAULT_MAX_K,
     show_default=True,
     help="Largest k considered; one run at this k measures the acceptance rate at every draft position.",
 )
 @click.option(
     "--concurrency",
-    default="1,2,4,8",
+    default=",".join(map(str, DEFAULT_CONCURRENCY)),
     show_default=True,
     help="Comma-separated concurrency levels (requests in flight) the step costs are measured at.",
 )
@@ -95,7 +96,7 @@ from eaglehub.cli.paths import output_path
 @click.option(
     "--schedule-margin",
     type=click.FloatRange(0.0, 1.0),
-    default=0.05,
+    default=DEFAULT_SCHEDULE_MARGIN,
     show_default=True,
     help="Serve a k schedule only when it is predicted to beat the best static k (or the target alone) by more "
     "than this share at some batch size; else print that static choice (a smaller gain is within the measurement).",

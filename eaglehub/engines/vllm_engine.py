@@ -42,6 +42,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -307,11 +308,7 @@ class VllmEngine:
             rc = self._spawn(tmp / "request.json", tmp / "result.json", log_path, progress, single_process(request))
             result_path = tmp / "result.json"
             if rc != 0 or not result_path.is_file():
-                raise EaglehubError(
-                    f"the vLLM worker failed (exit code {rc}); last lines of its log:\n{log_tail(log_path)}",
-                    hint="see the log above; rerun with --engine-log DIR to keep it",
-                    exit_code=1,
-                )
+                raise worker_failure("the vLLM worker", rc, log_path, self.log_dir is not None)
             result = RunResult.from_dict(json.loads(result_path.read_text()))
         result.engine, result.engine_version = self.name, version
         return result
@@ -365,6 +362,34 @@ def log_tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
     except OSError:
         return "(no log)"
+
+
+_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:? ?.*")
+
+
+def log_cause(path: Path) -> str | None:
+    """The last exception line of a worker's log (``ValueError: The decoder prompt …``): the cause, where the
+    traceback above it is only the way there. ``None`` when the log has none (killed, or not Python's fault)."""
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        text = line.strip()
+        if _CAUSE.match(text):
+            return text[:600]
+    return None
+
+
+def worker_failure(what: str, rc: int, log: Path, kept: bool) -> EaglehubError:
+    """A failed engine worker as one error: ``what`` failed with exit code ``rc`` and the last exception line of its
+    ``log`` (its last lines when it has none); the hint gives the log's path when it is ``kept``."""
+    cause = log_cause(log)
+    return EaglehubError(
+        f"{what} failed (exit code {rc}): " + (cause or f"last lines of its log:\n{log_tail(log)}"),
+        hint=f"vLLM's whole log: {log}" if kept else "rerun with --engine-log DIR to keep vLLM's log",
+        exit_code=1,
+    )
 
 
 def serve_command(

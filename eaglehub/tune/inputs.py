@@ -1,12 +1,15 @@
-"""Costs and acceptance measured elsewhere: the files ``tune --costs`` and ``tune --acceptance`` read."""
+"""What tune reads: costs and acceptance measured elsewhere (the files ``tune --costs`` and ``tune --acceptance``
+read), and the prompts' lengths against the engine's context."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
 from eaglehub.errors import UsageError
 from eaglehub.measure.curve import AcceptanceCurve
+from eaglehub.measure.prompts import Prompt
 from eaglehub.tune.costs import SCHEMA as COSTS_SCHEMA
 from eaglehub.tune.costs import CostModel
 
@@ -96,3 +99,25 @@ def load_acceptance(path: str, drafter: str | None = None) -> Acceptance:
         raise UsageError(f"--acceptance {path}: its drafter has no measured acceptance curve", hint=hint)
     lossless = entries[0].get("lossless")
     return Acceptance(measured, (), _name(entries[0].get("drafter")), lossless if isinstance(lossless, bool) else None)
+
+
+def check_prompt_lengths(
+    prompts: Sequence[Prompt], ids: list[list[int]], max_tokens: int, max_k: int, max_model_len: int
+) -> None:
+    """Refuse, before any engine loads, a prompt the engine's context cannot hold with its output and k draft
+    tokens (vLLM would refuse it inside the worker, after loading).
+
+    Raises:
+        UsageError: (exit 2) naming the longest such prompt, its token count and the context.
+    """
+    need = max_tokens + max_k + 1
+    over = [(len(t), p.id) for p, t in zip(prompts, ids) if len(t) + need > max_model_len]
+    if over:
+        n, pid = max(over)
+        raise UsageError(
+            f"prompt {pid!r} is {n} tokens: with --max-tokens {max_tokens} and up to {max_k} draft "
+            f"token{'s' if max_k != 1 else ''} it needs "
+            f"{n + need} of the engine's {max_model_len}-token context"
+            + (f" ({len(over)} prompts are too long)" if len(over) > 1 else ""),
+            hint="shorten or leave out the long prompts (--category / --limit pick a subset), or lower --max-tokens",
+        )

