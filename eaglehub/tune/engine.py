@@ -153,7 +153,8 @@ def kv_cache_bytes(
     max_k: int,
 ) -> int:
     """The KV cache one step-timing engine needs, not the 1 GiB verify reserves: several engines are live at once
-    (module doc). Enough for ``max_model_len`` (vLLM refuses less) or for the largest level's requests at their
+    (module doc). Enough for ``max_model_len`` (vLLM refuses a cache that cannot hold one request that long: vllm
+    0.32.0 ``v1/core/kv_cache_utils.py`` L1021-1035) or for the largest level's requests at their
     longest, whichever is more, plus the timed forwards' cached prefix; twice that per-token size covers the
     drafter's layer and the engine's block rounding. A target config this cannot read keeps verify's size."""
     from eaglehub.errors import InputError

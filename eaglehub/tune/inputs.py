@@ -104,8 +104,10 @@ def load_acceptance(path: str, drafter: str | None = None) -> Acceptance:
 def check_prompt_lengths(
     prompts: Sequence[Prompt], ids: list[list[int]], max_tokens: int, max_k: int, max_model_len: int
 ) -> None:
-    """Refuse, before any engine loads, a prompt the engine's context cannot hold with its output and k draft
-    tokens (vLLM would refuse it inside the worker, after loading).
+    """Refuse, before any engine loads, a prompt the engine's context cannot hold with its whole output and k
+    draft tokens. vLLM itself refuses only a prompt of ``max_model_len`` tokens or more, inside the loaded worker
+    (vllm 0.32.0 ``v1/engine/input_processor.py`` L574-600), and cuts a longer output short at the context; tune
+    needs every request to decode its full ``--max-tokens``, so a pass holds the steps it stands for.
 
     Raises:
         UsageError: (exit 2) naming the longest such prompt, its token count and the context.
